@@ -1,0 +1,197 @@
+"""Declaring agents in Python: :class:`Agent` and the :func:`action` decorator."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flink_agents.api.chat import ChatMessage
+from flink_agents.api.events import Event, event_type_name
+from flink_agents.api.prompts import Prompt
+from flink_agents.api.refs import class_path
+from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
+from flink_agents.api.tools import FunctionTool
+
+ErrorPolicy = Literal["fail", "emit"]
+"""What an action error does: ``fail`` raises out of the engine; ``emit`` ends the run with an
+error ``OutputEvent`` and goes on with other runs."""
+
+ActionFunction = Callable[..., Any]
+_MARK = "__flink_agents_action__"
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """What ``@action`` records on a function: the event types it handles and its config."""
+
+    listen_to: tuple[str, ...]
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def action(
+    *event_types: type[Event] | str, config: Mapping[str, Any] | None = None
+) -> Callable[[ActionFunction], ActionFunction]:
+    """Mark ``fn(event, ctx)`` (sync or ``async``) as an action handling ``event_types``.
+
+    Actions must be module-level functions or functions in a class body (no ``self``), so the
+    plan can reference them as ``module:qualname`` and a worker can import them.
+    """
+    if not event_types:
+        raise TypeError("@action needs at least one event type")
+    spec = ActionSpec(tuple(event_type_name(t) for t in event_types), dict(config or {}))
+
+    def mark(fn: ActionFunction) -> ActionFunction:
+        target = fn.__func__ if isinstance(fn, staticmethod) else fn
+        _check_action_signature(target)
+        setattr(target, _MARK, spec)
+        return fn
+
+    return mark
+
+
+def action_spec(fn: Any) -> ActionSpec | None:
+    """The ``@action`` spec of ``fn``, if it has one."""
+    target = fn.__func__ if isinstance(fn, staticmethod) else fn
+    return getattr(target, _MARK, None)
+
+
+def _check_action_signature(fn: ActionFunction) -> None:
+    if not callable(fn):
+        raise TypeError(f"@action applies to functions, not {fn!r}")
+    params = list(inspect.signature(fn).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) != 2:
+        raise TypeError(
+            f"action {fn.__qualname__} must take exactly (event, ctx); got "
+            f"{[p.name for p in params]}"
+        )
+
+
+@dataclass(frozen=True)
+class ActionDeclaration:
+    """An action of an agent: its name, function, event types and config."""
+
+    name: str
+    function: ActionFunction
+    listen_to: tuple[str, ...]
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceDeclaration:
+    """A named resource of an agent."""
+
+    name: str
+    type: ResourceType
+    descriptor: ResourceDescriptor
+
+
+class Agent:
+    """An agent: actions that react to events, and resources they use.
+
+    Subclass it and decorate functions in the class body with ``@action``; add resources in
+    ``__init__`` (or on an instance) with :meth:`add_resource`, :meth:`add_tool` and
+    :meth:`add_prompt`. Compile with ``flink_agents.plan.compile_agent``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        error_policy: ErrorPolicy = "fail",
+    ) -> None:
+        self.name = name or type(self).__name__
+        self.config: dict[str, Any] = dict(config or {})
+        self.error_policy: ErrorPolicy = error_policy
+        self._resources: dict[str, ResourceDeclaration] = {}
+        self._extra_actions: list[ActionDeclaration] = []
+
+    def add_resource(
+        self,
+        name: str,
+        resource_type: ResourceType,
+        resource: type[Resource] | ResourceDescriptor | str,
+        **arguments: Any,
+    ) -> Agent:
+        """Declare resource ``name``: a class (or class path) and arguments, or a descriptor."""
+        if name in self._resources:
+            raise ValueError(f"agent {self.name!r} already has a resource named {name!r}")
+        if isinstance(resource, ResourceDescriptor):
+            if arguments:
+                raise TypeError("pass arguments inside the descriptor, not next to it")
+            descriptor = resource
+        else:
+            descriptor = ResourceDescriptor.of(resource, **arguments)
+        self._resources[name] = ResourceDeclaration(name, ResourceType(resource_type), descriptor)
+        return self
+
+    def add_tool(
+        self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> Agent:
+        """Offer a module-level function as a tool resource (named after it by default)."""
+        arguments: dict[str, Any] = {"function": class_path(function)}
+        if name and name != function.__name__:
+            arguments["name"] = name
+        if description:
+            arguments["description"] = description
+        return self.add_resource(name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments)
+
+    def add_prompt(
+        self, name: str, text: str | None = None, *, messages: list[ChatMessage] | None = None
+    ) -> Agent:
+        """Declare a prompt template: one user ``text`` or a list of ``messages``."""
+        if messages is not None:
+            dumped = [m.model_dump(exclude_defaults=True) for m in messages]
+            return self.add_resource(name, ResourceType.PROMPT, Prompt, messages=dumped)
+        return self.add_resource(name, ResourceType.PROMPT, Prompt, text=text)
+
+    def add_action(
+        self,
+        function: ActionFunction,
+        *event_types: type[Event] | str,
+        name: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Agent:
+        """Add an action on this instance; without event types, ``function``'s ``@action`` spec."""
+        spec = action_spec(function)
+        if event_types:
+            _check_action_signature(function)
+            listen_to = tuple(event_type_name(t) for t in event_types)
+        elif spec is not None:
+            listen_to = spec.listen_to
+        else:
+            raise TypeError(f"{function!r} is not an @action; pass the event types it handles")
+        merged = {**(spec.config if spec else {}), **(config or {})}
+        self._extra_actions.append(
+            ActionDeclaration(name or function.__name__, function, listen_to, merged)
+        )
+        return self
+
+    @property
+    def resources(self) -> list[ResourceDeclaration]:
+        """Declared resources, in declaration order."""
+        return list(self._resources.values())
+
+    @property
+    def actions(self) -> list[ActionDeclaration]:
+        """Class actions (base classes first, in definition order) then instance actions."""
+        found: dict[str, ActionDeclaration] = {}
+        for klass in reversed(type(self).__mro__):
+            for attr, value in vars(klass).items():
+                spec = action_spec(value)
+                if spec is None:
+                    continue
+                function = value.__func__ if isinstance(value, staticmethod) else value
+                found.pop(attr, None)  # an override takes the subclass's place in the order
+                found[attr] = ActionDeclaration(attr, function, spec.listen_to, spec.config)
+        declared = list(found.values())
+        names = {a.name for a in declared}
+        for extra in self._extra_actions:
+            if extra.name in names:
+                raise ValueError(f"agent {self.name!r} has two actions named {extra.name!r}")
+            names.add(extra.name)
+            declared.append(extra)
+        return declared

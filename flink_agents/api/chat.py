@@ -1,0 +1,44 @@
+"""Chat data exchanged with models: messages, tool calls and tool specs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(BaseModel):
+    """A model's request to call the tool ``name`` with ``arguments``."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation."""
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = Field(default=None, description="Set on role 'tool' replies.")
+
+
+class ToolSpec(BaseModel):
+    """What a model is told about a tool: name, description and JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ChatRequest(BaseModel):
+    """Everything a connection needs for one model call."""
+
+    model: str | None = None
+    messages: list[ChatMessage]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    temperature: float | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,69 @@
+"""Chat models, split in two resources.
+
+* A :class:`ChatModelConnection` is the endpoint: a client, a base URL, credentials.
+* A :class:`ChatModelSetup` is one way of using it: model name, system prompt, tools, temperature.
+  Several setups may share one connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, cast
+
+from pydantic import Field
+
+from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.prompts import Prompt
+from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.tools import Tool
+
+
+class ChatModelConnection(Resource):
+    """An endpoint that answers chat requests. Providers subclass this."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.CHAT_MODEL_CONNECTION
+
+    async def chat(self, request: ChatRequest) -> ChatMessage:
+        raise NotImplementedError
+
+
+class ChatModelSetup(Resource):
+    """A configured model: what actions ask for by name (``ResourceType.CHAT_MODEL``)."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.CHAT_MODEL
+
+    connection: str = Field(description="Name of a chat_model_connection resource.")
+    model: str | None = None
+    prompt: str | None = Field(
+        default=None, description="Name of a prompt resource used as the system prompt."
+    )
+    tools: list[str] = Field(default_factory=list, description="Names of tool resources offered.")
+    temperature: float | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def tool(self, name: str) -> Tool:
+        """The tool resource ``name``, if this setup offers it."""
+        if name not in self.tools:
+            raise LookupError(f"model does not offer tool {name!r}; it offers {self.tools}")
+        return cast(Tool, self.get_resource(name, ResourceType.TOOL))
+
+    def request(self, messages: list[ChatMessage]) -> ChatRequest:
+        """The request this setup sends for ``messages`` (system prompt first, tools attached)."""
+        if self.prompt and not any(message.role == "system" for message in messages):
+            prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
+            system = [m.model_copy(update={"role": "system"}) for m in prompt.format_messages()]
+            messages = [*system, *messages]
+        return ChatRequest(
+            model=self.model,
+            messages=messages,
+            tools=[self.tool(name).spec() for name in self.tools],
+            temperature=self.temperature,
+            extra=self.extra,
+        )
+
+    async def chat(self, messages: list[ChatMessage]) -> ChatMessage:
+        """Ask the model; returns its reply (which may carry tool calls)."""
+        connection = cast(
+            ChatModelConnection,
+            self.get_resource(self.connection, ResourceType.CHAT_MODEL_CONNECTION),
+        )
+        return await connection.chat(self.request(messages))

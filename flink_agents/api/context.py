@@ -1,0 +1,85 @@
+"""What an action sees: :class:`RunnerContext`. The engine provides the implementation."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from flink_agents.api.events import Event
+from flink_agents.api.memory import Memory
+from flink_agents.api.resources import Resource, ResourceType
+
+T = TypeVar("T")
+
+Reconciler = Callable[..., Any]
+"""Asks the outside world whether a call that was started before a failover went through.
+
+Accepted and handed to the engine now; its protocol is defined by the durable-execution work.
+"""
+
+
+class RunnerContext(ABC):
+    """The engine's face towards one action invocation."""
+
+    @property
+    @abstractmethod
+    def key(self) -> Any:
+        """The key this run belongs to."""
+
+    @abstractmethod
+    def send_event(self, event: Event) -> None:
+        """Queue ``event`` for dispatch within this run (ids and lineage are filled in)."""
+
+    @abstractmethod
+    def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
+        """The resource ``name``, which must be of ``resource_type``."""
+
+    @property
+    @abstractmethod
+    def sensory_memory(self) -> Memory:
+        """Memory of this run only."""
+
+    @property
+    @abstractmethod
+    def short_term_memory(self) -> Memory:
+        """Memory of this key, kept across runs; changes are committed when the run ends."""
+
+    @property
+    @abstractmethod
+    def config(self) -> Mapping[str, Any]:
+        """The agent's configuration."""
+
+    @property
+    @abstractmethod
+    def action_config(self) -> Mapping[str, Any]:
+        """The configuration of the running action."""
+
+    @abstractmethod
+    def durable_execute(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        call_id: str | None = None,
+        reconciler: Reconciler | None = None,
+        result_type: type | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run ``fn(*args, **kwargs)`` as a durable call and return its result.
+
+        ``call_id`` names the call within this action invocation (default: its ordinal);
+        ``result_type`` tells replay how to rebuild a recorded result. Use this for every side
+        effect (model, tool, service) so a replay after failover does not repeat it.
+        """
+
+    @abstractmethod
+    async def durable_execute_async(
+        self,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        call_id: str | None = None,
+        reconciler: Reconciler | None = None,
+        result_type: type | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Async form of :meth:`durable_execute` for coroutine functions."""

@@ -1,0 +1,129 @@
+"""Resources: models, tools, prompts and sub-agents that actions look up by name.
+
+A resource is declared in the plan by a :class:`ResourceDescriptor` (a class path and arguments)
+and instantiated on the worker. Secrets never appear in a plan: an argument may reference an
+environment variable as ``{"env": "NAME"}`` or ``"${env:NAME}"``; references are resolved when
+the resource is opened.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from flink_agents.api.refs import class_path
+
+
+class ResourceType(str, enum.Enum):
+    """Kinds of resources an action can look up."""
+
+    CHAT_MODEL_CONNECTION = "chat_model_connection"
+    CHAT_MODEL = "chat_model"
+    TOOL = "tool"
+    PROMPT = "prompt"
+    AGENT = "agent"
+    """A sub-agent; declared and kept in plans now, executed by later work."""
+
+
+_ENV_STRING = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
+_SECRET_NAME = re.compile(r"(api_?key|secret|token|password)", re.IGNORECASE)
+
+
+def env_reference(value: Any) -> str | None:
+    """The variable name if ``value`` is an environment reference, else None."""
+    if isinstance(value, Mapping) and set(value) == {"env"} and isinstance(value["env"], str):
+        return value["env"]
+    if isinstance(value, str):
+        match = _ENV_STRING.match(value)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _literal_secrets(arguments: Any, path: str) -> list[str]:
+    """Paths of arguments whose name says 'secret' but whose value is a literal string."""
+    found: list[str] = []
+    if isinstance(arguments, Mapping):
+        for name, value in arguments.items():
+            sub = f"{path}/{name}"
+            if isinstance(value, str) and _SECRET_NAME.search(str(name)) and not env_reference(
+                value
+            ):
+                found.append(sub)
+            elif env_reference(value) is None:
+                found.extend(_literal_secrets(value, sub))
+    elif isinstance(arguments, list):
+        for index, value in enumerate(arguments):
+            found.extend(_literal_secrets(value, f"{path}/{index}"))
+    return found
+
+
+class UnresolvedSecretError(LookupError):
+    """An environment reference names a variable that is not set."""
+
+
+def resolve_env_references(value: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """Replace every environment reference inside ``value`` by the variable's value."""
+    environ = os.environ if environ is None else environ
+    name = env_reference(value)
+    if name is not None:
+        if name not in environ:
+            raise UnresolvedSecretError(f"environment variable {name!r} is not set")
+        return environ[name]
+    if isinstance(value, Mapping):
+        return {key: resolve_env_references(item, environ) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_env_references(item, environ) for item in value]
+    return value
+
+
+class ResourceDescriptor(BaseModel):
+    """How to build a resource: ``class`` as ``module:qualname`` plus constructor ``arguments``."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    class_path: str = Field(alias="class", pattern=r"^[\w.]+:[\w.]+$")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, resource_class: type[Resource] | str, **arguments: Any) -> ResourceDescriptor:
+        """Describe ``resource_class`` built with ``arguments``."""
+        path = resource_class if isinstance(resource_class, str) else class_path(resource_class)
+        return cls(class_path=path, arguments=arguments)
+
+    @field_validator("arguments")
+    @classmethod
+    def _no_literal_secrets(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        literal = _literal_secrets(arguments, "")
+        if literal:
+            raise ValueError(
+                f"secret-looking argument(s) {', '.join(literal)} hold a literal value; "
+                'use an environment reference such as {"env": "NAME"} or "${env:NAME}"'
+            )
+        return arguments
+
+
+ResourceLookup = Callable[[str, ResourceType], "Resource"]
+
+
+class Resource(BaseModel):
+    """Base of resources. Fields are the descriptor's arguments, validated on open."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    resource_type: ClassVar[ResourceType]
+    _lookup: ResourceLookup | None = PrivateAttr(default=None)
+
+    def bind(self, lookup: ResourceLookup) -> None:
+        """Give the resource access to its siblings (a chat model finds its connection)."""
+        self._lookup = lookup
+
+    def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
+        if self._lookup is None:
+            raise RuntimeError(f"{type(self).__name__} is not bound to a resource registry")
+        return self._lookup(name, resource_type)

@@ -1,0 +1,122 @@
+"""Tools: callables a model may ask to run. Function tools derive their schema from a signature."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
+
+from flink_agents.api.chat import ToolSpec
+from flink_agents.api.refs import import_reference
+from flink_agents.api.resources import Resource, ResourceType
+
+
+class Tool(Resource):
+    """Base of tools: a name, a description, an argument schema and ``call``."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.TOOL
+
+    def spec(self) -> ToolSpec:
+        raise NotImplementedError
+
+    async def call(self, arguments: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into a summary and per-argument descriptions."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            if line and not line.startswith(" ") and line.rstrip().endswith(":"):
+                in_args = False  # the next section (Returns:, Raises:) begins
+                continue
+            match = _ARG_LINE.match(line)
+            if match and line.startswith("    ") and not line.startswith("        "):
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(3).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}"
+        elif not params:
+            summary.append(line)
+    return " ".join(part.strip() for part in summary if part.strip()), params
+
+
+def arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]:
+    """A pydantic model of ``function``'s parameters, described from its docstring."""
+    _, descriptions = parse_docstring(function.__doc__)
+    hints = get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(function).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args/**kwargs cannot be described to a model")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            annotation,
+            Field(default, description=descriptions.get(param.name)),
+        )
+    return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+class FunctionTool(Tool):
+    """A tool backed by a module-level Python function (sync or async)."""
+
+    function: str = Field(description="The function as module:qualname.")
+    name: str | None = None
+    description: str | None = None
+
+    _callable: Callable[..., Any] = PrivateAttr()
+    _arguments: type[BaseModel] = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        self._callable = import_reference(self.function)
+        self._arguments = arguments_model(self._callable, self.tool_name)
+
+    @property
+    def tool_name(self) -> str:
+        return self.name or self.function.rpartition(":")[2].rpartition(".")[2]
+
+    def spec(self) -> ToolSpec:
+        summary, _ = parse_docstring(self._callable.__doc__)
+        schema = self._arguments.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(
+            name=self.tool_name,
+            description=self.description or summary or self.tool_name,
+            parameters=schema,
+        )
+
+    async def call(self, arguments: dict[str, Any]) -> Any:
+        validated = self._arguments.model_validate(arguments)
+        fields = type(validated).model_fields
+        result = self._callable(**{name: getattr(validated, name) for name in fields})
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def tool_output_text(result: Any) -> str:
+    """How a tool's return value is shown to a model."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, sort_keys=True, default=str)

@@ -1,0 +1,97 @@
+"""The agent plan: what an agent compiles to and what a worker runs.
+
+A plan is pure data. Functions and classes appear as ``module:qualname`` references that the
+worker imports (see :mod:`flink_agents.plan.resolve`). Its JSON form is deterministic: keys are
+sorted and lists keep declaration order, so the same agent always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.resources import ResourceDescriptor, ResourceType
+from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
+
+PLAN_VERSION = 1
+"""The plan format this code writes and reads."""
+
+REFERENCE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+
+
+class ActionPlan(BaseModel):
+    """One action: the function to call and the event types it handles."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    function: str = Field(pattern=REFERENCE_PATTERN, description="module:qualname")
+    listen_to: list[str] = Field(min_length=1, description="Event type names.")
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResourcePlan(ResourceDescriptor):
+    """A named resource's type and descriptor (class path and arguments)."""
+
+    type: ResourceType
+
+
+class AgentPlan(BaseModel):
+    """A compiled agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan_version: int = PLAN_VERSION
+    name: str = Field(min_length=1)
+    error_policy: ErrorPolicy = "fail"
+    config: dict[str, Any] = Field(default_factory=dict)
+    actions: list[ActionPlan] = Field(min_length=1)
+    resources: dict[str, ResourcePlan] = Field(default_factory=dict)
+
+    @field_validator("plan_version")
+    @classmethod
+    def _supported_version(cls, version: int) -> int:
+        if version != PLAN_VERSION:
+            raise ValueError(f"plan_version {version} is not supported; expected {PLAN_VERSION}")
+        return version
+
+    @field_validator("actions")
+    @classmethod
+    def _unique_action_names(cls, actions: list[ActionPlan]) -> list[ActionPlan]:
+        seen: set[str] = set()
+        for action in actions:
+            if action.name in seen:
+                raise ValueError(f"two actions are named {action.name!r}; names must be unique")
+            seen.add(action.name)
+        return actions
+
+    def listeners(self, event_type: str) -> list[ActionPlan]:
+        """Actions handling ``event_type``, in plan order."""
+        return [action for action in self.actions if event_type in action.listen_to]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def to_json(self) -> str:
+        """Deterministic JSON: sorted keys, two-space indent, trailing newline."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str | None = None) -> AgentPlan:
+        """Validate ``data``; errors become a :class:`PlanValidationError` with JSON pointers."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise PlanValidationError(issues_from_validation(exc, data), source) from None
+
+    @classmethod
+    def from_json(cls, text: str, source: str | None = None) -> AgentPlan:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            issue = PlanIssue("", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+            raise PlanValidationError([issue], source) from None
+        return cls.from_dict(data, source)

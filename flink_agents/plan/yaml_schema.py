@@ -1,0 +1,122 @@
+"""The YAML agent format, as pydantic models (published as ``schemas/agent.schema.json``).
+
+A file holds ``agents:``, a list of agents. Each agent names its resources by kind (connections,
+chat models, prompts, tools, sub-agents, or generic ``resources``) and its actions by
+``module:function``. A ``react:`` block makes the agent a ReAct agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.chat import ChatMessage
+from flink_agents.api.resources import ResourceType
+from flink_agents.plan.models import REFERENCE_PATTERN
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class DescriptorSpec(_Strict):
+    """A resource given by class (``module:qualname``) and constructor arguments."""
+
+    class_path: str = Field(alias="class", pattern=REFERENCE_PATTERN)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResourceSpec(DescriptorSpec):
+    """A resource of any type (the generic form behind the typed blocks)."""
+
+    type: ResourceType
+
+
+class ChatModelSpec(_Strict):
+    """A chat model setup on top of a connection."""
+
+    class_path: str = Field(
+        default="flink_agents.api.chat_models:ChatModelSetup",
+        alias="class",
+        pattern=REFERENCE_PATTERN,
+    )
+    connection: str
+    model: str | None = None
+    prompt: str | None = Field(default=None, description="Name of a prompt used as system prompt.")
+    tools: list[str] | None = None
+    temperature: float | None = None
+    extra: dict[str, Any] | None = None
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Further arguments for a custom setup class."
+    )
+
+
+class PromptSpec(_Strict):
+    """A prompt template: one user ``text`` or chat ``messages``, with ``{placeholders}``."""
+
+    text: str | None = None
+    messages: list[ChatMessage] | None = None
+
+
+class ToolSpec(_Strict):
+    """A function tool."""
+
+    function: str = Field(pattern=REFERENCE_PATTERN, description="module:function")
+    description: str | None = None
+
+
+class ActionSpec(_Strict):
+    """An action: a function and the event types it handles.
+
+    ``listen_to`` may be left out when the function carries an ``@action`` decorator.
+    """
+
+    name: str | None = Field(default=None, description="Defaults to the function's name.")
+    function: str = Field(pattern=REFERENCE_PATTERN, description="module:function")
+    listen_to: list[str] | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReactSpec(_Strict):
+    """Makes the agent a ReAct agent (prompt -> model <-> tools -> output)."""
+
+    chat_model: str = Field(description="Name of a chat model.")
+    prompt: str | None = Field(default=None, description="Name of a prompt for the input.")
+    output_schema: str | None = Field(
+        default=None, pattern=REFERENCE_PATTERN, description="A pydantic model as module:Class."
+    )
+    max_tool_rounds: int = Field(default=10, ge=1)
+
+
+class AgentSpec(_Strict):
+    """One agent."""
+
+    name: str = Field(min_length=1)
+    error_policy: ErrorPolicy = "fail"
+    config: dict[str, Any] = Field(default_factory=dict)
+    react: ReactSpec | None = None
+    connections: dict[str, DescriptorSpec] = Field(default_factory=dict)
+    chat_models: dict[str, ChatModelSpec] = Field(default_factory=dict)
+    prompts: dict[str, str | PromptSpec] = Field(default_factory=dict)
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+    subagents: dict[str, DescriptorSpec] = Field(
+        default_factory=dict, description="Sub-agents, kept as AGENT resources (run later)."
+    )
+    resources: dict[str, ResourceSpec] = Field(default_factory=dict)
+    actions: list[ActionSpec] = Field(default_factory=list)
+
+
+class AgentsFile(_Strict):
+    """A YAML agents file."""
+
+    agents: list[AgentSpec] = Field(min_length=1)
+
+
+def agents_json_schema() -> dict[str, Any]:
+    """The JSON Schema of the YAML format."""
+    schema = AgentsFile.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "flink-agents YAML agents"
+    return schema
