@@ -1,0 +1,102 @@
+"""Canonical JSON and argument digests that are stable across processes.
+
+`canonical_json` is the single serializer for everything whose bytes matter (identities, digests,
+Kafka record keys): sorted keys, no whitespace, UTF-8, no NaN. `digest_arguments` normalizes call
+arguments to plain JSON first, so the digest does not depend on hash randomisation, object
+addresses or pickle protocol details.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+import pydantic_core
+
+
+class ArgumentDigestError(TypeError):
+    """An argument has no stable JSON form (its repr would contain an object address)."""
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize an already-plain JSON value deterministically."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def to_canonical(value: Any) -> Any:
+    """Normalize `value` to plain JSON (dict/list/str/int/float/bool/None), deterministically.
+
+    Rules, in order:
+    - pydantic models: `model_dump(mode="json")`; dataclass instances: their fields, by name.
+    - enums: their `.value`; bytes: `{"__bytes__": <base64>}`.
+    - non-finite floats: `{"__float__": "nan" | "inf" | "-inf"}`.
+    - mappings: keys that are not strings become their canonical JSON text.
+    - lists and tuples: lists; sets and frozensets: lists sorted by canonical JSON of elements.
+    - anything pydantic can render as JSON (datetime, date, UUID, Decimal, Path, ...): that form.
+    - otherwise, documented fallback: `{"__repr__": "<module:qualname>", "repr": repr(value)}`,
+      but only when the repr is free of an object address (`" at 0x"`); objects whose repr is
+      the default `<Foo object at 0x...>` raise `ArgumentDigestError`, because their digest
+      would differ in every process.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return to_canonical(value.value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"__float__": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, pydantic.BaseModel):
+        return to_canonical(value.model_dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"__bytes__": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {_canonical_key(k): to_canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [to_canonical(v) for v in value]
+        return sorted(items, key=canonical_json)
+    try:
+        return to_canonical(pydantic_core.to_jsonable_python(value))
+    except pydantic_core.PydanticSerializationError:
+        return _repr_fallback(value)
+
+
+def _canonical_key(key: Any) -> str:
+    return key if isinstance(key, str) else canonical_json(to_canonical(key))
+
+
+def _repr_fallback(value: Any) -> dict[str, str]:
+    text = repr(value)
+    if " at 0x" in text:
+        raise ArgumentDigestError(
+            f"argument of type {type_tag(type(value))} has no stable JSON form and its repr "
+            f"contains an object address ({text[:80]!r}); pass JSON-able values, a pydantic "
+            "model or a dataclass"
+        )
+    return {"__repr__": type_tag(type(value)), "repr": text}
+
+
+def type_tag(cls: type) -> str:
+    """`module:qualname` of a class, the form recorded alongside typed payloads."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def digest_arguments(args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
+    """sha256 hex digest of the canonical JSON of `{"args": [...], "kwargs": {...}}`."""
+    body = canonical_json({"args": to_canonical(list(args)), "kwargs": to_canonical(kwargs)})
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()

@@ -1,0 +1,242 @@
+"""Store logic shared by every log-backed store: the in-memory view and run bookkeeping.
+
+A subclass supplies only the transport (send, await acknowledgements, end offsets, read a range).
+The view maps each `ActionStateKey` to its latest state. For the recovery marker it tracks the
+runs that are open (begun or put, not yet ended) and the earliest acknowledged offset of each
+run's states; for pruning, the marker number at which each run ended.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from flink_agents.runtime.store.base import (
+    PartitionMark,
+    RecoveryMarker,
+    RestoreReport,
+    partition_for,
+)
+from flink_agents.runtime.store.codec import RecordCodec
+from flink_agents.runtime.store.errors import CorruptRecordError, StoreError
+from flink_agents.runtime.store.records import ActionState, ActionStateKey, RunKey
+
+logger = logging.getLogger(__name__)
+
+#: A record read back from the log: partition, offset, key, value (None for a tombstone).
+LogRecord = tuple[int, int, bytes | None, bytes | None]
+
+
+class LogStore(abc.ABC):
+    """An `ActionStateStore` over a partitioned append-only log. Not thread-safe, except that
+    one `aflush` may overlap with `put` calls from the event loop."""
+
+    def __init__(self, *, topic: str, partitions: int, codec: RecordCodec, max_pending: int):
+        if partitions < 1 or max_pending < 1:
+            raise ValueError("partitions and max_pending must be positive")
+        self.topic = topic
+        self.partitions = partitions
+        self._codec = codec
+        self._max_pending = max_pending
+        self._store_id = uuid.uuid4().hex
+        self._states: dict[ActionStateKey, ActionState] = {}
+        self._runs: dict[RunKey, list[ActionStateKey]] = {}
+        self._first_offset: dict[RunKey, int] = {}
+        self._open: set[RunKey] = set()
+        self._ended: dict[RunKey, int] = {}
+        self._markers_taken = 0
+        # (run, transport handle); run is None for tombstones.
+        self._pending: list[tuple[RunKey | None, Any]] = []
+
+    # -- transport ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
+        """Start writing one record; return a handle for `_await`."""
+
+    @abc.abstractmethod
+    def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
+        """Wait for `handles`; return their offsets or raise `StoreWriteError`."""
+
+    @abc.abstractmethod
+    def _end_offsets(self) -> dict[int, int]:
+        """Current end offset of every partition."""
+
+    @abc.abstractmethod
+    def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
+        """Records from `starts` (per partition) up to the end offsets at call time."""
+
+    # -- ActionStateStore ---------------------------------------------------------------------
+
+    def partition_of(self, run: RunKey) -> int:
+        """The partition holding `run`'s states (see `partition_for`)."""
+        return partition_for(run, self.partitions)
+
+    def put(self, state: ActionState) -> None:
+        """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""
+        key_bytes = state.key.canonical().encode("utf-8")
+        value = self._codec.encode(key_bytes, state)
+        if len(self._pending) >= self._max_pending:
+            self.flush()  # back-pressure: bounded number of unacknowledged writes
+        run = state.key.run
+        self._pending.append((run, self._send(self.partition_of(run), key_bytes, value)))
+        self._remember(state.model_copy(deep=True))
+        self.begin_run(run)
+
+    def get(self, key: ActionStateKey) -> ActionState | None:
+        """The latest state for `key` (a copy), or None."""
+        state = self._states.get(key)
+        return None if state is None else state.model_copy(deep=True)
+
+    def get_run(self, run: RunKey) -> list[ActionState]:
+        """All states of `run` (copies), in first-put order."""
+        return [self._states[k].model_copy(deep=True) for k in self._runs.get(run, [])]
+
+    def begin_run(self, run: RunKey) -> None:
+        """Mark `run` open."""
+        self._open.add(run)
+        self._ended.pop(run, None)
+
+    def end_run(self, run: RunKey) -> None:
+        """Mark `run` ended as of the next marker."""
+        self._open.discard(run)
+        self._ended[run] = self._markers_taken
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        offsets = self._await([handle for _, handle in pending], timeout)
+        for (run, _), offset in zip(pending, offsets, strict=True):
+            if run is not None:
+                self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+
+    async def aflush(self, timeout: float | None = None) -> None:
+        """`flush` in a worker thread."""
+        await asyncio.to_thread(self.flush, timeout)
+
+    def recovery_marker(self) -> RecoveryMarker:
+        """Flush, then mark per partition the low-water offset of open runs and the end."""
+        self.flush()
+        ends = self._end_offsets()
+        lows = dict(ends)
+        for run in self._open:
+            offset = self._first_offset.get(run)
+            if offset is not None:
+                p = self.partition_of(run)
+                lows[p] = min(lows[p], offset)
+        marker = RecoveryMarker(
+            topic=self.topic,
+            store_id=self._store_id,
+            taken=self._markers_taken,
+            partitions={p: PartitionMark(low=lows[p], end=ends[p]) for p in ends},
+        )
+        self._markers_taken += 1
+        return marker
+
+    def restore(self, marker: RecoveryMarker) -> RestoreReport:
+        """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records."""
+        if marker.topic != self.topic:
+            raise StoreError(f"marker is for topic {marker.topic!r}, store uses {self.topic!r}")
+        if set(marker.partitions) != set(range(self.partitions)):
+            raise StoreError(
+                f"marker covers partitions {sorted(marker.partitions)}, topic {self.topic!r} "
+                f"has {self.partitions}; the partition count of a store topic must not change"
+            )
+        if self._pending:
+            raise StoreError("restore with unflushed writes")
+        for table in (self._states, self._runs, self._first_offset, self._open, self._ended):
+            table.clear()
+        report = RestoreReport()
+        starts = {p: mark.low for p, mark in marker.partitions.items()}
+        for partition, offset, key, value in self._read(starts):
+            try:
+                self._apply(partition, offset, key, value, report)
+            except CorruptRecordError as exc:
+                logger.error("skipping %s", exc)
+                report.corrupt.append(exc)
+        logger.info(
+            "restored %d states from %r (%d records, %d tombstones, %d corrupt)",
+            len(self._states),
+            self.topic,
+            report.loaded,
+            report.tombstones,
+            len(report.corrupt),
+        )
+        return report
+
+    def prune(self, marker: RecoveryMarker) -> int:
+        """Tombstone all states of runs ended before `marker` was taken; flush; return count."""
+        if marker.store_id != self._store_id:
+            raise StoreError("prune needs a marker taken by this store instance")
+        done = [run for run, taken in self._ended.items() if taken <= marker.taken]
+        count = 0
+        for run in done:
+            del self._ended[run]
+            self._first_offset.pop(run, None)
+            for key in self._runs.pop(run, []):
+                del self._states[key]
+                handle = self._send(self.partition_of(run), key.canonical().encode("utf-8"), None)
+                self._pending.append((None, handle))
+                count += 1
+        self.flush()
+        return count
+
+    @property
+    def state_count(self) -> int:
+        """Number of states in the in-memory view."""
+        return len(self._states)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _remember(self, state: ActionState) -> None:
+        keys = self._runs.setdefault(state.key.run, [])
+        if state.key not in self._states:
+            keys.append(state.key)
+        self._states[state.key] = state
+
+    def _forget(self, key: ActionStateKey) -> None:
+        if self._states.pop(key, None) is None:
+            return
+        keys = self._runs[key.run]
+        keys.remove(key)
+        if not keys:
+            del self._runs[key.run]
+            self._first_offset.pop(key.run, None)
+
+    def _apply(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        report: RestoreReport,
+    ) -> None:
+        def corrupt(reason: str) -> CorruptRecordError:
+            return CorruptRecordError(self.topic, partition, offset, reason)
+
+        if key is None:
+            raise corrupt("record has no key")
+        if value is None:
+            try:
+                self._forget(ActionStateKey.model_validate_json(key))
+            except ValueError:
+                raise corrupt("tombstone key is not an action-state key") from None
+            report.tombstones += 1
+            return
+        record = self._codec.decode(
+            key, value, topic=self.topic, partition=partition, offset=offset
+        )
+        if not isinstance(record, ActionState):
+            raise corrupt(f"expected an action_state record, got {type(record).__name__}")
+        if self.partition_of(record.key.run) != partition:
+            raise corrupt("record is in the wrong partition for its key")
+        self._remember(record)
+        run = record.key.run
+        self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+        report.loaded += 1
