@@ -1,0 +1,50 @@
+# One entry point for setup, services and tests. Every target installs what it needs first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: install venv test test-unit lint run example kafka-start kafka-stop flink-start flink-stop services-stop clean
+
+venv: $(PY)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# apache-flink and everything else in ONE pip command: a separate later install can pull a
+# protobuf that Beam (under apache-flink) forbids.
+install: $(STAMP)
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q -e ".[test,providers]"
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+# The whole suite against a real Kafka broker, the PyFlink mini-cluster and a standalone cluster;
+# services already running are reused, the ones started here are stopped afterwards.
+test: install
+	scripts/with-services.sh $(PY) -m pytest $(PYTEST_ARGS)
+
+# Unit tests only: no JVM, no broker; seconds.
+test-unit: install
+	$(PY) -m pytest -m "not kafka and not flink and not cluster" $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check flink_agents tests e2e bench
+	$(VENV)/bin/ruff format --check flink_agents tests e2e bench
+
+# The example job end to end on the mini-cluster with a real Kafka store and one injected failure.
+run example: install
+	scripts/with-services.sh --kafka-only $(PY) -m flink_agents.examples.demo
+
+kafka-start:
+	scripts/kafka.sh start
+kafka-stop:
+	scripts/kafka.sh stop
+flink-start: install
+	scripts/flink-cluster.sh start
+flink-stop:
+	scripts/flink-cluster.sh stop
+services-stop: kafka-stop flink-stop
+
+clean: services-stop
+	rm -rf $(VENV) .cache .pytest_cache

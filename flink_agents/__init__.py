@@ -1,0 +1,1 @@
+"""flink-agents-py: LLM agents as keyed Apache Flink jobs, with durable calls."""
