@@ -30,8 +30,10 @@ def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
-    """`host:port` of the running broker (env FLINK_AGENTS_KAFKA, default 127.0.0.1:9092)."""
-    bootstrap = os.environ.get("FLINK_AGENTS_KAFKA", "127.0.0.1:9092")
+    """`host:port` of the running broker: FLINK_AGENTS_KAFKA, else 127.0.0.1:$KAFKA_PORT (9092)."""
+    bootstrap = os.environ.get(
+        "FLINK_AGENTS_KAFKA", f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}"
+    )
     host, _, port = bootstrap.rpartition(":")
     if not _reachable(host, int(port)):
         pytest.fail(
