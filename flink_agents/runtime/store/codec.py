@@ -103,9 +103,10 @@ class RecordCodec:
         if isinstance(record, ActionState) and record.key.canonical().encode("utf-8") != key:
             raise corrupt("record key does not match the key in its body")
         for call in _calls_of(record):
-            if call.payload_type == PICKLE_TAG and self._secret is None:
-                raise corrupt("unsigned record carries a pickled payload")
-            call._trusted = self._secret is not None
+            if call.payload_type == PICKLE_TAG:
+                if self._secret is None:
+                    raise corrupt("unsigned record carries a pickled payload")
+                call._trusted = True
         return record
 
     @staticmethod

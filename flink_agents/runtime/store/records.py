@@ -15,7 +15,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from flink_agents.runtime.store.canonical import canonical_json
-from flink_agents.runtime.store.payload import decode_payload, encode_payload
+from flink_agents.runtime.store.payload import PICKLE_TAG, decode_payload, encode_payload
 
 #: Upper bound (UTF-8 bytes) for an error's message and trace in a record.
 MAX_TRACE_BYTES = 4096
@@ -93,8 +93,9 @@ class CallResult(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
 
-    # True when the payload bytes came from this process or from an authenticated record; only
-    # then may a pickled payload be loaded. Never serialized.
+    # Set on pickled payloads made in this process or read from an authenticated record; only
+    # then may the payload be unpickled. Never serialized; left False for JSON payloads so that
+    # equality does not depend on where a result came from.
     _trusted: bool = PrivateAttr(default=False)
 
     @pydantic.model_validator(mode="after")
@@ -137,7 +138,7 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
-        done._trusted = True
+        done._trusted = tag == PICKLE_TAG
         return done
 
     def fail(

@@ -1,0 +1,73 @@
+import dataclasses
+import datetime as dt
+import enum
+import subprocess
+import sys
+
+import pytest
+
+from flink_agents.runtime.store import ArgumentDigestError, canonical_json, digest_arguments
+from tests.runtime.store.payload_types import Point, Reply
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+def test_digest_ignores_dict_order_and_distinguishes_values():
+    a = digest_arguments((1,), {"x": {"b": 1, "a": 2}})
+    b = digest_arguments((1,), {"x": {"a": 2, "b": 1}})
+    assert a == b
+    assert a != digest_arguments((1,), {"x": {"a": 2, "b": 2}})
+    assert digest_arguments((1, 2), {}) != digest_arguments((2, 1), {})
+
+
+def test_models_dataclasses_and_rich_values_are_normalized():
+    args = (Reply(text="hi", tokens=3), Point(1, 2), Color.RED, b"\x00", dt.date(2024, 1, 2))
+    assert digest_arguments(args, {}) == digest_arguments(
+        ({"text": "hi", "tokens": 3}, {"x": 1, "y": 2}, "red", b"\x00", "2024-01-02"), {}
+    )
+
+
+def test_default_repr_is_rejected_and_documented_repr_fallback_is_used():
+    with pytest.raises(ArgumentDigestError, match="object address"):
+        digest_arguments((object(),), {})
+
+    class Named:
+        def __repr__(self) -> str:
+            return "Named(1)"
+
+    assert digest_arguments((Named(),), {}) == digest_arguments((Named(),), {})
+
+
+def test_canonical_json_rejects_nan_and_sorts_keys():
+    assert canonical_json({"b": 1, "a": [1, "é"]}) == '{"a":[1,"é"],"b":1}'
+    with pytest.raises(ValueError):
+        canonical_json(float("nan"))
+
+
+def test_digest_is_stable_across_processes_with_hash_randomisation():
+    code = (
+        "from flink_agents.runtime.store import digest_arguments;"
+        "print(digest_arguments(({'q', 'w', 'e', 'r', 't', 'y'},), {'k': frozenset('abcdef')}))"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2", "3")
+    }
+    assert len(digests) == 1
+
+
+def test_dataclass_type_itself_is_not_treated_as_instance():
+    @dataclasses.dataclass
+    class D:
+        x: int
+
+    # A class object has no stable JSON form: its repr carries no address, so it falls back.
+    assert digest_arguments((D,), {}) == digest_arguments((D,), {})

@@ -1,0 +1,201 @@
+import asyncio
+
+import pytest
+
+from flink_agents.runtime.store import (
+    ActionState,
+    ActionStateStore,
+    CallResult,
+    InMemoryActionStateStore,
+    InMemoryLog,
+    PickleNotAllowedError,
+    RecoveryMarker,
+    RunKey,
+    StoreError,
+)
+from tests.runtime.store.payload_types import Opaque, Reply
+
+
+def run(key: str, seq: int = 0) -> RunKey:
+    return RunKey(agent="agent", key=key, seq=seq)
+
+
+def state(r: RunKey, action: str = "act", value=1) -> ActionState:
+    s = ActionState(key=r.action(action))
+    s.record_call(CallResult.pending(f"{action}-0").succeed(value))
+    return s
+
+
+def test_satisfies_protocol_and_reads_own_writes_as_copies():
+    store = InMemoryActionStateStore()
+    assert isinstance(store, ActionStateStore)
+    s = state(run("k"), value=Reply(text="a", tokens=1))
+    store.put(s)
+    s.completed = True  # mutating the caller's object must not change the store
+    got = store.get(s.key)
+    assert got is not None and not got.completed
+    assert got.calls[0].value() == Reply(text="a", tokens=1)
+    got.completed = True
+    assert not store.get(s.key).completed
+    assert store.get(run("other").action("act")) is None
+
+
+def test_get_run_keeps_first_put_order_and_separates_keys_with_separators():
+    store = InMemoryActionStateStore()
+    r1, r2 = run("a_b"), RunKey(agent="agent_a", key="b", seq=0)
+    for action in ("first", "second", "first"):
+        store.put(state(r1, action))
+    store.put(state(r2, "x"))
+    assert [s.key.action for s in store.get_run(r1)] == ["first", "second"]
+    assert [s.key.action for s in store.get_run(r2)] == ["x"]
+
+
+def test_writes_reach_the_log_only_on_flush():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    store.put(state(run("k")))
+    assert log.partitions == [[]]
+    asyncio.run(store.aflush())
+    assert len(log.partitions[0]) == 1
+
+
+def test_back_pressure_flushes_when_pending_is_full():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log, max_pending=2)
+    for i in range(5):
+        store.put(state(run(f"k{i}")))
+    assert len(log.partitions[0]) == 4  # flushed twice, one write still buffered
+
+
+def test_pickle_needs_a_secret():
+    with pytest.raises(PickleNotAllowedError):
+        InMemoryActionStateStore().put(state(run("k"), value=Opaque(1)))
+    store = InMemoryActionStateStore(secret=b"s")
+    store.put(state(run("k"), value=Opaque(1)))
+    assert store.get(run("k").action("act")).calls[0].value() == Opaque(1)
+
+
+def test_restore_sees_in_flight_and_later_runs_but_not_finished_ones():
+    log = InMemoryLog(partitions=2)
+    store = InMemoryActionStateStore(log)
+    done, in_flight, later = run("done"), run("in-flight"), run("later")
+    store.put(state(done))
+    store.end_run(done)
+    store.put(state(in_flight, "a1"))
+    marker = RecoveryMarker.from_json(store.recovery_marker().to_json())
+    store.put(state(in_flight, "a2"))
+    store.put(state(later))
+    store.flush()
+    store.put(state(run("unflushed")))  # lost in the "crash"
+
+    fresh = InMemoryActionStateStore(log)
+    report = fresh.restore(marker)
+    assert report.corrupt == []
+    assert fresh.get(done.action("act")) is None
+    assert [s.key.action for s in fresh.get_run(in_flight)] == ["a1", "a2"]
+    assert fresh.get(later.action("act")) is not None
+    assert fresh.get(run("unflushed").action("act")) is None
+
+
+def test_low_water_follows_the_oldest_open_run():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    a, b = run("a"), run("b")
+    store.put(state(a))
+    store.put(state(b))
+    assert store.recovery_marker().partitions[0].low == 0
+    store.end_run(a)
+    assert store.recovery_marker().partitions[0].low == 1
+    store.end_run(b)
+    mark = store.recovery_marker().partitions[0]
+    assert (mark.low, mark.end) == (2, 2)
+
+
+def test_restored_in_flight_run_keeps_the_low_water_when_begun_again():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    r = run("r")
+    store.put(state(r))
+    marker = store.recovery_marker()
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker)
+    fresh.begin_run(r)  # the engine re-admits the in-flight run
+    assert fresh.recovery_marker().partitions[0].low == 0
+    fresh.end_run(r)
+    assert fresh.recovery_marker().partitions[0].low == 1
+
+
+def test_prune_tombstones_runs_ended_before_the_marker():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    old, late, open_ = run("old"), run("late"), run("open")
+    store.put(state(old, "a"))
+    store.put(state(old, "b"))
+    store.put(state(late))
+    store.put(state(open_))
+    store.end_run(old)
+    marker = store.recovery_marker()
+    store.end_run(late)  # ended after the marker: must survive this prune
+    assert store.prune(marker) == 2
+    assert log.partitions[0][-2:] == [
+        (old.action("a").canonical().encode(), None),
+        (old.action("b").canonical().encode(), None),
+    ]
+    assert store.get_run(old) == []
+    assert store.get(late.action("act")) is not None
+    assert store.prune(store.recovery_marker()) == 1
+
+    fresh = InMemoryActionStateStore(log)
+    report = fresh.restore(
+        RecoveryMarker(topic="memory", store_id="x", taken=0, partitions={0: {"low": 0, "end": 0}})
+    )
+    assert report.tombstones == 3
+    assert fresh.state_count == 1 and fresh.get(open_.action("act")) is not None
+    with pytest.raises(StoreError, match="taken by this store"):
+        fresh.prune(marker)
+
+
+def test_corrupt_records_are_skipped_and_reported():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log, secret=b"s")
+    good = state(run("good"))
+    store.put(good)
+    marker_start = RecoveryMarker(
+        topic="memory", store_id="x", taken=0, partitions={0: {"low": 0, "end": 0}}
+    )
+    store.flush()
+    log.append(0, b"junk", b"\x00garbage")
+    log.append(0, good.key.canonical().encode(), None)
+    log.append(0, b"not-a-key", None)
+
+    fresh = InMemoryActionStateStore(log, secret=b"s")
+    report = fresh.restore(marker_start)
+    assert [e.offset for e in report.corrupt] == [1, 3]
+    assert "topic='memory' partition=0 offset=1" in str(report.corrupt[0])
+    assert report.tombstones == 1 and fresh.state_count == 0
+
+
+def test_restore_rejects_foreign_markers():
+    store = InMemoryActionStateStore(InMemoryLog(partitions=2))
+    with pytest.raises(StoreError, match="partition count"):
+        store.restore(
+            RecoveryMarker(
+                topic="memory", store_id="x", taken=0, partitions={0: {"low": 0, "end": 0}}
+            )
+        )
+    with pytest.raises(StoreError, match="topic"):
+        store.restore(RecoveryMarker(topic="t", store_id="x", taken=0, partitions={}))
+
+
+def test_merge_takes_lowest_low_and_highest_end():
+    a = RecoveryMarker(topic="t", store_id="a", taken=1, partitions={0: {"low": 5, "end": 9}})
+    b = RecoveryMarker(
+        topic="t",
+        store_id="b",
+        taken=4,
+        partitions={0: {"low": 2, "end": 7}, 1: {"low": 3, "end": 3}},
+    )
+    merged = RecoveryMarker.merge([a, b])
+    assert {p: (m.low, m.end) for p, m in merged.partitions.items()} == {0: (2, 9), 1: (3, 3)}
+    with pytest.raises(StoreError):
+        RecoveryMarker.merge([a, RecoveryMarker(topic="u", store_id="c", taken=0, partitions={})])

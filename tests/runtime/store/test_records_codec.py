@@ -1,0 +1,206 @@
+import pytest
+
+from flink_agents.runtime.store import (
+    MAX_TRACE_BYTES,
+    PICKLE_TAG,
+    ActionState,
+    CallError,
+    CallResult,
+    CallStatus,
+    CorruptRecordError,
+    PayloadError,
+    PickleNotAllowedError,
+    RecordCodec,
+    RunKey,
+    UntrustedPickleError,
+    decode_payload,
+    encode_payload,
+)
+from tests.runtime.store import payload_types
+from tests.runtime.store.payload_types import Exploding, Opaque, Point, Reply
+
+SECRET = b"test-secret"
+WHERE = {"topic": "t", "partition": 3, "offset": 42}
+
+
+def sample_state(seq: int = 0, key: str = 'user_1|a"b') -> ActionState:
+    run = RunKey(agent="agent", key=key, seq=seq)
+    state = ActionState(
+        key=run.action("act"),
+        completed=True,
+        events=[{"type": "Out", "n": 1}],
+        memory_updates=[{"path": "a.b", "value": [1, 2]}],
+    )
+    state.record_call(CallResult.pending("model-0", function="chat", args_digest="d" * 64))
+    state.record_call(
+        CallResult.pending("tool-1", function="tool").succeed(Reply(text="x", tokens=2))
+    )
+    state.record_call(CallResult.pending("tool-2", attempts=3).fail(RuntimeError("boom")))
+    return state
+
+
+def roundtrip(codec: RecordCodec, record):
+    key = b"k" if isinstance(record, CallResult) else record.key.canonical().encode()
+    return codec.decode(key, codec.encode(key, record), **WHERE)
+
+
+@pytest.mark.parametrize("secret", [None, SECRET])
+def test_every_record_kind_round_trips(secret):
+    codec = RecordCodec(secret)
+    state = sample_state()
+    assert roundtrip(codec, state) == state
+    call = CallResult.pending("c").succeed(Point(1, 2))
+    back = roundtrip(codec, call)
+    assert back == call
+    assert back.value() == Point(1, 2)
+
+
+def test_action_state_lookup_and_order():
+    state = sample_state()
+    assert [c.call_id for c in state.calls] == ["model-0", "tool-1", "tool-2"]
+    assert state.call("tool-2").status is CallStatus.FAILED
+    assert state.call("tool-2").attempts == 3
+    assert state.call("missing") is None
+    state.record_call(state.call("model-0").succeed(7))
+    assert [c.call_id for c in state.calls] == ["model-0", "tool-1", "tool-2"]
+    assert state.call("model-0").value() == 7
+    with pytest.raises(ValueError, match="duplicate call ids"):
+        ActionState(key=state.key, calls=[state.calls[0], state.calls[0]])
+
+
+def test_status_and_error_must_agree():
+    with pytest.raises(ValueError):
+        CallResult(call_id="c", status=CallStatus.FAILED)
+    with pytest.raises(ValueError):
+        CallResult(call_id="c", status=CallStatus.SUCCEEDED, error=CallError(type="E", message=""))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        3,
+        2.5,
+        "s",
+        [1, "a", None],
+        {"a": {"b": [1]}},
+        Reply(text="t", tokens=1),
+        Point(3, 4),
+    ],
+)
+def test_payload_keeps_its_type(value):
+    payload, tag = encode_payload(value)
+    back = decode_payload(payload, tag)
+    assert back == value
+    assert type(back) is type(value)
+
+
+def test_declared_result_type_wins():
+    payload, tag = encode_payload([Reply(text="a", tokens=1)])
+    assert tag is None
+    assert decode_payload(payload, tag) == [{"text": "a", "tokens": 1}]
+    assert decode_payload(payload, tag, list[Reply]) == [Reply(text="a", tokens=1)]
+    payload, tag = encode_payload(Point(1, 2))
+    assert decode_payload(payload, tag, dict) == {"x": 1, "y": 2}
+
+
+def test_type_tag_only_resolves_models_and_dataclasses():
+    with pytest.raises(PayloadError, match="not a pydantic model or dataclass"):
+        decode_payload({}, "os:system")
+    with pytest.raises(PayloadError, match="cannot be resolved"):
+        decode_payload({}, "tests.runtime.store.payload_types:Nope")
+
+
+def test_error_trace_is_capped_with_marker():
+    error = CallError(type="E", message="m" * 10_000, trace="line\n" * 5_000 + "LAST")
+    assert len(error.trace.encode()) <= MAX_TRACE_BYTES
+    assert error.trace.startswith("[... truncated: 25004 bytes in total")
+    assert error.trace.endswith("LAST")
+    assert len(error.message.encode()) <= MAX_TRACE_BYTES
+    small = CallError.from_exception(ValueError("short"))
+    assert small.type == "builtins.ValueError" and "ValueError: short" in small.trace
+
+
+def test_pickled_payload_refused_without_secret():
+    state = sample_state()
+    state.record_call(CallResult.pending("opaque").succeed(Opaque(5)))
+    assert state.call("opaque").payload_type == PICKLE_TAG
+    with pytest.raises(PickleNotAllowedError, match="FLINK_AGENTS_STORE_SECRET"):
+        RecordCodec(None).encode(b"k", state)
+
+
+def test_pickled_payload_round_trips_when_signed():
+    call = CallResult.pending("opaque").succeed(Opaque(5))
+    assert roundtrip(RecordCodec(SECRET), call).value() == Opaque(5)
+
+
+def test_untrusted_pickle_is_never_loaded():
+    payload_types.UNPICKLED.clear()
+    call = CallResult.pending("x").succeed(Exploding("from-json"))
+    forged = CallResult.model_validate_json(call.model_dump_json())
+    with pytest.raises(UntrustedPickleError):
+        forged.value()
+    assert payload_types.UNPICKLED == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda v: v[:-3] + b"}}}", "HMAC does not match"),
+        (lambda v: v[:10] + bytes([v[10] ^ 1]) + v[11:], "HMAC does not match"),
+        (lambda v: v[36:], "not signed"),
+        (lambda v: b"\x00\xffgarbage", "not signed"),
+    ],
+)
+def test_tampered_signed_record_is_rejected(mutate, reason):
+    payload_types.UNPICKLED.clear()
+    codec = RecordCodec(SECRET)
+    call = CallResult.pending("x").succeed(Exploding("tampered"))
+    value = mutate(codec.encode(b"k", call))
+    with pytest.raises(CorruptRecordError, match=reason) as info:
+        codec.decode(b"k", value, **WHERE)
+    assert (info.value.topic, info.value.partition, info.value.offset) == ("t", 3, 42)
+    assert "offset=42" in str(info.value)
+    assert payload_types.UNPICKLED == []
+
+
+def test_signed_record_is_bound_to_its_key():
+    codec = RecordCodec(SECRET)
+    value = codec.encode(b"key-a", CallResult.pending("x"))
+    with pytest.raises(CorruptRecordError, match="HMAC"):
+        codec.decode(b"key-b", value, **WHERE)
+
+
+def test_wrong_secret_and_missing_secret_are_rejected():
+    value = RecordCodec(SECRET).encode(b"k", CallResult.pending("x"))
+    with pytest.raises(CorruptRecordError, match="HMAC"):
+        RecordCodec(b"other").decode(b"k", value, **WHERE)
+    with pytest.raises(CorruptRecordError, match="no store secret"):
+        RecordCodec(None).decode(b"k", value, **WHERE)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"\x80\x81", "not JSON"),
+        (b"[1]", "envelope"),
+        (b'{"v":1,"kind":"nope","body":{}}', "unknown record kind"),
+        (b'{"v":1,"kind":["x"],"body":{}}', "unknown record kind"),
+        (b'{"v":1,"kind":"call_result","body":{"call_id":"c"}}', "invalid call_result"),
+    ],
+)
+def test_unsigned_garbage_is_rejected(value, reason):
+    with pytest.raises(CorruptRecordError, match=reason):
+        RecordCodec(None).decode(b"k", value, **WHERE)
+
+
+def test_unsigned_record_with_pickle_or_wrong_key_is_rejected():
+    call = CallResult.pending("x").succeed(Exploding("unsigned"))
+    body = RecordCodec(SECRET).encode(b"k", call)[36:]
+    with pytest.raises(CorruptRecordError, match="pickled payload"):
+        RecordCodec(None).decode(b"k", body, **WHERE)
+    state = sample_state()
+    value = RecordCodec(None).encode(b"", state)
+    with pytest.raises(CorruptRecordError, match="key does not match"):
+        RecordCodec(None).decode(b'{"other":1}', value, **WHERE)
