@@ -129,7 +129,11 @@ class Agent:
         return self
 
     def add_tool(
-        self, function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
     ) -> Agent:
         """Offer a module-level function as a tool resource (named after it by default)."""
         arguments: dict[str, Any] = {"function": class_path(function)}
@@ -137,7 +141,9 @@ class Agent:
             arguments["name"] = name
         if description:
             arguments["description"] = description
-        return self.add_resource(name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments)
+        return self.add_resource(
+            name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments
+        )
 
     def add_prompt(
         self, name: str, text: str | None = None, *, messages: list[ChatMessage] | None = None

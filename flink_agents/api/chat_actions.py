@@ -64,7 +64,7 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
     model = _chat_model(ctx, model_name)
     reply = await ctx.durable_execute_async(
-        model.chat, messages, call_id=f"chat:{rounds}", result_type=ChatMessage
+        model.chat, messages, call_id="chat", result_type=ChatMessage
     )
 
     if not reply.tool_calls:

@@ -75,7 +75,7 @@ class ActionFailure(BaseModel):
 
 
 class OutputEvent(Event):
-    """A result of the run. ``error`` is set instead of ``output`` when a run failed (policy emit)."""
+    """A result of the run; ``error`` is set instead of ``output`` when the run failed (emit)."""
 
     EVENT_TYPE: ClassVar[str | None] = "OutputEvent"
     output: Any = None

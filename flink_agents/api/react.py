@@ -39,9 +39,10 @@ def react_start(event: InputEvent, ctx: RunnerContext) -> None:
         messages = [ChatMessage(role="user", content=values["input"])]
     if config.get("output_schema"):
         schema = cast(type[BaseModel], import_reference(config["output_schema"]))
+        schema_json = json.dumps(schema.model_json_schema(), sort_keys=True)
         instruction = (
             "Give your final answer as one JSON object matching this JSON schema, "
-            f"with nothing else around it:\n{json.dumps(schema.model_json_schema(), sort_keys=True)}"
+            f"with nothing else around it:\n{schema_json}"
         )
         messages.append(ChatMessage(role="system", content=instruction))
     ctx.send_event(ChatRequestEvent(model=config["chat_model"], messages=messages))
@@ -105,7 +106,9 @@ class ReActAgent(Agent):
             self.add_resource(
                 "prompt",
                 ResourceType.PROMPT,
-                ResourceDescriptor.of(Prompt, **prompt.model_dump(mode="json", exclude_defaults=True)),
+                ResourceDescriptor.of(
+                    Prompt, **prompt.model_dump(mode="json", exclude_defaults=True)
+                ),
             )
             prompt = "prompt"
         schema = class_path(output_schema) if output_schema else None

@@ -51,8 +51,10 @@ def _literal_secrets(arguments: Any, path: str) -> list[str]:
     if isinstance(arguments, Mapping):
         for name, value in arguments.items():
             sub = f"{path}/{name}"
-            if isinstance(value, str) and _SECRET_NAME.search(str(name)) and not env_reference(
-                value
+            if (
+                isinstance(value, str)
+                and _SECRET_NAME.search(str(name))
+                and not env_reference(value)
             ):
                 found.append(sub)
             elif env_reference(value) is None:

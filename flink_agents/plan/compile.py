@@ -50,7 +50,9 @@ def compile_agent(agent: Agent) -> AgentPlan:
             "error_policy": agent.error_policy,
             "config": agent.config,
             "actions": [a.model_dump(mode="json") for a in actions],
-            "resources": {n: r.model_dump(mode="json", by_alias=True) for n, r in resources.items()},
+            "resources": {
+                n: r.model_dump(mode="json", by_alias=True) for n, r in resources.items()
+            },
         },
         source=f"agent {agent.name!r}",
     )

@@ -55,9 +55,9 @@ def clean_location(data: Any, location: Sequence[str | int]) -> list[str | int]:
     kept: list[str | int] = []
     current = data
     for position, part in enumerate(location):
-        if isinstance(current, Mapping) and part in current:
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        if (isinstance(current, Mapping) and part in current) or (
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        ):
             current = current[part]
         elif position != len(location) - 1:
             continue

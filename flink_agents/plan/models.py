@@ -8,7 +8,7 @@ sorted and lists keep declaration order, so the same agent always gives the same
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 

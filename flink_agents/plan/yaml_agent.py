@@ -43,7 +43,9 @@ class YamlAgentError(ValueError):
     def __init__(self, file: str, issues: Sequence[YamlIssue]) -> None:
         self.file = file
         self.issues = list(issues)
-        lines = [f"{file}:{i.line}:{i.column}: {i.field or '<document>'}: {i.message}" for i in issues]
+        lines = [
+            f"{file}:{i.line}:{i.column}: {i.field or '<document>'}: {i.message}" for i in issues
+        ]
         super().__init__("\n".join(lines))
 
 
@@ -67,7 +69,9 @@ class _Document:
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-            raise YamlAgentError(file, [YamlIssue(line, column, "", f"not valid YAML: {exc.problem}")]) from None
+            raise YamlAgentError(
+                file, [YamlIssue(line, column, "", f"not valid YAML: {exc.problem}")]
+            ) from None
         finally:
             loader.dispose()
 
@@ -75,7 +79,9 @@ class _Document:
         node = self.root
         for part in location:
             child = self._child(node, part)
-            if child is not None:  # parts missing from the file (a missing field) stay on the parent
+            if (
+                child is not None
+            ):  # parts missing from the file (a missing field) stay on the parent
                 node = child
         mark = node.start_mark if node is not None else None
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -147,7 +153,12 @@ def _build_agent(spec: AgentSpec) -> Agent:
     for name, model in spec.chat_models.items():
         agent.add_resource(name, ResourceType.CHAT_MODEL, _chat_model_descriptor(model))
     for name, prompt in spec.prompts.items():
-        agent.add_resource(name, ResourceType.PROMPT, "flink_agents.api.prompts:Prompt", **_prompt_arguments(prompt))
+        agent.add_resource(
+            name,
+            ResourceType.PROMPT,
+            "flink_agents.api.prompts:Prompt",
+            **_prompt_arguments(prompt),
+        )
     for name, tool in spec.tools.items():
         agent.add_tool(import_reference(tool.function), name=name, description=tool.description)
     for name, subagent in spec.subagents.items():

@@ -1,0 +1,141 @@
+"""The engine's :class:`RunnerContext`: one per action invocation."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from flink_agents.api.context import Reconciler, RunnerContext
+from flink_agents.api.events import Event
+from flink_agents.api.memory import Memory
+from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.plan.models import ActionPlan
+from flink_agents.runtime.durable import CallRunner, DurableCall
+from flink_agents.runtime.identity import AUTO_CALL_PREFIX, CallIdentity, RunId, event_id
+from flink_agents.runtime.resources import ResourceRegistry
+
+T = TypeVar("T")
+
+
+class DuplicateCallIdError(ValueError):
+    """Two durable calls of one action invocation asked for the same call id."""
+
+
+@dataclass
+class RunState:
+    """What lives for one run: its id, sensory memory and a working copy of the key's memory."""
+
+    run_id: RunId
+    short_term_memory: Memory
+    sensory_memory: Memory = field(default_factory=Memory)
+
+
+class ActionContext(RunnerContext):
+    """Context for one invocation of ``action`` on ``event`` within ``run``."""
+
+    def __init__(
+        self,
+        run: RunState,
+        action: ActionPlan,
+        event: Event,
+        agent_config: Mapping[str, Any],
+        resources: ResourceRegistry,
+        call_runner: CallRunner,
+    ) -> None:
+        self._run = run
+        self._action = action
+        self._event = event
+        self._agent_config = agent_config
+        self._resources = resources
+        self._call_runner = call_runner
+        self._call_ids: set[str] = set()
+        self.sent_events: list[Event] = []
+
+    @property
+    def key(self) -> Any:
+        return self._run.run_id.key
+
+    def send_event(self, event: Event) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"send_event takes an Event, got {type(event).__name__}")
+        ordinal = len(self.sent_events)
+        self.sent_events.append(
+            event.model_copy(
+                update={
+                    "id": event_id(self._run.run_id, self._event.id, self._action.name, ordinal),
+                    "upstream_id": self._event.id,
+                    "upstream_action": self._action.name,
+                }
+            )
+        )
+
+    def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
+        return self._resources.get(name, ResourceType(resource_type))
+
+    @property
+    def sensory_memory(self) -> Memory:
+        return self._run.sensory_memory
+
+    @property
+    def short_term_memory(self) -> Memory:
+        return self._run.short_term_memory
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self._agent_config
+
+    @property
+    def action_config(self) -> Mapping[str, Any]:
+        return self._action.config
+
+    def _durable_call(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        call_id: str | None,
+        reconciler: Reconciler | None,
+        result_type: type | None,
+    ) -> DurableCall:
+        if call_id is None:
+            call_id = f"{AUTO_CALL_PREFIX}{len(self._call_ids)}"
+        elif call_id.startswith(AUTO_CALL_PREFIX):
+            raise ValueError(
+                f"call id {call_id!r}: ids starting with {AUTO_CALL_PREFIX!r} are reserved"
+            )
+        if call_id in self._call_ids:
+            raise DuplicateCallIdError(
+                f"action {self._action.name!r} made two durable calls with call id {call_id!r} "
+                f"while handling event {self._event.id}"
+            )
+        self._call_ids.add(call_id)
+        identity = CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id)
+        return DurableCall(identity, fn, args, kwargs, reconciler, result_type)
+
+    def durable_execute(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        call_id: str | None = None,
+        reconciler: Reconciler | None = None,
+        result_type: type | None = None,
+        **kwargs: Any,
+    ) -> T:
+        if inspect.iscoroutinefunction(fn):
+            raise TypeError(f"{fn!r} is async; use durable_execute_async")
+        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type)
+        return self._call_runner.run(call)
+
+    async def durable_execute_async(
+        self,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        call_id: str | None = None,
+        reconciler: Reconciler | None = None,
+        result_type: type | None = None,
+        **kwargs: Any,
+    ) -> T:
+        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type)
+        return await self._call_runner.run_async(call)

@@ -1,0 +1,308 @@
+"""The run engine: per-key runs of one plan, many keys interleaved on one asyncio loop.
+
+A host feeds it with :meth:`RunEngine.submit` and collects finished runs through an
+``on_result`` callback, :meth:`RunEngine.wait_for_results` or :meth:`RunEngine.drain`. Per key,
+one run at a time and later inputs queue in order; across keys, up to ``max_in_flight`` runs
+proceed at once, so a slow model call of one key does not hold the others. Per-key state can be
+snapshotted and restored (:class:`KeyState`) between steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
+from flink_agents.api.memory import Memory
+from flink_agents.plan.models import ActionPlan, AgentPlan
+from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
+from flink_agents.runtime.context import ActionContext, RunState
+from flink_agents.runtime.durable import CallRunner, DirectCallRunner
+from flink_agents.runtime.identity import RunId, canonical_json, event_id
+from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.state import KeyState, PendingInput
+
+
+class ActionError(RuntimeError):
+    """An action raised and the agent's error policy is ``fail``."""
+
+    def __init__(self, run_id: RunId, failure: ActionFailure) -> None:
+        super().__init__(f"run {run_id}: {failure.describe()}")
+        self.run_id = run_id
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: its outputs, and the failure that ended it (policy ``emit``)."""
+
+    run_id: RunId
+    outputs: list[OutputEvent]
+    error: ActionFailure | None = None
+
+    @property
+    def key(self) -> Any:
+        return self.run_id.key
+
+    @property
+    def output_values(self) -> list[Any]:
+        return [event.output for event in self.outputs if event.error is None]
+
+
+_Outcome = tuple[RunResult, "Memory | None"]
+
+
+@dataclass
+class _KeySlot:
+    next_seq: int = 0
+    queue: deque[PendingInput] = field(default_factory=deque)  # head is running when busy
+    memory: Memory = field(default_factory=Memory)
+    busy: bool = False
+
+
+class RunEngine:
+    """Runs a plan for many keys. Single-threaded: call it from one asyncio loop."""
+
+    def __init__(
+        self,
+        plan: AgentPlan | ResolvedPlan,
+        *,
+        max_in_flight: int = 128,
+        call_runner: CallRunner | None = None,
+        on_result: Callable[[RunResult], None] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
+        self._plan = self._resolved.plan
+        self._resources = ResourceRegistry(self._resolved, environ)
+        self._call_runner: CallRunner = call_runner or DirectCallRunner()
+        self._on_result = on_result
+        self._max_in_flight = max_in_flight
+        self._slots: dict[str, _KeySlot] = {}  # by canonical JSON of the key
+        self._keys: dict[str, Any] = {}
+        self._ready: deque[str] = deque()  # keys with input waiting for a free run slot
+        self._active: dict[asyncio.Task[_Outcome], str] = {}
+        self._finished: list[RunResult] = []
+        self._failure: BaseException | None = None
+        self._progress: asyncio.Event | None = None
+
+    @property
+    def plan(self) -> AgentPlan:
+        return self._plan
+
+    @property
+    def in_flight(self) -> int:
+        """Runs executing now."""
+        return len(self._active)
+
+    @property
+    def queued(self) -> int:
+        """Inputs submitted whose run has not started."""
+        return sum(len(slot.queue) - slot.busy for slot in self._slots.values())
+
+    def submit(self, key: Any, value: Any) -> RunId:
+        """Queue ``value`` as the next input of ``key``; returns the id its run will have.
+
+        Runs start from within the loop (:meth:`drain`, :meth:`wait_for_results`).
+        """
+        self._raise_failure()
+        slot = self._slot(key)
+        pending = PendingInput(seq=slot.next_seq, input=value)
+        slot.next_seq += 1
+        slot.queue.append(pending)
+        self._mark_ready(canonical_json(key))
+        return RunId(self._plan.name, key, pending.seq)
+
+    async def drain(self) -> None:
+        """Run until every submitted input has finished."""
+        self._start_ready()
+        while self._active or self._ready:
+            await self._wait_progress(None)
+        self._raise_failure()
+
+    async def wait_for_results(self, timeout: float | None = None) -> list[RunResult]:
+        """Wait until at least one run finished (or ``timeout``); returns and clears results."""
+        self._start_ready()
+        if not self._finished and (self._active or self._ready):
+            await self._wait_progress(timeout)
+        self._raise_failure()
+        return self.take_results()
+
+    def take_results(self) -> list[RunResult]:
+        """Finished runs not yet taken, in completion order."""
+        results, self._finished = self._finished, []
+        return results
+
+    async def close(self) -> None:
+        """Cancel runs in flight (their inputs stay pending in the key state)."""
+        for task in list(self._active):
+            task.cancel()
+        await asyncio.gather(*self._active, return_exceptions=True)
+
+    # --- per-key state -------------------------------------------------------------------------
+
+    def keys(self) -> list[Any]:
+        """Keys the engine holds state for."""
+        return list(self._keys.values())
+
+    def snapshot_key(self, key: Any) -> KeyState:
+        """The state of ``key``: its seq counter, unfinished inputs and committed memory."""
+        slot = self._slots.get(canonical_json(key))
+        if slot is None:
+            return KeyState()
+        return KeyState(
+            next_seq=slot.next_seq,
+            pending=[p.model_copy(deep=True) for p in slot.queue],
+            short_term_memory=slot.memory.snapshot(),
+        )
+
+    def restore_key(self, key: Any, state: KeyState) -> None:
+        """Install ``state`` for an idle ``key``; its pending inputs will run again."""
+        token = canonical_json(key)
+        if token in self._slots and self._slots[token].busy:
+            raise RuntimeError(f"key {token} has a run in flight; restore keys before running")
+        self._keys[token] = key
+        self._slots[token] = _KeySlot(
+            next_seq=state.next_seq,
+            queue=deque(p.model_copy(deep=True) for p in state.pending),
+            memory=Memory(state.short_term_memory),
+        )
+        if token in self._ready:
+            self._ready.remove(token)
+        self._mark_ready(token)
+
+    # --- scheduling ----------------------------------------------------------------------------
+
+    def _slot(self, key: Any) -> _KeySlot:
+        token = canonical_json(key)
+        if token not in self._slots:
+            self._slots[token] = _KeySlot()
+            self._keys[token] = key
+        return self._slots[token]
+
+    def _mark_ready(self, token: str) -> None:
+        slot = self._slots[token]
+        if slot.queue and not slot.busy and token not in self._ready:
+            self._ready.append(token)
+
+    def _start_ready(self) -> None:
+        while self._ready and len(self._active) < self._max_in_flight and self._failure is None:
+            token = self._ready.popleft()
+            slot = self._slots[token]
+            slot.busy = True
+            run = RunState(
+                RunId(self._plan.name, self._keys[token], slot.queue[0].seq),
+                Memory(slot.memory.snapshot()),
+            )
+            task = asyncio.get_running_loop().create_task(self._execute(run, slot.queue[0]))
+            self._active[task] = token
+            task.add_done_callback(self._on_done)
+
+    def _on_done(self, task: asyncio.Task[_Outcome]) -> None:
+        token = self._active.pop(task)
+        slot = self._slots[token]
+        if task.cancelled():
+            slot.busy = False
+            return
+        error = task.exception()
+        if error is not None:
+            self._fail(error)
+            return
+        result, memory = task.result()
+        slot.queue.popleft()
+        slot.busy = False
+        if memory is not None:
+            slot.memory = memory
+        self._call_runner.run_finished(result.run_id)
+        self._mark_ready(token)
+        self._finished.append(result)
+        if self._on_result is not None:
+            try:
+                self._on_result(result)
+            except Exception as exc:
+                self._fail(exc)
+                return
+        self._start_ready()
+        self._signal_progress()
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+            for task in list(self._active):
+                task.cancel()
+        self._signal_progress()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _signal_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.set()
+
+    async def _wait_progress(self, timeout: float | None) -> None:
+        self._raise_failure()
+        if self._progress is None:
+            self._progress = asyncio.Event()
+        self._progress.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._progress.wait(), timeout)
+        self._raise_failure()
+
+    # --- one run -------------------------------------------------------------------------------
+
+    async def _execute(self, run: RunState, pending: PendingInput) -> _Outcome:
+        """Dispatch events breadth-first, each to its listeners in plan order, until none remain.
+
+        Returns the memory to commit, or None when the run failed (its writes are dropped).
+        """
+        start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
+        events: deque[Event] = deque([start])
+        outputs: list[OutputEvent] = []
+        while events:
+            event = events.popleft()
+            if isinstance(event, OutputEvent):
+                outputs.append(event)
+            for action in self._plan.listeners(event.type):
+                ctx = ActionContext(
+                    run,
+                    action,
+                    event,
+                    self._plan.config,
+                    self._resources,
+                    self._call_runner,
+                )
+                try:
+                    outcome = self._resolved.functions[action.name](event, ctx)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception as exc:
+                    failure = _failure(action, event, exc)
+                    if self._plan.error_policy == "fail":
+                        raise ActionError(run.run_id, failure) from exc
+                    error_output = OutputEvent(
+                        error=failure,
+                        id=event_id(run.run_id, event.id, action.name, "error"),
+                        upstream_id=event.id,
+                        upstream_action=action.name,
+                    )
+                    return RunResult(run.run_id, [*outputs, error_output], failure), None
+                events.extend(ctx.sent_events)
+        return RunResult(run.run_id, outputs), run.short_term_memory
+
+
+def _failure(action: ActionPlan, event: Event, error: Exception) -> ActionFailure:
+    return ActionFailure(
+        action=action.name,
+        event_id=event.id,
+        event_type=event.type,
+        error_type=type(error).__name__,
+        message=str(error),
+    )

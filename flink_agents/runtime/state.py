@@ -1,0 +1,27 @@
+"""Per-key state, in the form a host (the Flink operator) snapshots and restores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class PendingInput(BaseModel):
+    """An input that has a ``seq`` but whose run has not finished."""
+
+    seq: int
+    input: Any
+
+
+class KeyState(BaseModel):
+    """Everything the engine keeps for one key between runs.
+
+    ``pending`` lists unfinished inputs in order, the running one first: after a restore they run
+    again with the same ``seq`` (hence the same run and call ids). ``short_term_memory`` is the
+    memory as of the last finished run; a run's writes are committed only when it succeeds.
+    """
+
+    next_seq: int = 0
+    pending: list[PendingInput] = Field(default_factory=list)
+    short_term_memory: dict[str, Any] = Field(default_factory=dict)
