@@ -114,6 +114,7 @@ class Agent:
         name: str,
         resource_type: ResourceType,
         resource: type[Resource] | ResourceDescriptor | str,
+        /,
         **arguments: Any,
     ) -> Agent:
         """Declare resource ``name``: a class (or class path) and arguments, or a descriptor."""

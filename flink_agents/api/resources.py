@@ -93,7 +93,7 @@ class ResourceDescriptor(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, resource_class: type[Resource] | str, **arguments: Any) -> ResourceDescriptor:
+    def of(cls, resource_class: type[Resource] | str, /, **arguments: Any) -> ResourceDescriptor:
         """Describe ``resource_class`` built with ``arguments``."""
         path = resource_class if isinstance(resource_class, str) else class_path(resource_class)
         return cls(class_path=path, arguments=arguments)

@@ -1,0 +1,119 @@
+"""The ``flink-agents`` command: one small function per subcommand.
+
+flink-agents compile FILE.yaml|module:attr [-o plan.json]
+flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from flink_agents.api.refs import UnresolvableReference
+from flink_agents.plan.errors import PlanValidationError
+from flink_agents.plan.sources import load_plan
+from flink_agents.plan.yaml_agent import YamlAgentError
+
+Handler = Callable[[argparse.Namespace], int]
+
+EXIT_USAGE = 2
+"""Bad input: an invalid plan or agent file, an unimportable reference, a bad input record."""
+
+
+def _add_source(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("source", help=help_text)
+    parser.add_argument("--agent", help="which agent of a YAML file holding several")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an agent to its plan JSON."""
+    text = load_plan(args.source, args.agent).to_json()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _records(path: str) -> Iterator[Any]:
+    handle: TextIO = sys.stdin if path == "-" else open(path)  # noqa: SIM115 - closed below
+    try:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run an agent over JSON lines and print one JSON line per output."""
+    # Imported here so that `compile` works without loading the engine.
+    from flink_agents.runtime.engine import ActionError
+    from flink_agents.runtime.local import run_local
+
+    if not args.local:
+        print("only local runs are supported so far: pass --local", file=sys.stderr)
+        return EXIT_USAGE
+    plan = load_plan(args.source, args.agent)
+    records = list(_records(args.input))
+    try:
+        results = run_local(plan, records, key=args.key, max_in_flight=args.max_in_flight)
+    except ActionError as exc:
+        print(f"flink-agents run: {exc}", file=sys.stderr)
+        return 1
+    for result in results:
+        for event in result.outputs:
+            line: dict[str, Any] = {"key": result.key, "seq": result.run_id.seq}
+            if event.error is None:
+                line["output"] = event.output
+            else:
+                line["error"] = event.error.model_dump()
+            print(json.dumps(line, sort_keys=True, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    compile_parser = commands.add_parser("compile", help="compile an agent to plan JSON")
+    _add_source(compile_parser, "a YAML agents file or module:attr (Agent, class or factory)")
+    compile_parser.add_argument("-o", "--output", help="write here instead of stdout")
+    compile_parser.set_defaults(handler=cmd_compile)
+
+    run_parser = commands.add_parser("run", help="run an agent")
+    _add_source(run_parser, "a plan .json, a YAML agents file or module:attr")
+    run_parser.add_argument("--local", action="store_true", help="run in this process")
+    run_parser.add_argument("--input", required=True, help="JSON lines file ('-' for stdin)")
+    run_parser.add_argument("--key", required=True, help="the input field to key runs by")
+    run_parser.add_argument("--max-in-flight", type=int, default=128, help="concurrent runs")
+    run_parser.set_defaults(handler=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except (
+        PlanValidationError,
+        YamlAgentError,
+        UnresolvableReference,
+        ValueError,
+        KeyError,
+    ) as exc:
+        print(f"flink-agents {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
