@@ -34,12 +34,18 @@ class PartitionMark(BaseModel):
 
 
 class RecoveryMarker(BaseModel):
-    """Where a restore starts; taken at checkpoint and stored with it (JSON-serializable)."""
+    """Where a restore starts; taken at checkpoint and stored with it (JSON-serializable).
+
+    A restore reads each partition from `low`; of the records before `end` it keeps only those
+    of `open_runs` (the runs in flight when the marker was taken), so it sees exactly the states
+    written after the marker plus those of in-flight runs.
+    """
 
     topic: str
     store_id: str
     taken: int
     partitions: dict[int, PartitionMark]
+    open_runs: list[RunKey] = Field(default_factory=list)
 
     def to_json(self) -> str:
         """Serialize for Flink operator state."""
@@ -54,8 +60,8 @@ class RecoveryMarker(BaseModel):
     def merge(cls, markers: list[RecoveryMarker]) -> RecoveryMarker:
         """One marker covering all `markers` (for rescaling: union operator state).
 
-        Takes the lowest `low` and highest `end` per partition. A merged marker can be restored
-        but not used to prune.
+        Takes the lowest `low` and highest `end` per partition and the union of open runs. A
+        merged marker can be restored but not used to prune.
         """
         if not markers or len({m.topic for m in markers}) != 1:
             raise StoreError("merge needs at least one marker, all for the same topic")
@@ -68,15 +74,20 @@ class RecoveryMarker(BaseModel):
                     if seen is None
                     else PartitionMark(low=min(seen.low, mark.low), end=max(seen.end, mark.end))
                 )
-        return cls(topic=markers[0].topic, store_id="merged", taken=-1, partitions=parts)
+        runs = sorted({r for m in markers for r in m.open_runs}, key=RunKey.canonical)
+        return cls(
+            topic=markers[0].topic, store_id="merged", taken=-1, partitions=parts, open_runs=runs
+        )
 
 
 @dataclasses.dataclass
 class RestoreReport:
-    """What a restore read: applied records, tombstones, and skipped corrupt records."""
+    """What a restore read: applied records, tombstones, records of runs that had ended
+    before the marker (skipped), and corrupt records (skipped and reported)."""
 
     loaded: int = 0
     tombstones: int = 0
+    skipped: int = 0
     corrupt: list[CorruptRecordError] = dataclasses.field(default_factory=list)
 
 
@@ -118,7 +129,8 @@ class ActionStateStore(Protocol):
         """Flush, then return the marker to store with the current checkpoint."""
 
     def restore(self, marker: RecoveryMarker) -> RestoreReport:
-        """Discard the in-memory view and rebuild it from the marker's low offsets onward."""
+        """Discard the in-memory view and rebuild it from the marker (see `RecoveryMarker`);
+        the marker's open runs are open again afterwards."""
 
     def prune(self, marker: RecoveryMarker) -> int:
         """Tombstone states of runs ended before `marker` was taken; returns how many."""

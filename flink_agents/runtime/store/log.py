@@ -135,6 +135,7 @@ class LogStore(abc.ABC):
             store_id=self._store_id,
             taken=self._markers_taken,
             partitions={p: PartitionMark(low=lows[p], end=ends[p]) for p in ends},
+            open_runs=sorted(self._open, key=RunKey.canonical),
         )
         self._markers_taken += 1
         return marker
@@ -152,20 +153,23 @@ class LogStore(abc.ABC):
             raise StoreError("restore with unflushed writes")
         for table in (self._states, self._runs, self._first_offset, self._open, self._ended):
             table.clear()
+        open_runs = set(marker.open_runs)
+        self._open.update(open_runs)
         report = RestoreReport()
         starts = {p: mark.low for p, mark in marker.partitions.items()}
         for partition, offset, key, value in self._read(starts):
             try:
-                self._apply(partition, offset, key, value, report)
+                self._apply(marker, open_runs, partition, offset, key, value, report)
             except CorruptRecordError as exc:
                 logger.error("skipping %s", exc)
                 report.corrupt.append(exc)
         logger.info(
-            "restored %d states from %r (%d records, %d tombstones, %d corrupt)",
+            "restored %d states from %r (%d records, %d tombstones, %d skipped, %d corrupt)",
             len(self._states),
             self.topic,
             report.loaded,
             report.tombstones,
+            report.skipped,
             len(report.corrupt),
         )
         return report
@@ -186,6 +190,10 @@ class LogStore(abc.ABC):
                 count += 1
         self.flush()
         return count
+
+    def state_keys(self) -> list[ActionStateKey]:
+        """Keys of all states in the in-memory view (for inspection)."""
+        return list(self._states)
 
     @property
     def state_count(self) -> int:
@@ -211,6 +219,8 @@ class LogStore(abc.ABC):
 
     def _apply(
         self,
+        marker: RecoveryMarker,
+        open_runs: set[RunKey],
         partition: int,
         offset: int,
         key: bytes | None,
@@ -220,17 +230,19 @@ class LogStore(abc.ABC):
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(self.topic, partition, offset, reason)
 
-        if key is None:
-            raise corrupt("record has no key")
+        try:
+            state_key = ActionStateKey.model_validate_json(key or b"")
+        except ValueError:
+            raise corrupt("record key is not an action-state key") from None
         if value is None:
-            try:
-                self._forget(ActionStateKey.model_validate_json(key))
-            except ValueError:
-                raise corrupt("tombstone key is not an action-state key") from None
+            self._forget(state_key)
             report.tombstones += 1
             return
+        if offset < marker.partitions[partition].end and state_key.run not in open_runs:
+            report.skipped += 1  # the run had ended before the marker: not needed for replay
+            return
         record = self._codec.decode(
-            key, value, topic=self.topic, partition=partition, offset=offset
+            key or b"", value, topic=self.topic, partition=partition, offset=offset
         )
         if not isinstance(record, ActionState):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
