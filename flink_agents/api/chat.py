@@ -17,6 +17,17 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class TokenUsage(BaseModel):
+    """Tokens a model call consumed, as the provider reported them."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
 class ChatMessage(BaseModel):
     """One message of a conversation."""
 
@@ -24,6 +35,9 @@ class ChatMessage(BaseModel):
     content: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = Field(default=None, description="Set on role 'tool' replies.")
+    usage: TokenUsage | None = Field(
+        default=None, description="Set on model replies by providers that report token usage."
+    )
 
 
 class ToolSpec(BaseModel):
@@ -41,4 +55,9 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage]
     tools: list[ToolSpec] = Field(default_factory=list)
     temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    response_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON schema the reply's content must follow (structured output).",
+    )
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -38,6 +38,7 @@ class ChatModelSetup(Resource):
     )
     tools: list[str] = Field(default_factory=list, description="Names of tool resources offered.")
     temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def tool(self, name: str) -> Tool:
@@ -57,6 +58,7 @@ class ChatModelSetup(Resource):
             messages=messages,
             tools=[self.tool(name).spec() for name in self.tools],
             temperature=self.temperature,
+            max_tokens=self.max_tokens,
             extra=self.extra,
         )
 

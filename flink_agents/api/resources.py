@@ -125,6 +125,13 @@ class Resource(BaseModel):
         """Give the resource access to its siblings (a chat model finds its connection)."""
         self._lookup = lookup
 
+    def open(self) -> None:
+        """Check the configuration and prepare for use; called once when the resource is opened.
+
+        Resources should be opened when the job starts, so a bad configuration (a missing
+        credential, say) fails the start rather than the first record. The default does nothing.
+        """
+
     def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
         if self._lookup is None:
             raise RuntimeError(f"{type(self).__name__} is not bound to a resource registry")
