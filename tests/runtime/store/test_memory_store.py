@@ -90,11 +90,26 @@ def test_restore_sees_in_flight_and_later_runs_but_not_finished_ones():
 
     fresh = InMemoryActionStateStore(log)
     report = fresh.restore(marker)
-    assert (report.corrupt, report.skipped) == ([], 1)
+    assert report.corrupt == []
     assert fresh.get(done.action("act")) is None
     assert [s.key.action for s in fresh.get_run(in_flight)] == ["a1", "a2"]
     assert fresh.get(later.action("act")) is not None
     assert fresh.get(run("unflushed").action("act")) is None
+
+
+def test_restore_skips_runs_that_ended_before_the_marker_above_the_low_water():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    open_, done = run("open"), run("done")
+    store.put(state(open_))
+    store.put(state(done))  # written after the low-water offset, but ended before the marker
+    store.end_run(done)
+    marker = store.recovery_marker()
+    assert marker.open_runs == [open_]
+    fresh = InMemoryActionStateStore(log)
+    report = fresh.restore(marker)
+    assert (report.loaded, report.skipped) == (1, 1)
+    assert fresh.state_keys() == [open_.action("act")]
 
 
 def test_low_water_follows_the_oldest_open_run():
