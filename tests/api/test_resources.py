@@ -1,0 +1,36 @@
+import pytest
+from pydantic import ValidationError
+
+from flink_agents.api import Agent, ResourceDescriptor, ResourceType
+from flink_agents.api.resources import UnresolvedSecretError, resolve_env_references
+from flink_agents.integrations.scripted import ScriptedChatModelConnection
+
+
+def test_descriptor_names_class_by_module_and_qualname():
+    descriptor = ResourceDescriptor.of(ScriptedChatModelConnection, name="x", turns=[])
+    assert descriptor.class_path == "flink_agents.integrations.scripted:ScriptedChatModelConnection"
+    assert descriptor.model_dump(by_alias=True)["class"] == descriptor.class_path
+
+
+def test_literal_secret_values_are_refused():
+    with pytest.raises(ValidationError, match="/api_key"):
+        ResourceDescriptor.of("a.b:C", api_key="sk-123")
+    with pytest.raises(ValidationError, match="/auth/token"):
+        ResourceDescriptor.of("a.b:C", auth={"token": "abc"})
+
+
+def test_env_references_are_kept_in_descriptor_and_resolved_at_open():
+    descriptor = ResourceDescriptor.of(
+        "a.b:C", api_key={"env": "MY_KEY"}, headers={"x": "${env:OTHER}"}, plain="${env:not valid}"
+    )
+    resolved = resolve_env_references(descriptor.arguments, {"MY_KEY": "k1", "OTHER": "o"})
+    assert resolved == {"api_key": "k1", "headers": {"x": "o"}, "plain": "${env:not valid}"}
+    with pytest.raises(UnresolvedSecretError, match="MY_KEY"):
+        resolve_env_references(descriptor.arguments, {})
+
+
+def test_agent_refuses_duplicate_resource_names():
+    agent = Agent(name="a")
+    agent.add_prompt("p", "hi")
+    with pytest.raises(ValueError, match="already has a resource named 'p'"):
+        agent.add_resource("p", ResourceType.PROMPT, "flink_agents.api.prompts:Prompt", text="x")

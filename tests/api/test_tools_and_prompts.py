@@ -1,0 +1,44 @@
+import asyncio
+
+import pytest
+from pydantic import ValidationError
+
+from flink_agents.api import FunctionTool, Prompt
+from flink_agents.api.prompts import MissingPlaceholderError
+
+
+def test_function_tool_schema_comes_from_signature_and_docstring():
+    spec = FunctionTool(function="tests.sample_agents:add").spec()
+    assert spec.name == "add"
+    assert spec.description == "Add two numbers."
+    props = spec.parameters["properties"]
+    assert props["a"]["type"] == "integer"
+    assert props["a"]["description"] == "The first number."
+    assert props["b"]["description"] == "The second number, defaulting to one."
+    assert props["b"]["default"] == 1
+    assert spec.parameters["required"] == ["a"]
+
+
+def test_function_tool_validates_and_calls_sync_and_async():
+    add = FunctionTool(function="tests.sample_agents:add")
+    assert asyncio.run(add.call({"a": "2", "b": 5})) == 7
+    with pytest.raises(ValidationError):
+        asyncio.run(add.call({"b": 5}))
+    lookup = FunctionTool(function="tests.sample_agents:lookup", name="find")
+    assert lookup.spec().name == "find"
+    assert asyncio.run(lookup.call({"city": "Oslo"})) == {"city": "Oslo", "population": 4000}
+
+
+def test_prompt_fills_placeholders_and_names_missing_ones():
+    prompt = Prompt(messages=[{"role": "system", "content": "Be {tone}."}, {"role": "user", "content": "{q} {{raw}}"}])
+    messages = prompt.format_messages(tone="brief", q="Why?")
+    assert [m.content for m in messages] == ["Be brief.", "Why? {raw}"]
+    with pytest.raises(MissingPlaceholderError, match="'q'"):
+        prompt.format_messages(tone="x")
+
+
+def test_prompt_needs_exactly_one_form():
+    with pytest.raises(ValidationError, match="exactly one"):
+        Prompt()
+    with pytest.raises(ValidationError, match="exactly one"):
+        Prompt(text="a", messages=[])

@@ -1,0 +1,106 @@
+"""Agents, actions, tools and resources the tests reference by ``module:qualname``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel
+
+from flink_agents.api import (
+    Agent,
+    ChatModelSetup,
+    Event,
+    InputEvent,
+    OutputEvent,
+    ReActAgent,
+    Resource,
+    ResourceDescriptor,
+    ResourceType,
+    RunnerContext,
+    action,
+)
+from flink_agents.integrations.scripted import ScriptedChatModelConnection
+
+
+class Doubled(Event):
+    value: int
+
+
+class EchoAgent(Agent):
+    """InputEvent -> Doubled -> OutputEvent; remembers a per-key count."""
+
+    @action(InputEvent)
+    def double(event: InputEvent, ctx: RunnerContext) -> None:
+        ctx.send_event(Doubled(value=event.input["n"] * 2))
+
+    @action(Doubled)
+    async def emit(event: Doubled, ctx: RunnerContext) -> None:
+        await asyncio.sleep(0)
+        count = ctx.short_term_memory.get("count", 0) + 1
+        ctx.short_term_memory.set("count", count)
+        ctx.send_event(OutputEvent(output={"doubled": event.value, "count": count}))
+
+
+@action(InputEvent)
+def fail_on_negative(event: InputEvent, ctx: RunnerContext) -> None:
+    """Remembers the input, then raises for negative ones (memory write must not commit)."""
+    ctx.short_term_memory.set("last", event.input["n"])
+    if event.input["n"] < 0:
+        raise ValueError(f"negative input {event.input['n']}")
+    ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+def add(a: int, b: int = 1) -> int:
+    """Add two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number,
+            defaulting to one.
+
+    Returns:
+        The sum.
+    """
+    return a + b
+
+
+async def lookup(city: str) -> dict[str, Any]:
+    """Look a city up.
+
+    Args:
+        city: City name.
+    """
+    await asyncio.sleep(0)
+    return {"city": city, "population": len(city) * 1000}
+
+
+class Answer(BaseModel):
+    city: str
+    total: int
+
+
+class ExternalReviewer(Resource):
+    """Stands in for a sub-agent resource (declared now, executed by later work)."""
+
+    resource_type = ResourceType.AGENT
+    endpoint: str = ""
+
+
+def react_agent(turns: list[dict[str, Any]], *, latency: float = 0.0, name: str = "react") -> ReActAgent:
+    """A ReAct agent over the scripted model with the ``add`` and ``lookup`` tools."""
+    agent = ReActAgent(
+        name="react_test",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        output_schema=Answer,
+        tools=[add, lookup],
+    )
+    agent.add_resource(
+        "conn",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        name=name,
+        turns=turns,
+        latency_seconds=latency,
+    )
+    return agent
