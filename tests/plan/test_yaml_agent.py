@@ -1,0 +1,112 @@
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flink_agents.api import ResourceType
+from flink_agents.examples import EXAMPLES
+from flink_agents.plan import YamlAgentError, compile_agent, compile_yaml, load_yaml_agents
+from flink_agents.plan.sources import agent_from_reference
+
+VALID = """\
+agents:
+  - name: echo
+    config: {team: a}
+    actions:
+      - function: tests.sample_agents:EchoAgent.double
+      - name: emit
+        function: tests.sample_agents:EchoAgent.emit
+        listen_to: ["tests.sample_agents:Doubled"]
+    subagents:
+      reviewer:
+        class: tests.sample_agents:ExternalReviewer
+        arguments: {endpoint: "http://reviewer"}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agents.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _error(tmp_path: Path, text: str) -> YamlAgentError:
+    path = _write(tmp_path, text)
+    with pytest.raises(YamlAgentError) as info:
+        load_yaml_agents(path)
+    assert info.value.file == str(path)
+    return info.value
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_python_and_yaml_forms_give_the_same_plan(name):
+    example = EXAMPLES[name]
+    from_python = compile_agent(agent_from_reference(example.factory)).to_json()
+    assert compile_yaml(example.yaml_file).to_json() == from_python
+
+
+def test_decorated_actions_may_omit_listen_to_and_subagents_stay_agent_resources(tmp_path):
+    plan = compile_yaml(_write(tmp_path, VALID))
+    assert plan.actions[0].name == "double"
+    assert plan.actions[0].listen_to == ["InputEvent"]
+    reviewer = plan.resources["reviewer"]
+    assert reviewer.type is ResourceType.AGENT
+    assert reviewer.class_path == "tests.sample_agents:ExternalReviewer"
+    assert reviewer.arguments == {"endpoint": "http://reviewer"}
+    assert plan.config == {"team": "a"}
+
+
+def test_missing_field_names_file_line_and_field(tmp_path):
+    error = _error(tmp_path, VALID.replace("        function: tests.sample_agents:EchoAgent.emit\n", ""))
+    [issue] = error.issues
+    assert issue.field == "agents[0].actions[1].function"
+    assert issue.message == "required field is missing"
+    assert issue.line == 6  # the action lacking the field starts on line 6
+    assert f"{error.file}:6:" in str(error)
+
+
+def test_wrong_type_names_file_line_and_field(tmp_path):
+    error = _error(tmp_path, VALID.replace("listen_to: [\"tests.sample_agents:Doubled\"]", "listen_to: 5"))
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (8, "agents[0].actions[1].listen_to")
+    assert "valid list" in issue.message and "5" in issue.message
+
+
+def test_unknown_field_is_refused_where_it_is(tmp_path):
+    error = _error(tmp_path, VALID.replace("    config: {team: a}\n", "    config: {team: a}\n    colour: red\n"))
+    [issue] = error.issues
+    assert (issue.line, issue.field, issue.message) == (4, "agents[0].colour", "unknown field (not part of the format)")
+
+
+def test_unknown_action_names_file_line_field_and_qualname(tmp_path):
+    error = _error(tmp_path, VALID.replace("EchoAgent.emit", "EchoAgent.emitt"))
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (7, "agents[0].actions[1].function")
+    assert "has no attribute 'emitt'" in issue.message
+
+
+def test_unimportable_module_names_file_line_and_field(tmp_path):
+    error = _error(tmp_path, VALID.replace("tests.sample_agents:ExternalReviewer", "missing_pkg.mod:Reviewer"))
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (11, "agents[0].subagents.reviewer.class")
+    assert "module 'missing_pkg.mod' is not importable" in issue.message
+
+
+def test_invalid_yaml_syntax_names_the_line(tmp_path):
+    error = _error(tmp_path, "agents:\n  - name: [unclosed\n")
+    assert error.issues[0].line >= 2
+    assert "not valid YAML" in error.issues[0].message
+
+
+def test_action_without_listen_to_or_decorator_is_refused(tmp_path):
+    error = _error(
+        tmp_path,
+        """\
+        agents:
+          - name: a
+            actions:
+              - function: tests.sample_agents:add
+        """,
+    )
+    assert error.issues[0].field == "agents[0]"
+    assert "not an @action" in error.issues[0].message
