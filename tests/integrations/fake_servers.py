@@ -1,0 +1,218 @@
+"""Local HTTP servers that speak model-provider protocols, for tests and benchmarks.
+
+A :class:`FakeModelServer` listens on 127.0.0.1 on an ephemeral port, records every request and
+answers from a queue of scripted responses (then from ``fallback``, a function of the request).
+The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions, Anthropic Messages
+and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ScriptedResponse:
+    """One HTTP response. ``truncate`` announces the full length but closes after half the body."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    truncate: bool = False
+    delay_seconds: float = 0.0
+
+    def payload(self) -> bytes:
+        if isinstance(self.body, bytes):
+            return self.body
+        if isinstance(self.body, str):
+            return self.body.encode()
+        return json.dumps(self.body if self.body is not None else {}).encode()
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+Responder = Callable[[RecordedRequest], ScriptedResponse]
+
+
+def _unscripted(request: RecordedRequest) -> ScriptedResponse:
+    return ScriptedResponse(status=599, body={"error": f"no scripted response for {request.path}"})
+
+
+class FakeModelServer:
+    """A threaded HTTP server with a scripted response queue and request counters."""
+
+    def __init__(self, fallback: Responder = _unscripted) -> None:
+        self.fallback = fallback
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[ScriptedResponse] = deque()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def enqueue(self, *responses: ScriptedResponse) -> None:
+        """Answer the next requests with ``responses``, in order."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    def start(self) -> FakeModelServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _next(self, request: RecordedRequest) -> ScriptedResponse:
+        with self._lock:
+            self.requests.append(request)
+            scripted = self._queue.popleft() if self._queue else None
+        return scripted if scripted is not None else self.fallback(request)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                request = RecordedRequest(
+                    method="POST",
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=self.rfile.read(length),
+                )
+                response = server._next(request)
+                if response.delay_seconds:
+                    time.sleep(response.delay_seconds)
+                payload = response.payload()
+                self.send_response(response.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                if response.truncate:
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None  # keep test output quiet
+
+        return Handler
+
+
+# -- protocol bodies ----------------------------------------------------------------------------
+
+
+def openai_reply(
+    content: str | None = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """An OpenAI chat-completions body; ``tool_calls`` are ``(id, name, arguments)``."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, n, a in tool_calls
+        ]
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        },
+    }
+
+
+def anthropic_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """An Anthropic Messages body; ``tool_calls`` become ``tool_use`` blocks."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    blocks += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in tool_calls]
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": blocks,
+        "stop_reason": "tool_use" if tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
+
+
+def ollama_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """An Ollama ``/api/chat`` (non-streaming) body; ``tool_calls`` are ``(name, arguments)``."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [{"function": {"name": n, "arguments": a}} for n, a in tool_calls]
+    return {
+        "model": model,
+        "created_at": "2024-01-01T00:00:00Z",
+        "message": message,
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": usage[0],
+        "eval_count": usage[1],
+    }
