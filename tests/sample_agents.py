@@ -13,6 +13,7 @@ from flink_agents.api import (
     Event,
     InputEvent,
     OutputEvent,
+    Prompt,
     ReActAgent,
     Resource,
     ResourceDescriptor,
@@ -87,12 +88,32 @@ class ExternalReviewer(Resource):
     endpoint: str = ""
 
 
-def react_agent(turns: list[dict[str, Any]], *, latency: float = 0.0, name: str = "react") -> ReActAgent:
-    """A ReAct agent over the scripted model with the ``add`` and ``lookup`` tools."""
+GATE: asyncio.Event | None = None
+"""Set by a test to hold ``gated`` until it opens the gate."""
+
+
+@action(InputEvent)
+async def gated(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.short_term_memory.set("seen", event.input)
+    assert GATE is not None
+    await GATE.wait()
+    ctx.send_event(OutputEvent(output=event.input))
+
+
+def react_agent(
+    turns: list[dict[str, Any]],
+    *,
+    latency: float = 0.0,
+    name: str = "react",
+    structured: bool = True,
+) -> ReActAgent:
+    """A ReAct agent over the scripted model named ``name``, with the ``add`` and ``lookup``
+    tools; the user message is the input's ``city``; ``structured`` answers are ``Answer``s."""
     agent = ReActAgent(
         name="react_test",
         chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
-        output_schema=Answer,
+        prompt=Prompt(text="{city}"),
+        output_schema=Answer if structured else None,
         tools=[add, lookup],
     )
     agent.add_resource(

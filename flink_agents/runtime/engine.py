@@ -97,6 +97,10 @@ class RunEngine:
     def plan(self) -> AgentPlan:
         return self._plan
 
+    def open_resources(self) -> None:
+        """Open all resources now (a host calls this at start-up) instead of on first use."""
+        self._resources.open_all()
+
     @property
     def in_flight(self) -> int:
         """Runs executing now."""

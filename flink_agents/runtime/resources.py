@@ -55,4 +55,10 @@ class ResourceRegistry:
             issue = PlanIssue(f"/resources/{name}/arguments", str(exc))
             raise PlanValidationError([issue], f"resource {name!r}") from None
         resource.bind(self.get)
+        resource.open()
         return resource
+
+    def open_all(self) -> None:
+        """Open every declared resource now, so bad configuration fails at start-up."""
+        for name, declared in self._resolved.plan.resources.items():
+            self.get(name, declared.type)

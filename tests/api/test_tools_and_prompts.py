@@ -30,7 +30,12 @@ def test_function_tool_validates_and_calls_sync_and_async():
 
 
 def test_prompt_fills_placeholders_and_names_missing_ones():
-    prompt = Prompt(messages=[{"role": "system", "content": "Be {tone}."}, {"role": "user", "content": "{q} {{raw}}"}])
+    prompt = Prompt(
+        messages=[
+            {"role": "system", "content": "Be {tone}."},
+            {"role": "user", "content": "{q} {{raw}}"},
+        ]
+    )
     messages = prompt.format_messages(tone="brief", q="Why?")
     assert [m.content for m in messages] == ["Be brief.", "Why? {raw}"]
     with pytest.raises(MissingPlaceholderError, match="'q'"):

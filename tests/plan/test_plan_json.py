@@ -30,14 +30,17 @@ def test_same_agent_gives_byte_identical_sorted_json():
 
 def test_json_round_trip_gives_the_same_plan_and_behaviour():
     agent = react_agent(
-        [{"tool_calls": [{"name": "add", "arguments": {"a": 2}}]}, {"content": '{"city": "x", "total": 3}'}],
+        [
+            {"tool_calls": [{"name": "add", "arguments": {"a": 2}}]},
+            {"content": '{"city": "x", "total": 3}'},
+        ],
         name="roundtrip",
     )
     plan = compile_agent(agent)
     reloaded = AgentPlan.from_json(plan.to_json())
     assert reloaded == plan
     assert reloaded.to_json() == plan.to_json()
-    inputs = [{"id": 1, "q": "a"}, {"id": 2, "q": "b"}]
+    inputs = [{"id": 1, "city": "a"}, {"id": 2, "city": "b"}]
     direct = [r.output_values for r in run_local(agent, inputs, key="id")]
     via_json = [r.output_values for r in run_local(reloaded, inputs, key="id")]
     assert direct == via_json == [[{"city": "x", "total": 3}]] * 2

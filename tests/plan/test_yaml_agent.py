@@ -57,7 +57,9 @@ def test_decorated_actions_may_omit_listen_to_and_subagents_stay_agent_resources
 
 
 def test_missing_field_names_file_line_and_field(tmp_path):
-    error = _error(tmp_path, VALID.replace("        function: tests.sample_agents:EchoAgent.emit\n", ""))
+    error = _error(
+        tmp_path, VALID.replace("        function: tests.sample_agents:EchoAgent.emit\n", "")
+    )
     [issue] = error.issues
     assert issue.field == "agents[0].actions[1].function"
     assert issue.message == "required field is missing"
@@ -66,16 +68,25 @@ def test_missing_field_names_file_line_and_field(tmp_path):
 
 
 def test_wrong_type_names_file_line_and_field(tmp_path):
-    error = _error(tmp_path, VALID.replace("listen_to: [\"tests.sample_agents:Doubled\"]", "listen_to: 5"))
+    error = _error(
+        tmp_path, VALID.replace('listen_to: ["tests.sample_agents:Doubled"]', "listen_to: 5")
+    )
     [issue] = error.issues
     assert (issue.line, issue.field) == (8, "agents[0].actions[1].listen_to")
     assert "valid list" in issue.message and "5" in issue.message
 
 
 def test_unknown_field_is_refused_where_it_is(tmp_path):
-    error = _error(tmp_path, VALID.replace("    config: {team: a}\n", "    config: {team: a}\n    colour: red\n"))
+    error = _error(
+        tmp_path,
+        VALID.replace("    config: {team: a}\n", "    config: {team: a}\n    colour: red\n"),
+    )
     [issue] = error.issues
-    assert (issue.line, issue.field, issue.message) == (4, "agents[0].colour", "unknown field (not part of the format)")
+    assert (issue.line, issue.field, issue.message) == (
+        4,
+        "agents[0].colour",
+        "unknown field (not part of the format)",
+    )
 
 
 def test_unknown_action_names_file_line_field_and_qualname(tmp_path):
@@ -86,7 +97,9 @@ def test_unknown_action_names_file_line_field_and_qualname(tmp_path):
 
 
 def test_unimportable_module_names_file_line_and_field(tmp_path):
-    error = _error(tmp_path, VALID.replace("tests.sample_agents:ExternalReviewer", "missing_pkg.mod:Reviewer"))
+    error = _error(
+        tmp_path, VALID.replace("tests.sample_agents:ExternalReviewer", "missing_pkg.mod:Reviewer")
+    )
     [issue] = error.issues
     assert (issue.line, issue.field) == (11, "agents[0].subagents.reviewer.class")
     assert "module 'missing_pkg.mod' is not importable" in issue.message

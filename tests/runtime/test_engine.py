@@ -1,0 +1,198 @@
+import asyncio
+from typing import Any
+
+import pytest
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.plan import compile_agent
+from flink_agents.runtime import (
+    ActionError,
+    DirectCallRunner,
+    DuplicateCallIdError,
+    DurableCall,
+    KeyState,
+    RunEngine,
+    RunId,
+    run_local,
+)
+from flink_agents.runtime.identity import event_id
+from tests import sample_agents
+from tests.sample_agents import EchoAgent, fail_on_negative
+
+
+def _echo_engine(**kwargs: Any) -> RunEngine:
+    return RunEngine(compile_agent(EchoAgent(name="echo")), **kwargs)
+
+
+def test_runs_per_key_are_sequential_and_fifo_with_per_key_seq_and_memory():
+    inputs = [{"k": "a", "n": 1}, {"k": "b", "n": 10}, {"k": "a", "n": 2}, {"k": "a", "n": 3}]
+    results = run_local(EchoAgent(name="echo"), inputs, key="k")
+    assert [(r.key, r.run_id.seq) for r in results] == [("a", 0), ("b", 0), ("a", 1), ("a", 2)]
+    assert [r.output_values for r in results] == [
+        [{"doubled": 2, "count": 1}],
+        [{"doubled": 20, "count": 1}],
+        [{"doubled": 4, "count": 2}],
+        [{"doubled": 6, "count": 3}],
+    ]
+
+
+def test_event_ids_are_deterministic_and_carry_lineage():
+    inputs = [{"k": "a|b_c", "n": 1}]
+    first = run_local(EchoAgent(name="echo"), inputs, key="k")[0].outputs[0]
+    second = run_local(EchoAgent(name="echo"), inputs, key="k")[0].outputs[0]
+    assert first.id == second.id
+    assert first.upstream_action == "emit"
+    run = RunId("echo", "a|b_c", 0)
+    doubled_id = event_id(run, event_id(run, None, None, 0), "double", 0)
+    assert first.upstream_id == doubled_id
+    assert first.id == event_id(run, doubled_id, "emit", 0)
+    # another seq, key or agent gives other ids
+    assert event_id(RunId("echo", "a|b_c", 1), None, None, 0) != event_id(run, None, None, 0)
+    assert event_id(RunId("echo", ["a", "b_c"], 0), None, None, 0) != event_id(run, None, None, 0)
+
+
+@pytest.mark.parametrize("policy", ["fail", "emit"])
+def test_action_error_follows_the_agents_policy(policy):
+    agent = EchoAgent(name="guard", error_policy=policy)
+    agent.add_action(fail_on_negative, name="check")
+    inputs = [{"k": "a", "n": 1}, {"k": "a", "n": -5}, {"k": "a", "n": 2}]
+    if policy == "fail":
+        with pytest.raises(ActionError) as info:
+            run_local(agent, inputs, key="k")
+        failure = info.value.failure
+        assert (failure.action, failure.event_type, failure.error_type) == (
+            "check",
+            "InputEvent",
+            "ValueError",
+        )
+        assert "negative input -5" in str(info.value)
+        assert info.value.run_id == RunId("guard", "a", 1)
+        return
+    results = run_local(agent, inputs, key="k")
+    assert [r.error is None for r in results] == [True, False, True]
+    error_output = results[1].outputs[-1]
+    assert error_output.error.action == "check"
+    assert error_output.error.event_id == results[1].outputs[-1].upstream_id
+    assert "negative input -5" in error_output.error.describe()
+    # the failed run's memory writes are dropped: the third run still counts 2
+    assert results[2].output_values == [2, {"doubled": 4, "count": 2}]
+
+
+def test_snapshot_and_restore_of_a_key_rerun_pending_inputs_with_the_same_seq():
+    async def scenario() -> tuple[KeyState, list]:
+        engine = _echo_engine()
+        engine.submit("a", {"n": 1})
+        await engine.drain()
+        engine.submit("a", {"n": 2})
+        engine.submit("a", {"n": 3})
+        state = engine.snapshot_key("a")  # taken before the queued runs start
+        await engine.close()
+
+        restored = _echo_engine()
+        restored.restore_key("a", KeyState.model_validate_json(state.model_dump_json()))
+        await restored.drain()
+        return state, restored.take_results()
+
+    state, results = asyncio.run(scenario())
+    assert state.next_seq == 3
+    assert [p.seq for p in state.pending] == [1, 2]
+    assert state.short_term_memory == {"count": 1}
+    assert [(r.run_id.seq, r.output_values) for r in results] == [
+        (1, [{"doubled": 4, "count": 2}]),
+        (2, [{"doubled": 6, "count": 3}]),
+    ]
+
+
+def test_snapshot_during_a_run_keeps_it_pending_and_memory_uncommitted():
+    agent = Agent(name="gated")
+    agent.add_action(sample_agents.gated)
+
+    async def scenario() -> tuple[KeyState, KeyState]:
+        sample_agents.GATE = asyncio.Event()
+        engine = RunEngine(compile_agent(agent))
+        engine.submit("a", {"n": 1})
+        assert await engine.wait_for_results(timeout=0.01) == []  # the run waits at the gate
+        during = engine.snapshot_key("a")
+        sample_agents.GATE.set()
+        await engine.drain()
+        return during, engine.snapshot_key("a")
+
+    during, after = asyncio.run(scenario())
+    assert [p.seq for p in during.pending] == [0]
+    assert during.short_term_memory == {}
+    assert after.pending == []
+    assert after.short_term_memory == {"seen": {"n": 1}}
+
+
+class RecordingRunner(DirectCallRunner):
+    """A call runner that records the calls it sees, as the durable runner will."""
+
+    def __init__(self) -> None:
+        self.calls: list[DurableCall] = []
+        self.finished: list[RunId] = []
+
+    async def run_async(self, call: DurableCall) -> Any:
+        self.calls.append(call)
+        return await super().run_async(call)
+
+    def run(self, call: DurableCall) -> Any:
+        self.calls.append(call)
+        return super().run(call)
+
+    def run_finished(self, run: RunId) -> None:
+        self.finished.append(run)
+
+
+@action(InputEvent)
+async def two_calls(event: InputEvent, ctx: RunnerContext) -> None:
+    first = ctx.durable_execute(lambda x: x + 1, event.input["n"])
+    second = await ctx.durable_execute_async(asyncio.sleep, 0, first * 10, call_id="nap")
+    ctx.send_event(OutputEvent(output=[first, second]))
+
+
+@action(InputEvent)
+async def clashing_calls(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.durable_execute(len, "a", call_id="same")
+    ctx.durable_execute(len, "b", call_id="same")
+
+
+def test_durable_calls_go_through_the_engines_call_runner_with_stable_ids():
+    agent = Agent(name="calls")
+    agent.add_action(two_calls)
+    runner = RecordingRunner()
+    results = run_local(agent, [{"k": "x", "n": 1}], key="k", call_runner=runner)
+    assert results[0].output_values == [[2, 20]]
+    identities = [call.identity for call in runner.calls]
+    assert [i.call_id for i in identities] == ["#0", "nap"]
+    assert {i.action for i in identities} == {"two_calls"}
+    assert identities[0].event_id == event_id(RunId("calls", "x", 0), None, None, 0)
+    assert runner.finished == [RunId("calls", "x", 0)]
+
+    again = RecordingRunner()
+    run_local(agent, [{"k": "x", "n": 1}], key="k", call_runner=again)
+    assert [c.identity.digest() for c in again.calls] == [i.digest() for i in identities]
+
+
+def test_duplicate_call_ids_in_one_invocation_are_refused():
+    agent = Agent(name="dup", error_policy="emit")
+    agent.add_action(clashing_calls)
+    [result] = run_local(agent, [{"k": 1}], key="k")
+    assert result.error.error_type == DuplicateCallIdError.__name__
+    assert "'same'" in result.error.message
+
+
+def test_on_result_callback_and_wait_for_results():
+    seen = []
+
+    async def scenario() -> list:
+        engine = _echo_engine(on_result=seen.append, max_in_flight=1)
+        for n in range(3):
+            engine.submit(n, {"n": n})
+        collected = []
+        while len(collected) < 3:
+            collected += await engine.wait_for_results(timeout=1)
+        return collected
+
+    collected = asyncio.run(scenario())
+    assert [r.key for r in collected] == [0, 1, 2]
+    assert seen == collected

@@ -1,0 +1,65 @@
+import pytest
+
+from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.runtime import ActionError, run_local
+from tests.sample_agents import react_agent
+
+TWO_TOOLS = [
+    {"tool_calls": [{"name": "lookup", "arguments": {"city": "$input"}}]},
+    {"tool_calls": [{"name": "add", "arguments": {"a": 40, "b": 2}}]},
+    {"content": '```json\n{"city": "$input", "total": $last}\n```'},
+]
+
+
+def test_react_loop_with_two_tool_calls_validates_the_final_answer():
+    ScriptedChatModelConnection.reset_stats("two-tools")
+    agent = react_agent(TWO_TOOLS, name="two-tools")
+    [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+    assert result.error is None
+    # $input is the prompt-filled user message; $last the add tool's result
+    assert result.output_values == [{"city": "Oslo", "total": 42}]
+    assert ScriptedChatModelConnection.stats("two-tools").total == 3
+
+
+def test_tool_results_reach_the_model_in_order():
+    turns = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"city": "$input"}}]},
+        {"content": "population: $last"},
+    ]
+    agent = react_agent(turns, name="lookup", structured=False)
+    [result] = run_local(agent, [{"id": 1, "city": "Rome"}], key="id")
+    assert result.output_values == ['population: {"city": "Rome", "population": 4000}']
+
+
+def test_tool_error_goes_back_to_the_model():
+    turns = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": "not a number"}}]},
+        {"content": "I could not: $last"},
+    ]
+    agent = react_agent(turns, name="tool-error", structured=False)
+    [result] = run_local(agent, [{"id": 1, "city": "x"}], key="id")
+    [answer] = result.output_values
+    assert answer.startswith("I could not: ValidationError")
+
+
+def test_answer_not_matching_the_output_schema_fails_the_run():
+    with pytest.raises(ActionError) as info:
+        run_local(
+            react_agent([{"content": "sunny"}], name="bad"), [{"id": 1, "city": "x"}], key="id"
+        )
+    failure = info.value.failure
+    assert (failure.action, failure.event_type, failure.error_type) == (
+        "react_finish",
+        "ChatResponseEvent",
+        "ValidationError",
+    )
+    assert "Answer" in failure.message
+
+
+def test_endless_tool_requests_stop_at_max_tool_rounds():
+    turns = [{"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}] * 20
+    agent = react_agent(turns, name="endless")
+    agent.error_policy = "emit"
+    [result] = run_local(agent, [{"id": 1, "city": "x"}], key="id")
+    assert result.error.action == "chat_action"
+    assert result.error.error_type == "ToolLoopLimitError"

@@ -1,0 +1,51 @@
+import json
+from pathlib import Path
+
+from flink_agents.cli import main
+from flink_agents.plan import AgentPlan
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "flink_agents" / "examples"
+
+
+def test_compile_yaml_and_python_give_the_same_plan_file(tmp_path):
+    from_yaml, from_python = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["compile", str(EXAMPLES / "triage.yaml"), "-o", str(from_yaml)]) == 0
+    assert (
+        main(["compile", "flink_agents.examples.triage:build_agent", "-o", str(from_python)]) == 0
+    )
+    assert from_yaml.read_text() == from_python.read_text()
+    assert AgentPlan.from_json(from_yaml.read_text()).name == "ticket_triage"
+
+
+def test_run_local_prints_outputs_as_json_lines(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"city": "Oslo"}\n\n{"city": "Lisbon"}\n')
+    code = main(
+        [
+            "run",
+            "--local",
+            "flink_agents.examples.weather:build_agent",
+            "--input",
+            str(inputs),
+            "--key",
+            "city",
+        ]
+    )
+    assert code == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        {"key": "Oslo", "seq": 0, "output": {"city": "Oslo", "advice": "coat"}},
+        {"key": "Lisbon", "seq": 0, "output": {"city": "Lisbon", "advice": "t-shirt"}},
+    ]
+
+
+def test_bad_sources_exit_with_a_message(tmp_path, capsys):
+    assert main(["compile", "no_such_module:Agent"]) == 2
+    assert "module 'no_such_module' is not importable" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  - name: x\n    actions: 3\n")
+    assert main(["compile", str(bad)]) == 2
+    assert f"{bad}:3:" in capsys.readouterr().err
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"city": "Oslo"}\n')
+    assert main(["run", "plans/weather_react.json", "--input", str(inputs), "--key", "city"]) == 2
