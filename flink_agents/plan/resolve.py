@@ -67,11 +67,12 @@ def resolve_plan(plan: AgentPlan, source: str | None = None) -> ResolvedPlan:
         if not (isinstance(found, type) and issubclass(found, Resource)):
             issues.append(PlanIssue(path, f"{resource.class_path} is not a Resource subclass"))
         elif getattr(found, "resource_type", None) != resource.type:
+            actual = getattr(found, "resource_type", None)
+            kind = f"a {actual.value!r} resource" if actual else "a resource of no declared type"
             issues.append(
                 PlanIssue(
                     f"/resources/{name}/type",
-                    f"declared {resource.type.value!r} but {resource.class_path} is a "
-                    f"{getattr(found, 'resource_type', None)!r} resource",
+                    f"declared {resource.type.value!r} but {resource.class_path} is {kind}",
                 )
             )
         else:
