@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import email.utils
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _MAX_REASON_CHARS = 500
 
@@ -70,9 +73,7 @@ class AttemptFailure(Exception):
         request_id: str | None = None,
     ) -> AttemptFailure:
         """A failure from an HTTP error response."""
-        request_id = (
-            request_id or headers.get("x-request-id") or headers.get("request-id") or None
-        )
+        request_id = request_id or headers.get("x-request-id") or headers.get("request-id") or None
         return cls(
             f"HTTP {status}: {message}" if message else f"HTTP {status}",
             retryable=is_retryable_status(status),
@@ -153,7 +154,7 @@ def _body_message(body: object) -> str:
     return "" if body is None else str(body)
 
 
-def sdk_failure(
+def _sdk_failure(
     error: Exception,
     *,
     status_error: type[Exception],
@@ -176,3 +177,16 @@ def sdk_failure(
     if isinstance(error, ValueError):
         return AttemptFailure.malformed(f"{type(error).__name__}: {error}")
     return None
+
+
+async def sdk_call(
+    call: Awaitable[T], *, status_error: type[Exception], connection_error: type[Exception]
+) -> T:
+    """Await an SDK call, turning its errors into :class:`AttemptFailure`."""
+    try:
+        return await call
+    except Exception as exc:
+        failure = _sdk_failure(exc, status_error=status_error, connection_error=connection_error)
+        if failure is None:
+            raise
+        raise failure from None

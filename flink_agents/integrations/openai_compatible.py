@@ -19,7 +19,7 @@ from flink_agents.integrations.connection import (
     parse_arguments,
     schema_name,
 )
-from flink_agents.integrations.http_errors import AttemptFailure, sdk_failure
+from flink_agents.integrations.http_errors import AttemptFailure, sdk_call
 
 # Local servers ignore the key, but the client insists on one and would otherwise read
 # OPENAI_API_KEY behind our back.
@@ -122,17 +122,11 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: ChatRequest, model: str
     ) -> ChatMessage:
-        try:
-            completion = await client.chat.completions.create(
+        completion = await sdk_call(
+            client.chat.completions.create(
                 **openai_body(request, model), extra_body=request.extra or None
-            )
-        except Exception as exc:
-            failure = sdk_failure(
-                exc,
-                status_error=openai.APIStatusError,
-                connection_error=openai.APIConnectionError,
-            )
-            if failure is None:
-                raise
-            raise failure from None
+            ),
+            status_error=openai.APIStatusError,
+            connection_error=openai.APIConnectionError,
+        )
         return from_openai_completion(completion)

@@ -1,0 +1,103 @@
+"""One adapter per provider, so the behavioural tests run the same way against all three."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flink_agents.integrations.anthropic import AnthropicChatModelConnection
+from flink_agents.integrations.connection import HttpChatModelConnection
+from flink_agents.integrations.ollama import OllamaChatModelConnection
+from flink_agents.integrations.openai_compatible import OpenAICompatibleChatModelConnection
+from tests.integrations.fake_servers import anthropic_reply, ollama_reply, openai_reply
+
+FAST_RETRY = {"initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}
+ANTHROPIC_KEY_VAR = "FA_TEST_ANTHROPIC_KEY"
+
+
+@dataclass(frozen=True)
+class Provider:
+    """How to talk to one provider's fake server and read what was sent to it."""
+
+    name: str
+    path: str
+    make: Callable[..., HttpChatModelConnection]
+    text: Callable[[str], dict[str, Any]]
+    tool_call: Callable[[str, str, dict[str, Any]], dict[str, Any]]
+    structured: Callable[[dict[str, Any]], dict[str, Any]]
+    offered_tools: Callable[[dict[str, Any]], list[str]]
+    tool_result: Callable[[dict[str, Any]], tuple[str, str]]
+    """(reference to the call, content) of the tool result in the last message."""
+    result_reference: Callable[[str, str], str]
+    """What ``tool_result`` names, from the call's (id, tool name)."""
+
+    def connect(self, url: str, **overrides: Any) -> HttpChatModelConnection:
+        arguments: dict[str, Any] = {"model": "m", "retry": FAST_RETRY, **overrides}
+        return self.make(url, **arguments)
+
+
+def _openai_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["messages"][-1]
+    assert last["role"] == "tool"
+    return last["tool_call_id"], last["content"]
+
+
+def _anthropic_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    (block,) = last["content"]
+    assert block["type"] == "tool_result"
+    return block["tool_use_id"], block["content"]
+
+
+def _ollama_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["messages"][-1]
+    assert last["role"] == "tool"
+    return last["tool_name"], last["content"]
+
+
+def _function_names(body: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools", [])]
+
+
+OPENAI = Provider(
+    name="openai-compatible",
+    path="/v1/chat/completions",
+    make=lambda url, **kw: OpenAICompatibleChatModelConnection(base_url=url + "/v1", **kw),
+    text=lambda text: openai_reply(text),
+    tool_call=lambda id_, name, args: openai_reply(None, [(id_, name, args)]),
+    structured=lambda data: openai_reply(json.dumps(data)),
+    offered_tools=_function_names,
+    tool_result=_openai_result,
+    result_reference=lambda id_, name: id_,
+)
+
+ANTHROPIC = Provider(
+    name="anthropic",
+    path="/v1/messages",
+    make=lambda url, **kw: AnthropicChatModelConnection(
+        base_url=url, api_key={"env": ANTHROPIC_KEY_VAR}, **kw
+    ),
+    text=lambda text: anthropic_reply(text),
+    tool_call=lambda id_, name, args: anthropic_reply("", [(id_, name, args)]),
+    structured=lambda data: anthropic_reply("", [("toolu_s", "respond_with_Weather", data)]),
+    offered_tools=lambda body: [tool["name"] for tool in body.get("tools", [])],
+    tool_result=_anthropic_result,
+    result_reference=lambda id_, name: id_,
+)
+
+OLLAMA = Provider(
+    name="ollama",
+    path="/api/chat",
+    make=lambda url, **kw: OllamaChatModelConnection(base_url=url, **kw),
+    text=lambda text: ollama_reply(text),
+    tool_call=lambda id_, name, args: ollama_reply("", [(name, args)]),
+    structured=lambda data: ollama_reply(json.dumps(data)),
+    offered_tools=_function_names,
+    tool_result=_ollama_result,
+    result_reference=lambda id_, name: name,
+)
+
+PROVIDERS = [OPENAI, ANTHROPIC, OLLAMA]

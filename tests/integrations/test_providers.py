@@ -1,0 +1,248 @@
+"""The three providers over their real protocols, against local fake servers."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from flink_agents.api.attempts import tracking_attempts
+from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
+from flink_agents.integrations.http_errors import ModelCallError
+from flink_agents.integrations.structured import StructuredOutputError, chat_structured
+from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
+from tests.integrations.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
+
+LOOKUP = ToolSpec(
+    name="lookup",
+    description="Look a word up.",
+    parameters={"type": "object", "properties": {"word": {"type": "string"}}},
+)
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+class Tracker:
+    """An attempt tracker as the durable layer would restore it."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+        self.recorded = 0
+
+    def record_attempt(self) -> None:
+        self.attempts += 1
+        self.recorded += 1
+
+
+@pytest.fixture(autouse=True)
+def _anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+
+
+@pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)
+def provider(request: pytest.FixtureRequest) -> Provider:
+    return request.param
+
+
+def ask(text: str = "hi", **fields: object) -> ChatRequest:
+    return ChatRequest(messages=[ChatMessage(role="user", content=text)], **fields)
+
+
+def test_tool_call_round_trip(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(
+        ScriptedResponse(body=provider.tool_call("call_1", "lookup", {"word": "flink"})),
+        ScriptedResponse(body=provider.text("Flink is a stream processor.")),
+    )
+    connection = provider.connect(server.url)
+    messages = [
+        ChatMessage(role="system", content="Be brief."),
+        ChatMessage(role="user", content="What is flink?"),
+    ]
+
+    async def converse() -> tuple[ChatMessage, ChatMessage]:
+        first = await connection.chat(ChatRequest(messages=messages, tools=[LOOKUP]))
+        (call,) = first.tool_calls
+        result = ChatMessage(role="tool", content="a stream processor", tool_call_id=call.id)
+        history = [*messages, first, result]
+        return first, await connection.chat(ChatRequest(messages=history, tools=[LOOKUP]))
+
+    first, final = asyncio.run(converse())
+
+    assert first.tool_calls[0].name == "lookup"
+    assert first.tool_calls[0].arguments == {"word": "flink"}
+    assert final.content == "Flink is a stream processor."
+    assert final.tool_calls == []
+    sent_first, sent_second = (r.json() for r in server.requests)
+    assert all(r.path == provider.path for r in server.requests)
+    assert provider.offered_tools(sent_first) == ["lookup"]
+    call = first.tool_calls[0]
+    assert provider.tool_result(sent_second) == (
+        provider.result_reference(call.id, call.name),
+        "a stream processor",
+    )
+    assert "Be brief." in str(sent_first)  # the system prompt reaches the server
+
+
+def test_temperature_and_max_tokens_are_sent(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(ScriptedResponse(body=provider.text("ok")))
+    asyncio.run(provider.connect(server.url).chat(ask(temperature=0.3, max_tokens=42)))
+    sent = str(server.requests[0].json())
+    assert "0.3" in sent
+    assert "42" in sent
+
+
+def test_rate_limit_with_retry_after_then_success(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    server.enqueue(
+        ScriptedResponse(status=429, body={"error": "slow down"}, headers={"Retry-After": "0.3"}),
+        ScriptedResponse(body=provider.text("done")),
+    )
+    connection = provider.connect(server.url)
+    started = time.monotonic()
+    reply = asyncio.run(connection.chat(ask()))
+    assert reply.content == "done"
+    assert server.request_count == 2
+    assert time.monotonic() - started >= 0.3  # waited as told, not the 1 ms backoff
+    assert connection.stats.attempts == 2
+    assert connection.stats.failed_calls == 0
+
+
+def test_server_errors_exhaust_the_budget(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(
+        *[ScriptedResponse(status=500, body={"error": "boom"}, headers={"x-request-id": "r-7"})]
+        * 3,
+        ScriptedResponse(body=provider.text("too late")),
+    )
+    connection = provider.connect(server.url)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask()))
+    error = caught.value
+    assert server.request_count == 3
+    assert (error.provider, error.model, error.ordinal) == (provider.name, "m", 1)
+    assert (error.attempts, error.status, error.request_id) == (3, 500, "r-7")
+    assert "boom" in str(error)
+    assert provider.name in str(error)
+    assert connection.stats.failed_calls == 1
+    restored = pickle.loads(pickle.dumps(error))  # the durable layer records failures
+    assert str(restored) == str(error)
+
+
+def test_restored_tracker_leaves_one_attempt(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(*[ScriptedResponse(status=503, body={"error": "unavailable"})] * 3)
+    tracker = Tracker(attempts=2)  # two attempts were made before the restart
+    with pytest.raises(ModelCallError) as caught, tracking_attempts(tracker):
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    assert server.request_count == 1
+    assert tracker.recorded == 1
+    assert caught.value.attempts == 3
+
+
+def test_spent_budget_sends_nothing(provider: Provider, server: FakeModelServer) -> None:
+    with pytest.raises(ModelCallError, match="spent before a restart"), tracking_attempts(
+        Tracker(attempts=3)
+    ):
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    assert server.request_count == 0
+
+
+def test_tracker_records_each_attempt(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(
+        ScriptedResponse(status=502, body={"error": "bad gateway"}),
+        ScriptedResponse(body=provider.text("ok")),
+    )
+    tracker = Tracker(attempts=0)
+    with tracking_attempts(tracker):
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    assert tracker.recorded == 2
+
+
+def test_client_errors_are_not_retried(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(ScriptedResponse(status=400, body={"error": "bad request"}))
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    assert server.request_count == 1
+    assert caught.value.status == 400
+
+
+def test_malformed_body_names_provider_and_call(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    server.enqueue(ScriptedResponse(body=b"{this is not json"))
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    message = str(caught.value)
+    assert "malformed response body" in message
+    assert f"{provider.name} call #1 to model 'm'" in message
+    assert server.request_count == 1  # a broken protocol is not retried
+
+
+def test_wrong_shape_body_is_malformed(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(ScriptedResponse(body={"unexpected": True}))
+    with pytest.raises(ModelCallError, match="malformed response body"):
+        asyncio.run(provider.connect(server.url).chat(ask()))
+
+
+def test_truncated_body_is_a_transport_error(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(*[ScriptedResponse(body=provider.text("cut short"), truncate=True)] * 2)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(provider.connect(server.url, retry={"max_attempts": 2}).chat(ask()))
+    assert f"{provider.name} call #1" in str(caught.value)
+    assert "request failed" in str(caught.value)
+    assert caught.value.attempts == 2  # transport failures are retried
+
+
+def test_timeout_is_retried(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(
+        ScriptedResponse(body=provider.text("slow"), delay_seconds=1.0),
+        ScriptedResponse(body=provider.text("fast")),
+    )
+    connection = provider.connect(server.url, timeout_seconds=0.2)
+    assert asyncio.run(connection.chat(ask())).content == "fast"
+    assert connection.stats.attempts == 2
+
+
+def test_unoffered_tool_is_returned_as_a_tool_call(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    server.enqueue(ScriptedResponse(body=provider.tool_call("call_9", "subagent_x", {"q": 1})))
+    reply = asyncio.run(provider.connect(server.url).chat(ask(tools=[LOOKUP])))
+    (call,) = reply.tool_calls
+    assert call.name == "subagent_x"
+    assert call.arguments == {"q": 1}
+
+
+def test_structured_output(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(ScriptedResponse(body=provider.structured({"city": "Oslo", "celsius": 4.5})))
+    weather = asyncio.run(chat_structured(provider.connect(server.url), ask(), Weather))
+    assert weather == Weather(city="Oslo", celsius=4.5)
+    assert "celsius" in str(server.requests[0].json())  # the schema was sent
+
+
+def test_structured_output_that_does_not_match(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    server.enqueue(ScriptedResponse(body=provider.structured({"city": "Oslo"})))
+    with pytest.raises(StructuredOutputError, match="celsius"):
+        asyncio.run(chat_structured(provider.connect(server.url), ask(), Weather))
+
+
+def test_usage_is_reported_and_counted(provider: Provider, server: FakeModelServer) -> None:
+    server.enqueue(*[ScriptedResponse(body=provider.text("ok"))] * 2)
+    connection = provider.connect(server.url)
+
+    async def twice() -> ChatMessage:
+        await connection.chat(ask())
+        return await connection.chat(ask())
+
+    reply = asyncio.run(twice())
+    assert reply.usage is not None
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (3, 5)
+    assert (connection.stats.calls, connection.stats.input_tokens) == (2, 6)
+    assert connection.stats.output_tokens == 10
