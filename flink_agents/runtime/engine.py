@@ -124,6 +124,12 @@ class RunEngine:
         self._mark_ready(canonical_json(key))
         return RunId(self._plan.name, key, pending.seq)
 
+    def pump(self) -> None:
+        """Start queued runs while the window allows. Call it on the loop after :meth:`submit`
+        or :meth:`restore_key` when no :meth:`drain`/:meth:`wait_for_results` is driving."""
+        self._raise_failure()
+        self._start_ready()
+
     async def drain(self) -> None:
         """Run until every submitted input has finished."""
         self._start_ready()
