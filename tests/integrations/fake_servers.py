@@ -8,6 +8,7 @@ and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -66,7 +67,10 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval keeps shutdown (and so each test's teardown) quick.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -120,6 +124,11 @@ class FakeModelServer:
                 response = server._next(request)
                 if response.delay_seconds:
                     time.sleep(response.delay_seconds)
+                # The client may have given up (a timeout test): then there is nobody to answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self._respond(response)
+
+            def _respond(self, response: ScriptedResponse) -> None:
                 payload = response.payload()
                 self.send_response(response.status)
                 self.send_header("Content-Type", "application/json")
