@@ -64,7 +64,7 @@ class HttpChatModelConnection(ChatModelConnection):
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
     _ordinals: itertools.count[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
-    _clients: dict[int, Any] = PrivateAttr(default_factory=dict)
+    _client_loop: tuple[asyncio.AbstractEventLoop, Any] | None = PrivateAttr(default=None)
     _stats: UsageStats = PrivateAttr(default_factory=UsageStats)
 
     @field_validator("api_key", mode="before")
@@ -116,12 +116,12 @@ class HttpChatModelConnection(ChatModelConnection):
         return await self._attempt(self._client(), request, model)
 
     def _client(self) -> Any:
-        # Async HTTP clients belong to the event loop that created them.
-        loop = id(asyncio.get_running_loop())
-        if loop not in self._clients:
-            self._clients.clear()
-            self._clients[loop] = self._make_client()
-        return self._clients[loop]
+        # Async HTTP clients belong to the event loop that created them. The loop itself is kept
+        # (not its id, which a later loop may reuse).
+        loop = asyncio.get_running_loop()
+        if self._client_loop is None or self._client_loop[0] is not loop:
+            self._client_loop = (loop, self._make_client())
+        return self._client_loop[1]
 
     def _make_client(self) -> Any:
         raise NotImplementedError

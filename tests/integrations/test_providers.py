@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from flink_agents.api.attempts import tracking_attempts
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
+from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.integrations.http_errors import ModelCallError
 from flink_agents.integrations.structured import StructuredOutputError, chat_structured
 from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
@@ -89,19 +90,25 @@ def test_tool_call_round_trip(provider: Provider, server: FakeModelServer) -> No
     assert "Be brief." in str(sent_first)  # the system prompt reaches the server
 
 
-def test_temperature_and_max_tokens_are_sent(provider: Provider, server: FakeModelServer) -> None:
+def test_setup_fields_reach_the_wire(provider: Provider, server: FakeModelServer) -> None:
     server.enqueue(ScriptedResponse(body=provider.text("ok")))
-    asyncio.run(provider.connect(server.url).chat(ask(temperature=0.3, max_tokens=42)))
-    sent = str(server.requests[0].json())
-    assert "0.3" in sent
-    assert "42" in sent
+    connection = provider.connect(server.url)
+    setup = ChatModelSetup(connection="conn", model="setup-model", temperature=0.3, max_tokens=42)
+    setup.bind(lambda name, kind: connection)
+    reply = asyncio.run(setup.chat([ChatMessage(role="user", content="hi")]))
+    assert reply.content == "ok"
+    sent = server.requests[0].json()
+    assert sent["model"] == "setup-model"
+    assert "0.3" in str(sent)
+    assert "42" in str(sent)
 
 
-def test_rate_limit_with_retry_after_then_success(
-    provider: Provider, server: FakeModelServer
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_honoured_then_success(
+    provider: Provider, server: FakeModelServer, status: int
 ) -> None:
     server.enqueue(
-        ScriptedResponse(status=429, body={"error": "slow down"}, headers={"Retry-After": "0.3"}),
+        ScriptedResponse(status=status, body={"error": "later"}, headers={"Retry-After": "0.3"}),
         ScriptedResponse(body=provider.text("done")),
     )
     connection = provider.connect(server.url)
@@ -246,3 +253,12 @@ def test_usage_is_reported_and_counted(provider: Provider, server: FakeModelServ
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (3, 5)
     assert (connection.stats.calls, connection.stats.input_tokens) == (2, 6)
     assert connection.stats.output_tokens == 10
+
+
+def test_connection_serves_successive_event_loops(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    server.enqueue(*[ScriptedResponse(body=provider.text(f"reply {i}")) for i in range(2)])
+    connection = provider.connect(server.url)
+    assert asyncio.run(connection.chat(ask())).content == "reply 0"
+    assert asyncio.run(connection.chat(ask())).content == "reply 1"
