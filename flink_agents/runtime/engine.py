@@ -75,6 +75,7 @@ class RunEngine:
         max_in_flight: int = 128,
         call_runner: CallRunner | None = None,
         on_result: Callable[[RunResult], None] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         if max_in_flight < 1:
@@ -84,6 +85,7 @@ class RunEngine:
         self._resources = ResourceRegistry(self._resolved, environ)
         self._call_runner: CallRunner = call_runner or DirectCallRunner()
         self._on_result = on_result
+        self._on_failure = on_failure
         self._max_in_flight = max_in_flight
         self._slots: dict[str, _KeySlot] = {}  # by canonical JSON of the key
         self._keys: dict[str, Any] = {}
@@ -247,6 +249,8 @@ class RunEngine:
             self._failure = error
             for task in list(self._active):
                 task.cancel()
+            if self._on_failure is not None:
+                self._on_failure(error)
         self._signal_progress()
 
     def _raise_failure(self) -> None:

@@ -1,0 +1,9 @@
+"""The PyFlink adapter: a keyed operator that runs the engine, and the execution environment.
+
+This is the only package that imports pyflink; the engine below it knows nothing of Flink.
+"""
+
+from flink_agents.flink.environment import AgentsExecutionEnvironment
+from flink_agents.flink.options import OperatorOptions
+
+__all__ = ["AgentsExecutionEnvironment", "OperatorOptions"]

@@ -1,0 +1,152 @@
+"""`AgentsExecutionEnvironment`: put agents on PyFlink data streams.
+
+    agents = AgentsExecutionEnvironment(env)
+    outputs = agents.from_list(records, key="user").apply(agent).to_datastream()
+    env.execute("my agents")
+
+Records are JSON values (dicts, usually). Each output is a JSON string with the run's agent,
+key, seq and either ``output`` or ``error`` (see :class:`~flink_agents.flink.records.OutputRecord`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyflink.common import Types, WatermarkStrategy
+from pyflink.common.serialization import SimpleStringSchema
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+
+from flink_agents.api.agent import Agent
+from flink_agents.flink.jars import kafka_connector_jar
+from flink_agents.flink.operator import AgentFunction, CallRunnerFactory
+from flink_agents.flink.options import OperatorOptions
+from flink_agents.flink.records import key_selector
+from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.models import AgentPlan
+
+KeySpec = str | Callable[[Any], Any]
+
+
+class AgentsExecutionEnvironment:
+    """Builds agent pipelines on a :class:`StreamExecutionEnvironment`."""
+
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        *,
+        options: OperatorOptions | None = None,
+        call_runner_factory: CallRunnerFactory | None = None,
+    ) -> None:
+        self.env = env
+        self.options = options or OperatorOptions()
+        self.call_runner_factory = call_runner_factory
+        self._kafka_jar_added = False
+
+    def from_list(self, records: Iterable[Any], key: KeySpec) -> AgentInput:
+        """A bounded input of JSON-serializable records, keyed by field ``key`` (or a function)."""
+        texts = [json.dumps(record) for record in records]
+        stream = self.env.from_collection(texts, type_info=Types.STRING())
+        return AgentInput(self, stream, key)
+
+    def from_datastream(self, stream: DataStream, key: KeySpec) -> AgentInput:
+        """An existing stream of JSON strings (or JSON-serializable values)."""
+        if stream.get_type() != Types.STRING():
+            stream = stream.map(json.dumps, output_type=Types.STRING())
+        return AgentInput(self, stream, key)
+
+    def from_kafka(
+        self,
+        topic: str,
+        *,
+        bootstrap_servers: str,
+        key: KeySpec,
+        group_id: str = "flink-agents",
+        starting_offsets: str = "earliest",
+        bounded: bool = False,
+    ) -> AgentInput:
+        """Records (JSON text values) of a Kafka topic. ``bounded`` stops at today's end offsets."""
+        from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
+        self._require_kafka_jar()
+        starting = (
+            KafkaOffsetsInitializer.earliest()
+            if starting_offsets == "earliest"
+            else KafkaOffsetsInitializer.latest()
+        )
+        builder = (
+            KafkaSource.builder()
+            .set_bootstrap_servers(bootstrap_servers)
+            .set_topics(topic)
+            .set_group_id(group_id)
+            .set_starting_offsets(starting)
+            .set_value_only_deserializer(SimpleStringSchema())
+        )
+        if bounded:
+            builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
+        stream = self.env.from_source(
+            builder.build(), WatermarkStrategy.no_watermarks(), f"kafka:{topic}"
+        )
+        return AgentInput(self, stream, key)
+
+    def to_kafka(self, stream: DataStream, topic: str, *, bootstrap_servers: str) -> None:
+        """Write a stream of strings (agent outputs) to a Kafka topic, at least once."""
+        from pyflink.datastream.connectors.base import DeliveryGuarantee
+        from pyflink.datastream.connectors.kafka import (
+            KafkaRecordSerializationSchema,
+            KafkaSink,
+        )
+
+        self._require_kafka_jar()
+        sink = (
+            KafkaSink.builder()
+            .set_bootstrap_servers(bootstrap_servers)
+            .set_record_serializer(
+                KafkaRecordSerializationSchema.builder()
+                .set_topic(topic)
+                .set_value_serialization_schema(SimpleStringSchema())
+                .build()
+            )
+            .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+            .build()
+        )
+        stream.sink_to(sink).name(f"kafka:{topic}")
+
+    def _require_kafka_jar(self) -> None:
+        if not self._kafka_jar_added:
+            self.env.add_jars(kafka_connector_jar().as_uri())
+            self._kafka_jar_added = True
+
+
+@dataclass
+class AgentInput:
+    """A keyed input waiting for an agent; :meth:`apply` one."""
+
+    agents: AgentsExecutionEnvironment
+    stream: DataStream
+    key: KeySpec
+    _outputs: DataStream | None = field(default=None, init=False)
+
+    def apply(self, agent: Agent | AgentPlan) -> AgentInput:
+        """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
+        plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
+        function = AgentFunction(
+            plan.to_json(), self.agents.options, self.agents.call_runner_factory
+        )
+        keyed = self.stream.key_by(key_selector(self.key), key_type=Types.STRING())
+        self._outputs = keyed.process(function, output_type=Types.STRING()).name(
+            f"agent:{plan.name}"
+        )
+        return self
+
+    def to_datastream(self) -> DataStream:
+        """The outputs: one JSON string per output of each run."""
+        if self._outputs is None:
+            raise RuntimeError("apply(agent) before to_datastream()")
+        return self._outputs
+
+    def to_kafka(self, topic: str, *, bootstrap_servers: str) -> None:
+        """Write the outputs to a Kafka topic."""
+        self.agents.to_kafka(self.to_datastream(), topic, bootstrap_servers=bootstrap_servers)

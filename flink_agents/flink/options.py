@@ -1,0 +1,34 @@
+"""Settings of the keyed agent operator."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OperatorOptions(BaseModel):
+    """How the keyed operator runs the engine.
+
+    The defaults suit one slot on a small machine: up to 1,000 runs in flight (model calls are
+    I/O-bound, so the window, not the CPU, limits throughput at high latency).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_in_flight: int = Field(
+        default=1000, ge=1, description="Runs executing at once in one operator instance."
+    )
+    max_unfinished: int | None = Field(
+        default=None,
+        ge=1,
+        description="Inputs accepted but not finished before the operator applies back-pressure "
+        "(default: 2 x max_in_flight).",
+    )
+    poll_interval_ms: int = Field(
+        default=10,
+        ge=1,
+        description="How often a key with a run in flight is visited to emit finished runs.",
+    )
+
+    @property
+    def unfinished_bound(self) -> int:
+        return self.max_unfinished or 2 * self.max_in_flight

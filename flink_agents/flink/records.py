@@ -1,0 +1,88 @@
+"""The records that flow through Flink: JSON text in, JSON text out.
+
+Inputs are JSON objects (or any JSON value) carried as strings, so the same job reads a list, a
+file or a Kafka topic alike. The Flink key is the canonical JSON of the key value, so keys of any
+JSON type (and containing any character) stay distinct and decode back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from flink_agents.api.events import ActionFailure
+from flink_agents.runtime.engine import RunResult
+from flink_agents.runtime.identity import canonical_json
+
+
+class BadRecord(ValueError):
+    """An input record that cannot be run (not JSON, or no key)."""
+
+
+class OutputRecord(BaseModel):
+    """One output of one run, as written to the sink."""
+
+    agent: str
+    key: Any
+    seq: int
+    output: Any = None
+    error: dict[str, Any] | None = None
+
+    def to_json(self) -> str:
+        return canonical_json(self.model_dump(exclude_none=True))
+
+
+def decode_input(text: str | bytes) -> Any:
+    """Parse an input record; raises :class:`BadRecord` naming the problem."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        preview = text[:120] if isinstance(text, str | bytes) else repr(text)
+        raise BadRecord(f"input record is not JSON ({exc}): {preview!r}") from exc
+
+
+def key_selector(field: str | Callable[[Any], Any]) -> Callable[[str], str]:
+    """A Flink key selector over JSON input records: the canonical JSON of the key value.
+
+    A record that cannot be keyed gets the key ``null`` and is reported by the operator (the
+    selector must not raise, or the whole job fails on one bad record).
+    """
+
+    def select(text: str) -> str:
+        try:
+            record = json.loads(text)
+            value = field(record) if callable(field) else record[field]
+            return canonical_json(value)
+        except Exception:
+            return "null"
+
+    return select
+
+
+def outputs_of(result: RunResult) -> list[OutputRecord]:
+    """Sink records for a finished run: one per OutputEvent (errors included)."""
+    run = result.run_id
+    return [
+        OutputRecord(
+            agent=run.agent,
+            key=run.key,
+            seq=run.seq,
+            output=event.output if event.error is None else None,
+            error=_error(event.error),
+        )
+        for event in result.outputs
+    ]
+
+
+def bad_input_record(agent: str, key: Any, problem: str) -> OutputRecord:
+    """The output reporting an input that could not be run (the job keeps going)."""
+    return OutputRecord(
+        agent=agent, key=key, seq=-1, error={"error_type": "BadRecord", "message": problem}
+    )
+
+
+def _error(failure: ActionFailure | None) -> dict[str, Any] | None:
+    return None if failure is None else failure.model_dump(mode="json")

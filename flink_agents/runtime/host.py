@@ -1,0 +1,180 @@
+"""Drive a :class:`RunEngine` from a synchronous host, such as a Flink operator.
+
+The engine is single-threaded asyncio; a Flink keyed function is called synchronously, one
+record or timer at a time, and may only touch a key's state while that key is current. The
+:class:`EngineHost` bridges the two: the engine runs on its own event loop thread, the host
+thread submits inputs (blocking while the window of unfinished inputs is full: that is the
+back-pressure), and finished runs wait in a per-key mailbox until the host visits that key again
+(a timer) to emit outputs and commit the key's state.
+
+Nothing here polls: waiting is done on a condition variable signalled by the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.identity import canonical_json
+from flink_agents.runtime.state import KeyState
+
+
+@dataclass(frozen=True)
+class CompletedRun:
+    """A finished run and the key's short-term memory as that run committed it."""
+
+    result: RunResult
+    short_term_memory: dict[str, Any]
+
+
+class EngineHost:
+    """Runs ``engine`` on a background event loop thread for a synchronous caller.
+
+    ``max_unfinished`` bounds the inputs submitted whose run has not finished (running or queued
+    behind another input of the same key or behind the engine's ``max_in_flight`` window);
+    :meth:`submit` blocks while it is reached.
+    """
+
+    def __init__(self, engine_factory: Callable[..., RunEngine], *, max_unfinished: int) -> None:
+        if max_unfinished < 1:
+            raise ValueError("max_unfinished must be at least 1")
+        self._max_unfinished = max_unfinished
+        self._engine = engine_factory(on_result=self._on_result, on_failure=self._on_failure)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="flink-agents-engine", daemon=True
+        )
+        self._changed = threading.Condition()
+        self._unfinished: dict[str, int] = defaultdict(int)
+        self._total_unfinished = 0
+        self._done: dict[str, deque[CompletedRun]] = defaultdict(deque)
+        self._known: set[str] = set()
+        self._failure: BaseException | None = None
+        self._thread.start()
+
+    @property
+    def engine(self) -> RunEngine:
+        return self._engine
+
+    @property
+    def unfinished(self) -> int:
+        """Inputs submitted (or restored) whose run has not finished."""
+        with self._changed:
+            return self._total_unfinished
+
+    def knows(self, key: Any) -> bool:
+        """Whether the engine holds this key (after a restart it holds none until restored)."""
+        return canonical_json(key) in self._known
+
+    def submit(self, key: Any, value: Any, seq: int) -> None:
+        """Queue ``value`` as input ``seq`` of an already known ``key``; blocks while full."""
+        token = canonical_json(key)
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._total_unfinished < self._max_unfinished or self._failure is not None
+            )
+            self._raise_failure()
+            self._count(token, 1)
+        self._call_soon(self._submit_on_loop, key, value, seq)
+
+    def restore(self, key: Any, state: KeyState) -> None:
+        """Hand the engine a key's checkpointed state; its pending inputs run again."""
+        token = canonical_json(key)
+        with self._changed:
+            self._raise_failure()
+            self._known.add(token)
+            self._count(token, len(state.pending))
+        self._call_soon(self._restore_on_loop, key, state)
+
+    def take(self, key: Any) -> list[CompletedRun]:
+        """Finished runs of ``key`` not yet taken, in order."""
+        token = canonical_json(key)
+        with self._changed:
+            self._raise_failure()
+            done = self._done.pop(token, None)
+        return list(done or ())
+
+    def pending(self, key: Any) -> int:
+        """Unfinished inputs of ``key``."""
+        with self._changed:
+            return self._unfinished.get(canonical_json(key), 0)
+
+    def wait_idle(self, key: Any, timeout: float | None = None) -> list[CompletedRun]:
+        """Block until ``key`` has no unfinished input (or ``timeout``); returns its finished runs.
+
+        Used at the end of a bounded input, when nothing else will visit the key again.
+        """
+        token = canonical_json(key)
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._unfinished.get(token, 0) == 0 or self._failure is not None, timeout
+            )
+        return self.take(key)
+
+    def close(self) -> None:
+        """Cancel runs in flight and stop the loop thread. Unfinished inputs stay in key state."""
+        if not self._thread.is_alive():
+            return
+        future = asyncio.run_coroutine_threadsafe(self._engine.close(), self._loop)
+        try:
+            future.result(timeout=10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    # --- loop thread -----------------------------------------------------------------------------
+
+    def _submit_on_loop(self, key: Any, value: Any, seq: int) -> None:
+        run_id = self._engine.submit(key, value)
+        if run_id.seq != seq:
+            raise RuntimeError(
+                f"engine assigned seq {run_id.seq} to key {canonical_json(key)} but its keyed "
+                f"state says {seq}: the engine and the key state diverged"
+            )
+        self._engine.pump()
+
+    def _restore_on_loop(self, key: Any, state: KeyState) -> None:
+        self._engine.restore_key(key, state)
+        self._engine.pump()
+
+    def _on_result(self, result: RunResult) -> None:
+        memory = self._engine.snapshot_key(result.key).short_term_memory
+        token = canonical_json(result.key)
+        with self._changed:
+            self._done[token].append(CompletedRun(result, memory))
+            self._count(token, -1)
+            self._changed.notify_all()
+
+    def _on_failure(self, error: BaseException) -> None:
+        with self._changed:
+            self._failure = error
+            self._changed.notify_all()
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _call_soon(self, fn: Callable[..., None], *args: Any) -> None:
+        def guarded() -> None:
+            try:
+                fn(*args)
+            except BaseException as exc:  # surfaces on the host thread's next call
+                self._on_failure(exc)
+
+        self._loop.call_soon_threadsafe(guarded)
+
+    def _count(self, token: str, delta: int) -> None:
+        self._known.add(token)
+        self._unfinished[token] += delta
+        self._total_unfinished += delta
+        if self._unfinished[token] == 0:
+            del self._unfinished[token]
+        if delta < 0:
+            self._changed.notify_all()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure

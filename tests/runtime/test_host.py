@@ -1,0 +1,117 @@
+"""EngineHost: a synchronous caller drives the engine running on its own loop thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from functools import partial
+
+import pytest
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.plan.compile import compile_agent
+from flink_agents.runtime.engine import RunEngine
+from flink_agents.runtime.host import EngineHost
+from flink_agents.runtime.state import KeyState, PendingInput
+from tests.sample_agents import EchoAgent
+
+
+def _host(max_in_flight: int = 4, max_unfinished: int = 8) -> EngineHost:
+    plan = compile_agent(EchoAgent())
+    return EngineHost(
+        partial(RunEngine, plan, max_in_flight=max_in_flight), max_unfinished=max_unfinished
+    )
+
+
+def test_runs_finish_in_order_per_key_with_committed_memory() -> None:
+    host = _host()
+    try:
+        host.restore("k", KeyState())
+        for seq in range(3):
+            host.submit("k", {"n": seq}, seq)
+        done = host.wait_idle("k", timeout=10)
+        assert [run.result.run_id.seq for run in done] == [0, 1, 2]
+        assert [run.result.output_values for run in done] == [
+            [{"doubled": 0, "count": 1}],
+            [{"doubled": 2, "count": 2}],
+            [{"doubled": 4, "count": 3}],
+        ]
+        # Each completed run carries the memory as committed by that run.
+        assert [run.short_term_memory for run in done] == [
+            {"count": 1},
+            {"count": 2},
+            {"count": 3},
+        ]
+        assert host.unfinished == 0
+    finally:
+        host.close()
+
+
+def test_restore_reruns_pending_inputs_with_their_seq() -> None:
+    host = _host()
+    try:
+        state = KeyState(
+            next_seq=7,
+            pending=[PendingInput(seq=5, input={"n": 1}), PendingInput(seq=6, input={"n": 2})],
+            short_term_memory={"count": 10},
+        )
+        host.restore("k", state)
+        host.submit("k", {"n": 3}, 7)
+        done = host.wait_idle("k", timeout=10)
+        assert [run.result.run_id.seq for run in done] == [5, 6, 7]
+        assert done[-1].short_term_memory == {"count": 13}
+    finally:
+        host.close()
+
+
+def test_submit_with_a_diverged_seq_fails_the_host() -> None:
+    host = _host()
+    try:
+        host.restore("k", KeyState(next_seq=3))
+        host.submit("k", {"n": 1}, 0)
+        with pytest.raises(RuntimeError, match="diverged"):
+            host.wait_idle("k", timeout=10)
+    finally:
+        host.close()
+
+
+GATE = threading.Event()
+
+
+class GatedAgent(Agent):
+    """Each run waits for GATE, so the test decides when runs finish."""
+
+    @action(InputEvent)
+    async def wait_for_gate(event: InputEvent, ctx: RunnerContext) -> None:
+        await asyncio.to_thread(GATE.wait, 30)
+        ctx.send_event(OutputEvent(output=event.input))
+
+
+def test_submit_blocks_while_the_unfinished_window_is_full() -> None:
+    GATE.clear()
+    plan = compile_agent(GatedAgent())
+    host = EngineHost(partial(RunEngine, plan, max_in_flight=4), max_unfinished=2)
+    try:
+        for key in ("a", "b", "c"):
+            host.restore(key, KeyState())
+        host.submit("a", 1, 0)
+        host.submit("b", 2, 0)
+        third = threading.Thread(target=host.submit, args=("c", 3, 0))
+        third.start()
+        third.join(timeout=0.5)
+        assert third.is_alive(), "the third submit should wait for a free place in the window"
+        assert host.unfinished == 2
+
+        GATE.set()
+        third.join(timeout=10)
+        assert not third.is_alive()
+        outputs = [
+            value
+            for key in ("a", "b", "c")
+            for run in host.wait_idle(key, timeout=10)
+            for value in run.result.output_values
+        ]
+        assert sorted(outputs) == [1, 2, 3]
+    finally:
+        GATE.set()
+        host.close()
