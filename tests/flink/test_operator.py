@@ -1,4 +1,4 @@
-"""The keyed operator on the PyFlink mini-cluster: every input yields its outputs, per key in order."""
+"""The keyed operator on the mini-cluster: every input yields its outputs, per key in order."""
 
 from __future__ import annotations
 

@@ -76,14 +76,7 @@ class KafkaActionStateStore(LogStore):
             request_timeout_ms=config.request_timeout_ms,
             delivery_timeout_ms=config.delivery_timeout_ms,
         )
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=config.bootstrap_servers,
-            client_id=f"{config.client_id}-reader",
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            request_timeout_ms=config.request_timeout_ms,
-        )
+        self._consumer = self._new_consumer("offsets")  # metadata and end offsets only
         self._tps = [TopicPartition(config.topic, p) for p in range(config.partitions)]
         self._wait_for_partitions()
 
@@ -156,22 +149,40 @@ class KafkaActionStateStore(LogStore):
     def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
         ends = self._end_offsets()
         todo = {tp for tp in self._tps if starts[tp.partition] < ends[tp.partition]}
-        self._consumer.assign(list(todo))
-        for tp in todo:
-            self._consumer.seek(tp, starts[tp.partition])
-        deadline = time.monotonic() + self.config.restore_timeout_s
-        while todo:
-            if time.monotonic() > deadline:
-                raise StoreError(f"restore of {self.topic!r} did not finish in time")
-            batches = self._consumer.poll(timeout_ms=500)
-            for tp, records in batches.items():
-                for record in records:
-                    if record.offset < ends[tp.partition]:
-                        yield tp.partition, record.offset, record.key, record.value
-            # Compacted-away offsets are skipped, so compare positions, not the last offset seen.
-            todo = {tp for tp in todo if self._consumer.position(tp) < ends[tp.partition]}
-            self._consumer.pause(*(set(self._consumer.assignment()) - todo))
-        self._consumer.assign([])
+        if not todo:
+            return
+        # A fresh consumer per restore: reusing one across assignments left a partition
+        # without fetches in kafka-python 3, and restores are rare.
+        reader = self._new_consumer("restore")
+        try:
+            reader.assign(list(todo))
+            for tp in todo:
+                reader.seek(tp, starts[tp.partition])
+            deadline = time.monotonic() + self.config.restore_timeout_s
+            while todo:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"restore of {self.topic!r} did not finish in time")
+                for tp, records in reader.poll(timeout_ms=500).items():
+                    for record in records:
+                        if record.offset < ends[tp.partition]:
+                            yield tp.partition, record.offset, record.key, record.value
+                # Compacted-away offsets are skipped: compare positions, not offsets seen.
+                done = {tp for tp in todo if reader.position(tp) >= ends[tp.partition]}
+                if done:
+                    reader.pause(*done)
+                    todo -= done
+        finally:
+            reader.close()
+
+    def _new_consumer(self, role: str) -> KafkaConsumer:
+        return KafkaConsumer(
+            bootstrap_servers=self.config.bootstrap_servers,
+            client_id=f"{self.config.client_id}-{role}",
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=self.config.request_timeout_ms,
+        )
 
     def close(self) -> None:
         """Flush, then close the producer and the reader."""
