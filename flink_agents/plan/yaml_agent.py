@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from flink_agents.api.agent import Agent
 from flink_agents.api.react import ReActAgent
@@ -233,3 +233,16 @@ __all__ = [
     "load_yaml_agent",
     "load_yaml_agents",
 ]
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_yaml_model(path: str | Path, model: type[ModelT], text: str | None = None) -> ModelT:
+    """Validate a YAML file against ``model``; errors name file, line and field (job specs)."""
+    file = str(path)
+    document = _Document(Path(path).read_text() if text is None else text, file)
+    try:
+        return model.model_validate(document.data)
+    except ValidationError as exc:
+        raise YamlAgentError(file, _validation_issues(document, exc)) from None
