@@ -19,8 +19,11 @@ from flink_agents.integrations.anthropic import AnthropicChatModelConnection
 from flink_agents.integrations.connection import HttpChatModelConnection, MissingCredentialError
 from flink_agents.integrations.http_errors import ModelCallError
 from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
+from flink_agents.plan.resolve import resolve_plan
 from flink_agents.plan.yaml_agent import load_yaml_agents
+from flink_agents.runtime.resources import ResourceRegistry
 from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
 from tests.integrations.providers import PROVIDERS, Provider
 
@@ -156,3 +159,18 @@ def test_literal_key_is_refused_in_a_plan(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="api_key") as caught:
         load_yaml_agents(path)
     assert SENTINEL not in str(caught.value)
+
+
+def test_runtime_registry_fails_at_start_naming_the_variable(
+    provider: Provider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_VAR, SENTINEL)
+    resolved = resolve_plan(compile_yaml(tmp_path, CLASSES[provider.name]))
+    with pytest.raises(PlanValidationError, match=KEY_VAR) as caught:
+        ResourceRegistry(resolved, environ={}).open_all()
+    assert SENTINEL not in str(caught.value)
+    registry = ResourceRegistry(resolved, environ={KEY_VAR: SENTINEL})
+    registry.open_all()
+    opened = registry.get("conn", ResourceType.CHAT_MODEL_CONNECTION)
+    assert isinstance(opened, HttpChatModelConnection)
+    assert opened.secret() == SENTINEL
