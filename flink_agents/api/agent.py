@@ -12,6 +12,7 @@ from flink_agents.api.events import Event, event_type_name
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import class_path
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
+from flink_agents.api.subagents import SUBAGENT_TOOL_PREFIX, InternalSubagent
 from flink_agents.api.tools import FunctionTool
 
 ErrorPolicy = Literal["fail", "emit"]
@@ -108,6 +109,7 @@ class Agent:
         self.error_policy: ErrorPolicy = error_policy
         self._resources: dict[str, ResourceDeclaration] = {}
         self._extra_actions: list[ActionDeclaration] = []
+        self._children: dict[str, Agent] = {}
 
     def add_resource(
         self,
@@ -137,6 +139,11 @@ class Agent:
         description: str | None = None,
     ) -> Agent:
         """Offer a module-level function as a tool resource (named after it by default)."""
+        if (name or function.__name__).startswith(SUBAGENT_TOOL_PREFIX):
+            raise ValueError(
+                f"tool name {name or function.__name__!r} uses the prefix "
+                f"{SUBAGENT_TOOL_PREFIX!r}, which is reserved for sub-agent callables"
+            )
         arguments: dict[str, Any] = {"function": class_path(function)}
         if name and name != function.__name__:
             arguments["name"] = name
@@ -154,6 +161,46 @@ class Agent:
             dumped = [m.model_dump(exclude_defaults=True) for m in messages]
             return self.add_resource(name, ResourceType.PROMPT, Prompt, messages=dumped)
         return self.add_resource(name, ResourceType.PROMPT, Prompt, text=text)
+
+    def add_subagent(
+        self,
+        name: str,
+        agent: Agent,
+        *,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        input_type: type | str | None = None,
+        result_type: type | str | None = None,
+    ) -> Agent:
+        """Register ``agent`` as the internal sub-agent ``name`` (an AGENT resource).
+
+        The metadata belongs to this registration, so one agent may be registered under several
+        names with different descriptions and schemas. The child is compiled into this agent's
+        plan as the scope named after ``agent.name`` and runs inside it.
+        """
+        known = self._children.get(agent.name)
+        if known is not None and known is not agent:
+            raise ValueError(
+                f"agent {self.name!r} already has a different sub-agent named {agent.name!r}"
+            )
+        arguments: dict[str, Any] = {"agent": agent.name}
+        if description is not None:
+            arguments["description"] = description
+        if input_schema is not None:
+            arguments["input_schema"] = dict(input_schema)
+        for field_name, reference in (("input_type", input_type), ("result_type", result_type)):
+            if reference is not None:
+                arguments[field_name] = (
+                    reference if isinstance(reference, str) else class_path(reference)
+                )
+        self.add_resource(name, ResourceType.AGENT, InternalSubagent, **arguments)
+        self._children[agent.name] = agent
+        return self
+
+    @property
+    def children(self) -> dict[str, Agent]:
+        """Agents registered with :meth:`add_subagent`, by scope (their name)."""
+        return dict(self._children)
 
     def add_action(
         self,

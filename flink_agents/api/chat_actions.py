@@ -4,7 +4,8 @@
   emits a ``ToolRequestEvent`` and keeps the conversation in sensory memory; when the matching
   ``ToolResponseEvent`` arrives it hands the results back to the model, until the model answers
   with a ``ChatResponseEvent``.
-* :func:`tool_call_action` runs the requested tools (concurrently) and emits the results.
+* :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
+  (concurrently) and emits the results.
 
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
@@ -13,6 +14,7 @@ and the tool call, so a replay finds them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any, cast
 
 from flink_agents.api.agent import action
@@ -26,7 +28,9 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
+from flink_agents.api.json_values import NotJsonError, json_text
 from flink_agents.api.resources import ResourceType
+from flink_agents.api.subagents import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
 from flink_agents.api.tools import tool_output_text
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
@@ -99,11 +103,49 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
     return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
 
 
+def _start_delegation(
+    ctx: RunnerContext, model: ChatModelSetup, call: ToolCall
+) -> Awaitable[ToolResult]:
+    """Submit a ``subagent_<name>`` call now, so its ids follow the order of the tool calls."""
+    try:
+        started = Subagent(ctx, model.subagent(call.name)).submit(call.arguments)
+    except Exception as exc:
+        return _delegation_result(call, SubagentResult.failure(exc))
+    return _delegation_result(call, started)
+
+
+async def _delegation_result(
+    call: ToolCall, outcome: Awaitable[SubagentResult[Any]] | SubagentResult[Any]
+) -> ToolResult:
+    # Any failure goes back to the model with its reason; the run goes on.
+    result = outcome if isinstance(outcome, SubagentResult) else await outcome
+    if result.success:
+        try:
+            content = json_text(result.result)
+        except NotJsonError as exc:
+            result = SubagentResult.failure(exc)
+        else:
+            return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+    name = call.name.removeprefix(SUBAGENT_TOOL_PREFIX)
+    content = f"delegation to sub-agent {name!r} failed: {result.reason}"
+    return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
+
+
 @action(ToolRequestEvent)
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
-    """Run the tools the model asked for and send their results back."""
+    """Run the tools and delegations the model asked for and send their results back.
+
+    A ``subagent_<name>`` call is routed to the AGENT resource ``<name>`` with the model's
+    arguments unchanged; any other name to the tool of that name.
+    """
     model = _chat_model(ctx, event.model)
-    results = await asyncio.gather(*(_run_tool(ctx, model, call) for call in event.tool_calls))
+    pending = [
+        _start_delegation(ctx, model, call)
+        if call.name.startswith(SUBAGENT_TOOL_PREFIX)
+        else _run_tool(ctx, model, call)
+        for call in event.tool_calls
+    ]
+    results = await asyncio.gather(*pending)
     ctx.send_event(
         ToolResponseEvent(request_id=event.request_id, model=event.model, results=list(results))
     )

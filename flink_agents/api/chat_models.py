@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, cast
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.subagent_tools import SubagentOffer, offer_subagents
 from flink_agents.api.tools import Tool
 
 
@@ -37,9 +38,35 @@ class ChatModelSetup(Resource):
         default=None, description="Name of a prompt resource used as the system prompt."
     )
     tools: list[str] = Field(default_factory=list, description="Names of tool resources offered.")
+    subagents: list[str] = Field(
+        default_factory=list,
+        description="Names of AGENT resources offered as subagent_<name> callables.",
+    )
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
+
+    def open(self) -> None:
+        """Build the sub-agent callables (from scratch, so re-opening does not duplicate them)."""
+        super().open()
+        label = f"chat model {self.model or type(self).__name__}"
+        self._offer = offer_subagents(self.subagents, self.get_resource, label)
+
+    @property
+    def subagent_offer(self) -> SubagentOffer:
+        """The sub-agent callables offered and the sub-agents skipped (with the reason)."""
+        return self._offer
+
+    def subagent(self, callable_name: str) -> str:
+        """The AGENT resource behind the callable ``callable_name``, if this setup offers it."""
+        if callable_name not in self._offer.resources:
+            raise LookupError(
+                f"model does not offer sub-agent callable {callable_name!r}; it offers "
+                f"{sorted(self._offer.resources)}"
+            )
+        return self._offer.resources[callable_name]
 
     def tool(self, name: str) -> Tool:
         """The tool resource ``name``, if this setup offers it."""
@@ -56,7 +83,7 @@ class ChatModelSetup(Resource):
         return ChatRequest(
             model=self.model,
             messages=messages,
-            tools=[self.tool(name).spec() for name in self.tools],
+            tools=[*(self.tool(name).spec() for name in self.tools), *self._offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             extra=self.extra,

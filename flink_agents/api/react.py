@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from pydantic import BaseModel
@@ -21,22 +21,45 @@ from flink_agents.api.resources import ResourceDescriptor, ResourceType
 _FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-def _input_values(value: Any) -> dict[str, Any]:
-    values = dict(value) if isinstance(value, dict) else {}
-    values["input"] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return values
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _prompt_values(value: Any) -> dict[str, Any]:
+    """With a prompt: a map's keys fill its placeholders; ``{input}`` is the input as text."""
+    if isinstance(value, Mapping):
+        values = {str(key): item for key, item in value.items()}
+        values.setdefault("input", _text(dict(value)))
+        return values
+    return {"input": _text(value)}
+
+
+def _user_message(value: Any) -> str:
+    """Without a prompt: a string (or ``{"input": ...}``) is the user message; other maps fail."""
+    if isinstance(value, Mapping):
+        if set(value) != {"input"}:
+            raise ValueError(
+                "a ReActAgent without a prompt takes a string or a map holding only 'input'; "
+                f"got a map with keys {sorted(str(key) for key in value)}. Give the agent a "
+                "prompt whose placeholders are those keys"
+            )
+        value = value["input"]
+    return _text(value)
 
 
 @action(InputEvent)
 def react_start(event: InputEvent, ctx: RunnerContext) -> None:
-    """Turn the input into the first chat request (prompt filled with the input's fields)."""
+    """Turn the input into the first chat request (prompt filled with the input's fields).
+
+    The prompt and output schema come from this action's own config only, never from resources
+    of the same name in an enclosing scope: a child never inherits its parent's.
+    """
     config = ctx.action_config
-    values = _input_values(event.input)
     if config.get("prompt"):
         prompt = cast(Prompt, ctx.get_resource(config["prompt"], ResourceType.PROMPT))
-        messages = prompt.format_messages(**values)
+        messages = prompt.format_messages(**_prompt_values(event.input))
     else:
-        messages = [ChatMessage(role="user", content=values["input"])]
+        messages = [ChatMessage(role="user", content=_user_message(event.input))]
     if config.get("output_schema"):
         schema = cast(type[BaseModel], import_reference(config["output_schema"]))
         schema_json = json.dumps(schema.model_json_schema(), sort_keys=True)
@@ -73,6 +96,7 @@ class ReActAgent(Agent):
     ``chat_model`` is the name of a chat model resource, or a descriptor registered as
     ``"chat_model"`` (the ``tools`` are then added to its offer). ``prompt`` is a prompt resource
     name or a :class:`Prompt`, filled with ``{input}`` and, for dict inputs, their fields.
+    ``subagents`` names AGENT resources the model may delegate to (descriptor form only).
     """
 
     def __init__(
@@ -82,6 +106,7 @@ class ReActAgent(Agent):
         prompt: str | Prompt | None = None,
         output_schema: type[BaseModel] | None = None,
         tools: Sequence[Callable[..., Any]] = (),
+        subagents: Sequence[str] = (),
         name: str | None = None,
         config: dict[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
@@ -96,12 +121,16 @@ class ReActAgent(Agent):
             offered += [t.__name__ for t in tools if t.__name__ not in offered]
             if offered:
                 arguments["tools"] = offered
+            if subagents:
+                arguments["subagents"] = list(subagents)
             self.add_resource(
                 "chat_model",
                 ResourceType.CHAT_MODEL,
                 chat_model.model_copy(update={"arguments": arguments}),
             )
             chat_model = "chat_model"
+        elif subagents:
+            raise TypeError("subagents need a chat model descriptor; list them in its arguments")
         if isinstance(prompt, Prompt):
             self.add_resource(
                 "prompt",

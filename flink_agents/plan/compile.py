@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flink_agents.api.agent import ActionDeclaration, Agent
 from flink_agents.api.refs import class_path, import_reference
 from flink_agents.plan.models import ActionPlan, AgentPlan, ResourcePlan
@@ -25,8 +27,20 @@ def _function_reference(action: ActionDeclaration, agent: Agent) -> str:
     return reference
 
 
+class SubagentCycleError(ValueError):
+    """Internal sub-agents that (transitively) contain themselves."""
+
+
 def compile_agent(agent: Agent) -> AgentPlan:
-    """Compile ``agent`` to its plan."""
+    """Compile ``agent`` (with its internal sub-agents as scopes) to its plan."""
+    return AgentPlan.from_dict(_plan_data(agent, ()), source=f"agent {agent.name!r}")
+
+
+def _plan_data(agent: Agent, enclosing: tuple[Agent, ...]) -> dict[str, Any]:
+    for position, outer in enumerate(enclosing):
+        if outer is agent:
+            names = [a.name for a in enclosing[position:]]
+            raise SubagentCycleError(f"sub-agent cycle: {' -> '.join([*names, agent.name])}")
     actions = [
         ActionPlan(
             name=action.name,
@@ -44,15 +58,16 @@ def compile_agent(agent: Agent) -> AgentPlan:
         )
         for declared in agent.resources
     }
-    return AgentPlan.from_dict(
-        {
-            "name": agent.name,
-            "error_policy": agent.error_policy,
-            "config": agent.config,
-            "actions": [a.model_dump(mode="json") for a in actions],
-            "resources": {
-                n: r.model_dump(mode="json", by_alias=True) for n, r in resources.items()
-            },
-        },
-        source=f"agent {agent.name!r}",
-    )
+    data: dict[str, Any] = {
+        "name": agent.name,
+        "error_policy": agent.error_policy,
+        "config": agent.config,
+        "actions": [a.model_dump(mode="json") for a in actions],
+        "resources": {n: r.model_dump(mode="json", by_alias=True) for n, r in resources.items()},
+    }
+    children = agent.children
+    if children:
+        data["scopes"] = {
+            scope: _plan_data(child, (*enclosing, agent)) for scope, child in children.items()
+        }
+    return data

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
+from flink_agents.api.subagents import SUBAGENT_TOOL_PREFIX
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
 
 PLAN_VERSION = 1
@@ -50,6 +51,11 @@ class AgentPlan(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     actions: list[ActionPlan] = Field(min_length=1)
     resources: dict[str, ResourcePlan] = Field(default_factory=dict)
+    scopes: dict[str, AgentPlan] = Field(
+        default_factory=dict,
+        exclude_if=lambda scopes: not scopes,  # plans without sub-agents keep their bytes
+        description="Plans of internal sub-agents, by scope name; they run inside this plan.",
+    )
 
     @field_validator("plan_version")
     @classmethod
@@ -67,6 +73,20 @@ class AgentPlan(BaseModel):
                 raise ValueError(f"two actions are named {action.name!r}; names must be unique")
             seen.add(action.name)
         return actions
+
+    @field_validator("resources")
+    @classmethod
+    def _no_reserved_tool_names(cls, resources: dict[str, ResourcePlan]) -> dict[str, ResourcePlan]:
+        for name, resource in resources.items():
+            if resource.type is not ResourceType.TOOL:
+                continue
+            for given in (name, resource.arguments.get("name")):
+                if isinstance(given, str) and given.startswith(SUBAGENT_TOOL_PREFIX):
+                    raise ValueError(
+                        f"tool {given!r} uses the prefix {SUBAGENT_TOOL_PREFIX!r}, which is "
+                        "reserved for sub-agent callables"
+                    )
+        return resources
 
     def listeners(self, event_type: str) -> list[ActionPlan]:
         """Actions handling ``event_type``, in plan order."""

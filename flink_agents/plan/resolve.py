@@ -7,13 +7,13 @@ module and qualname that failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flink_agents.api.events import Event
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource
-from flink_agents.plan.errors import PlanIssue, PlanValidationError
+from flink_agents.plan.errors import PlanIssue, PlanValidationError, json_pointer
 from flink_agents.plan.models import AgentPlan
 
 
@@ -24,6 +24,8 @@ class ResolvedPlan:
     plan: AgentPlan
     functions: dict[str, Callable[..., Any]]
     resource_classes: dict[str, type[Resource]]
+    scopes: dict[str, ResolvedPlan] = field(default_factory=dict)
+    """Internal sub-agents' plans, resolved, by scope name."""
 
 
 def _import(reference: str, path: str, issues: list[PlanIssue]) -> Any:
@@ -78,6 +80,14 @@ def resolve_plan(plan: AgentPlan, source: str | None = None) -> ResolvedPlan:
         else:
             classes[name] = found
 
+    scopes: dict[str, ResolvedPlan] = {}
+    for scope, child in plan.scopes.items():
+        try:
+            scopes[scope] = resolve_plan(child)
+        except PlanValidationError as exc:
+            prefix = json_pointer(["scopes", scope])
+            issues.extend(PlanIssue(prefix + issue.path, issue.message) for issue in exc.issues)
+
     if issues:
         raise PlanValidationError(issues, source or f"plan {plan.name!r}")
-    return ResolvedPlan(plan, functions, classes)
+    return ResolvedPlan(plan, functions, classes, scopes)

@@ -13,10 +13,19 @@ from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime.durable import CallRunner, DurableCall
-from flink_agents.runtime.identity import AUTO_CALL_PREFIX, CallIdentity, RunId, event_id
+from flink_agents.runtime.identity import (
+    AUTO_CALL_PREFIX,
+    CallIdentity,
+    RunId,
+    digest,
+    event_id,
+)
 from flink_agents.runtime.resources import ResourceRegistry
 
 T = TypeVar("T")
+
+ChildRunner = Callable[[str, Any, str], Awaitable[list[Any]]]
+"""Runs an internal sub-agent: ``(scope, input, delegation_key) -> outputs``."""
 
 
 class DuplicateCallIdError(ValueError):
@@ -43,6 +52,7 @@ class ActionContext(RunnerContext):
         agent_config: Mapping[str, Any],
         resources: ResourceRegistry,
         call_runner: CallRunner,
+        child_runner: ChildRunner | None = None,
     ) -> None:
         self._run = run
         self._action = action
@@ -51,6 +61,9 @@ class ActionContext(RunnerContext):
         self._resources = resources
         self._call_runner = call_runner
         self._call_ids: set[str] = set()
+        self._child_runner = child_runner
+        self._sessions = 0
+        self._session_calls: dict[str, int] = {}
         self.sent_events: list[Event] = []
 
     @property
@@ -89,6 +102,25 @@ class ActionContext(RunnerContext):
     @property
     def action_config(self) -> Mapping[str, Any]:
         return self._action.config
+
+    def next_session_id(self) -> str:
+        ordinal = self._sessions
+        self._sessions += 1
+        parts = ["session", self._run.run_id.as_list(), self._event.id, self._action.name, ordinal]
+        return f"session-{digest(parts)}"
+
+    def next_call_id(self, session_id: str) -> str:
+        ordinal = self._session_calls.get(session_id, 0) + 1
+        self._session_calls[session_id] = ordinal
+        return str(ordinal)
+
+    def durable_call_key(self, call_id: str) -> str:
+        return CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id).digest()
+
+    async def run_child_scope(self, scope: str, input: Any, *, delegation_key: str) -> list[Any]:
+        if self._child_runner is None:
+            raise RuntimeError("this context cannot run internal sub-agents")
+        return await self._child_runner(scope, input, delegation_key)
 
     def _durable_call(
         self,

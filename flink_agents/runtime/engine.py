@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.context import ActionContext, RunState
 from flink_agents.runtime.durable import CallRunner, DirectCallRunner
 from flink_agents.runtime.identity import RunId, canonical_json, event_id
-from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 
 
@@ -82,7 +83,7 @@ class RunEngine:
             raise ValueError("max_in_flight must be at least 1")
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
-        self._resources = ResourceRegistry(self._resolved, environ)
+        self._root = Scope.build(self._resolved, environ)
         self._call_runner: CallRunner = call_runner or DirectCallRunner()
         self._on_result = on_result
         self._on_failure = on_failure
@@ -101,7 +102,7 @@ class RunEngine:
 
     def open_resources(self) -> None:
         """Open all resources now (a host calls this at start-up) instead of on first use."""
-        self._resources.open_all()
+        self._root.open_all()
 
     @property
     def in_flight(self) -> int:
@@ -273,43 +274,90 @@ class RunEngine:
     # --- one run -------------------------------------------------------------------------------
 
     async def _execute(self, run: RunState, pending: PendingInput) -> _Outcome:
-        """Dispatch events breadth-first, each to its listeners in plan order, until none remain.
+        """Run one input through the root scope.
 
         Returns the memory to commit, or None when the run failed (its writes are dropped).
         """
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
-        events: deque[Event] = deque([start])
         outputs: list[OutputEvent] = []
+        try:
+            await self._dispatch(self._root, run, start, outputs)
+        except _ActionRaised as raised:
+            if self._plan.error_policy == "fail":
+                raise ActionError(run.run_id, raised.failure) from raised.__cause__
+            failure = raised.failure
+            error_output = OutputEvent(
+                error=failure,
+                id=event_id(run.run_id, failure.event_id, failure.action, "error"),
+                upstream_id=failure.event_id,
+                upstream_action=failure.action,
+            )
+            return RunResult(run.run_id, [*outputs, error_output], failure), None
+        return RunResult(run.run_id, outputs), run.short_term_memory
+
+    async def _dispatch(
+        self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]
+    ) -> None:
+        """Dispatch events breadth-first, each to its listeners in plan order, until none remain.
+
+        Output events are appended to ``outputs`` as they come; an action that raises ends the
+        dispatch with :class:`_ActionRaised`.
+        """
+        plan = scope.resolved.plan
+        events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
             if isinstance(event, OutputEvent):
                 outputs.append(event)
-            for action in self._plan.listeners(event.type):
+            for action in plan.listeners(event.type):
                 ctx = ActionContext(
                     run,
                     action,
                     event,
-                    self._plan.config,
-                    self._resources,
+                    plan.config,
+                    scope.resources,
                     self._call_runner,
+                    functools.partial(self._run_child, scope, run.run_id),
                 )
                 try:
-                    outcome = self._resolved.functions[action.name](event, ctx)
+                    outcome = scope.resolved.functions[action.name](event, ctx)
                     if inspect.isawaitable(outcome):
                         await outcome
                 except Exception as exc:
-                    failure = _failure(action, event, exc)
-                    if self._plan.error_policy == "fail":
-                        raise ActionError(run.run_id, failure) from exc
-                    error_output = OutputEvent(
-                        error=failure,
-                        id=event_id(run.run_id, event.id, action.name, "error"),
-                        upstream_id=event.id,
-                        upstream_action=action.name,
-                    )
-                    return RunResult(run.run_id, [*outputs, error_output], failure), None
+                    raise _ActionRaised(_failure(action, event, exc)) from exc
                 events.extend(ctx.sent_events)
-        return RunResult(run.run_id, outputs), run.short_term_memory
+
+    async def _run_child(
+        self, parent: Scope, run_id: RunId, name: str, input: Any, delegation_key: str
+    ) -> list[Any]:
+        """Run the internal sub-agent ``name`` in the same run; returns its output values.
+
+        The child's input event id derives from the delegation's identity digest, so every id
+        of the child run (events, durable calls) is nested under the delegation and never
+        collides with the parent's. The child has its own memory for the delegation's duration.
+        """
+        scope = parent.child(name)
+        start = InputEvent(input=input, id=event_id(run_id, delegation_key, f"scope:{name}", 0))
+        outputs: list[OutputEvent] = []
+        try:
+            await self._dispatch(scope, RunState(run_id, Memory()), start, outputs)
+        except _ActionRaised as raised:
+            raise SubagentScopeError(
+                f"sub-agent {name!r}: {raised.failure.describe()}"
+            ) from raised.__cause__
+        return [event.output for event in outputs if event.error is None]
+
+
+class SubagentScopeError(RuntimeError):
+    """An action of an internal sub-agent raised; the delegation fails with this."""
+
+
+class _ActionRaised(Exception):
+    """An action raised while dispatching; carries where, for the error policy to handle."""
+
+    def __init__(self, failure: ActionFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
 
 
 def _failure(action: ActionPlan, event: Event, error: Exception) -> ActionFailure:

@@ -17,16 +17,28 @@ from flink_agents.plan.resolve import ResolvedPlan
 
 
 class ResourceRegistry:
-    """Resources of one plan, shared by all keys (they are clients, not per-key state)."""
+    """Resources of one plan, shared by all keys (they are clients, not per-key state).
 
-    def __init__(self, resolved: ResolvedPlan, environ: Mapping[str, str] | None = None) -> None:
+    The registry of an internal sub-agent's scope has its parent's registry as ``parent``: a
+    name the scope does not declare is looked up there.
+    """
+
+    def __init__(
+        self,
+        resolved: ResolvedPlan,
+        environ: Mapping[str, str] | None = None,
+        parent: ResourceRegistry | None = None,
+    ) -> None:
         self._resolved = resolved
         self._environ = environ
+        self._parent = parent
         self._open: dict[str, Resource] = {}
 
     def get(self, name: str, resource_type: ResourceType) -> Resource:
         """The resource ``name``, opened on first use; it must be of ``resource_type``."""
         resources = self._resolved.plan.resources
+        if name not in resources and self._parent is not None:
+            return self._parent.get(name, resource_type)
         if name not in resources:
             raise LookupError(
                 f"no resource named {name!r}; the plan declares {sorted(resources) or 'none'}"

@@ -1,0 +1,62 @@
+"""JSON-generic values: what a sub-agent's result must be before it is recorded or shown.
+
+A value is JSON-generic when it is ``None``, a bool, an int, a finite float, a str, a list of
+such values or a dict with string keys and such values. :func:`json_generic` turns a value into
+that form (pydantic models are dumped, tuples become lists) or refuses it with the path where the
+offending part was found, so a result is never silently dropped or stringified.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class NotJsonError(ValueError):
+    """A value JSON cannot express; ``path`` (``$.a[2].b``) says where it was found."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"not a JSON value at {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _child_path(path: str, key: str) -> str:
+    return f"{path}.{key}" if _IDENTIFIER.match(key) else f"{path}[{json.dumps(key)}]"
+
+
+def json_generic(value: Any, path: str = "$") -> Any:
+    """``value`` as JSON-generic data, or :class:`NotJsonError` naming the first bad path."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotJsonError(path, f"{value!r} is not a finite number")
+        return value
+    if isinstance(value, BaseModel):
+        # Python mode keeps sets, bytes and objects as they are, so the walk below finds them.
+        return json_generic(value.model_dump(), path)
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJsonError(path, f"key {key!r} is a {type(key).__name__}, not a string")
+            result[key] = json_generic(item, _child_path(path, key))
+        return result
+    if isinstance(value, list | tuple):
+        return [json_generic(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    raise NotJsonError(path, f"a {type(value).__name__} is not a JSON value")
+
+
+def json_text(value: Any) -> str:
+    """How a JSON-generic value is shown to a model: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(json_generic(value), sort_keys=True, ensure_ascii=False)
