@@ -2,6 +2,8 @@
 
 flink-agents compile FILE.yaml|module:attr [-o plan.json]
 flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD
+flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
+flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from flink_agents.runtime.local import run_local
 
     if not args.local:
-        print("only local runs are supported so far: pass --local", file=sys.stderr)
+        return _run_job(args.source)
+    if args.input is None or args.key is None:
+        print("flink-agents run --local needs --input and --key", file=sys.stderr)
         return EXIT_USAGE
     plan = load_plan(args.source, args.agent)
     records = list(_records(args.input))
@@ -80,6 +84,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_job(job_file: str) -> int:
+    """Run a job spec on the local mini-cluster."""
+    from flink_agents.flink.job import load_job
+    from flink_agents.flink.job_runner import run
+
+    run(load_job(job_file))
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit a job spec to a standalone cluster with `flink run -py`."""
+    import subprocess
+
+    from flink_agents.flink.job import load_job
+    from flink_agents.flink.job_runner import submit_command
+
+    load_job(args.job)  # a bad spec fails here, with file and line, not on the cluster
+    command = submit_command(args.job, args.jobmanager, detached=args.detached)
+    return subprocess.run(command, check=False).returncode
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -89,13 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
     compile_parser.add_argument("-o", "--output", help="write here instead of stdout")
     compile_parser.set_defaults(handler=cmd_compile)
 
-    run_parser = commands.add_parser("run", help="run an agent")
-    _add_source(run_parser, "a plan .json, a YAML agents file or module:attr")
-    run_parser.add_argument("--local", action="store_true", help="run in this process")
-    run_parser.add_argument("--input", required=True, help="JSON lines file ('-' for stdin)")
-    run_parser.add_argument("--key", required=True, help="the input field to key runs by")
+    run_parser = commands.add_parser(
+        "run", help="run a job spec on the mini-cluster, or an agent in-process (--local)"
+    )
+    _add_source(run_parser, "a job spec (jobs/*.yaml); with --local a plan, agents file or ref")
+    run_parser.add_argument(
+        "--local", action="store_true", help="run the agent in this process, without Flink"
+    )
+    run_parser.add_argument("--input", help="--local: JSON lines file ('-' for stdin)")
+    run_parser.add_argument("--key", help="--local: the input field to key runs by")
     run_parser.add_argument("--max-in-flight", type=int, default=128, help="concurrent runs")
     run_parser.set_defaults(handler=cmd_run)
+
+    submit_parser = commands.add_parser("submit", help="submit a job spec to a Flink cluster")
+    submit_parser.add_argument("job", help="a job spec (jobs/*.yaml)")
+    submit_parser.add_argument(
+        "--jobmanager", default="127.0.0.1:8081", help="REST address of the JobManager"
+    )
+    submit_parser.add_argument("--detached", action="store_true", help="return once submitted")
+    submit_parser.set_defaults(handler=cmd_submit)
     return parser
 
 

@@ -89,7 +89,8 @@ class EngineHost:
             self._raise_failure()
             self._known.add(token)
             self._count(token, len(state.pending))
-        self._call_soon(self._restore_on_loop, key, state)
+        # Copied now: the caller goes on to change its state before the loop thread runs this.
+        self._call_soon(self._restore_on_loop, key, state.model_copy(deep=True))
 
     def take(self, key: Any) -> list[CompletedRun]:
         """Finished runs of ``key`` not yet taken, in order."""

@@ -115,3 +115,18 @@ def test_submit_blocks_while_the_unfinished_window_is_full() -> None:
     finally:
         GATE.set()
         host.close()
+
+
+def test_restore_takes_the_state_as_it_was_when_called() -> None:
+    # The operator restores a key, then appends the new input to the same state object.
+    host = _host()
+    try:
+        state = KeyState()
+        host.restore("k", state)
+        state.pending.append(PendingInput(seq=0, input={"n": 5}))
+        state.next_seq = 1
+        host.submit("k", {"n": 5}, 0)
+        done = host.wait_idle("k", timeout=10)
+        assert [run.result.run_id.seq for run in done] == [0]
+    finally:
+        host.close()
