@@ -27,4 +27,7 @@ EXAMPLES: dict[str, Example] = {
     "ticket_triage": Example(
         "flink_agents.examples.triage:build_agent", EXAMPLES_DIR / "triage.yaml"
     ),
+    "research_desk": Example(
+        "flink_agents.examples.research:build_agent", EXAMPLES_DIR / "research.yaml"
+    ),
 }

@@ -22,7 +22,14 @@ from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.errors import clean_location, describe_error
 from flink_agents.plan.models import AgentPlan
-from flink_agents.plan.yaml_schema import AgentsFile, AgentSpec, ChatModelSpec, PromptSpec
+from flink_agents.plan.yaml_schema import (
+    AgentsFile,
+    AgentSpec,
+    ChatModelSpec,
+    DescriptorSpec,
+    InternalSubagentSpec,
+    PromptSpec,
+)
 
 Location = Sequence[str | int]
 
@@ -106,15 +113,26 @@ def _validation_issues(document: _Document, error: ValidationError) -> list[Yaml
 
 
 def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
-    """Every ``module:qualname`` an agent names, with where it is named."""
+    """Every ``module:qualname`` an agent (and its inline sub-agents) names, with where."""
     found: list[tuple[Location, str]] = []
     for index, action in enumerate(spec.actions):
         found.append((("actions", index, "function"), action.function))
     for name, tool in spec.tools.items():
         found.append((("tools", name, "function"), tool.function))
-    for block in ("connections", "chat_models", "subagents", "resources"):
+    for block in ("connections", "chat_models", "resources"):
         for name, resource in getattr(spec, block).items():
             found.append(((block, name, "class"), resource.class_path))
+    for name, subagent in spec.subagents.items():
+        if isinstance(subagent, DescriptorSpec):
+            found.append((("subagents", name, "class"), subagent.class_path))
+            continue
+        for field in ("input_type", "result_type"):
+            reference = getattr(subagent, field)
+            if reference:
+                found.append((("subagents", name, field), reference))
+        if isinstance(subagent.agent, AgentSpec):
+            inner = _references(subagent.agent)
+            found.extend((("subagents", name, "agent", *where), ref) for where, ref in inner)
     if spec.react and spec.react.output_schema:
         found.append((("react", "output_schema"), spec.react.output_schema))
     return found
@@ -131,7 +149,29 @@ def _prompt_arguments(spec: str | PromptSpec) -> dict[str, Any]:
     return spec.model_dump(mode="json", exclude_defaults=True)
 
 
-def _build_agent(spec: AgentSpec) -> Agent:
+@dataclass(frozen=True)
+class _NamedChild:
+    """A sub-agent registration naming another agent of the file, wired once all are built."""
+
+    parent: Agent
+    name: str
+    spec: InternalSubagentSpec
+    location: Location
+
+
+def _register_child(parent: Agent, name: str, spec: InternalSubagentSpec, child: Agent) -> None:
+    parent.add_subagent(
+        name,
+        child,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        input_type=spec.input_type,
+        result_type=spec.result_type,
+    )
+
+
+def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) -> Agent:
+    """Build ``spec``; registrations of sub-agents given by name are appended to ``named``."""
     agent: Agent
     if spec.react:
         schema = import_reference(spec.react.output_schema) if spec.react.output_schema else None
@@ -162,7 +202,13 @@ def _build_agent(spec: AgentSpec) -> Agent:
     for name, tool in spec.tools.items():
         agent.add_tool(import_reference(tool.function), name=name, description=tool.description)
     for name, subagent in spec.subagents.items():
-        agent.add_resource(name, ResourceType.AGENT, subagent.class_path, **subagent.arguments)
+        if isinstance(subagent, DescriptorSpec):
+            agent.add_resource(name, ResourceType.AGENT, subagent.class_path, **subagent.arguments)
+        elif isinstance(subagent.agent, str):
+            named.append(_NamedChild(agent, name, subagent, (*location, "subagents", name)))
+        else:
+            inner = (*location, "subagents", name, "agent")
+            _register_child(agent, name, subagent, _build_agent(subagent.agent, inner, named))
     for name, resource in spec.resources.items():
         agent.add_resource(name, resource.type, resource.class_path, **resource.arguments)
     for action in spec.actions:
@@ -195,10 +241,10 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
         raise YamlAgentError(file, issues)
 
     agents: dict[str, Agent] = {}
+    named: list[_NamedChild] = []
     for index, spec in enumerate(parsed.agents):
         try:
-            agent = _build_agent(spec)
-            compile_agent(agent)  # surfaces plan-level problems with the agent's location
+            agent = _build_agent(spec, ("agents", index), named)
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
         if spec.name in agents:
@@ -206,6 +252,21 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
                 file, [document.issue(("agents", index, "name"), f"duplicate agent {spec.name!r}")]
             )
         agents[spec.name] = agent
+    for child in named:
+        target = child.spec.agent
+        assert isinstance(target, str)
+        if target not in agents:
+            message = f"no agent {target!r} in this file; it defines {sorted(agents)}"
+            raise YamlAgentError(file, [document.issue((*child.location, "agent"), message)])
+        try:
+            _register_child(child.parent, child.name, child.spec, agents[target])
+        except ValueError as exc:
+            raise YamlAgentError(file, [document.issue(child.location, str(exc))]) from None
+    for index, spec in enumerate(parsed.agents):
+        try:
+            compile_agent(agents[spec.name])  # plan-level problems, located at the agent
+        except (TypeError, ValueError) as exc:
+            raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
     return agents
 
 

@@ -2,7 +2,8 @@
 
 A file holds ``agents:``, a list of agents. Each agent names its resources by kind (connections,
 chat models, prompts, tools, sub-agents, or generic ``resources``) and its actions by
-``module:function``. A ``react:`` block makes the agent a ReAct agent.
+``module:function``. A ``react:`` block makes the agent a ReAct agent. A sub-agent is either a
+``SubagentSetup`` (``class`` + ``arguments``) or another agent (``agent:``, by name or inline).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class ChatModelSpec(_Strict):
     model: str | None = None
     prompt: str | None = Field(default=None, description="Name of a prompt used as system prompt.")
     tools: list[str] | None = None
+    subagents: list[str] | None = Field(
+        default=None, description="Sub-agents offered to the model as subagent_<name> callables."
+    )
     temperature: float | None = None
     extra: dict[str, Any] | None = None
     arguments: dict[str, Any] = Field(
@@ -90,6 +94,24 @@ class ReactSpec(_Strict):
     max_tool_rounds: int = Field(default=10, ge=1)
 
 
+class InternalSubagentSpec(_Strict):
+    """An agent registered as an internal sub-agent, with this registration's metadata."""
+
+    agent: str | AgentSpec = Field(
+        description="The child: the name of another agent of this file, or an agent inline."
+    )
+    description: str | None = None
+    input_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON schema of the input a chat model sends."
+    )
+    input_type: str | None = Field(
+        default=None, pattern=REFERENCE_PATTERN, description="A pydantic model as module:Class."
+    )
+    result_type: str | None = Field(
+        default=None, pattern=REFERENCE_PATTERN, description="A type as module:Class."
+    )
+
+
 class AgentSpec(_Strict):
     """One agent."""
 
@@ -101,11 +123,16 @@ class AgentSpec(_Strict):
     chat_models: dict[str, ChatModelSpec] = Field(default_factory=dict)
     prompts: dict[str, str | PromptSpec] = Field(default_factory=dict)
     tools: dict[str, ToolSpec] = Field(default_factory=dict)
-    subagents: dict[str, DescriptorSpec] = Field(
-        default_factory=dict, description="Sub-agents, kept as AGENT resources (run later)."
+    subagents: dict[str, DescriptorSpec | InternalSubagentSpec] = Field(
+        default_factory=dict,
+        description="Sub-agents (AGENT resources): a SubagentSetup by class and arguments, or "
+        "an agent registered as an internal sub-agent.",
     )
     resources: dict[str, ResourceSpec] = Field(default_factory=dict)
     actions: list[ActionSpec] = Field(default_factory=list)
+
+
+InternalSubagentSpec.model_rebuild()
 
 
 class AgentsFile(_Strict):

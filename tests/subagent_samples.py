@@ -1,0 +1,235 @@
+"""Sub-agents, actions and types the sub-agent tests reference by ``module:qualname``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, TypeAdapter
+
+from flink_agents.api import (
+    Agent,
+    ChatModelSetup,
+    InputEvent,
+    OutputEvent,
+    ReActAgent,
+    Resource,
+    ResourceDescriptor,
+    ResourceType,
+    RunnerContext,
+    action,
+)
+from flink_agents.api.subagents import Subagent, SubagentError, SubagentRequest, SubagentSetup
+from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.runtime.durable import DurableCall
+from flink_agents.runtime.identity import RunId
+
+
+class Review(BaseModel):
+    verdict: str
+    score: int
+
+
+class ReviewInput(BaseModel):
+    text: str
+
+
+class Node(BaseModel):
+    """Self-referential: cannot be rendered as a plain object schema."""
+
+    children: list[Node] = []
+
+
+class FakeSubagent(SubagentSetup):
+    """Answers by ``mode``; counts invocations and keeps the requests it got, per ``counter``."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+    requests: ClassVar[dict[str, list[SubagentRequest]]] = {}
+
+    mode: str = "echo"
+    counter: str = "fake"
+
+    async def invoke(self, request: SubagentRequest, ctx: RunnerContext) -> Any:
+        await asyncio.sleep(0)
+        FakeSubagent.calls[self.counter] += 1
+        FakeSubagent.requests.setdefault(self.counter, []).append(request)
+        if self.mode == "raise":
+            raise RuntimeError("boom " + "x" * 20_000)
+        if self.mode == "set":
+            return {"tags": [1, {"inner": {1, 2}}]}
+        if self.mode == "nan":
+            return {"score": float("nan")}
+        if self.mode == "review":
+            return {"verdict": "approve", "score": 7, "extra": "ignored"}
+        return {"echo": request.input}
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.calls.clear()
+        cls.requests.clear()
+
+
+class NotASubagent(Resource):
+    """An AGENT resource that is no SubagentSetup: cannot be offered as a callable."""
+
+    resource_type = ResourceType.AGENT
+
+
+@action(InputEvent)
+async def delegate(event: InputEvent, ctx: RunnerContext) -> None:
+    """Submits ``input["calls"]``: ``[sub-agent, input, session or None]`` each, all at once."""
+    futures = [
+        Subagent(ctx, name).submit(payload, session_id=session)
+        for name, payload, session in event.input["calls"]
+    ]
+    for result in await asyncio.gather(*futures):
+        ctx.send_event(OutputEvent(output=result))
+
+
+def model_agent(
+    name: str, turns: list[dict[str, Any]], *, subagents: list[str], tools: tuple[Any, ...] = ()
+) -> ReActAgent:
+    """A prompt-less ReAct agent on the scripted connection ``name`` offering ``subagents``."""
+    agent = ReActAgent(
+        name=name,
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model=name),
+        subagents=subagents,
+        tools=tools,
+    )
+    agent.add_resource(
+        "conn",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        name=name,
+        turns=turns,
+    )
+    return agent
+
+
+def caller_agent(**subagents: ResourceDescriptor | Agent) -> Agent:
+    """An agent whose one action runs the calls its input lists."""
+    agent = Agent(name="caller", error_policy="emit")
+    for name, target in subagents.items():
+        if isinstance(target, Agent):
+            agent.add_subagent(name, target)
+        else:
+            agent.add_resource(name, ResourceType.AGENT, target)
+    agent.add_action(delegate)
+    return agent
+
+
+def lookup_fact(topic: str) -> str:
+    """Look a fact up.
+
+    Args:
+        topic: What to look up.
+    """
+    return f"fact about {topic}"
+
+
+# --- a recording call runner: records outcomes by identity and hands them back -----------------
+
+
+class RecordedFailure(SubagentError):
+    """A recorded failed call, raised again on replay."""
+
+
+@dataclass
+class RecordingCallRunner:
+    """Stands in for the durable runner: JSON records by identity digest, replayed when found.
+
+    Results are stored as JSON and rebuilt with ``result_type``, as a store would.
+    """
+
+    records: dict[str, tuple[str, str]] = field(default_factory=dict)
+    identities: list[DurableCall] = field(default_factory=list)
+    replayed: int = 0
+
+    def run(self, call: DurableCall) -> Any:
+        raise NotImplementedError("the sub-agent tests only make async calls")
+
+    async def run_async(self, call: DurableCall) -> Any:
+        self.identities.append(call)
+        key = call.identity.digest()
+        adapter: TypeAdapter[Any] = TypeAdapter(call.result_type or Any)
+        if key in self.records:
+            self.replayed += 1
+            status, payload = self.records[key]
+            if status == "failed":
+                raise RecordedFailure(payload)
+            return adapter.validate_json(payload)
+        try:
+            result = call.invoke()
+            if asyncio.iscoroutine(result):
+                result = await result
+        except Exception as exc:
+            self.records[key] = ("failed", str(exc))
+            raise
+        self.records[key] = ("succeeded", adapter.dump_json(result).decode())
+        return result
+
+    def run_finished(self, run: RunId) -> None:
+        return None
+
+
+# --- a local HTTP sub-agent server ---------------------------------------------------------------
+
+
+class SubagentServer:
+    """An HTTP sub-agent on 127.0.0.1 that counts requests per idempotency key.
+
+    ``/echo`` answers ``{"result": {"echo": input}}``, ``/refuse`` reports an error, ``/broken``
+    answers 500, ``/garbage`` answers non-JSON.
+    """
+
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.bodies: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests[self.headers.get("Idempotency-Key", "")] += 1
+                server.bodies.append(body)
+                status, answer = 200, b""
+                if self.path == "/echo":
+                    answer = json.dumps({"result": {"echo": body["input"]}}).encode()
+                elif self.path == "/refuse":
+                    answer = json.dumps({"error": "customer unknown"}).encode()
+                elif self.path == "/broken":
+                    status, answer = 500, b"internal trouble"
+                else:
+                    answer = b"<html>not json</html>"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @contextmanager
+    def running(self) -> Iterator[SubagentServer]:
+        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            thread.join()
