@@ -12,7 +12,7 @@ from flink_agents.api.agent import (
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
 from flink_agents.api.chat_actions import chat_action, tool_call_action
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
-from flink_agents.api.context import Reconciler, RunnerContext
+from flink_agents.api.context import NOT_DONE, Reconciler, RunnerContext
 from flink_agents.api.events import (
     ActionFailure,
     ChatRequestEvent,
@@ -32,6 +32,7 @@ from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceTyp
 from flink_agents.api.tools import FunctionTool, Tool
 
 __all__ = [
+    "NOT_DONE",
     "ActionDeclaration",
     "ActionFailure",
     "ActionSpec",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
@@ -12,11 +12,40 @@ from flink_agents.api.resources import Resource, ResourceType
 
 T = TypeVar("T")
 
-Reconciler = Callable[..., Any]
-"""Asks the outside world whether a call that was started before a failover went through.
 
-Accepted and handed to the engine now; its protocol is defined by the durable-execution work.
-"""
+class _NotDone:
+    """Type of :data:`NOT_DONE`; a single instance, falsy, with a readable repr."""
+
+    _instance: _NotDone | None = None
+
+    def __new__(cls) -> _NotDone:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOT_DONE"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOT_DONE: Final = _NotDone()
+"""What a :class:`Reconciler` returns when the started call did not take effect: send it again."""
+
+
+class Reconciler(Protocol):
+    """Asks the outside world whether a call that was started before a failover went through.
+
+    Called on replay when a durable call's record says it was started (``PENDING``) but has no
+    outcome. It receives the call's own arguments (bind anything else, e.g. the call's
+    idempotency key from :meth:`RunnerContext.durable_call_key`, when creating it) and may be a
+    plain or an ``async`` function. It returns the call's result (recorded as succeeded and
+    handed to the action), raises (recorded as failed and raised), or returns
+    :data:`NOT_DONE` (the call is sent again).
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 class RunnerContext(ABC):

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from flink_agents.api.context import Reconciler
 from flink_agents.runtime.identity import CallIdentity, RunId
+from flink_agents.runtime.journal import ActionJournal
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,16 @@ class DurableCall:
 
 
 class CallRunner(Protocol):
-    """Executes durable calls for the engine."""
+    """Executes durable calls for the engine.
+
+    ``journal`` is the engine's one hook for replaying completed actions: None (the default)
+    means every action runs and nothing is recorded.
+    """
+
+    journal: ActionJournal | None
+
+    def run_started(self, run: RunId) -> None:
+        """The run is about to execute (first time or replay)."""
 
     def run(self, call: DurableCall) -> Any:
         """Execute a call from a synchronous action."""
@@ -47,6 +57,11 @@ class CallRunner(Protocol):
 
 class DirectCallRunner:
     """Calls the function and records nothing."""
+
+    journal: ActionJournal | None = None
+
+    def run_started(self, run: RunId) -> None:
+        return None
 
     def run(self, call: DurableCall) -> Any:
         return call.invoke()

@@ -24,7 +24,8 @@ from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.context import ActionContext, RunState
 from flink_agents.runtime.durable import CallRunner, DirectCallRunner
-from flink_agents.runtime.identity import RunId, canonical_json, event_id
+from flink_agents.runtime.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.runtime.journal import MemoryWatch, RecordedAction
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -278,6 +279,7 @@ class RunEngine:
 
         Returns the memory to commit, or None when the run failed (its writes are dropped).
         """
+        self._call_runner.run_started(run.run_id)
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
         outputs: list[OutputEvent] = []
         try:
@@ -304,12 +306,19 @@ class RunEngine:
         dispatch with :class:`_ActionRaised`.
         """
         plan = scope.resolved.plan
+        journal = self._call_runner.journal
         events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
             if isinstance(event, OutputEvent):
                 outputs.append(event)
             for action in plan.listeners(event.type):
+                invocation = ActionInvocation(run.run_id, event.id, action.name)
+                recorded = journal.recorded(invocation) if journal is not None else None
+                if recorded is not None:  # completed before a failover: not run again
+                    events.extend(recorded.replay(run))
+                    continue
+                watch = MemoryWatch(run) if journal is not None else None
                 ctx = ActionContext(
                     run,
                     action,
@@ -323,6 +332,9 @@ class RunEngine:
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if inspect.isawaitable(outcome):
                         await outcome
+                    if journal is not None and watch is not None:
+                        done = RecordedAction(list(ctx.sent_events), watch.updates())
+                        await journal.completed(invocation, done)
                 except Exception as exc:
                     raise _ActionRaised(_failure(action, event, exc)) from exc
                 events.extend(ctx.sent_events)

@@ -56,6 +56,15 @@ AUTO_CALL_PREFIX = "#"
 
 
 @dataclass(frozen=True)
+class ActionInvocation:
+    """One invocation of ``action`` on the event ``event_id`` within ``run``."""
+
+    run: RunId
+    event_id: str
+    action: str
+
+
+@dataclass(frozen=True)
 class CallIdentity:
     """Identity of one durable call, stable across replays of the same run."""
 
@@ -63,6 +72,11 @@ class CallIdentity:
     event_id: str
     action: str
     call_id: str
+
+    @property
+    def invocation(self) -> ActionInvocation:
+        """The action invocation that makes this call."""
+        return ActionInvocation(self.run, self.event_id, self.action)
 
     def as_list(self) -> list[Any]:
         return [self.run.as_list(), self.event_id, self.action, self.call_id]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -51,6 +52,8 @@ class LogStore(abc.ABC):
         self._markers_taken = 0
         # (run, transport handle); run is None for tombstones.
         self._pending: list[tuple[RunKey | None, Any]] = []
+        # An `aflush` thread takes the buffer while the loop thread appends to it.
+        self._pending_lock = threading.Lock()
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -83,7 +86,9 @@ class LogStore(abc.ABC):
         if len(self._pending) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
         run = state.key.run
-        self._pending.append((run, self._send(self.partition_of(run), key_bytes, value)))
+        handle = self._send(self.partition_of(run), key_bytes, value)
+        with self._pending_lock:
+            self._pending.append((run, handle))
         self._remember(state.model_copy(deep=True))
         self.begin_run(run)
 
@@ -108,7 +113,8 @@ class LogStore(abc.ABC):
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not."""
-        pending, self._pending = self._pending, []
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
         if not pending:
             return
         offsets = self._await([handle for _, handle in pending], timeout)

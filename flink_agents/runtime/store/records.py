@@ -175,13 +175,19 @@ class RunKey(BaseModel):
         """Canonical JSON of this identity."""
         return canonical_json(self.model_dump())
 
-    def action(self, action: str) -> ActionStateKey:
-        """The state key of `action` within this run."""
-        return ActionStateKey(agent=self.agent, key=self.key, seq=self.seq, action=action)
+    def action(self, action: str, event_id: str | None = None) -> ActionStateKey:
+        """The state key of `action` within this run (of its invocation on `event_id`, if given)."""
+        return ActionStateKey(
+            agent=self.agent, key=self.key, seq=self.seq, action=action, event_id=event_id
+        )
 
 
 class ActionStateKey(BaseModel):
-    """Identity of one action's state within a run: `(agent, key, seq, action)`."""
+    """Identity of one action's state within a run: `(agent, key, seq, action[, event_id])`.
+
+    An action may handle several events in one run; the engine keys the state of each
+    invocation by the id of the event it handled. `event_id` None names the action as a whole.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -189,10 +195,14 @@ class ActionStateKey(BaseModel):
     key: str
     seq: int = Field(ge=0)
     action: str
+    event_id: str | None = None
 
     def canonical(self) -> str:
-        """Canonical JSON of this identity; also the Kafka record key."""
-        return canonical_json(self.model_dump())
+        """Canonical JSON of this identity; also the Kafka record key.
+
+        `event_id` is left out when None, so keys without it render as they always did.
+        """
+        return canonical_json(self.model_dump(exclude_none=True))
 
     @property
     def run(self) -> RunKey:
