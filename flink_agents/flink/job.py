@@ -8,7 +8,9 @@ published in ``flink_agents/schemas/job.schema.json`` (``python -m flink_agents.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -129,6 +131,8 @@ class JobSpec(_Spec):
             "python.execution-mode": self.execution_mode,
             "python.executable": sys.executable,
             "python.client.executable": sys.executable,
+            # Thread mode (pemja) does not see the venv otherwise: "No module named 'pemja'".
+            "python.pythonpath": os.pathsep.join(_import_roots()),
             "execution.checkpointing.interval": f"{self.checkpointing.interval_ms} ms",
             "execution.checkpointing.storage": "filesystem",
             "execution.checkpointing.dir": self.checkpoint_dir().as_uri(),
@@ -148,6 +152,12 @@ class JobSpec(_Spec):
             )
             config["restart-strategy.exponential-delay.initial-backoff"] = f"{restart.delay_ms} ms"
         return config
+
+
+def _import_roots() -> list[str]:
+    """site-packages and this package's root (an editable install lives outside site-packages)."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    return [sysconfig.get_paths()["purelib"], package_root]
 
 
 def _is_reference(agent: str) -> bool:
