@@ -61,7 +61,7 @@ class FakeSubagent(SubagentSetup):
         FakeSubagent.calls[self.counter] += 1
         FakeSubagent.requests.setdefault(self.counter, []).append(request)
         if self.mode == "raise":
-            raise RuntimeError("boom " + "x" * 20_000)
+            raise RuntimeError("boom " + "x" * 3_000)  # with the trace, above the cap
         if self.mode == "set":
             return {"tags": [1, {"inner": {1, 2}}]}
         if self.mode == "nan":
@@ -151,6 +151,10 @@ class RecordingCallRunner:
     records: dict[str, tuple[str, str]] = field(default_factory=dict)
     identities: list[DurableCall] = field(default_factory=list)
     replayed: int = 0
+    journal: None = None  # no action journal: every action runs, only calls are recorded
+
+    def run_started(self, run: RunId) -> None:
+        return None
 
     def run(self, call: DurableCall) -> Any:
         raise NotImplementedError("the sub-agent tests only make async calls")

@@ -92,13 +92,13 @@ class SubagentError(RuntimeError):
 
 
 def failure_message(error: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
-    """``Type: message`` then as much of the end of the trace as fits in ``limit`` characters."""
+    """``Type: message`` then the innermost frames of the trace, within ``limit`` characters."""
     summary = f"{type(error).__name__}: {error}"
     if len(summary) >= limit:
         return summary[: limit - 1] + "…"
-    trace = "".join(traceback.format_exception(error)).rstrip()
+    frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
     room = limit - len(summary) - 1
-    return f"{summary}\n{trace[-room:]}" if room > 0 else summary
+    return f"{summary}\n{frames[-room:]}" if frames and room > 0 else summary
 
 
 def delegation_call_id(name: str, session_id: str, call_id: str) -> str:

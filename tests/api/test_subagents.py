@@ -1,0 +1,208 @@
+"""The AGENT resource and the caller-facing sub-agent API (seed ``004``), incl. its review.
+
+| #  | Contract                                              | Test                      |
+|----|-------------------------------------------------------|---------------------------|
+| 1  | an AGENT resource, by ``add_resource`` or YAML        | test_r01_registration     |
+| 2  | submit / await a ``SubagentResult``                   | test_r02_submit_await     |
+| 3  | a durable call with explicit call id and result type  | test_r03_durable_call     |
+| 4  | session ids deterministic, or the caller's (continued); | test_r04_session_ids      |
+|    | call ids are the per-session ordinal                  |                           |
+| 5  | a declared result type survives replay                | test_r05_typed_replay     |
+| 6  | own durable identity per sub-agent, session and call; | test_r06_own_identity     |
+|    | the call id encodes name, session and ordinal         |                           |
+| 7  | the reconciler is a visible constructor argument and  | test_r07_reconciler       |
+|    | reaches the durable call                              |                           |
+| 8  | a captured failure is recorded FAILED, message capped | test_r08_failure_recorded |
+| 9  | replay hands a completed or failed call back          | test_r09_replay           |
+| 10 | HTTP sub-agent: idempotency key = durable identity;   | test_r10_http_subagent    |
+|    | its failures become failed results                    |                           |
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import pytest
+
+from flink_agents.api import ResourceDescriptor, ResourceType
+from flink_agents.api.subagents import (
+    MAX_ERROR_CHARS,
+    BaseSubagentCallable,
+    SubagentRequest,
+    SubagentResult,
+)
+from flink_agents.integrations.http_subagent import HttpSubagent
+from flink_agents.plan import compile_agent
+from flink_agents.runtime import run_local
+from tests.subagent_samples import (
+    FakeSubagent,
+    RecordingCallRunner,
+    Review,
+    SubagentServer,
+    caller_agent,
+)
+
+FAKE = "tests.subagent_samples:FakeSubagent"
+
+
+def _fake(**arguments: Any) -> ResourceDescriptor:
+    return ResourceDescriptor.of(FAKE, **arguments)
+
+
+def _run(agent, calls: list[list[Any]], runner=None, key: str = "k") -> list[Any]:
+    [result] = run_local(agent, [{"calls": calls}], key=lambda _: key, call_runner=runner)
+    assert result.error is None, result.error
+    return result.output_values
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    FakeSubagent.reset()
+
+
+def test_r01_registration(tmp_path):
+    plan = compile_agent(caller_agent(reviewer=_fake(description="d")))
+    assert plan.resources["reviewer"].type is ResourceType.AGENT
+    assert plan.resources["reviewer"].class_path == FAKE
+    # YAML: see tests/plan/test_yaml_agent.py and tests/plan/test_subagent_plans.py
+
+
+def test_r02_submit_await():
+    [ok, failed] = _run(
+        caller_agent(good=_fake(), bad=_fake(mode="raise")),
+        [["good", "hello", None], ["bad", "x", None]],
+    )
+    assert (ok.success, ok.result, ok.error_message) == (True, {"echo": "hello"}, None)
+    assert failed.success is False and failed.result is None
+    assert failed.reason.startswith("RuntimeError: boom")
+
+
+def test_r03_durable_call():
+    runner = RecordingCallRunner()
+    _run(
+        caller_agent(rev=_fake(result_type="tests.subagent_samples:Review", mode="review")),
+        [["rev", "x", None]],
+        runner,
+    )
+    [call] = runner.identities
+    assert json.loads(call.identity.call_id)[:2] == ["subagent", "rev"]
+    assert call.result_type == SubagentResult[Review]
+    assert FakeSubagent.calls["fake"] == 1
+
+
+def test_r04_session_ids():
+    calls = [["rev", "a", None], ["rev", "b", None], ["rev", "c", "mine"], ["rev", "d", "mine"]]
+    _run(caller_agent(rev=_fake()), calls)
+    first = [(r.session_id, r.call_id, r.delegation_key) for r in FakeSubagent.requests["fake"]]
+    FakeSubagent.reset()
+    _run(caller_agent(rev=_fake()), calls)  # a new engine: nothing carried over
+    second = [(r.session_id, r.call_id, r.delegation_key) for r in FakeSubagent.requests["fake"]]
+    assert first == second
+    generated = {first[0][0], first[1][0]}
+    assert len(generated) == 2 and all(s.startswith("session-") for s in generated)
+    assert [(s, c) for s, c, _ in first[2:]] == [("mine", "1"), ("mine", "2")]
+    FakeSubagent.reset()
+    _run(caller_agent(rev=_fake()), calls, key="other")
+    other = [r.session_id for r in FakeSubagent.requests["fake"]][:2]
+    assert set(other).isdisjoint(generated)  # derived from the run, so another key differs
+
+
+def test_r05_typed_replay():
+    runner = RecordingCallRunner()
+    agent = caller_agent(rev=_fake(mode="review", result_type="tests.subagent_samples:Review"))
+    [live] = _run(agent, [["rev", "x", None]], runner)
+    [replayed] = _run(agent, [["rev", "x", None]], RecordingCallRunner(runner.records))
+    assert FakeSubagent.calls["fake"] == 1
+    assert isinstance(live.result, Review) and isinstance(replayed.result, Review)
+    assert replayed.result == live.result == Review(verdict="approve", score=7)
+
+
+def test_r06_own_identity():
+    runner = RecordingCallRunner()
+    calls = [["a", "x", None], ["b", "x", None], ["a", "x", "s"], ["a", "x", "s"], ["b", "x", "s"]]
+    _run(caller_agent(a=_fake(), b=_fake()), calls, runner)
+    digests = [call.identity.digest() for call in runner.identities]
+    assert len(set(digests)) == len(calls)
+    call_ids = [json.loads(call.identity.call_id) for call in runner.identities]
+    assert call_ids[2:] == [
+        ["subagent", "a", "s", "1"],
+        ["subagent", "a", "s", "2"],
+        ["subagent", "b", "s", "3"],
+    ]
+    # the idempotency key a service sees is that very identity
+    keys = [r.delegation_key for r in FakeSubagent.requests["fake"]]
+    assert sorted(keys) == sorted(digests)
+
+
+def _marker(*args: Any) -> Any:
+    return None
+
+
+class ReconcilingSubagent(FakeSubagent):
+    def make_callable(self, request: SubagentRequest, ctx: Any) -> BaseSubagentCallable:
+        return BaseSubagentCallable(self, request, ctx, reconciler=_marker)
+
+
+def test_r07_reconciler():
+    parameter = inspect.signature(BaseSubagentCallable).parameters["reconciler"]
+    assert parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty
+    runner = RecordingCallRunner()
+    reconciling = ResourceDescriptor.of("tests.api.test_subagents:ReconcilingSubagent")
+    _run(
+        caller_agent(plain=_fake(), rec=reconciling), [["plain", 1, None], ["rec", 2, None]], runner
+    )
+    assert [call.reconciler for call in runner.identities] == [None, _marker]
+
+
+def test_r08_failure_recorded():
+    runner = RecordingCallRunner()
+    [failed] = _run(caller_agent(bad=_fake(mode="raise")), [["bad", "x", None]], runner)
+    [(status, recorded)] = runner.records.values()
+    assert status == "failed"
+    assert failed.error_message == recorded
+    assert len(recorded) <= MAX_ERROR_CHARS
+    assert recorded.startswith("RuntimeError: boom")
+    assert "in invoke" in recorded  # the innermost frames follow the summary
+
+
+def test_r09_replay():
+    runner = RecordingCallRunner()
+    agent = caller_agent(good=_fake(), bad=_fake(mode="raise"))
+    calls = [["good", "x", None], ["bad", "y", None]]
+    live = _run(agent, calls, runner)
+    replay = RecordingCallRunner(dict(runner.records))
+    again = _run(agent, calls, replay)
+    assert FakeSubagent.calls["fake"] == 2  # both from the live run only
+    assert replay.replayed == 2
+    assert again == live
+
+
+def test_r10_http_subagent():
+    server = SubagentServer()
+    with server.running():
+        subs = {
+            path: ResourceDescriptor.of(HttpSubagent, url=f"{server.base_url}/{path}")
+            for path in ("echo", "refuse", "broken", "garbage")
+        }
+        runner = RecordingCallRunner()
+        agent = caller_agent(**subs)
+        calls = [[path, {"q": path}, None] for path in subs]
+        echo, refuse, broken, garbage = _run(agent, calls, runner)
+        assert echo.result == {"echo": {"q": "echo"}}
+        assert refuse.reason.endswith("reported: customer unknown")
+        assert "answered 500: internal trouble" in broken.reason
+        assert "answered with no JSON" in garbage.reason
+        assert sorted(server.requests) == sorted(c.identity.digest() for c in runner.identities)
+        assert set(server.requests.values()) == {1}
+        body = server.bodies[0]
+        assert (body["input"], body["call_id"]) == ({"q": "echo"}, "1")
+        assert body["session_id"].startswith("session-")
+        _run(agent, calls, RecordingCallRunner(dict(runner.records)))
+        assert set(server.requests.values()) == {1}  # replay sent nothing
+
+
+def test_blank_input_schema_is_refused_at_construction():
+    with pytest.raises(ValueError, match="blank"):
+        FakeSubagent(input_schema={})
