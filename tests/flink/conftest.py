@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 import pytest
 
 
@@ -16,3 +19,23 @@ def fresh_flink_env(flink_env):
     if transformations.size() > 0:  # py4j's clear() fails on an empty list
         transformations.clear()
     return flink_env
+
+
+@pytest.fixture()
+def make_flink_env(flink_env) -> Callable[..., object]:
+    """A new environment with extra settings, in the session's JVM (the default execution mode,
+    loopback, runs Python functions in this process, so tests can read model counters)."""
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    def make(**settings: str):
+        config = Configuration()
+        config.set_string("python.executable", sys.executable)
+        config.set_string("python.client.executable", sys.executable)
+        for name, value in settings.items():
+            config.set_string(name, value)
+        env = StreamExecutionEnvironment.get_execution_environment(config)
+        env.set_parallelism(1)
+        return env
+
+    return make
