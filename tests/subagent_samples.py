@@ -237,3 +237,55 @@ class SubagentServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             thread.join()
+
+
+# --- internal children -----------------------------------------------------------------------
+
+
+class ShoutAgent(Agent):
+    """A plain child: upper-cases its input, with a suffix from its own action config."""
+
+    @action(InputEvent, config={"suffix": "!"})
+    def shout(event: InputEvent, ctx: RunnerContext) -> None:
+        if event.input == "fail":
+            raise ValueError("cannot shout 'fail'")
+        ctx.send_event(OutputEvent(output=str(event.input).upper() + ctx.action_config["suffix"]))
+
+
+def react_child(
+    name: str,
+    turns: list[dict[str, Any]],
+    *,
+    tools: tuple[Any, ...] = (),
+    prompt: Any = None,
+    output_schema: type[BaseModel] | None = None,
+) -> ReActAgent:
+    """A ReAct agent with its own scripted model (counters under ``name``)."""
+    agent = ReActAgent(
+        name=name,
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection=f"{name}_conn"),
+        tools=tools,
+        prompt=prompt,
+        output_schema=output_schema,
+    )
+    agent.add_resource(
+        f"{name}_conn",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        name=name,
+        turns=turns,
+    )
+    return agent
+
+
+LOOKUPS: Counter[str] = Counter()
+
+
+def counted_lookup(topic: str) -> str:
+    """Look a topic up (counted).
+
+    Args:
+        topic: What to look up.
+    """
+    LOOKUPS[topic] += 1
+    return f"notes on {topic}"
