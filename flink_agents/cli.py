@@ -4,6 +4,7 @@ flink-agents compile FILE.yaml|module:attr [-o plan.json]
 flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
+flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
 """
 
 from __future__ import annotations
@@ -105,6 +106,34 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return subprocess.run(command, check=False).returncode
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """List, per scope and chat model, the tools and sub-agent callables offered and the
+    sub-agents skipped with the reason (a skipped sub-agent is never dropped silently)."""
+    from flink_agents.api.chat_models import ChatModelSetup
+    from flink_agents.api.resources import ResourceType
+    from flink_agents.plan.resolve import resolve_plan
+    from flink_agents.runtime.scopes import Scope
+
+    def show(scope: Scope, indent: str) -> None:
+        print(f"{indent}scope {scope.name}")
+        for name, declared in scope.resolved.plan.resources.items():
+            if declared.type is not ResourceType.CHAT_MODEL:
+                continue
+            model = scope.resources.get(name, ResourceType.CHAT_MODEL)  # opens the setup only
+            assert isinstance(model, ChatModelSetup)
+            offer = model.subagent_offer
+            skipped = [f"{sub} ({reason})" for sub, reason in offer.skipped.items()]
+            print(f"{indent}  chat model {name}")
+            print(f"{indent}    tools: {', '.join(model.tools) or '-'}")
+            print(f"{indent}    sub-agent tools: {', '.join(offer.resources) or '-'}")
+            print(f"{indent}    skipped sub-agents: {', '.join(skipped) or '-'}")
+        for child in scope.children.values():
+            show(child, indent + "  ")
+
+    show(Scope.build(resolve_plan(load_plan(args.source, args.agent))), "")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit_parser.add_argument("--detached", action="store_true", help="return once submitted")
     submit_parser.set_defaults(handler=cmd_submit)
+
+    inspect_parser = commands.add_parser("inspect", help="list what each chat model is offered")
+    _add_source(inspect_parser, "a plan .json, a YAML agents file or module:attr")
+    inspect_parser.set_defaults(handler=cmd_inspect)
     return parser
 
 

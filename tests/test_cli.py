@@ -49,3 +49,27 @@ def test_bad_sources_exit_with_a_message(tmp_path, capsys):
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n')
     assert main(["run", "plans/weather_react.json", "--input", str(inputs), "--key", "city"]) == 2
+
+
+def test_inspect_lists_offered_and_skipped_subagents(tmp_path, capsys):
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(
+        """\
+agents:
+  - name: desk
+    react: {chat_model: chat_model}
+    connections:
+      conn: {class: "flink_agents.integrations.scripted:ScriptedChatModelConnection",
+             arguments: {turns: [{content: hi}]}}
+    chat_models:
+      chat_model: {connection: conn, subagents: [helper, shapeless]}
+    subagents:
+      helper: {class: "tests.subagent_samples:FakeSubagent",
+               arguments: {input_schema: {type: object}}}
+      shapeless: {class: "tests.subagent_samples:FakeSubagent"}
+"""
+    )
+    assert main(["inspect", str(agents)]) == 0
+    out = capsys.readouterr().out
+    assert "sub-agent tools: subagent_helper\n" in out
+    assert "skipped sub-agents: shapeless (no input schema" in out
