@@ -1,0 +1,305 @@
+"""Durable execution with the in-memory store: replay, completed actions, reconcile,
+determinism, retry budgets, recorded failures and typed payloads."""
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.integrations.http_errors import AttemptFailure, CallLabel
+from flink_agents.integrations.retry import RetryPolicy, call_with_retries
+from flink_agents.runtime import ActionError, run_local
+from flink_agents.runtime.durable_store import StoreCallRunner
+from flink_agents.runtime.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.runtime.replay import RecordedCallError, ReplayMismatchError
+from flink_agents.runtime.store import (
+    ActionStateKey,
+    CallStatus,
+    InMemoryActionStateStore,
+    InMemoryLog,
+    RunKey,
+)
+from tests.runtime import durable_helpers as h
+from tests.runtime.durable_helpers import PROBE
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe():
+    PROBE.reset()
+    yield
+    PROBE.reset()
+
+
+def _input_state_key(plan_name: str, key: Any, action_name: str) -> ActionStateKey:
+    run = RunId(plan_name, key, 0)
+    return RunKey(agent=plan_name, key=canonical_json(key), seq=0).action(
+        action_name, event_id(run, None, None, 0)
+    )
+
+
+def _store_after_crash(restored: bool, log: InMemoryLog, store: InMemoryActionStateStore, marker):
+    """The store a new engine gets: the same object, or a new one restored from the log."""
+    if not restored:
+        return store
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker)
+    return fresh
+
+
+@pytest.mark.parametrize("restored", [False, True], ids=["same-store", "restored-store"])
+def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
+    plan = h.agent_plan(h.three_calls)
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    marker = store.recovery_marker()  # the checkpoint before the input arrived
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {"n": 1})
+        assert [p.seq for p in state.pending] == [0]
+        assert PROBE.counts == {"first": 1, "second": 1, "third": 1}
+        PROBE.counts.clear()
+        again = _store_after_crash(restored, log, store, marker)
+        return await h.replay(plan, again, "k", state)
+
+    result, _ = asyncio.run(scenario())
+    assert PROBE.counts == {"third": 1}  # first and second were not called again
+    assert result.output_values == [[2, 3, 4]]
+    assert result.output_values == run_local(plan, [{"k": "k", "n": 1}], key="k")[0].output_values
+
+
+def test_a_run_begins_and_ends_in_the_store():
+    plan = h.agent_plan(h.three_calls)
+    store = InMemoryActionStateStore()
+    run = RunKey(agent=plan.name, key=canonical_json("k"), seq=0)
+    runner = StoreCallRunner(store, agent=plan.name)
+    run_local(plan, [{"k": "k", "n": 1}], key="k", call_runner=runner)
+    assert store.recovery_marker().open_runs == []  # begun, then ended
+    [state] = store.get_run(run)
+    assert state.completed
+    assert [c.call_id for c in state.calls] == ["#0", "#1", "#2"]
+    assert all(c.status is CallStatus.SUCCEEDED for c in state.calls)
+
+
+def test_completed_actions_are_not_rerun_their_events_and_memory_are_reapplied():
+    plan = h.agent_plan(h.prepare, h.finish)
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.hold = "final"
+        state = await h.crash_mid_run(plan, store, "k", {"n": 5}, {"stale": "earlier run"})
+        assert state.short_term_memory == {"stale": "earlier run"}  # the run did not commit
+        PROBE.counts.clear()
+        return await h.replay(plan, store, "k", state)
+
+    result, key_state = asyncio.run(scenario())
+    # prepare completed before the crash: not called, and neither was its durable call
+    assert PROBE.counts == {"action:finish": 1, "final": 1}
+    # finish saw prepare's event and sensory memory; the run committed prepare's writes
+    assert result.output_values == [{"out": 6 + 10 + 1, "seen": 5}]
+    assert key_state.short_term_memory == {"seen": 5, "last": 17}
+    journal = store.get(_input_state_key(plan.name, "k", "prepare"))
+    assert journal is not None and journal.completed
+    assert [e["value"]["type"] for e in journal.events] == [h.Prepared.event_type()]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected_output", "expected_counts"),
+    [
+        ("recorded elsewhere", "recorded elsewhere", {"reconcile:charge": 1}),
+        (ValueError("declined"), None, {"reconcile:charge": 1}),
+        ("NOT_DONE", 8, {"reconcile:charge": 1, "charge": 1}),
+        ("no reconciler", 8, {"charge": 1}),
+    ],
+    ids=["result", "raise", "not-done", "no-reconciler"],
+)
+def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, expected_counts):
+    plan = h.agent_plan(h.reconciled_call, error_policy="emit")
+    store = InMemoryActionStateStore()
+    key = _input_state_key(plan.name, "k", "reconciled_call")
+
+    async def scenario():
+        PROBE.hold = "charge"
+        state = await h.crash_mid_run(plan, store, "k", {"n": 7})
+        [pending] = store.get(key).calls  # written (and flushed) before the call was sent
+        assert pending.status is CallStatus.PENDING
+        PROBE.counts.clear()
+        if answer == "no reconciler":
+            PROBE.use_reconciler = False
+        elif answer != "NOT_DONE":
+            PROBE.reconcile_with = answer
+        return await h.replay(plan, store, "k", state)
+
+    result, _ = asyncio.run(scenario())
+    assert PROBE.counts == expected_counts
+    [call] = store.get(key).calls
+    if isinstance(answer, Exception):
+        assert result.error is not None and "declined" in result.error.message
+        assert call.status is CallStatus.FAILED and call.error.message == "declined"
+    else:
+        assert result.output_values == [expected_output]
+        assert call.status is CallStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize(("variant", "what"), [("b", "order"), ("c", "arguments")])
+def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
+    plan = h.agent_plan(h.variant_calls)
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.variant = variant
+        PROBE.counts.clear()
+        return await h.replay(plan, store, "k", state)
+
+    with pytest.raises(ActionError) as info:
+        asyncio.run(scenario())
+    mismatch = info.value.__cause__
+    assert isinstance(mismatch, ReplayMismatchError)
+    assert mismatch.requested is not None
+    # calls are compared position by position: the swap shows at #0, the new argument at #1
+    position = 0 if what == "order" else 1
+    assert (mismatch.position, mismatch.recorded.call_id) == (position, f"#{position}")
+    assert mismatch.requested.call_id == f"#{position}"
+    assert "" not in (mismatch.recorded.args_digest, mismatch.requested.args_digest)
+    assert mismatch.recorded.args_digest != mismatch.requested.args_digest
+    text = str(mismatch)
+    assert "recorded: id=" in text and "now:      id=" in text
+    assert mismatch.recorded.args_digest[:16] in text
+    assert mismatch.requested.args_digest[:16] in text
+    assert PROBE.counts["third"] == 0
+
+
+def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):
+    plan = h.agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.variant = "c"
+        PROBE.counts.clear()
+        return await h.replay(plan, store, "k", state)
+
+    with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.durable_store"):
+        result, _ = asyncio.run(scenario())
+    # first(1) matched its record; second(99) differs: it and everything after run again
+    assert PROBE.counts == {"second": 1, "third": 1}
+    assert result.output_values == [[2, 100, 1]]
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert (
+        "recorded: id='#1'" in warning.getMessage() and "now:      id='#1'" in warning.getMessage()
+    )
+    assert "made again" in warning.getMessage()
+
+
+@action(InputEvent)
+async def shrinking(event: InputEvent, ctx: RunnerContext) -> None:
+    if PROBE.variant == "a":
+        await ctx.durable_execute_async(PROBE.call, "first", 1)
+        await ctx.durable_execute_async(PROBE.call, "third", 1)
+    ctx.send_event(OutputEvent(output="done"))
+
+
+def test_recorded_calls_the_code_no_longer_makes_are_a_mismatch():
+    plan = h.agent_plan(shrinking)
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.variant = "gone"
+        return await h.replay(plan, store, "k", state)
+
+    with pytest.raises(ActionError) as info:
+        asyncio.run(scenario())
+    mismatch = info.value.__cause__
+    assert isinstance(mismatch, ReplayMismatchError)
+    assert (mismatch.position, mismatch.recorded.call_id, mismatch.requested) == (0, "#0", None)
+    assert "no call" in str(mismatch)
+
+
+@action(InputEvent)
+async def flaky_model(event: InputEvent, ctx: RunnerContext) -> None:
+    async def model_call() -> str:
+        async def attempt() -> str:
+            PROBE.counts["attempt"] += 1
+            if PROBE.counts["attempt"] == PROBE.fail_attempts + 1 and PROBE.hold == "attempt":
+                assert PROBE.reached is not None
+                PROBE.reached.set()
+                await asyncio.Event().wait()
+            raise AttemptFailure("overloaded", retryable=True, status=529)
+
+        policy = RetryPolicy(max_attempts=5, initial_backoff_seconds=0, jitter=0)
+        return await call_with_retries(attempt, policy, CallLabel("fake", "m", 0))
+
+    await ctx.durable_execute_async(model_call)
+
+
+def test_a_restart_does_not_reset_the_retry_budget():
+    plan = h.agent_plan(flaky_model, error_policy="emit")
+    store = InMemoryActionStateStore()
+    key = _input_state_key(plan.name, "k", "flaky_model")
+
+    async def scenario():
+        PROBE.hold, PROBE.fail_attempts = "attempt", 2  # two attempts fail, the third hangs
+        state = await h.crash_mid_run(plan, store, "k", {})
+        assert store.get(key).calls[0].attempts == 3  # counted before each attempt was sent
+        PROBE.counts.clear()
+        PROBE.hold = None
+        return await h.replay(plan, store, "k", state)
+
+    result, _ = asyncio.run(scenario())
+    assert PROBE.counts["attempt"] == 2  # 5 in all, 3 spent before the restart
+    assert result.error is not None and "budget of 5 spent" in result.error.message
+    [call] = store.get(key).calls
+    assert (call.status, call.attempts) == (CallStatus.FAILED, 5)
+
+
+def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_types():
+    plan = h.agent_plan(h.typed_and_failed)
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    marker = store.recovery_marker()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.counts.clear()
+        return await h.replay(plan, _store_after_crash(True, log, store, marker), "k", state)
+
+    result, _ = asyncio.run(scenario())
+    assert PROBE.counts == {"third": 1}
+    [[reply_type, text, point_type, y, failure]] = result.output_values
+    assert (reply_type, text, point_type, y) == ("Reply", "hi", "Point", 6)
+    assert failure.startswith(f"{RecordedCallError.__name__}|builtins.ValueError|")
+    assert "builtins.ValueError: boom" in failure
+    assert PROBE.counts["boom"] == 0
+
+
+def test_the_mismatch_policy_comes_from_the_agent_config():
+    store = InMemoryActionStateStore()
+    assert StoreCallRunner.for_plan(store, "a", {}).mismatch_policy == "fail"
+    warn = StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "warn"})
+    assert warn.mismatch_policy == "warn"
+    with pytest.raises(ValueError, match="mismatch policy 'ignore'"):
+        StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
+
+
+def test_without_a_journal_the_runner_still_records_calls():
+    """A call made outside the engine's journal hook opens its invocation on demand."""
+    from flink_agents.runtime.durable import DurableCall
+    from flink_agents.runtime.identity import CallIdentity
+
+    store = InMemoryActionStateStore()
+    runner = StoreCallRunner(store, agent="a")
+    identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
+    call = DurableCall(identity, PROBE.call, ("direct", 1))
+    assert asyncio.run(runner.run_async(call)) == 2
+    assert asyncio.run(StoreCallRunner(store, agent="a").run_async(call)) == 2
+    assert PROBE.counts == {"direct": 1}
+    invocation = ActionInvocation(identity.run, "e", "act")
+    assert runner.recorded(invocation) is None  # calls recorded, the action not completed
