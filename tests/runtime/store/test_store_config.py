@@ -1,0 +1,14 @@
+"""StoreConfig: the store a host builds from configuration."""
+
+import pytest
+
+from flink_agents.runtime.store import InMemoryActionStateStore
+from flink_agents.runtime.store.config import StoreConfig
+
+
+def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():
+    assert isinstance(StoreConfig().build(), InMemoryActionStateStore)
+    with pytest.raises(ValueError, match="bootstrap_servers"):
+        StoreConfig(kind="kafka")
+    with pytest.raises(ValueError, match="mismatch_policy"):
+        StoreConfig(mismatch_policy="ignore")
