@@ -29,6 +29,13 @@ from flink_agents.api.prompts import Prompt
 from flink_agents.api.react import ReActAgent
 from flink_agents.api.refs import UnresolvableReference, class_path, import_reference
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
+from flink_agents.api.subagents import (
+    BaseSubagentCallable,
+    InternalSubagent,
+    Subagent,
+    SubagentResult,
+    SubagentSetup,
+)
 from flink_agents.api.tools import FunctionTool, Tool
 
 __all__ = [
@@ -37,6 +44,7 @@ __all__ = [
     "ActionFailure",
     "ActionSpec",
     "Agent",
+    "BaseSubagentCallable",
     "ChatMessage",
     "ChatModelConnection",
     "ChatModelSetup",
@@ -47,6 +55,7 @@ __all__ = [
     "Event",
     "FunctionTool",
     "InputEvent",
+    "InternalSubagent",
     "Memory",
     "OutputEvent",
     "Prompt",
@@ -57,6 +66,9 @@ __all__ = [
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
+    "Subagent",
+    "SubagentResult",
+    "SubagentSetup",
     "Tool",
     "ToolCall",
     "ToolRequestEvent",
