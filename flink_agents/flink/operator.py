@@ -104,8 +104,12 @@ class AgentFunction(KeyedProcessFunction):
         self._arm(ctx)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[str]:
+        if self._host is None:
+            # A poll timer outliving the end of a bounded input (the end-of-input timer already
+            # finished the key's runs) fires after close(): nothing is left to do.
+            return
         key = json.loads(ctx.get_current_key())
-        host = self._require_host()
+        host = self._host
         state = self._load()
         if not host.knows(key):
             # First visit after a restore: the engine starts the key's unfinished inputs again.
@@ -133,12 +137,21 @@ class AgentFunction(KeyedProcessFunction):
                 yield record.to_json()
 
     def _arm(self, ctx: Any, after: int | None = None) -> None:
-        # Poll timers sit on a grid of poll_interval_ms: Flink keeps one timer per key and
-        # timestamp, so arming twice (a new input while a timer is pending) never starts a
-        # second chain of timers for the key.
+        """Come back to this key when its run is likely done, then every poll interval.
+
+        The first visit waits for the host's moving average of run durations (capped), so a
+        key costs about one timer per run rather than one per poll interval. Timers sit on a
+        grid of poll_interval_ms: Flink keeps one timer per key and timestamp, so arming again
+        (a new input while a timer is pending) never starts a second chain for the key.
+        """
         timers = ctx.timer_service()
         interval = self._options.poll_interval_ms
-        now = timers.current_processing_time() if after is None else after
+        if after is None:
+            now = timers.current_processing_time()
+            expected_ms = int(self._require_host().expected_run_seconds * 1000)
+            now += min(expected_ms, self._options.max_first_poll_ms)
+        else:
+            now = after
         timers.register_processing_time_timer((now // interval + 1) * interval)
         timers.register_event_time_timer(END_OF_INPUT)
 

@@ -28,6 +28,11 @@ class OperatorOptions(BaseModel):
         ge=1,
         description="How often a key with a run in flight is visited to emit finished runs.",
     )
+    max_first_poll_ms: int = Field(
+        default=2000,
+        ge=0,
+        description="Cap on the first visit's delay, which follows the average run duration.",
+    )
 
     @property
     def unfinished_bound(self) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,10 @@ from typing import Any
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.identity import canonical_json
 from flink_agents.runtime.state import KeyState
+
+
+_SMOOTHING = 0.05
+"""Weight of the newest run in the moving average of run durations."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class EngineHost:
         self._done: dict[str, deque[CompletedRun]] = defaultdict(deque)
         self._known: set[str] = set()
         self._failure: BaseException | None = None
+        self._submitted_at: dict[tuple[str, int], float] = {}
+        self._expected_seconds = 0.0
         self._thread.start()
 
     @property
@@ -66,6 +73,12 @@ class EngineHost:
         """Inputs submitted (or restored) whose run has not finished."""
         with self._changed:
             return self._total_unfinished
+
+    @property
+    def expected_run_seconds(self) -> float:
+        """Moving average of the time from submit to finish: when a new input's run will
+        likely be done, so a host can come back then instead of polling right away."""
+        return self._expected_seconds
 
     def knows(self, key: Any) -> bool:
         """Whether the engine holds this key (after a restart it holds none until restored)."""
@@ -80,6 +93,7 @@ class EngineHost:
             )
             self._raise_failure()
             self._count(token, 1)
+            self._submitted_at[(token, seq)] = time.monotonic()
         self._call_soon(self._submit_on_loop, key, value, seq)
 
     def restore(self, key: Any, state: KeyState) -> None:
@@ -147,6 +161,10 @@ class EngineHost:
         memory = self._engine.snapshot_key(result.key).short_term_memory
         token = canonical_json(result.key)
         with self._changed:
+            submitted = self._submitted_at.pop((token, result.run_id.seq), None)
+            if submitted is not None:
+                elapsed = time.monotonic() - submitted
+                self._expected_seconds += _SMOOTHING * (elapsed - self._expected_seconds)
             self._done[token].append(CompletedRun(result, memory))
             self._count(token, -1)
             self._changed.notify_all()

@@ -1,0 +1,143 @@
+"""Throughput of the keyed agent operator on the PyFlink mini-cluster.
+
+One scripted chat call per input (a one-turn ReAct agent), inputs spread over many keys, the
+model answering after a fixed latency. Each output is stamped with the wall time it left the
+operator; the rate is measured over the middle 80 % of outputs, so JVM start-up and the tail do
+not count. Peak RSS is read from /proc for this process (the client, which in loopback mode also
+runs the Python functions) and the JVM it started.
+
+    .venv/bin/python bench/operator_throughput.py --inputs 20000 --keys 1000 --latency 0.2
+
+Prints one JSON line of results; `bench/run_operator.py` runs the matrix and writes the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyflink.common import Configuration, Encoder, Types
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors.file_system import FileSink
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from flink_agents.api import ChatModelSetup, Prompt, ReActAgent, ResourceDescriptor  # noqa: E402
+from flink_agents.api.resources import ResourceType  # noqa: E402
+from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
+from flink_agents.flink.job import JobSpec  # noqa: E402
+from flink_agents.integrations.scripted import ScriptedChatModelConnection  # noqa: E402
+
+
+def one_call_agent(latency: float) -> ReActAgent:
+    """A ReAct agent whose model answers at once (no tools): one chat call per input."""
+    agent = ReActAgent(
+        name="bench_one_call",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="model", model="bench"),
+        prompt=Prompt(text="{text}"),
+    )
+    agent.add_resource(
+        "model",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        name="bench",
+        turns=[{"content": "ok: $input"}],
+        latency_seconds=latency,
+    )
+    return agent
+
+
+def stamp(line: str) -> str:
+    return f"{time.time():.6f}"
+
+
+def peak_rss_mb() -> dict[str, float]:
+    """VmHWM of this process and of its java children (the mini-cluster JVM)."""
+
+    def hwm(pid: int) -> float:
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if row.startswith("VmHWM:"):
+                return int(row.split()[1]) / 1024
+        return 0.0
+
+    me = os.getpid()
+    java = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == me and "java" in (entry / "comm").read_text():
+                java = max(java, hwm(int(entry.name)))
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"python_mb": round(hwm(me), 1), "jvm_mb": round(java, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inputs", type=int, default=20000)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--max-in-flight", type=int, default=1000)
+    parser.add_argument("--mode", choices=["thread", "process"], default="thread")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
+    spec = JobSpec(
+        name="bench",
+        agent="unused",
+        source={"kind": "list", "path": "unused"},
+        key="k",
+        execution_mode=args.mode,
+        checkpointing={"interval_ms": 1000, "dir": str(work / "ckpt")},
+    )
+    config = Configuration()
+    for name, value in spec.flink_config().items():
+        config.set_string(name, value)
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.set_parallelism(1)
+
+    records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
+    agents = AgentsExecutionEnvironment(env, options=OperatorOptions(max_in_flight=args.max_in_flight))
+    outputs = agents.from_list(records, key="k").apply(one_call_agent(args.latency))
+    sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
+    outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)
+
+    started = time.time()
+    env.execute("bench-operator")
+    wall = time.time() - started
+
+    stamps = sorted(
+        float(line)
+        for part in (work / "out").rglob("*")
+        if part.is_file()
+        for line in part.read_text().split()
+    )
+    n = len(stamps)
+    lo, hi = stamps[n // 10], stamps[(9 * n) // 10]
+    rate = ((9 * n) // 10 - n // 10) / (hi - lo) if hi > lo else float("nan")
+    result = {
+        "inputs": args.inputs,
+        "keys": args.keys,
+        "latency_s": args.latency,
+        "mode": args.mode,
+        "max_in_flight": args.max_in_flight,
+        "outputs": n,
+        "runs_per_s": round(rate, 1),
+        "ceiling_runs_per_s": round(args.max_in_flight / args.latency, 1) if args.latency else None,
+        "wall_s": round(wall, 1),
+        **peak_rss_mb(),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
