@@ -106,7 +106,8 @@ def main() -> None:
     env.set_parallelism(1)
 
     records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
-    agents = AgentsExecutionEnvironment(env, options=OperatorOptions(max_in_flight=args.max_in_flight))
+    options = OperatorOptions(max_in_flight=args.max_in_flight)
+    agents = AgentsExecutionEnvironment(env, options=options)
     outputs = agents.from_list(records, key="k").apply(one_call_agent(args.latency))
     sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)

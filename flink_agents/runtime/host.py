@@ -24,7 +24,6 @@ from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.identity import canonical_json
 from flink_agents.runtime.state import KeyState
 
-
 _SMOOTHING = 0.05
 """Weight of the newest run in the moving average of run durations."""
 
