@@ -1,0 +1,97 @@
+"""What durable execution costs per run: in-process runs/s without a store, with the in-memory
+store and with the Kafka store, for N keys x one scripted model call.
+
+Not a test. The Kafka case needs the broker (`scripts/kafka.sh start`). Example:
+
+    .venv/bin/python bench/durable_overhead.py --keys 1000 --latency-ms 0 50 \
+        --bootstrap 127.0.0.1:9092
+
+Every key's run makes one durable call to a scripted chat model (which sleeps for the given
+latency) and emits its reply. All keys are in flight at once (``max_in_flight`` = keys), so with
+a store the call results of many keys share flushes. Each figure is the best of ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.integrations.scripted import ScriptedChatModelConnection, ScriptedTurn
+from flink_agents.plan import compile_agent
+from flink_agents.runtime import RunEngine
+from flink_agents.runtime.durable import CallRunner
+from flink_agents.runtime.durable_store import StoreCallRunner
+from flink_agents.runtime.store import ActionStateStore
+from flink_agents.runtime.store.config import StoreConfig
+
+MODEL = ScriptedChatModelConnection(name="bench", turns=[ScriptedTurn(content="re: $input")])
+
+
+@action(InputEvent)
+async def ask(event: InputEvent, ctx: RunnerContext) -> None:
+    request = ChatRequest(messages=[ChatMessage(role="user", content=str(event.input))])
+    reply = await ctx.durable_execute_async(MODEL.chat, request, result_type=ChatMessage)
+    ctx.send_event(OutputEvent(output=reply.content))
+
+
+async def runs_per_second(keys: int, runner: CallRunner | None) -> float:
+    agent = Agent(name="bench")
+    agent.add_action(ask)
+    engine = RunEngine(compile_agent(agent), max_in_flight=keys, call_runner=runner)
+    start = time.perf_counter()
+    for key in range(keys):
+        engine.submit(key, key)
+    await engine.drain()
+    elapsed = time.perf_counter() - start
+    assert len(engine.take_results()) == keys
+    return keys / elapsed
+
+
+def measure(keys: int, repeat: int, make_store: Callable[[], ActionStateStore] | None) -> float:
+    best = 0.0
+    for _ in range(repeat):
+        store = make_store() if make_store else None
+        runner = StoreCallRunner(store, agent="bench") if store is not None else None
+        try:
+            best = max(best, asyncio.run(runs_per_second(keys, runner)))
+        finally:
+            if store is not None:
+                store.close()
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 50.0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers; omit to skip Kafka")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    stores: dict[str, Callable[[], ActionStateStore] | None] = {
+        "none": None,
+        "memory": StoreConfig(kind="memory").build,
+    }
+    if args.bootstrap:
+        topic = f"bench-durable-{uuid.uuid4().hex[:8]}"
+        kafka = StoreConfig(kind="kafka", bootstrap_servers=args.bootstrap, topic=topic)
+        stores["kafka"] = kafka.build
+
+    print(f"| latency | store | runs/s ({args.keys} keys x 1 call, best of {args.repeat}) |")
+    print("|---|---|---|")
+    for latency in args.latency_ms:
+        MODEL.latency_seconds = latency / 1000
+        for name, make_store in stores.items():
+            rate = measure(args.keys, args.repeat, make_store)
+            print(f"| {latency:g} ms | {name} | {rate:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
