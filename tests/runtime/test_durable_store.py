@@ -303,3 +303,30 @@ def test_without_a_journal_the_runner_still_records_calls():
     assert PROBE.counts == {"direct": 1}
     invocation = ActionInvocation(identity.run, "e", "act")
     assert runner.recorded(invocation) is None  # calls recorded, the action not completed
+
+
+def _counted(name: str) -> str:
+    PROBE.counts[name] += 1
+    return name.upper()
+
+
+@action(InputEvent)
+async def sync_then_held(event: InputEvent, ctx: RunnerContext) -> None:
+    first = ctx.durable_execute(_counted, "sync")
+    held = await ctx.durable_execute_async(PROBE.call, "third", 1)
+    ctx.send_event(OutputEvent(output=[first, held]))
+
+
+def test_synchronous_durable_calls_are_recorded_and_replayed():
+    plan = h.agent_plan(sync_then_held)
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.counts.clear()
+        return await h.replay(plan, store, "k", state)
+
+    result, _ = asyncio.run(scenario())
+    assert PROBE.counts == {"third": 1}
+    assert result.output_values == [["SYNC", 2]]
