@@ -21,28 +21,33 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from flink_agents.api.agent import Agent
 from flink_agents.flink.jars import kafka_connector_jar
-from flink_agents.flink.operator import AgentFunction, CallRunnerFactory
+from flink_agents.flink.operator import AgentFunction
 from flink_agents.flink.options import OperatorOptions
 from flink_agents.flink.records import key_selector
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.store.config import StoreConfig
 
 KeySpec = str | Callable[[Any], Any]
 
 
 class AgentsExecutionEnvironment:
-    """Builds agent pipelines on a :class:`StreamExecutionEnvironment`."""
+    """Builds agent pipelines on a :class:`StreamExecutionEnvironment`.
+
+    ``store`` makes every model, tool and sub-agent call durable (see docs/durable-execution.md);
+    without one, a replay after a failure calls everything again.
+    """
 
     def __init__(
         self,
         env: StreamExecutionEnvironment,
         *,
         options: OperatorOptions | None = None,
-        call_runner_factory: CallRunnerFactory | None = None,
+        store: StoreConfig | None = None,
     ) -> None:
         self.env = env
         self.options = options or OperatorOptions()
-        self.call_runner_factory = call_runner_factory
+        self.store = store
         self._kafka_jar_added = False
 
     def from_list(self, records: Iterable[Any], key: KeySpec) -> AgentInput:
@@ -132,9 +137,7 @@ class AgentInput:
     def apply(self, agent: Agent | AgentPlan) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
         plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
-        function = AgentFunction(
-            plan.to_json(), self.agents.options, self.agents.call_runner_factory
-        )
+        function = AgentFunction(plan.to_json(), self.agents.options, self.agents.store)
         keyed = self.stream.key_by(key_selector(self.key), key_type=Types.STRING())
         self._outputs = keyed.process(function, output_type=Types.STRING()).name(
             f"agent:{plan.name}"

@@ -20,6 +20,7 @@ from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml_agent import load_yaml_model
+from flink_agents.runtime.store.config import StoreConfig
 
 
 class _Spec(BaseModel):
@@ -99,6 +100,10 @@ class JobSpec(_Spec):
     checkpointing: CheckpointingSpec = Field(default_factory=CheckpointingSpec)
     restart_strategy: RestartStrategySpec = Field(default_factory=RestartStrategySpec)
     operator: OperatorOptions = Field(default_factory=OperatorOptions)
+    store: StoreConfig | None = Field(
+        default=None,
+        description="The action-state store that makes calls durable; none: replays call again.",
+    )
 
     _base_dir: Path = PrivateAttr(default=Path("."))
 

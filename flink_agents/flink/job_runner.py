@@ -49,16 +49,14 @@ def _input(spec: JobSpec, agents: AgentsExecutionEnvironment) -> AgentInput:
 
 def build(spec: JobSpec, env: StreamExecutionEnvironment) -> None:
     """Add the spec's pipeline (source -> agent -> sink) to ``env``."""
-    agents = AgentsExecutionEnvironment(env, options=spec.operator)
+    agents = AgentsExecutionEnvironment(env, options=spec.operator, store=spec.store)
     applied = _input(spec, agents).apply(spec.plan())
     sink = spec.sink
     if sink.kind == "stdout":
         applied.to_datastream().print()
     elif sink.kind == "file":
         folder = spec.resolve(sink.path).resolve()
-        file_sink = FileSink.for_row_format(
-            str(folder), Encoder.simple_string_encoder()
-        ).build()
+        file_sink = FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
         applied.to_datastream().map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
     else:
         applied.to_kafka(sink.topic, bootstrap_servers=sink.bootstrap_servers)

@@ -23,40 +23,58 @@ Mechanism (measured in ``bench/results/operator-mechanism.md``, written down in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from pydantic import BaseModel, Field
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain
 from pyflink.datastream.state import ValueStateDescriptor
 
 from flink_agents.flink.options import OperatorOptions
 from flink_agents.flink.records import BadRecord, bad_input_record, decode_input, outputs_of
+from flink_agents.flink.recovery import MarkerClock, compact, from_start
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.durable import CallRunner
+from flink_agents.runtime.durable_store import StoreCallRunner
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
 from flink_agents.runtime.state import KeyState, PendingInput
+from flink_agents.runtime.store.base import ActionStateStore, RecoveryMarker
+from flink_agents.runtime.store.config import StoreConfig
+
+logger = logging.getLogger(__name__)
 
 END_OF_INPUT = (1 << 63) - 2
 """Event-time timer that only the final watermark of a bounded input reaches."""
 
-CallRunnerFactory = Callable[[AgentPlan], CallRunner]
+
+class SavedKey(BaseModel):
+    """What keyed state holds for one key: the engine's key state and a recovery marker."""
+
+    runs: KeyState = Field(default_factory=KeyState)
+    marker: str | None = Field(
+        default=None, description="Compact RecoveryMarker JSON taken before this state was saved."
+    )
 
 
 class AgentFunction(KeyedProcessFunction):
-    """Runs one agent plan per key; emits each output as a JSON string."""
+    """Runs one agent plan per key; emits each output as a JSON string.
+
+    With a ``store``, every durable call goes through the action-state store, so a run replayed
+    after a restore gets back what had completed instead of calling again.
+    """
 
     def __init__(
         self,
         plan_json: str,
         options: OperatorOptions | None = None,
-        call_runner_factory: CallRunnerFactory | None = None,
+        store: StoreConfig | None = None,
     ) -> None:
         self._plan_json = plan_json
         self._options = options or OperatorOptions()
-        self._call_runner_factory = call_runner_factory
+        self._store_config = store
         self._host: EngineHost | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -64,7 +82,16 @@ class AgentFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
         self._agent = plan.name
-        call_runner = self._call_runner_factory(plan) if self._call_runner_factory else None
+        self._store: ActionStateStore | None = None
+        call_runner = None
+        if self._store_config is not None:
+            self._store = self._store_config.build()
+            call_runner = StoreCallRunner.for_plan(
+                self._store,
+                plan.name,
+                plan.config,
+                default_policy=self._store_config.mismatch_policy,
+            )
         factory = partial(
             RunEngine, plan, max_in_flight=self._options.max_in_flight, call_runner=call_runner
         )
@@ -74,11 +101,21 @@ class AgentFunction(KeyedProcessFunction):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("flink_agents.key_state", Types.STRING())
         )
+        self._restarted = _attempt_number(runtime_context) > 0
+        self._recovered = self._store is None
+        self._marker: str | None = None
+        self._clock = MarkerClock(
+            every_s=self._options.marker_interval_ms / 1000,
+            prune_after_s=self._options.prune_after_ms / 1000,
+        )
 
     def close(self) -> None:
         if self._host is not None:
             self._host.close()
             self._host = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     # --- records and timers ----------------------------------------------------------------------
 
@@ -156,14 +193,58 @@ class AgentFunction(KeyedProcessFunction):
         timers.register_event_time_timer(END_OF_INPUT)
 
     def _load(self) -> KeyState:
+        """The current key's state; the first state read after a restore also restores the
+        action-state store from the marker saved with it."""
         text = self._state.value()
-        return KeyState.model_validate_json(text) if text else KeyState()
+        saved = SavedKey.model_validate_json(text) if text else SavedKey()
+        if not self._recovered:
+            self._recover(saved.marker)
+        return saved.runs
 
     def _save(self, state: KeyState) -> None:
+        if self._store is not None and self._clock.due():
+            self._take_marker()
         if state.pending or state.next_seq or state.short_term_memory:
-            self._state.update(state.model_dump_json())
+            self._state.update(SavedKey(runs=state, marker=self._marker).model_dump_json())
+
+    def _recover(self, marker_json: str | None) -> None:
+        host, store = self._require_host(), self._store
+        assert store is not None
+        self._recovered = True
+        if marker_json is not None:
+            marker = RecoveryMarker.from_json(marker_json)
+        elif self._restarted:
+            # A restart whose first key carries no marker: read the whole topic (slow, rare).
+            marker = from_start(host.call(store.recovery_marker))
+        else:
+            return  # a fresh start: nothing to recover
+        report = host.call(store.restore, marker, timeout=None)
+        logger.info(
+            "action-state store restored: %d records, %d skipped, %d corrupt",
+            report.loaded,
+            report.skipped,
+            len(report.corrupt),
+        )
+
+    def _take_marker(self) -> None:
+        host, store = self._require_host(), self._store
+        assert store is not None
+        marker = host.call(store.recovery_marker)
+        self._marker = compact(marker).to_json()
+        ripe = self._clock.taken(marker)
+        if ripe is not None:
+            host.call(store.prune, ripe)
 
     def _require_host(self) -> EngineHost:
         if self._host is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._host
+
+
+def _attempt_number(runtime_context: RuntimeContext) -> int:
+    """The task's attempt number (0 on a fresh start), in process and thread mode alike."""
+    try:
+        return runtime_context.get_attempt_number()
+    except AttributeError:
+        # Thread mode: the embedded context calls a Java method removed in Flink 2.0.
+        return runtime_context._runtime_context.getTaskInfo().getAttemptNumber()

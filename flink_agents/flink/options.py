@@ -34,6 +34,18 @@ class OperatorOptions(BaseModel):
         description="Cap on the first visit's delay, which follows the average run duration.",
     )
 
+    marker_interval_ms: int = Field(
+        default=1000,
+        ge=10,
+        description="How often the action-state store's recovery marker is refreshed.",
+    )
+    prune_after_ms: int = Field(
+        default=60_000,
+        ge=0,
+        description="States of runs that ended longer ago than this are pruned (tombstoned). "
+        "Restoring a checkpoint older than this may call those runs' calls again.",
+    )
+
     @property
     def unfinished_bound(self) -> int:
         return self.max_unfinished or 2 * self.max_in_flight

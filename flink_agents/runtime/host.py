@@ -130,6 +130,18 @@ class EngineHost:
             )
         return self.take(key)
 
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = 60) -> Any:
+        """Run ``fn(*args)`` on the loop thread and return its result (blocking).
+
+        For objects the engine uses from its loop (the action-state store), so that the host
+        thread never touches them concurrently.
+        """
+
+        async def on_loop() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result(timeout)
+
     def close(self) -> None:
         """Cancel runs in flight and stop the loop thread. Unfinished inputs stay in key state."""
         if not self._thread.is_alive():
