@@ -49,6 +49,14 @@ def _calls_of(record: Record) -> list[CallResult]:
     return record.calls if isinstance(record, ActionState) else [record]
 
 
+def _trusting_pickles(record: Record) -> Record:
+    """Mark pickled payloads loadable: only call on records known to be authentic."""
+    for call in _calls_of(record):
+        if call.payload_type == PICKLE_TAG:
+            call._trusted = True
+    return record
+
+
 class RecordCodec:
     """Encodes records to bytes and back; see the module docstring for the format."""
 
@@ -65,6 +73,10 @@ class RecordCodec:
 
         Raises `PickleNotAllowedError` if a payload is pickled and no secret is configured.
         """
+        return self.seal(key, self.envelope(record))
+
+    def envelope(self, record: Record) -> bytes:
+        """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret."""
         if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
             raise PickleNotAllowedError(
                 "a call payload has no JSON form and would be pickled, but the store has no "
@@ -73,15 +85,24 @@ class RecordCodec:
             )
         kind = next(k for k, cls in _KINDS.items() if isinstance(record, cls))
         envelope = {"v": FORMAT_VERSION, "kind": kind, "body": record.model_dump(mode="json")}
-        data = canonical_json(envelope).encode("utf-8")
+        return canonical_json(envelope).encode("utf-8")
+
+    def seal(self, key: bytes, envelope: bytes) -> bytes:
+        """The record value for `envelope` stored under `key`: signed if there is a secret."""
         if self._secret is None:
-            return data
-        return _SIGNED_MAGIC + self._mac(key, data) + data
+            return envelope
+        return _SIGNED_MAGIC + self._mac(key, envelope) + envelope
 
     def decode(
         self, key: bytes, value: bytes, *, topic: str, partition: int, offset: int
     ) -> Record:
         """Authenticate and parse a record; any failure raises `CorruptRecordError`."""
+        return self.open(key, value, topic=topic, partition=partition, offset=offset)[0]
+
+    def open(
+        self, key: bytes, value: bytes, *, topic: str, partition: int, offset: int
+    ) -> tuple[Record, bytes]:
+        """`decode`, also returning the authenticated envelope (for `load`)."""
 
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(topic, partition, offset, reason)
@@ -102,12 +123,17 @@ class RecordCodec:
         record = self._parse(data, corrupt)
         if isinstance(record, ActionState) and record.key.canonical().encode("utf-8") != key:
             raise corrupt("record key does not match the key in its body")
-        for call in _calls_of(record):
-            if call.payload_type == PICKLE_TAG:
-                if self._secret is None:
-                    raise corrupt("unsigned record carries a pickled payload")
-                call._trusted = True
-        return record
+        if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
+            raise corrupt("unsigned record carries a pickled payload")
+        return _trusting_pickles(record), data
+
+    def load(self, envelope: bytes) -> Record:
+        """Parse an envelope this process made (`envelope`) or authenticated (`open`)."""
+
+        def broken(reason: str) -> CorruptRecordError:
+            return CorruptRecordError("(in memory)", -1, -1, reason)
+
+        return _trusting_pickles(self._parse(envelope, broken))
 
     @staticmethod
     def _parse(data: bytes, corrupt: Callable[[str], CorruptRecordError]) -> Record:

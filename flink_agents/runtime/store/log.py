@@ -1,9 +1,11 @@
 """Store logic shared by every log-backed store: the in-memory view and run bookkeeping.
 
 A subclass supplies only the transport (send, await acknowledgements, end offsets, read a range).
-The view maps each `ActionStateKey` to its latest state. For the recovery marker it tracks the
-runs that are open (begun or put, not yet ended) and the earliest acknowledged offset of each
-run's states; for pruning, the marker number at which each run ended.
+The view maps each `ActionStateKey` to the envelope of its latest state: the bytes encoded once
+for the write are the snapshot (a caller may go on mutating its state object), and `get` parses
+a fresh copy. For the recovery marker it tracks the runs that are open (begun or put, not yet
+ended) and the earliest acknowledged offset of each run's states; for pruning, the marker number
+at which each run ended.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ LogRecord = tuple[int, int, bytes | None, bytes | None]
 
 
 class LogStore(abc.ABC):
-    """An `ActionStateStore` over a partitioned append-only log. Not thread-safe, except that
-    one `aflush` may overlap with `put` calls from the event loop."""
+    """An `ActionStateStore` over a partitioned append-only log.
+
+    Used from one thread (the engine's loop), except for flushes, which may run in worker
+    threads (`aflush`) at any time: they are serialized with each other and with
+    `recovery_marker`, `prune` and `restore`, so a marker never misses the offset of a write
+    that another thread's flush is still waiting for.
+    """
 
     def __init__(self, *, topic: str, partitions: int, codec: RecordCodec, max_pending: int):
         if partitions < 1 or max_pending < 1:
@@ -44,7 +51,7 @@ class LogStore(abc.ABC):
         self._codec = codec
         self._max_pending = max_pending
         self._store_id = uuid.uuid4().hex
-        self._states: dict[ActionStateKey, ActionState] = {}
+        self._states: dict[ActionStateKey, bytes] = {}  # key -> envelope
         self._runs: dict[RunKey, list[ActionStateKey]] = {}
         self._first_offset: dict[RunKey, int] = {}
         self._open: set[RunKey] = set()
@@ -54,6 +61,9 @@ class LogStore(abc.ABC):
         self._pending: list[tuple[RunKey | None, Any]] = []
         # An `aflush` thread takes the buffer while the loop thread appends to it.
         self._pending_lock = threading.Lock()
+        # Held by a flush from taking its batch until its offsets are recorded, and by the
+        # operations that read or reset those offsets.
+        self._flush_lock = threading.RLock()
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -81,25 +91,24 @@ class LogStore(abc.ABC):
 
     def put(self, state: ActionState) -> None:
         """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""
-        key_bytes = state.key.canonical().encode("utf-8")
-        value = self._codec.encode(key_bytes, state)
+        key = state.key
+        key_bytes = key.canonical().encode("utf-8")
+        envelope = self._codec.envelope(state)
         if len(self._pending) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
-        run = state.key.run
-        handle = self._send(self.partition_of(run), key_bytes, value)
-        with self._pending_lock:
-            self._pending.append((run, handle))
-        self._remember(state.model_copy(deep=True))
+        run = key.run
+        self._enqueue(run, key_bytes, self._codec.seal(key_bytes, envelope))
+        self._remember(key, envelope)
         self.begin_run(run)
 
     def get(self, key: ActionStateKey) -> ActionState | None:
-        """The latest state for `key` (a copy), or None."""
-        state = self._states.get(key)
-        return None if state is None else state.model_copy(deep=True)
+        """The latest state for `key` (a fresh copy), or None."""
+        envelope = self._states.get(key)
+        return None if envelope is None else self._load(envelope)
 
     def get_run(self, run: RunKey) -> list[ActionState]:
-        """All states of `run` (copies), in first-put order."""
-        return [self._states[k].model_copy(deep=True) for k in self._runs.get(run, [])]
+        """All states of `run` (fresh copies), in first-put order."""
+        return [self._load(self._states[k]) for k in self._runs.get(run, [])]
 
     def begin_run(self, run: RunKey) -> None:
         """Mark `run` open."""
@@ -112,15 +121,19 @@ class LogStore(abc.ABC):
         self._ended[run] = self._markers_taken
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not."""
-        with self._pending_lock:
-            pending, self._pending = self._pending, []
-        if not pending:
-            return
-        offsets = self._await([handle for _, handle in pending], timeout)
-        for (run, _), offset in zip(pending, offsets, strict=True):
-            if run is not None:
-                self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+        """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not.
+
+        Also waits for a flush running in another thread, whose batch may hold earlier writes.
+        """
+        with self._flush_lock:
+            with self._pending_lock:
+                pending, self._pending = self._pending, []
+            if not pending:
+                return
+            offsets = self._await([handle for _, handle in pending], timeout)
+            for (run, _), offset in zip(pending, offsets, strict=True):
+                if run is not None:
+                    self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
 
     async def aflush(self, timeout: float | None = None) -> None:
         """`flush` in a worker thread."""
@@ -128,14 +141,15 @@ class LogStore(abc.ABC):
 
     def recovery_marker(self) -> RecoveryMarker:
         """Flush, then mark per partition the low-water offset of open runs and the end."""
-        self.flush()
-        ends = self._end_offsets()
-        lows = dict(ends)
-        for run in self._open:
-            offset = self._first_offset.get(run)
-            if offset is not None:
-                p = self.partition_of(run)
-                lows[p] = min(lows[p], offset)
+        with self._flush_lock:
+            self.flush()
+            ends = self._end_offsets()
+            lows = dict(ends)
+            for run in self._open:
+                offset = self._first_offset.get(run)
+                if offset is not None:
+                    p = self.partition_of(run)
+                    lows[p] = min(lows[p], offset)
         marker = RecoveryMarker(
             topic=self.topic,
             store_id=self._store_id,
@@ -148,6 +162,10 @@ class LogStore(abc.ABC):
 
     def restore(self, marker: RecoveryMarker) -> RestoreReport:
         """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records."""
+        with self._flush_lock:
+            return self._restore(marker)
+
+    def _restore(self, marker: RecoveryMarker) -> RestoreReport:
         if marker.topic != self.topic:
             raise StoreError(f"marker is for topic {marker.topic!r}, store uses {self.topic!r}")
         if set(marker.partitions) != set(range(self.partitions)):
@@ -186,15 +204,15 @@ class LogStore(abc.ABC):
             raise StoreError("prune needs a marker taken by this store instance")
         done = [run for run, taken in self._ended.items() if taken <= marker.taken]
         count = 0
-        for run in done:
-            del self._ended[run]
-            self._first_offset.pop(run, None)
-            for key in self._runs.pop(run, []):
-                del self._states[key]
-                handle = self._send(self.partition_of(run), key.canonical().encode("utf-8"), None)
-                self._pending.append((None, handle))
-                count += 1
-        self.flush()
+        with self._flush_lock:
+            for run in done:
+                del self._ended[run]
+                self._first_offset.pop(run, None)
+                for key in self._runs.pop(run, []):
+                    del self._states[key]
+                    self._enqueue(run, key.canonical().encode("utf-8"), None)
+                    count += 1
+            self.flush()
         return count
 
     def state_keys(self) -> list[ActionStateKey]:
@@ -208,11 +226,21 @@ class LogStore(abc.ABC):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _remember(self, state: ActionState) -> None:
-        keys = self._runs.setdefault(state.key.run, [])
-        if state.key not in self._states:
-            keys.append(state.key)
-        self._states[state.key] = state
+    def _enqueue(self, run: RunKey, key: bytes, value: bytes | None) -> None:
+        handle = self._send(self.partition_of(run), key, value)
+        with self._pending_lock:  # a tombstone does not count towards its run's first offset
+            self._pending.append((None if value is None else run, handle))
+
+    def _remember(self, key: ActionStateKey, envelope: bytes) -> None:
+        keys = self._runs.setdefault(key.run, [])
+        if key not in self._states:
+            keys.append(key)
+        self._states[key] = envelope
+
+    def _load(self, envelope: bytes) -> ActionState:
+        state = self._codec.load(envelope)
+        assert isinstance(state, ActionState)  # only action states are put or restored
+        return state
 
     def _forget(self, key: ActionStateKey) -> None:
         if self._states.pop(key, None) is None:
@@ -247,14 +275,14 @@ class LogStore(abc.ABC):
         if offset < marker.partitions[partition].end and state_key.run not in open_runs:
             report.skipped += 1  # the run had ended before the marker: not needed for replay
             return
-        record = self._codec.decode(
+        record, envelope = self._codec.open(
             key or b"", value, topic=self.topic, partition=partition, offset=offset
         )
         if not isinstance(record, ActionState):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
         if self.partition_of(record.key.run) != partition:
             raise corrupt("record is in the wrong partition for its key")
-        self._remember(record)
+        self._remember(record.key, envelope)
         run = record.key.run
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
         report.loaded += 1

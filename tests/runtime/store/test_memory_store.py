@@ -1,4 +1,5 @@
 import asyncio
+import threading
 
 import pytest
 
@@ -213,3 +214,54 @@ def test_merge_takes_lowest_low_and_highest_end():
     assert {p: (m.low, m.end) for p, m in merged.partitions.items()} == {0: (2, 9), 1: (3, 3)}
     with pytest.raises(StoreError):
         RecoveryMarker.merge([a, RecoveryMarker(topic="u", store_id="c", taken=0, partitions={})])
+
+
+class _GatedStore(InMemoryActionStateStore):
+    """Acknowledges writes only once `gate` is set, like a broker round trip in flight."""
+
+    def __init__(self, log: InMemoryLog) -> None:
+        super().__init__(log)
+        self.gate = threading.Event()
+        self.awaiting = threading.Event()
+
+    def _await(self, handles, timeout):
+        self.awaiting.set()
+        self.gate.wait(5)
+        return super()._await(handles, timeout)
+
+
+def test_marker_waits_for_a_flush_running_in_another_thread():
+    log = InMemoryLog()
+    store = _GatedStore(log)
+    r = run("k")
+    store.put(state(r))
+    worker = threading.Thread(target=store.flush)  # what `aflush` does
+    worker.start()
+    assert store.awaiting.wait(5)  # the worker took the batch; nothing is pending here
+    threading.Timer(0.2, store.gate.set).start()
+    marker = store.recovery_marker()
+    worker.join(5)
+    # The open run's first write is in the worker's batch: the marker must start before it.
+    assert marker.partitions[0].low == 0 and marker.partitions[0].end == 1
+    restored = InMemoryActionStateStore(log)
+    restored.restore(marker)
+    assert restored.get(r.action("act")) is not None
+
+
+def test_prune_while_another_thread_flushes_loses_no_write():
+    log = InMemoryLog()
+    store = _GatedStore(log)
+    store.gate.set()
+    ended = run("done")
+    store.put(state(ended))
+    store.end_run(ended)
+    marker = store.recovery_marker()
+    store.gate.clear()
+    store.put(state(run("open")))
+    worker = threading.Thread(target=store.flush)
+    worker.start()
+    assert store.awaiting.wait(5)
+    threading.Timer(0.2, store.gate.set).start()
+    assert store.prune(marker) == 1
+    worker.join(5)
+    assert [value is None for _, value in log.partitions[0]] == [False, False, True]
