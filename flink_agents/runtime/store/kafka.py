@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
@@ -44,6 +44,12 @@ class KafkaStoreConfig(BaseModel):
     #: Environment variable holding the HMAC secret; unset or empty means unsigned JSON.
     secret_env: str = DEFAULT_SECRET_ENV
     linger_ms: int = Field(default=5, ge=0)
+    #: Producer batch size in bytes (before compression). Large batches and compression cut
+    #: the producer thread's CPU, which competes with the event loop for the GIL: kafka-python
+    #: checksums every batch in pure Python unless the `crc32c` package is installed.
+    batch_size: int = Field(default=512 * 1024, ge=1)
+    #: gzip is in the standard library; the others need their Python package installed.
+    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "gzip"
     #: Unacknowledged writes allowed before `put` blocks on a flush.
     max_pending: int = Field(default=10_000, ge=1)
     request_timeout_ms: int = Field(default=30_000, ge=1)
@@ -73,6 +79,8 @@ class KafkaActionStateStore(LogStore):
             enable_idempotence=True,
             max_in_flight_requests_per_connection=5,
             linger_ms=config.linger_ms,
+            batch_size=config.batch_size,
+            compression_type=config.compression_type,
             request_timeout_ms=config.request_timeout_ms,
             delivery_timeout_ms=config.delivery_timeout_ms,
         )
