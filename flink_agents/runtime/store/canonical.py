@@ -25,11 +25,14 @@ class ArgumentDigestError(TypeError):
     """An argument has no stable JSON form (its repr would contain an object address)."""
 
 
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> str:
     """Serialize an already-plain JSON value deterministically."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return _ENCODER.encode(value)
 
 
 def to_canonical(value: Any) -> Any:
@@ -47,7 +50,17 @@ def to_canonical(value: Any) -> Any:
       the default `<Foo object at 0x...>` raise `ArgumentDigestError`, because their digest
       would differ in every process.
     """
-    if value is None or isinstance(value, (bool, str)):
+    # Fast paths for the exact plain types (the bulk of a dumped model); same results as below.
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {
+            k if type(k) is str else _canonical_key(k): to_canonical(v) for k, v in value.items()
+        }
+    if kind is list:
+        return [to_canonical(v) for v in value]
+    if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
         return to_canonical(value.value)

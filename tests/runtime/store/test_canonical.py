@@ -71,3 +71,13 @@ def test_dataclass_type_itself_is_not_treated_as_instance():
 
     # A class object has no stable JSON form: its repr carries no address, so it falls back.
     assert digest_arguments((D,), {}) == digest_arguments((D,), {})
+
+
+def test_digest_is_pinned_so_records_of_earlier_versions_still_replay():
+    from flink_agents.api.chat import ChatMessage, ChatRequest
+
+    request = ChatRequest(messages=[ChatMessage(role="user", content="héllo")])
+    args = (request, {"n": [1, 2.5, float("inf")], 3: None, "b": b"\x00"})
+    assert digest_arguments(args, {"k": {"z": [True], "a": "x"}}) == (
+        "11f12fa4019c83f4f32ad5b271c1507695dfa78d16ee6050258a271898cb0717"
+    )
