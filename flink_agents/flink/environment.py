@@ -11,13 +11,17 @@ key, seq and either ``output`` or ``error`` (see :class:`~flink_agents.flink.rec
 from __future__ import annotations
 
 import json
+import tempfile
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyflink.common import Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
-from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, MapFunction, StreamExecutionEnvironment
+from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 
 from flink_agents.api.agent import Agent
 from flink_agents.flink.jars import kafka_connector_jar
@@ -50,10 +54,37 @@ class AgentsExecutionEnvironment:
         self.store = store
         self._kafka_jar_added = False
 
-    def from_list(self, records: Iterable[Any], key: KeySpec) -> AgentInput:
-        """A bounded input of JSON-serializable records, keyed by field ``key`` (or a function)."""
-        texts = [json.dumps(record) for record in records]
-        stream = self.env.from_collection(texts, type_info=Types.STRING())
+    def from_list(
+        self, records: Iterable[Any], key: KeySpec, *, records_per_second: float | None = None
+    ) -> AgentInput:
+        """A bounded input of JSON-serializable records, keyed by field ``key`` (or a function).
+
+        The records are written to a JSON-lines file read by :meth:`from_file`, because a
+        collection source starts over after a restore, while a file source resumes where its
+        last checkpoint was (the same inputs must get the same ``seq`` on replay). For local
+        runs: the file is on this machine.
+        """
+        folder = Path(tempfile.mkdtemp(prefix="flink-agents-list-"))
+        path = folder / "records.jsonl"
+        path.write_text("".join(json.dumps(record) + "\n" for record in records))
+        return self.from_file(path, key, records_per_second=records_per_second)
+
+    def from_file(
+        self, path: str | Path, key: KeySpec, *, records_per_second: float | None = None
+    ) -> AgentInput:
+        """A JSON-lines file, one record per line; replay resumes at the checkpointed position.
+
+        ``records_per_second`` lets the records arrive over time, like a live stream would: a
+        bounded input that arrives at once ends before any checkpoint can record progress.
+        """
+        source = FileSource.for_record_stream_format(
+            StreamFormat.text_line_format(), str(Path(path).resolve())
+        ).build()
+        stream = self.env.from_source(source, WatermarkStrategy.no_watermarks(), f"file:{path}")
+        if records_per_second:
+            stream = stream.map(Paced(records_per_second), output_type=Types.STRING()).name(
+                f"paced:{records_per_second}/s"
+            )
         return AgentInput(self, stream, key)
 
     def from_datastream(self, stream: DataStream, key: KeySpec) -> AgentInput:
@@ -123,6 +154,23 @@ class AgentsExecutionEnvironment:
         if not self._kafka_jar_added:
             self.env.add_jars(kafka_connector_jar().as_uri())
             self._kafka_jar_added = True
+
+
+class Paced(MapFunction):
+    """Lets records through at a fixed rate (sleeping between them)."""
+
+    def __init__(self, per_second: float) -> None:
+        self._interval = 1.0 / per_second
+
+    def open(self, runtime_context: Any) -> None:
+        self._next = time.monotonic()
+
+    def map(self, value: str) -> str:
+        delay = self._next - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        self._next = max(self._next, time.monotonic()) + self._interval
+        return value
 
 
 @dataclass

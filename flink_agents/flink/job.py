@@ -32,6 +32,9 @@ class ListSourceSpec(_Spec):
 
     kind: Literal["list"]
     path: str = Field(description="JSON-lines file, relative to the job spec.")
+    records_per_second: float | None = Field(
+        default=None, gt=0, description="Let the records arrive at this rate, like a live stream."
+    )
 
 
 class KafkaSourceSpec(_Spec):

@@ -6,13 +6,13 @@ executes on a cluster (see :func:`submit_command`).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pyflink.common import Configuration, Encoder, Types
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSink
 
 import flink_agents
@@ -33,9 +33,9 @@ def environment(spec: JobSpec) -> StreamExecutionEnvironment:
 def _input(spec: JobSpec, agents: AgentsExecutionEnvironment) -> AgentInput:
     source = spec.source
     if isinstance(source, ListSourceSpec):
-        path = spec.resolve(source.path)
-        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return agents.from_list(records, key=spec.key)
+        return agents.from_file(
+            spec.resolve(source.path), key=spec.key, records_per_second=source.records_per_second
+        )
     assert isinstance(source, KafkaSourceSpec)
     return agents.from_kafka(
         source.topic,
@@ -47,19 +47,30 @@ def _input(spec: JobSpec, agents: AgentsExecutionEnvironment) -> AgentInput:
     )
 
 
-def build(spec: JobSpec, env: StreamExecutionEnvironment) -> None:
-    """Add the spec's pipeline (source -> agent -> sink) to ``env``."""
+OutputTransform = Callable[[DataStream], DataStream]
+
+
+def build(
+    spec: JobSpec, env: StreamExecutionEnvironment, before_sink: OutputTransform | None = None
+) -> None:
+    """Add the spec's pipeline (source -> agent -> sink) to ``env``.
+
+    ``before_sink`` may transform the outputs on their way to the sink (the demo uses it to
+    inject a failure).
+    """
     agents = AgentsExecutionEnvironment(env, options=spec.operator, store=spec.store)
-    applied = _input(spec, agents).apply(spec.plan())
+    outputs = _input(spec, agents).apply(spec.plan()).to_datastream()
+    if before_sink is not None:
+        outputs = before_sink(outputs)
     sink = spec.sink
     if sink.kind == "stdout":
-        applied.to_datastream().print()
+        outputs.print()
     elif sink.kind == "file":
         folder = spec.resolve(sink.path).resolve()
         file_sink = FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
-        applied.to_datastream().map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
+        outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
     else:
-        applied.to_kafka(sink.topic, bootstrap_servers=sink.bootstrap_servers)
+        agents.to_kafka(outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers)
 
 
 def run(spec: JobSpec) -> None:

@@ -95,7 +95,12 @@ class AgentFunction(KeyedProcessFunction):
         factory = partial(
             RunEngine, plan, max_in_flight=self._options.max_in_flight, call_runner=call_runner
         )
+        # Thread mode skips close() on a failed attempt, and the interpreter lives on: stop the
+        # previous attempt's engine first, or its runs would go on calling models beside ours.
+        identity = f"{plan.name}/{_subtask_index(runtime_context)}"
+        _stop_previous_attempt(identity)
         self._host = EngineHost(factory, max_unfinished=self._options.unfinished_bound)
+        _LIVE[identity] = self
         # Missing credentials and unusable resources fail here, at job start.
         self._host.engine.open_resources()
         self._state = runtime_context.get_state(
@@ -110,6 +115,9 @@ class AgentFunction(KeyedProcessFunction):
         )
 
     def close(self) -> None:
+        for identity, live in list(_LIVE.items()):
+            if live is self:
+                del _LIVE[identity]
         if self._host is not None:
             self._host.close()
             self._host = None
@@ -239,6 +247,27 @@ class AgentFunction(KeyedProcessFunction):
         if self._host is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._host
+
+
+_LIVE: dict[str, AgentFunction] = {}
+"""The open operator instance per (agent, subtask) in this interpreter."""
+
+
+def _stop_previous_attempt(identity: str) -> None:
+    previous = _LIVE.pop(identity, None)
+    if previous is not None:
+        logger.warning("closing %s left open by a failed attempt", identity)
+        try:
+            previous.close()
+        except Exception:  # the old attempt is gone either way; ours must start
+            logger.exception("closing the previous attempt of %s failed", identity)
+
+
+def _subtask_index(runtime_context: RuntimeContext) -> int:
+    try:
+        return runtime_context.get_index_of_this_subtask()
+    except AttributeError:
+        return runtime_context._runtime_context.getTaskInfo().getIndexOfThisSubtask()
 
 
 def _attempt_number(runtime_context: RuntimeContext) -> int:

@@ -90,11 +90,13 @@ class ScriptedChatModelConnection(ChatModelConnection):
         try:
             if self.latency_seconds:
                 await asyncio.sleep(self.latency_seconds)
-            return self._reply(request.messages)
+            return self.reply(request.messages)
         finally:
             stats.in_flight -= 1
 
-    def _reply(self, messages: list[ChatMessage]) -> ChatMessage:
+    def reply(self, messages: list[ChatMessage]) -> ChatMessage:
+        """The scripted answer to a conversation: the turn is the number of assistant
+        messages so far, so replies are deterministic however keys interleave."""
         turn_index = sum(1 for m in messages if m.role == "assistant")
         if turn_index >= len(self.turns):
             raise ScriptedModelError(
