@@ -100,8 +100,9 @@ class StoreCallRunner:
         self.mismatch_policy = mismatch_policy
         self.journal = self
         self._flusher = GroupFlusher(store)
-        self._open: dict[ActionStateKey, _Invocation] = {}
-        self._by_run: defaultdict[RunId, set[ActionStateKey]] = defaultdict(set)
+        # Keyed by invocation: its state key is built once, when it is opened.
+        self._open: dict[ActionInvocation, _Invocation] = {}
+        self._by_run: defaultdict[RunId, set[ActionInvocation]] = defaultdict(set)
 
     @classmethod
     def for_plan(
@@ -122,8 +123,8 @@ class StoreCallRunner:
         self.store.begin_run(_run_key(run))
 
     def run_finished(self, run: RunId) -> None:
-        for key in self._by_run.pop(run, ()):
-            self._open.pop(key, None)
+        for invocation in self._by_run.pop(run, ()):
+            self._open.pop(invocation, None)
         self.store.end_run(_run_key(run))
 
     # --- the action journal ----------------------------------------------------------------
@@ -134,8 +135,8 @@ class StoreCallRunner:
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
-        self._open[key] = _Invocation(state or ActionState(key=key))
-        self._by_run[invocation.run].add(key)
+        self._open[invocation] = _Invocation(state or ActionState(key=key))
+        self._by_run[invocation.run].add(invocation)
         return None
 
     async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
@@ -143,7 +144,7 @@ class StoreCallRunner:
         self._check_no_calls_left(invocation, working)
         write_action(working.state, action)
         self.store.put(working.state)
-        self._open.pop(working.state.key, None)
+        self._open.pop(invocation, None)
         # Before the run's outputs can leave, its journal must be durable.
         await self._flusher.flush()
 
@@ -240,10 +241,10 @@ class StoreCallRunner:
     # --- helpers -------------------------------------------------------------------------------
 
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
-        working = self._open.get(_state_key(invocation))
+        working = self._open.get(invocation)
         if working is None:  # not opened through the journal (an engine without one)
             self.recorded(invocation)
-            working = self._open[_state_key(invocation)]
+            working = self._open[invocation]
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
