@@ -33,6 +33,7 @@ from flink_agents.api.resources import ResourceType  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
 from flink_agents.flink.job import JobSpec  # noqa: E402
 from flink_agents.integrations.scripted import ScriptedChatModelConnection  # noqa: E402
+from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
 
 
 def one_call_agent(latency: float) -> ReActAgent:
@@ -88,6 +89,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--max-in-flight", type=int, default=1000)
     parser.add_argument("--mode", choices=["thread", "process"], default="thread")
+    parser.add_argument("--store", choices=["none", "memory", "kafka"], default="none")
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka for --store kafka")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
@@ -107,7 +110,14 @@ def main() -> None:
 
     records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
     options = OperatorOptions(max_in_flight=args.max_in_flight)
-    agents = AgentsExecutionEnvironment(env, options=options)
+    store = None
+    if args.store != "none":
+        store = StoreConfig(
+            kind=args.store,
+            bootstrap_servers=args.bootstrap if args.store == "kafka" else None,
+            topic=f"bench-operator-{work.name}",
+        )
+    agents = AgentsExecutionEnvironment(env, options=options, store=store)
     outputs = agents.from_list(records, key="k").apply(one_call_agent(args.latency))
     sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)
@@ -130,6 +140,7 @@ def main() -> None:
         "keys": args.keys,
         "latency_s": args.latency,
         "mode": args.mode,
+        "store": args.store,
         "max_in_flight": args.max_in_flight,
         "outputs": n,
         "runs_per_s": round(rate, 1),

@@ -64,3 +64,12 @@ def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env)
         [("Berlin", 0), ("Berlin", 1), ("Lisbon", 0), ("Lisbon", 1), ("Oslo", 0), ("Reykjavik", 0)]
     )
     assert all(line["output"]["city"] == line["key"] for line in lines)
+
+
+def test_published_job_schema_is_current() -> None:
+    from flink_agents.flink.job import JobSpec
+
+    published = json.loads((REPO / "flink_agents" / "schemas" / "job.schema.json").read_text())
+    assert published == JobSpec.model_json_schema(), (
+        "regenerate with: python -m flink_agents.flink.job"
+    )
