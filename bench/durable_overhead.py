@@ -8,14 +8,19 @@ Not a test. The Kafka case needs the broker (`scripts/kafka.sh start`). Example:
 
 Every key's run makes one durable call to a scripted chat model (which sleeps for the given
 latency) and emits its reply. All keys are in flight at once (``max_in_flight`` = keys), so with
-a store the call results of many keys share flushes. Each figure is the best of ``--repeat``.
+a store the call results of many keys share flushes. Each figure is the median of ``--repeat``
+runs (the machine is shared). ``--profile`` instead prints, per store, the functions with the
+most own time (cProfile) over one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import logging
+import pstats
+import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -53,17 +58,28 @@ async def runs_per_second(keys: int, runner: CallRunner | None) -> float:
     return keys / elapsed
 
 
-def measure(keys: int, repeat: int, make_store: Callable[[], ActionStateStore] | None) -> float:
-    best = 0.0
-    for _ in range(repeat):
-        store = make_store() if make_store else None
-        runner = StoreCallRunner(store, agent="bench") if store is not None else None
-        try:
-            best = max(best, asyncio.run(runs_per_second(keys, runner)))
-        finally:
-            if store is not None:
-                store.close()
-    return best
+def measure(
+    keys: int,
+    make_store: Callable[[], ActionStateStore] | None,
+    profile: cProfile.Profile | None = None,
+) -> float:
+    store = make_store() if make_store else None
+    runner = StoreCallRunner(store, agent="bench") if store is not None else None
+    try:
+        if profile is None:
+            return asyncio.run(runs_per_second(keys, runner))
+        return profile.runcall(asyncio.run, runs_per_second(keys, runner))
+    finally:
+        if store is not None:
+            store.close()
+
+
+def print_profile(keys: int, name: str, make_store: Callable[[], ActionStateStore] | None) -> None:
+    measure(keys, make_store)  # warm up (imports, schemas, broker connections)
+    profile = cProfile.Profile()
+    rate = measure(keys, make_store, profile)
+    print(f"\n### {name}: {rate:,.0f} runs/s under cProfile; top 10 by own time\n")
+    pstats.Stats(profile).strip_dirs().sort_stats("tottime").print_stats(10)
 
 
 def main() -> None:
@@ -72,6 +88,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 50.0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers; omit to skip Kafka")
+    parser.add_argument("--profile", action="store_true", help="profile the first latency")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -84,13 +101,18 @@ def main() -> None:
         kafka = StoreConfig(kind="kafka", bootstrap_servers=args.bootstrap, topic=topic)
         stores["kafka"] = kafka.build
 
-    print(f"| latency | store | runs/s ({args.keys} keys x 1 call, best of {args.repeat}) |")
+    if args.profile:
+        MODEL.latency_seconds = args.latency_ms[0] / 1000
+        for name, make_store in stores.items():
+            print_profile(args.keys, name, make_store)
+        return
+    print(f"| latency | store | runs/s ({args.keys} keys x 1 call, median of {args.repeat}) |")
     print("|---|---|---|")
     for latency in args.latency_ms:
         MODEL.latency_seconds = latency / 1000
         for name, make_store in stores.items():
-            rate = measure(args.keys, args.repeat, make_store)
-            print(f"| {latency:g} ms | {name} | {rate:,.0f} |", flush=True)
+            rates = [measure(args.keys, make_store) for _ in range(args.repeat)]
+            print(f"| {latency:g} ms | {name} | {statistics.median(rates):,.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,19 @@ class Counters:
                 for service, per_key in self._served.items()
             }
 
+    def in_flight_at(self, moment: float) -> dict[str, int]:
+        """Per service, requests that had started but not been answered at ``moment``."""
+        with self._lock:
+            return {
+                service: sum(
+                    1
+                    for times in per_key.values()
+                    for started, finished in times
+                    if started <= moment < finished
+                )
+                for service, per_key in self._served.items()
+            }
+
 
 def _digest(value: Any) -> str:
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -152,8 +152,9 @@ def test_restored_tracker_leaves_one_attempt(provider: Provider, server: FakeMod
 
 
 def test_spent_budget_sends_nothing(provider: Provider, server: FakeModelServer) -> None:
-    with pytest.raises(ModelCallError, match="spent before a restart"), tracking_attempts(
-        Tracker(attempts=3)
+    with (
+        pytest.raises(ModelCallError, match="spent before a restart"),
+        tracking_attempts(Tracker(attempts=3)),
     ):
         asyncio.run(provider.connect(server.url).chat(ask()))
     assert server.request_count == 0
@@ -232,9 +233,7 @@ def test_structured_output(provider: Provider, server: FakeModelServer) -> None:
     assert "celsius" in str(server.requests[0].json())  # the schema was sent
 
 
-def test_structured_output_that_does_not_match(
-    provider: Provider, server: FakeModelServer
-) -> None:
+def test_structured_output_that_does_not_match(provider: Provider, server: FakeModelServer) -> None:
     server.enqueue(ScriptedResponse(body=provider.structured({"city": "Oslo"})))
     with pytest.raises(StructuredOutputError, match="celsius"):
         asyncio.run(chat_structured(provider.connect(server.url), ask(), Weather))

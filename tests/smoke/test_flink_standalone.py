@@ -18,9 +18,19 @@ JOB = Path(__file__).with_name("keyed_count_job.py")
 def test_flink_run_py_finishes(flink_cluster, tmp_path: Path) -> None:
     output = tmp_path / "counts.txt"
     completed = subprocess.run(
-        [flink_cluster.flink_bin, "run", "-m", flink_cluster.rest_url.removeprefix("http://"),
-         "-py", str(JOB), str(output)],
-        env=flink_cluster.env, capture_output=True, text=True, timeout=240,
+        [
+            flink_cluster.flink_bin,
+            "run",
+            "-m",
+            flink_cluster.rest_url.removeprefix("http://"),
+            "-py",
+            str(JOB),
+            str(output),
+        ],
+        env=flink_cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     job_id = re.search(r"JobID ([0-9a-f]{32})", completed.stdout)
