@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import logging
 import pstats
 import statistics
@@ -77,8 +78,19 @@ def measure(
 def print_profile(keys: int, name: str, make_store: Callable[[], ActionStateStore] | None) -> None:
     measure(keys, make_store)  # warm up (imports, schemas, broker connections)
     profile = cProfile.Profile()
-    rate = measure(keys, make_store, profile)
-    print(f"\n### {name}: {rate:,.0f} runs/s under cProfile; top 10 by own time\n")
+    # Collections pause whatever runs: cProfile charges them to random functions, so sum them.
+    pauses: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        pauses.append(now if phase == "start" else now - pauses.pop())
+
+    gc.callbacks.append(on_gc)
+    try:
+        rate = measure(keys, make_store, profile)
+    finally:
+        gc.callbacks.remove(on_gc)
+    print(f"\n### {name}: {rate:,.0f} runs/s under cProfile; GC pauses {sum(pauses):.3f} s")
     pstats.Stats(profile).strip_dirs().sort_stats("tottime").print_stats(10)
 
 
