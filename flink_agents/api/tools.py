@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -105,9 +106,17 @@ class FunctionTool(Tool):
         )
 
     async def call(self, arguments: dict[str, Any]) -> Any:
+        """Validate ``arguments`` and call the function.
+
+        A sync function runs in a worker thread: it may block on I/O without holding up the
+        other keys' runs, which share one event loop.
+        """
         validated = self._arguments.model_validate(arguments)
         fields = type(validated).model_fields
-        result = self._callable(**{name: getattr(validated, name) for name in fields})
+        kwargs = {name: getattr(validated, name) for name in fields}
+        if inspect.iscoroutinefunction(self._callable):
+            return await self._callable(**kwargs)
+        result = await asyncio.to_thread(self._callable, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result

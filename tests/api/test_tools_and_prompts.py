@@ -1,4 +1,5 @@
 import asyncio
+import threading
 
 import pytest
 from pydantic import ValidationError
@@ -47,3 +48,27 @@ def test_prompt_needs_exactly_one_form():
         Prompt()
     with pytest.raises(ValidationError, match="exactly one"):
         Prompt(text="a", messages=[])
+
+
+MEETING = threading.Barrier(2, timeout=5)
+
+
+def meet(name: str) -> str:
+    """Blocks until a second call arrives (a sync tool doing blocking I/O).
+
+    Args:
+        name: Who arrives.
+    """
+    MEETING.wait()
+    return name
+
+
+def test_sync_tools_run_off_the_event_loop() -> None:
+    # Two calls of a blocking sync tool, awaited together: on the loop thread the first would
+    # block the second forever (the barrier breaks); in worker threads they meet.
+    tool = FunctionTool(function="tests.api.test_tools_and_prompts:meet")
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(tool.call({"name": "a"}), tool.call({"name": "b"})))
+
+    assert asyncio.run(both()) == ["a", "b"]
