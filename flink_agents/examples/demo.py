@@ -6,7 +6,7 @@ request by its idempotency key. After a few answers the job fails once on purpos
 restores the last checkpoint and replays the inputs since then. The report shows what the
 witness saw: a call made twice would be counted twice.
 
-    python -m flink_agents.examples.demo [--fail-after 8] [--job jobs/support_desk.yaml]
+    python -m flink_agents.examples.demo [--fail-after 8] [--job JOB.yaml] [--json FILE]
 """
 
 from __future__ import annotations
@@ -85,15 +85,16 @@ def read_outputs(folder: Path) -> list[dict[str, Any]]:
     ]
 
 
-def report(
+def summarize(
     inputs: int,
     outputs: list[dict[str, Any]],
     services: Counters,
     failed_at: float | None,
     seconds: float,
-) -> tuple[str, bool]:
-    """The report text, and whether the run kept its promise: every input answered exactly
-    once, and no call that had completed before the failure made again."""
+) -> dict[str, Any]:
+    """What the run did, as numbers (``--json`` writes this); ``ok`` is whether it kept its
+    promise: every input answered exactly once, and no call that had completed before the
+    failure made again."""
     counts = services.snapshot()
     answered = {(o["key"], o["seq"]) for o in outputs if "output" in o}
     errors = [o for o in outputs if "error" in o]
@@ -103,33 +104,59 @@ def report(
     }
     # A call completed at least a second before the failure has certainly been recorded.
     reinvoked = services.repeated_after(failed_at - 1.0) if failed_at else {}
-    researcher, billing = len(counts.get("tool:lookup_fact", {})), len(counts.get("billing", {}))
     total_reinvoked = sum(reinvoked.values())
-    ok = (
-        failed_at is not None
+    return {
+        "inputs": inputs,
+        "outputs": len(outputs),
+        "distinct_answers": len(answered),
+        "errors": len(errors),
+        "failure_injected": failed_at is not None,
+        "delegations": {
+            "researcher": len(counts.get("tool:lookup_fact", {})),
+            "billing": len(counts.get("billing", {})),
+        },
+        "calls": sent,
+        "reinvoked": reinvoked,
+        "reinvoked_total": total_reinvoked,
+        "in_flight_sent_again": sum(resent.values()) - total_reinvoked,
+        "seconds": round(seconds, 1),
+        "ok": failed_at is not None
         and len(answered) == inputs == len(outputs)
         and not errors
-        and total_reinvoked == 0
-    )
+        and total_reinvoked == 0,
+    }
+
+
+def report(
+    inputs: int,
+    outputs: list[dict[str, Any]],
+    services: Counters,
+    failed_at: float | None,
+    seconds: float,
+) -> tuple[str, bool]:
+    """The report text, and whether the run kept its promise (see :func:`summarize`)."""
+    data = summarize(inputs, outputs, services, failed_at, seconds)
+    researcher, billing = data["delegations"]["researcher"], data["delegations"]["billing"]
 
     def per_service(values: dict[str, int]) -> str:
         return ", ".join(f"{service} {n}" for service, n in sorted(values.items()))
 
     lines = [
         f"inputs:       {inputs} tickets",
-        f"outputs:      {len(outputs)} ({len(answered)} distinct answers, {len(errors)} errors)",
+        f"outputs:      {data['outputs']} ({data['distinct_answers']} distinct answers, "
+        f"{data['errors']} errors)",
         "failure:      "
         + ("injected once; the job restarted from its last checkpoint" if failed_at else "NONE"),
         f"delegations:  {researcher + billing} (researcher {researcher}, billing {billing})",
-        f"calls seen by the services: {per_service(sent)}",
-        f"calls re-invoked after the failure: {total_reinvoked} (expected 0) "
-        f"[{per_service(reinvoked)}]",
-        f"calls in flight at the failure, sent again: {sum(resent.values()) - total_reinvoked} "
+        f"calls seen by the services: {per_service(data['calls'])}",
+        f"calls re-invoked after the failure: {data['reinvoked_total']} (expected 0) "
+        f"[{per_service(data['reinvoked'])}]",
+        f"calls in flight at the failure, sent again: {data['in_flight_sent_again']} "
         "(allowed: their outcome was not recorded yet)",
         f"wall time:    {seconds:.1f} s",
-        f"result:       {'OK' if ok else 'FAILED'}",
+        f"result:       {'OK' if data['ok'] else 'FAILED'}",
     ]
-    return "\n".join(lines), ok
+    return "\n".join(lines), data["ok"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency", type=float, default=0.2, help="seconds each service request takes"
     )
+    parser.add_argument("--json", type=Path, help="also write the report's numbers here (JSON)")
     args = parser.parse_args(argv)
 
     work = REPO / ".cache" / "demo" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -172,9 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     services.shutdown()
 
     failed_at = float(marker.read_text()) if marker.exists() else None
-    text, ok = report(inputs, read_outputs(work / "out"), services.counters, failed_at, seconds)
+    outputs = read_outputs(work / "out")
+    text, ok = report(inputs, outputs, services.counters, failed_at, seconds)
     print("\n" + text)
     (work / "report.txt").write_text(text + "\n")
+    if args.json:
+        summary = summarize(inputs, outputs, services.counters, failed_at, seconds)
+        args.json.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return 0 if ok else 1
 
 

@@ -1,0 +1,75 @@
+"""`make run`'s demo keeps its promise: one injected failure, every ticket answered exactly once,
+no completed call made again.
+
+``python -m flink_agents.examples.demo`` runs the support-desk job on the PyFlink mini-cluster
+with a Kafka action-state store and the example services (the witness) in its own process. After
+a checkpoint it fails once on purpose (FailOnce, in the job itself); Flink restores the
+checkpoint and replays. The demo exits 0 only if its report holds: 24 distinct answers for 24
+tickets, no error, and zero calls re-invoked that had completed before the failure. This test runs
+it as a subprocess, as a user would, and checks the exit code, the printed report and its JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+
+REPO = Path(__file__).resolve().parents[1]
+SERVICES_PORT = 8765  # the demo's example services (the agent YAML points there)
+
+
+def wait_for_free_port(port: int, timeout_s: float = 60) -> None:
+    """Another run's example services may hold the port for a while; wait, then fail clearly."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+                return
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"port {port} stays busy ({exc})", pytrace=False)
+        time.sleep(1)
+
+
+def test_demo_answers_every_ticket_once_and_reinvokes_nothing(
+    kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wait_for_free_port(SERVICES_PORT)
+    summary_file = tmp_path / "report.json"
+    # The mini-cluster litters the JVM's temp folder otherwise (docs/operations.md).
+    env = {**os.environ, "JVM_ARGS": f"-Djava.io.tmpdir={tmp_path}"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "flink_agents.examples.demo", "--json", str(summary_file)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=270,
+    )
+    seconds = time.monotonic() - started
+    report = done.stdout[done.stdout.find("inputs:") :]
+    with capsys.disabled():  # CI logs show the report even when the test passes
+        print(f"\n[mini-cluster failover] demo exited {done.returncode} after {seconds:.0f} s")
+        print("\n".join(f"[mini-cluster failover] {line}" for line in report.splitlines()))
+    failure = f"demo exited {done.returncode}\n{done.stdout}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, failure
+
+    assert "outputs:      24 (24 distinct answers, 0 errors)" in report, failure
+    assert "calls re-invoked after the failure: 0 (expected 0)" in report, failure
+    assert "result:       OK" in report, failure
+    summary = json.loads(summary_file.read_text())
+    assert summary["failure_injected"], summary
+    assert (summary["outputs"], summary["distinct_answers"], summary["errors"]) == (24, 24, 0)
+    assert summary["reinvoked_total"] == 0, summary
+    assert summary["delegations"] == {"researcher": 24, "billing": 24}, summary
