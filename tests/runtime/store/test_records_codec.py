@@ -13,6 +13,7 @@ from flink_agents.runtime.store import (
     RecordCodec,
     RunKey,
     UntrustedPickleError,
+    canonical_json,
     decode_payload,
     encode_payload,
 )
@@ -204,3 +205,22 @@ def test_unsigned_record_with_pickle_or_wrong_key_is_rejected():
     value = RecordCodec(None).encode(b"", state)
     with pytest.raises(CorruptRecordError, match="key does not match"):
         RecordCodec(None).decode(b'{"other":1}', value, **WHERE)
+
+
+@pytest.mark.parametrize("secret", [None, SECRET])
+def test_records_in_the_earlier_canonical_form_still_decode(secret):
+    codec = RecordCodec(secret)
+    state = sample_state()
+    key = state.key.canonical().encode()
+    old_form = canonical_json(
+        {"v": 1, "kind": "action_state", "body": state.model_dump(mode="json")}
+    ).encode()
+    assert codec.decode(key, codec.seal(key, old_form), **WHERE) == state
+
+
+def test_non_finite_floats_become_null_as_before_and_their_names_in_text_stay():
+    codec = RecordCodec(None)
+    for value, back in ((float("nan"), None), ({"x": [float("-inf")]}, {"x": [None]})):
+        assert roundtrip(codec, CallResult.pending("c").succeed(value)).value() == back
+    text = CallResult.pending("c").succeed("NaN and -Infinity")
+    assert roundtrip(codec, text).value() == "NaN and -Infinity"
