@@ -17,10 +17,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys; raises TypeError for values that are not JSON."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)  # built once: `json.dumps` with options builds one per call
 
 
 def digest(value: Any) -> str:
