@@ -98,7 +98,7 @@ class LogStore(abc.ABC):
             self.flush()  # back-pressure: bounded number of unacknowledged writes
         run = key.run
         self._enqueue(run, key_bytes, self._codec.seal(key_bytes, envelope))
-        self._remember(key, envelope)
+        self._remember(key, run, envelope)
         self.begin_run(run)
 
     def get(self, key: ActionStateKey) -> ActionState | None:
@@ -231,8 +231,8 @@ class LogStore(abc.ABC):
         with self._pending_lock:  # a tombstone does not count towards its run's first offset
             self._pending.append((None if value is None else run, handle))
 
-    def _remember(self, key: ActionStateKey, envelope: bytes) -> None:
-        keys = self._runs.setdefault(key.run, [])
+    def _remember(self, key: ActionStateKey, run: RunKey, envelope: bytes) -> None:
+        keys = self._runs.setdefault(run, [])
         if key not in self._states:
             keys.append(key)
         self._states[key] = envelope
@@ -280,9 +280,9 @@ class LogStore(abc.ABC):
         )
         if not isinstance(record, ActionState):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
-        if self.partition_of(record.key.run) != partition:
-            raise corrupt("record is in the wrong partition for its key")
-        self._remember(record.key, envelope)
         run = record.key.run
+        if self.partition_of(run) != partition:
+            raise corrupt("record is in the wrong partition for its key")
+        self._remember(record.key, run, envelope)
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
         report.loaded += 1
