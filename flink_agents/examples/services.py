@@ -52,6 +52,17 @@ class Counters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._served: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        self._open: dict[str, int] = {}
+
+    def opened(self, route: str, delta: int) -> None:
+        """A request on ``route`` arrived (+1) or was answered (-1)."""
+        with self._lock:
+            self._open[route] = self._open.get(route, 0) + delta
+
+    def open_now(self) -> dict[str, int]:
+        """Requests being served right now, per route (``/billing``, ``model:<name>``, ...)."""
+        with self._lock:
+            return {route: n for route, n in self._open.items() if n}
 
     def add(self, service: str, key: str, started: float, finished: float) -> None:
         with self._lock:
@@ -185,17 +196,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(400, {"error": "body is not JSON"})
             return
         started = time.time()
-        if self.server.latency_seconds:
-            time.sleep(self.server.latency_seconds)
-        if self.path == "/v1/chat/completions":
-            counted = self._chat(body)
-        elif self.path.startswith("/tools/"):
-            counted = self._tool(self.path.removeprefix("/tools/"), body)
-        elif self.path == "/billing":
-            counted = self._billing(body)
-        else:
-            counted = None
-            self._answer(404, {"error": f"no route {self.path}"})
+        route = f"model:{body.get('model')}" if self.path.startswith("/v1/") else self.path
+        self.server.counters.opened(route, +1)
+        try:
+            if self.server.latency_seconds:
+                time.sleep(self.server.latency_seconds)
+            if self.path == "/v1/chat/completions":
+                counted = self._chat(body)
+            elif self.path.startswith("/tools/"):
+                counted = self._tool(self.path.removeprefix("/tools/"), body)
+            elif self.path == "/billing":
+                counted = self._billing(body)
+            else:
+                counted = None
+                self._answer(404, {"error": f"no route {self.path}"})
+        finally:
+            self.server.counters.opened(route, -1)
         if counted is not None:
             self.server.counters.add(*counted, started, time.time())
 
@@ -224,11 +240,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The caller died meanwhile (a killed TaskManager): the call still happened, so it is
+            # counted like any other, with its end after the caller's death.
+            self.close_connection = True
 
 
 def main() -> None:
