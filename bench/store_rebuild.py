@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 from kafka import KafkaProducer
 
-from flink_agents.runtime.store import ActionState, CallResult, PartitionMark, RecoveryMarker, RunKey
+from flink_agents.runtime.store import (
+    ActionState,
+    CallResult,
+    PartitionMark,
+    RecoveryMarker,
+    RunKey,
+)
 from flink_agents.runtime.store.base import partition_for
 from flink_agents.runtime.store.codec import RecordCodec
 from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig

@@ -42,7 +42,9 @@ def _model(connection: str) -> ResourceDescriptor:
 
 def one_call(latency: float) -> ReActAgent:
     """(1) One chat call per input, no tools."""
-    agent = ReActAgent(name="one_call", chat_model=_model("one_call_model"), prompt=Prompt(text="{text}"))
+    agent = ReActAgent(
+        name="one_call", chat_model=_model("one_call_model"), prompt=Prompt(text="{text}")
+    )
     _scripted(agent, "one_call_model", [{"content": "ok: $input"}], latency)
     return agent
 

@@ -1,0 +1,1 @@
+"""Drivers for peer frameworks; each runs in the peer's own virtual environment."""
