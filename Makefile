@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example kafka-start kafka-stop flink-start flink-stop services-stop clean
+.PHONY: install venv test test-unit lint run example bench kafka-start kafka-stop flink-start flink-stop services-stop clean
 
 venv: $(PY)
 $(PY):
@@ -48,3 +48,9 @@ services-stop: kafka-stop flink-stop
 
 clean: services-stop
 	rm -rf $(VENV) .cache .pytest_cache
+
+# The benchmark suite on the mini-cluster (bench/README.md); results and plots in bench/results/.
+# BENCH_ARGS=--quick for a smoke run. matplotlib is a bench-only dependency, installed here.
+bench: install
+	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
+	scripts/with-services.sh --kafka-only $(PY) -m bench.suite $(BENCH_ARGS)
