@@ -22,6 +22,7 @@ Mechanism (measured in ``bench/results/operator-mechanism.md``, written down in
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Iterator
@@ -103,6 +104,9 @@ class AgentFunction(KeyedProcessFunction):
         _LIVE[identity] = self
         # Missing credentials and unusable resources fail here, at job start.
         self._host.engine.open_resources()
+        # Everything loaded so far (plan, modules, clients) lives as long as the job: keep it
+        # out of the collector's scans, which otherwise cost ~10 % of a run's CPU.
+        gc.freeze()
         self._state = runtime_context.get_state(
             ValueStateDescriptor("flink_agents.key_state", Types.STRING())
         )
