@@ -79,9 +79,15 @@ class CheckpointingSpec(_Spec):
 
 
 class RestartStrategySpec(_Spec):
+    """How Flink restarts the job after a failure.
+
+    The default allows a minute of attempts: after a TaskManager is lost, restart attempts fail
+    at once until a new TaskManager offers a slot (seen here: 2-6 such attempts).
+    """
+
     type: Literal["fixed-delay", "exponential-delay", "none"] = "fixed-delay"
-    attempts: int = Field(default=3, ge=0)
-    delay_ms: int = Field(default=1000, ge=0)
+    attempts: int = Field(default=30, ge=0)
+    delay_ms: int = Field(default=2000, ge=0)
 
 
 class JobSpec(_Spec):
