@@ -38,7 +38,7 @@ def with_efficiency(rows: list[Row]) -> list[Row]:
         window = (
             min(r["bound"], r["keys"]) / (DEPTH[r["workload"]] * latency) if latency else math.inf
         )
-        ceiling = min(window, rate0)
+        ceiling = math.nan if math.isnan(rate0) else min(window, rate0)
         out.append({**r, "ceiling": ceiling, "efficiency": r["runs_per_s"] / ceiling})
     return out
 

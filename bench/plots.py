@@ -28,7 +28,7 @@ def _series(rows: list[Row], field: str, workload: str, latency: float, keys: in
 def _per_workload(rows: list[Row], field: str, ylabel: str, out: Path, *, peers: bool) -> Path:
     fig, axes = plt.subplots(1, len(DEPTH), figsize=(5 * len(DEPTH), 4), squeeze=False)
     for ax, workload in zip(axes[0], DEPTH, strict=True):
-        mine = [r for r in rows if r["workload"] == workload]
+        mine = [r for r in rows if r["workload"] == workload and r["section"] == "ours"]
         for latency in sorted({r["latency"] for r in mine}):
             for keys in sorted({r["keys"] for r in mine}):
                 xs, ys = _series(mine, field, workload, latency, keys)
@@ -49,7 +49,8 @@ def _per_workload(rows: list[Row], field: str, ylabel: str, out: Path, *, peers:
         ax.set_xlabel("in-flight bound (max_in_flight; peers: threads)")
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
@@ -73,7 +74,8 @@ def _latency(rows: list[Row], out: Path) -> Path:
         ax.set_xlabel("in-flight bound (max_in_flight)")
         ax.set_ylabel("ms, source to output")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
