@@ -60,9 +60,16 @@ QUICK = Plan(
 MIN_INPUTS = 40
 
 
-def inputs_for(plan: Plan, expected_rate: float) -> int:
-    """Enough inputs for about ``target_s`` of steady state at ``expected_rate`` runs/s."""
-    return int(min(plan.max_inputs, max(MIN_INPUTS, expected_rate * plan.target_s)))
+def inputs_for(plan: Plan, expected_rate: float, bound: int = 0) -> int:
+    """Enough inputs for about ``target_s`` of steady state at ``expected_rate`` runs/s, and
+    at least three times the operator's admission window (2 x ``bound``).
+
+    Why the window: once a bounded source has handed over all its inputs, the final watermark
+    fires each key's end-of-input timer, which waits for that key's runs and emits in bursts;
+    with fewer inputs than the window the whole job would be that drain, not a steady state.
+    """
+    wanted = max(MIN_INPUTS, expected_rate * plan.target_s, 3 * 2 * bound)
+    return int(min(plan.max_inputs, wanted))
 
 
 def expected_rate(bound: int, keys: int, depth: int, latency: float, cpu_rate: float) -> float:

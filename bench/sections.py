@@ -52,7 +52,7 @@ def ours(plan: Plan, _: str) -> Iterator[Row]:
                     )
                     row = _job(
                         "ours", agent_pipeline(workload, latency, bound),
-                        inputs=inputs_for(plan, rate), keys=keys,
+                        inputs=inputs_for(plan, rate, bound), keys=keys,
                         workload=workload, latency=latency, bound=bound,
                     )  # fmt: skip
                     if latency == 0 and row["runs_per_s"] > 0:  # nan compares False
@@ -83,7 +83,7 @@ def durability(plan: Plan, bootstrap: str) -> Iterator[Row]:
                 store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic)
             yield _job(
                 "durability", agent_pipeline("one_call", latency, bound, store),
-                inputs=inputs_for(plan, rate), keys=keys,
+                inputs=inputs_for(plan, rate, bound), keys=keys,
                 workload="one_call", latency=latency, bound=bound, store=store_name,
             )  # fmt: skip
 
