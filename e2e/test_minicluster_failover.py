@@ -47,7 +47,10 @@ def test_demo_answers_every_ticket_once_and_reinvokes_nothing(
     wait_for_free_port(SERVICES_PORT)
     summary_file = tmp_path / "report.json"
     # The mini-cluster litters the JVM's temp folder otherwise (docs/operations.md).
-    env = {**os.environ, "JVM_ARGS": f"-Djava.io.tmpdir={tmp_path}"}
+    # PyFlink marks a process that ran Python functions in loopback mode (this one, if Flink
+    # tests ran before) with PYFLINK_GATEWAY_DISABLED; the demo must not inherit that.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
+    env["JVM_ARGS"] = f"-Djava.io.tmpdir={tmp_path}"
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "flink_agents.examples.demo", "--json", str(summary_file)],
