@@ -74,7 +74,9 @@ def flink_cluster() -> FlinkCluster:
     exported = subprocess.run(
         ["bash", str(script), "env"], check=True, capture_output=True, text=True
     ).stdout
-    env = dict(os.environ)
+    # Not PyFlink's loopback marker (PYFLINK_GATEWAY_DISABLED), set in this process once Python
+    # functions ran here: `flink run` would inherit it.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
     for assignment in exported.removeprefix("export ").split():
         name, _, value = assignment.partition("=")
         env[name] = value
