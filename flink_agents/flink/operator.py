@@ -159,21 +159,21 @@ class AgentFunction(KeyedProcessFunction):
             return
         key = json.loads(ctx.get_current_key())
         host = self._host
-        state = self._load()
+        polling = ctx.time_domain() == TimeDomain.PROCESSING_TIME
         if not host.knows(key):
             # First visit after a restore: the engine starts the key's unfinished inputs again.
+            state = self._load()
             if not state.pending:
                 return
             host.restore(key, state)
-        if ctx.time_domain() == TimeDomain.EVENT_TIME:
-            completed = host.wait_idle(key)
-        else:
-            completed = host.take(key)
+        # Most visits find the run still going: they touch neither state nor JSON.
+        completed = host.take(key) if polling else host.wait_idle(key)
         if completed:
+            state = self._load()
             yield from self._commit(state, completed)
             self._save(state)
-        if state.pending and ctx.time_domain() == TimeDomain.PROCESSING_TIME:
-            self._arm(ctx, after=max(timestamp, ctx.timer_service().current_processing_time()))
+        if polling and host.pending(key):
+            self._arm(ctx, after=timestamp, repeat=True)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -185,23 +185,24 @@ class AgentFunction(KeyedProcessFunction):
             for record in outputs_of(run.result):
                 yield record.to_json()
 
-    def _arm(self, ctx: Any, after: int | None = None) -> None:
-        """Come back to this key when its run is likely done, then every poll interval.
+    def _arm(self, ctx: Any, after: int | None = None, repeat: bool = False) -> None:
+        """Come back to this key when its run is likely done.
 
-        The first visit waits for the host's moving average of run durations (capped), so a
-        key costs about one timer per run rather than one per poll interval. Timers sit on a
-        grid of poll_interval_ms: Flink keeps one timer per key and timestamp, so arming again
-        (a new input while a timer is pending) never starts a second chain for the key.
+        The first visit waits for the host's moving average of run durations (capped), later
+        ones a quarter of it (at least ``poll_interval_ms``, at most ``max_poll_ms``), so a key
+        costs a few timers per run, not one per poll interval. Timers sit on a grid of
+        ``poll_interval_ms``: Flink keeps one timer per key and timestamp, so arming again (a
+        new input while a timer is pending) never starts a second chain for the key.
         """
         timers = ctx.timer_service()
         interval = self._options.poll_interval_ms
-        if after is None:
-            now = timers.current_processing_time()
-            expected_ms = int(self._require_host().expected_run_seconds * 1000)
-            now += min(expected_ms, self._options.max_first_poll_ms)
+        expected_ms = int(self._require_host().expected_run_seconds * 1000)
+        if repeat:
+            delay = min(max(expected_ms // 4, interval), self._options.max_poll_ms)
         else:
-            now = after
-        timers.register_processing_time_timer((now // interval + 1) * interval)
+            delay = min(expected_ms, self._options.max_first_poll_ms)
+        now = max(timers.current_processing_time(), after or 0)
+        timers.register_processing_time_timer(((now + delay) // interval + 1) * interval)
         timers.register_event_time_timer(END_OF_INPUT)
 
     def _load(self) -> KeyState:

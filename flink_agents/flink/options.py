@@ -26,7 +26,12 @@ class OperatorOptions(BaseModel):
     poll_interval_ms: int = Field(
         default=10,
         ge=1,
-        description="How often a key with a run in flight is visited to emit finished runs.",
+        description="Shortest wait between visits of a key with a run in flight.",
+    )
+    max_poll_ms: int = Field(
+        default=100,
+        ge=1,
+        description="Longest wait between later visits of a key whose run is still going.",
     )
     max_first_poll_ms: int = Field(
         default=2000,
