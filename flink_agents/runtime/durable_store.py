@@ -145,8 +145,10 @@ class StoreCallRunner:
         write_action(working.state, action)
         self.store.put(working.state)
         self._open.pop(invocation, None)
-        # Before the run's outputs can leave, its journal must be durable.
-        await self._flusher.flush()
+        # Not awaited: a completion record lost in a crash only means the action runs again on
+        # replay, and its calls' results (each acknowledged before it was used) are handed
+        # back. Waiting here would add a store round trip to every action of every run.
+        self._flusher.flush_soon()
 
     # --- durable calls -----------------------------------------------------------------------
 
