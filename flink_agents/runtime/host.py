@@ -61,6 +61,8 @@ class EngineHost:
         self._failure: BaseException | None = None
         self._submitted_at: dict[tuple[str, int], float] = {}
         self._expected_seconds = 0.0
+        self._inbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._drain_scheduled = False
         self._thread.start()
 
     @property
@@ -162,11 +164,24 @@ class EngineHost:
                 f"engine assigned seq {run_id.seq} to key {canonical_json(key)} but its keyed "
                 f"state says {seq}: the engine and the key state diverged"
             )
-        self._engine.pump()
 
     def _restore_on_loop(self, key: Any, state: KeyState) -> None:
         self._engine.restore_key(key, state)
-        self._engine.pump()
+
+    def _drain_inbox(self) -> None:
+        """Apply every queued hand-off in order, then start what the window allows."""
+        self._drain_scheduled = False
+        while self._inbox:
+            fn, args = self._inbox.popleft()
+            try:
+                fn(*args)
+            except BaseException as exc:  # surfaces on the host thread's next call
+                self._on_failure(exc)
+                return
+        try:
+            self._engine.pump()
+        except BaseException as exc:
+            self._on_failure(exc)
 
     def _on_result(self, result: RunResult) -> None:
         memory = self._engine.snapshot_key(result.key).short_term_memory
@@ -188,13 +203,12 @@ class EngineHost:
     # --- helpers ---------------------------------------------------------------------------------
 
     def _call_soon(self, fn: Callable[..., None], *args: Any) -> None:
-        def guarded() -> None:
-            try:
-                fn(*args)
-            except BaseException as exc:  # surfaces on the host thread's next call
-                self._on_failure(exc)
-
-        self._loop.call_soon_threadsafe(guarded)
+        # One loop wake-up for a burst of hand-offs (a bundle of records), not one per record:
+        # each wake-up costs a write to the loop's self-pipe and a trip through the GIL.
+        self._inbox.append((fn, args))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._loop.call_soon_threadsafe(self._drain_inbox)
 
     def _count(self, token: str, delta: int) -> None:
         self._known.add(token)
