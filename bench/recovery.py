@@ -23,12 +23,14 @@ from pyflink.datastream import MapFunction
 from bench.cluster import JobSettings, flink_config
 from bench.flink_job import run_job
 from bench.ours import agent_pipeline
-from bench.workloads import MODEL_CALLS, model_calls_made
+from bench.workloads import MODEL_CALLS, model_calls_in_flight, model_calls_made
 from flink_agents.runtime.store.config import StoreConfig
 
 
 class FailOnce(MapFunction):
-    """Raises once, at the ``after``-th record, and writes the time to ``flag``."""
+    """Raises once, at the ``after``-th record, and writes to ``flag`` the time and how many
+    model calls were in flight then (loopback mode: the model's counters are in this process;
+    those calls may be sent again, as their results were not recorded)."""
 
     def __init__(self, after: int, flag: str) -> None:
         self._after = after
@@ -41,7 +43,7 @@ class FailOnce(MapFunction):
         self._seen += 1
         flag = Path(self._flag)
         if self._seen >= self._after and not flag.exists():
-            flag.write_text(f"{time.time():.6f}")
+            flag.write_text(f"{time.time():.6f} {model_calls_in_flight()}")
             raise RuntimeError("bench: injected failure")
         return value
 
@@ -54,6 +56,7 @@ class RecoveryResult:
     failure_to_next_output_s: float
     calls_needed: int
     calls_reinvoked: int
+    calls_in_flight_at_failure: int
 
 
 def measure(
@@ -69,8 +72,10 @@ def measure(
         keys=keys,
         configure=flink_config(settings),
         after=lambda s: s.map(FailOnce(fail_after, str(flag)), output_type=Types.STRING()),
+        stamp_inputs=False,
     )
-    failed_at = float(flag.read_text())
+    failed_text, in_flight_text = flag.read_text().split()
+    failed_at = float(failed_text)
     flag.unlink()
     later = [t_out for _, t_out in output.pairs if t_out > failed_at]
     needed = inputs * MODEL_CALLS["one_call"]
@@ -81,4 +86,5 @@ def measure(
         failure_to_next_output_s=min(later) - failed_at if later else float("nan"),
         calls_needed=needed,
         calls_reinvoked=model_calls_made() - before - needed,
+        calls_in_flight_at_failure=int(in_flight_text),
     )

@@ -97,11 +97,11 @@ def durability_table(rows: list[Row]) -> str:
 def recovery_table(rows: list[Row]) -> str:
     return table(
         ["store", "L", "inputs", "outputs written", "failure → next output", "calls needed",
-         "calls re-invoked"],
+         "calls made again", "in flight at the failure"],
         (
             [r["store"], ms(r["latency"]), fmt(r["inputs"]), fmt(r["outputs"]),
              f"{r['failure_to_next_output_s']:.2f} s", fmt(r["calls_needed"]),
-             fmt(r["calls_reinvoked"])]
+             fmt(r["calls_reinvoked"]), fmt(r.get("calls_in_flight_at_failure", "-"))]
             for r in of(rows, "recovery")
         ),
     )  # fmt: skip

@@ -116,7 +116,14 @@ WORKLOADS: dict[str, Callable[[float], ReActAgent]] = {
 }
 
 
+_MODEL_NAMES = ("one_call_model", "react_model", "researcher_model", "billing_model", "desk_model")
+
+
 def model_calls_made() -> int:
     """Scripted model calls made in this process so far (all workloads' connections)."""
-    names = ("one_call_model", "react_model", "researcher_model", "billing_model", "desk_model")
-    return sum(ScriptedChatModelConnection.stats(name).total for name in names)
+    return sum(ScriptedChatModelConnection.stats(name).total for name in _MODEL_NAMES)
+
+
+def model_calls_in_flight() -> int:
+    """Scripted model calls running in this process now."""
+    return sum(ScriptedChatModelConnection.stats(name).in_flight for name in _MODEL_NAMES)
