@@ -4,7 +4,7 @@ Runs one such job in thread mode (as the suite does) and attaches py-spy to the 
 JVM, whose embedded interpreter (pemja) runs the operator and the engine thread; writes
 ``results/profile.md``: samples per thread, per code area, and the top functions by own time.
 
-    .venv/bin/python -m bench.profile          # needs py-spy in the venv (make bench installs it)
+    .venv/bin/python -m bench.hotspots          # needs py-spy in the venv (make bench installs it)
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main() -> None:
         return
     raw = REPO / ".cache" / "bench-profile.txt"
     job = subprocess.Popen(
-        [sys.executable, "-m", "bench.profile", "--child", "--inputs", str(args.inputs)],
+        [sys.executable, "-m", "bench.hotspots", "--child", "--inputs", str(args.inputs)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     jvm = _child_jvm(job.pid)

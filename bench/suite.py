@@ -80,7 +80,7 @@ def main() -> None:
             spy = [sys.executable, "-m", "pip", "install", "-q", "py-spy"]
             if (
                 subprocess.run(spy, cwd=REPO).returncode != 0
-                or subprocess.run([sys.executable, "-m", "bench.profile"], cwd=REPO).returncode
+                or subprocess.run([sys.executable, "-m", "bench.hotspots"], cwd=REPO).returncode
             ):
                 failed.append("profile")
         argv = " ".join(sys.argv[1:])
