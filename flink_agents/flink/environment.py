@@ -11,6 +11,7 @@ key, seq and either ``output`` or ``error`` (see :class:`~flink_agents.flink.rec
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -18,13 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Types, WatermarkStrategy
+from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
 from pyflink.datastream import DataStream, MapFunction, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
+from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
 from flink_agents.flink.jars import kafka_connector_jar
+from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
 from flink_agents.flink.operator import AgentFunction
 from flink_agents.flink.options import OperatorOptions
 from flink_agents.flink.records import key_selector
@@ -33,6 +36,8 @@ from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.store.config import StoreConfig
 
 KeySpec = str | Callable[[Any], Any]
+
+logger = logging.getLogger(__name__)
 
 
 class AgentsExecutionEnvironment:
@@ -173,6 +178,30 @@ class Paced(MapFunction):
         return value
 
 
+def _timer_safe_bundles(env: StreamExecutionEnvironment) -> None:
+    """Process mode: one element per Python bundle, or a restore can lose inputs.
+
+    The operator finds a key again only through its timers, and PyFlink's process mode registers
+    the timers of the bundle a checkpoint flushes after that checkpoint's snapshot (see
+    :data:`~flink_agents.flink.job.PROCESS_MODE_BUNDLE_SIZE`). Thread mode is not affected.
+    """
+    options = get_gateway().jvm.org.apache.flink.python.PythonOptions
+    config = env._j_stream_execution_environment.getConfiguration()
+    if str(config.get(options.PYTHON_EXECUTION_MODE)) != "process":
+        return
+    if str(config.get(options.MAX_BUNDLE_SIZE)) == PROCESS_MODE_BUNDLE_SIZE:
+        return
+    logger.info(
+        "process mode: python.fn-execution.bundle.size set to %s (was %s) so that checkpoints "
+        "keep the agent operator's timers",
+        PROCESS_MODE_BUNDLE_SIZE,
+        config.get(options.MAX_BUNDLE_SIZE),
+    )
+    setting = Configuration()
+    setting.set_string("python.fn-execution.bundle.size", PROCESS_MODE_BUNDLE_SIZE)
+    env.configure(setting)
+
+
 @dataclass
 class AgentInput:
     """A keyed input waiting for an agent; :meth:`apply` one."""
@@ -185,6 +214,7 @@ class AgentInput:
     def apply(self, agent: Agent | AgentPlan) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
         plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
+        _timer_safe_bundles(self.agents.env)
         function = AgentFunction(plan.to_json(), self.agents.options, self.agents.store)
         keyed = self.stream.key_by(key_selector(self.key), key_type=Types.STRING())
         self._outputs = keyed.process(function, output_type=Types.STRING()).name(

@@ -22,6 +22,12 @@ from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml_agent import load_yaml_model
 from flink_agents.runtime.store.config import StoreConfig
 
+PROCESS_MODE_BUNDLE_SIZE = "1"
+"""``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a
+bundle sets through the task's mailbox; the bundle a checkpoint flushes before its barrier has
+them registered only after the snapshot, so that checkpoint holds the keys' pending inputs but
+no timer to visit them again. One element per bundle leaves no bundle open at a barrier."""
+
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -152,7 +158,12 @@ class JobSpec(_Spec):
             "execution.checkpointing.dir": self.checkpoint_dir().as_uri(),
             "state.backend.type": "hashmap",
             # Small bundles: outputs leave the Python worker promptly (defaults are 100k / 1 s).
-            "python.fn-execution.bundle.size": "100",
+            # Process mode: one element per bundle, or a checkpoint misses the timers registered
+            # in the bundle it flushes, and a restore loses those keys' inputs (see
+            # docs/flink-runtime.md, "Pitfalls").
+            "python.fn-execution.bundle.size": PROCESS_MODE_BUNDLE_SIZE
+            if self.execution_mode == "process"
+            else "100",
             "python.fn-execution.bundle.time": "100",
         }
         restart = self.restart_strategy
