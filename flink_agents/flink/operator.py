@@ -203,7 +203,8 @@ class AgentFunction(KeyedProcessFunction):
             delay = min(expected_ms, self._options.max_first_poll_ms)
         now = max(timers.current_processing_time(), after or 0)
         timers.register_processing_time_timer(((now + delay) // interval + 1) * interval)
-        timers.register_event_time_timer(END_OF_INPUT)
+        if not repeat:  # a key's end-of-input timer is set with its input (and checkpointed)
+            timers.register_event_time_timer(END_OF_INPUT)
 
     def _load(self) -> KeyState:
         """The current key's state; the first state read after a restore also restores the
