@@ -6,7 +6,7 @@ operator; the rate is measured over the middle 80 % of outputs, so JVM start-up 
 not count. Peak RSS is read from /proc for this process (the client, which in loopback mode also
 runs the Python functions) and the JVM it started.
 
-    .venv/bin/python -m bench.operator_throughput --inputs 10000 --keys 1000 --latency 0.2 --store kafka
+    .venv/bin/python -m bench.operator_throughput --keys 1000 --latency 0.2 --store kafka
 
 Prints one JSON line of results. The figures for the operator's targets (1,000 keys, Kafka
 store on) come from this script; `make bench` runs the wider matrix (see bench/README.md).
@@ -85,7 +85,7 @@ def peak_rss_mb() -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=int, default=20000)
+    parser.add_argument("--inputs", type=int, default=10000)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--max-in-flight", type=int, default=1000)
