@@ -29,30 +29,10 @@ from pyflink.datastream.connectors.file_system import FileSink
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from flink_agents.api import ChatModelSetup, Prompt, ReActAgent, ResourceDescriptor  # noqa: E402
-from flink_agents.api.resources import ResourceType  # noqa: E402
+from bench.workloads import one_call  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
 from flink_agents.flink.job import JobSpec  # noqa: E402
-from flink_agents.integrations.scripted import ScriptedChatModelConnection  # noqa: E402
 from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
-
-
-def one_call_agent(latency: float) -> ReActAgent:
-    """A ReAct agent whose model answers at once (no tools): one chat call per input."""
-    agent = ReActAgent(
-        name="bench_one_call",
-        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="model", model="bench"),
-        prompt=Prompt(text="{text}"),
-    )
-    agent.add_resource(
-        "model",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name="bench",
-        turns=[{"content": "ok: $input"}],
-        latency_seconds=latency,
-    )
-    return agent
 
 
 def stamp(line: str) -> str:
@@ -119,7 +99,7 @@ def main() -> None:
             topic=f"bench-operator-{work.name}",
         )
     agents = AgentsExecutionEnvironment(env, options=options, store=store)
-    outputs = agents.from_list(records, key="k").apply(one_call_agent(args.latency))
+    outputs = agents.from_list(records, key="k").apply(one_call(args.latency))
     sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)
 
