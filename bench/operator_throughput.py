@@ -29,9 +29,9 @@ from pyflink.datastream.connectors.file_system import FileSink
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.cluster import JobSettings, flink_config  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
-from flink_agents.flink.job import JobSpec  # noqa: E402
 from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
 
 
@@ -75,16 +75,8 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
-    spec = JobSpec(
-        name="bench",
-        agent="unused",
-        source={"kind": "list", "path": "unused"},
-        key="k",
-        execution_mode=args.mode,
-        checkpointing={"interval_ms": 1000, "dir": str(work / "ckpt")},
-    )
     config = Configuration()
-    for name, value in spec.flink_config().items():
+    for name, value in flink_config(JobSettings(mode=args.mode))(work).items():
         config.set_string(name, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(1)
