@@ -81,6 +81,8 @@ class AgentFunction(KeyedProcessFunction):
     # --- lifecycle -------------------------------------------------------------------------------
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        # Before any client exists: records below this level are then dropped at the call site.
+        logging.getLogger().setLevel(self._options.python_log_level)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
         self._agent = plan.name
         self._store: ActionStateStore | None = None
