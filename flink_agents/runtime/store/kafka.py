@@ -1,4 +1,4 @@
-"""Kafka-backed action-state store (kafka-python).
+"""Kafka-backed action-state store (confluent-kafka, that is librdkafka).
 
 - Topic: created if absent, `cleanup.policy=compact` (plus `delete` when `retention_ms` is set),
   partitions, replication factor and `min.insync.replicas` from `KafkaStoreConfig`.
@@ -8,19 +8,24 @@
 - Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only enqueues,
   `flush` waits for every acknowledgement and raises `StoreWriteError` for any that failed.
 - Restore reads each partition from the marker's low offset to its end at restore time.
+
+Why librdkafka: batching, compression, checksums and network I/O run in its own native threads,
+outside the GIL that the engine shares with Flink's operator thread in PyFlink's thread mode
+(kafka-python, in pure Python, took about a quarter of that interpreter's CPU; see
+bench/results/operator.md). Delivery reports are served by `flush` (or `poll`), in the thread
+that calls it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
-from kafka.codec import has_zstd
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import BaseModel, Field
 
 from flink_agents.runtime.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
@@ -28,6 +33,9 @@ from flink_agents.runtime.store.errors import StoreError, StoreWriteError
 from flink_agents.runtime.store.log import LogRecord, LogStore
 
 logger = logging.getLogger(__name__)
+
+#: How long `put` waits for room in the producer's queue before it tries again.
+_QUEUE_FULL_WAIT_S = 0.05
 
 
 class KafkaStoreConfig(BaseModel):
@@ -45,16 +53,10 @@ class KafkaStoreConfig(BaseModel):
     #: Environment variable holding the HMAC secret; unset or empty means unsigned JSON.
     secret_env: str = DEFAULT_SECRET_ENV
     linger_ms: int = Field(default=5, ge=0)
-    #: Producer batch size in bytes (before compression). Large batches and compression cut
-    #: the producer thread's CPU, which competes with the event loop for the GIL: kafka-python
-    #: checksums every batch in pure Python unless the `crc32c` package is installed.
+    #: Producer batch size in bytes (before compression): fewer, larger requests.
     batch_size: int = Field(default=512 * 1024, ge=1)
-    #: Default: zstd (15x cheaper than kafka-python's gzip level 9, 40% smaller) if the
-    #: `zstandard` package is installed (apache-beam, under apache-flink, brings it; brokers need
-    #: Kafka 2.1+), else gzip from the standard library.
-    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = Field(
-        default_factory=lambda: "zstd" if has_zstd() else "gzip"
-    )
+    #: zstd by default (brokers need Kafka 2.1+): cheap and about 40 % smaller than gzip here.
+    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "zstd"
     #: Unacknowledged writes allowed before `put` blocks on a flush.
     max_pending: int = Field(default=10_000, ge=1)
     request_timeout_ms: int = Field(default=30_000, ge=1)
@@ -76,21 +78,26 @@ class KafkaActionStateStore(LogStore):
             codec=RecordCodec(secret_from_env(config.secret_env)),
             max_pending=config.max_pending,
         )
+        servers = config.bootstrap_servers
+        self._servers = servers if isinstance(servers, str) else ",".join(servers)
         self._ensure_topic()
-        self._producer = KafkaProducer(
-            bootstrap_servers=config.bootstrap_servers,
-            client_id=config.client_id,
-            acks="all",
-            enable_idempotence=True,
-            max_in_flight_requests_per_connection=5,
-            linger_ms=config.linger_ms,
-            batch_size=config.batch_size,
-            compression_type=config.compression_type,
-            request_timeout_ms=config.request_timeout_ms,
-            delivery_timeout_ms=config.delivery_timeout_ms,
+        self._producer = Producer(
+            {
+                "bootstrap.servers": self._servers,
+                "client.id": config.client_id,
+                "acks": "all",
+                "enable.idempotence": True,
+                "max.in.flight.requests.per.connection": 5,
+                "linger.ms": config.linger_ms,
+                "batch.size": config.batch_size,
+                "compression.type": config.compression_type or "none",
+                "request.timeout.ms": config.request_timeout_ms,
+                "delivery.timeout.ms": config.delivery_timeout_ms,
+                # Delivery reports wait in the queue until a flush serves them.
+                "queue.buffering.max.messages": max(100_000, 2 * config.max_pending),
+            }
         )
         self._consumer = self._new_consumer("offsets")  # metadata and end offsets only
-        self._tps = [TopicPartition(config.topic, p) for p in range(config.partitions)]
         self._wait_for_partitions()
 
     def _ensure_topic(self) -> None:
@@ -100,107 +107,144 @@ class KafkaActionStateStore(LogStore):
             topic_configs["retention.ms"] = str(self.config.retention_ms)
         if self.config.min_insync_replicas is not None:
             topic_configs["min.insync.replicas"] = str(self.config.min_insync_replicas)
-        admin = KafkaAdminClient(
-            bootstrap_servers=self.config.bootstrap_servers,
-            client_id=f"{self.config.client_id}-admin",
-            request_timeout_ms=self.config.request_timeout_ms,
+        admin = AdminClient(
+            {"bootstrap.servers": self._servers, "client.id": f"{self.config.client_id}-admin"}
         )
+        new = NewTopic(
+            self.topic,
+            num_partitions=self.config.partitions,
+            replication_factor=self.config.replication_factor,
+            config=topic_configs,
+        )
+        timeout_s = self.config.request_timeout_ms / 1000
+        future = admin.create_topics([new], request_timeout=timeout_s)[self.topic]
         try:
-            new = NewTopic(
-                self.topic,
-                num_partitions=self.config.partitions,
-                replication_factor=self.config.replication_factor,
-                topic_configs=topic_configs,
-            )
-            admin.create_topics([new])
+            future.result(timeout=timeout_s)
             logger.info("created store topic %r with %s", self.topic, topic_configs)
-        except TopicAlreadyExistsError:
-            pass
-        finally:
-            admin.close()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StoreError(f"cannot create store topic {self.topic!r}: {exc}") from exc
 
     def _wait_for_partitions(self) -> None:
         deadline = time.monotonic() + self.config.restore_timeout_s
         while True:
-            found = self._consumer.partitions_for_topic(self.topic)
-            if found:
+            topic = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if topic is not None and topic.error is None and topic.partitions:
                 break
             if time.monotonic() > deadline:
                 raise StoreError(f"topic {self.topic!r} has no metadata")
             time.sleep(0.2)  # metadata of a just-created topic propagates asynchronously
-        if len(found) != self.partitions:
+        if len(topic.partitions) != self.partitions:
             raise StoreError(
-                f"topic {self.topic!r} has {len(found)} partitions, configured {self.partitions}; "
-                "the partitioning of states depends on the count, so it must match"
+                f"topic {self.topic!r} has {len(topic.partitions)} partitions, configured "
+                f"{self.partitions}; the partitioning of states depends on the count, so it "
+                "must match"
             )
 
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
-        return self._producer.send(self.topic, key=key, value=value, partition=partition)
-
-    def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
-        try:
-            self._producer.flush(timeout=timeout)
-        except KafkaError as exc:
-            raise StoreWriteError(f"flush of {len(handles)} writes timed out: {exc}") from exc
-        offsets: list[int] = []
-        failures: list[Exception] = []
-        for future in handles:
+    def _send(self, partition: int, key: bytes, value: bytes | None) -> _Delivery:
+        delivery = _Delivery()
+        while True:
             try:
-                offsets.append(future.get(timeout=0).offset)
-            except KafkaError as exc:
-                failures.append(exc)
+                self._producer.produce(
+                    self.topic, value=value, key=key, partition=partition, on_delivery=delivery
+                )
+                return delivery
+            except BufferError:  # the queue is full: serve reports until there is room
+                self._producer.poll(_QUEUE_FULL_WAIT_S)
+
+    def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
+        left = self._producer.flush() if timeout is None else self._producer.flush(timeout)
+        offsets: list[int] = []
+        failures: list[KafkaError | None] = []
+        for delivery in handles:
+            if delivery.offset is None:
+                failures.append(delivery.error)
+            else:
+                offsets.append(delivery.offset)
         if failures:
+            first = failures[0] or f"not acknowledged in {timeout} s ({left} writes queued)"
             raise StoreWriteError(
                 f"{len(failures)} of {len(handles)} writes to {self.topic!r} were not "
-                f"acknowledged; first error: {failures[0]!r}"
+                f"acknowledged; first error: {first}"
             )
         return offsets
 
     def _end_offsets(self) -> dict[int, int]:
-        return {tp.partition: end for tp, end in self._consumer.end_offsets(self._tps).items()}
+        timeout_s = self.config.request_timeout_ms / 1000
+        return {
+            p: self._consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=timeout_s
+            )[1]
+            for p in range(self.partitions)
+        }
 
     def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
         ends = self._end_offsets()
-        todo = {tp for tp in self._tps if starts[tp.partition] < ends[tp.partition]}
+        todo = {p for p in range(self.partitions) if starts[p] < ends[p]}
         if not todo:
             return
-        # A fresh consumer per restore: reusing one across assignments left a partition
-        # without fetches in kafka-python 3, and restores are rare.
         reader = self._new_consumer("restore")
         try:
-            reader.assign(list(todo))
-            for tp in todo:
-                reader.seek(tp, starts[tp.partition])
+            reader.assign([TopicPartition(self.topic, p, starts[p]) for p in sorted(todo)])
             deadline = time.monotonic() + self.config.restore_timeout_s
             while todo:
                 if time.monotonic() > deadline:
                     raise StoreError(f"restore of {self.topic!r} did not finish in time")
-                for tp, records in reader.poll(timeout_ms=500).items():
-                    for record in records:
-                        if record.offset < ends[tp.partition]:
-                            yield tp.partition, record.offset, record.key, record.value
-                # Compacted-away offsets are skipped: compare positions, not offsets seen.
-                done = {tp for tp in todo if reader.position(tp) >= ends[tp.partition]}
-                if done:
-                    reader.pause(*done)
-                    todo -= done
+                for message in reader.consume(num_messages=1000, timeout=0.5):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            todo.discard(message.partition())  # its end now, at or past `ends`
+                        elif error.fatal():
+                            raise StoreError(f"restore of {self.topic!r} failed: {error}")
+                        else:
+                            logger.warning("restore of %r: %s (retrying)", self.topic, error)
+                        continue
+                    partition, offset = message.partition(), message.offset()
+                    if partition not in todo:
+                        continue
+                    if offset < ends[partition]:
+                        yield partition, offset, message.key(), message.value()
+                    # Compacted-away offsets are never seen: stop at the first one at or past
+                    # the end (the last offset itself may be gone).
+                    if offset >= ends[partition] - 1:
+                        todo.discard(partition)
         finally:
             reader.close()
 
-    def _new_consumer(self, role: str) -> KafkaConsumer:
-        return KafkaConsumer(
-            bootstrap_servers=self.config.bootstrap_servers,
-            client_id=f"{self.config.client_id}-{role}",
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            request_timeout_ms=self.config.request_timeout_ms,
+    def _new_consumer(self, role: str) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": self._servers,
+                "client.id": f"{self.config.client_id}-{role}",
+                # Partitions are assigned by hand and no offset is committed; librdkafka still
+                # wants a group id, so it is unique and never joined.
+                "group.id": f"{self.config.client_id}-{role}-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
         )
 
     def close(self) -> None:
-        """Flush, then close the producer and the reader."""
+        """Flush, then close the reader (the producer is freed with the store)."""
         try:
             self.flush(timeout=self.config.delivery_timeout_ms / 1000)
         finally:
-            self._producer.close()
             self._consumer.close()
+
+
+class _Delivery:
+    """A write's delivery report: its offset once acknowledged, or the error."""
+
+    __slots__ = ("error", "offset")
+
+    def __init__(self) -> None:
+        self.offset: int | None = None
+        self.error: KafkaError | None = None
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.offset = message.offset()
+        else:
+            self.error = error
