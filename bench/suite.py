@@ -44,7 +44,8 @@ def machine() -> dict[str, Any]:
     return {
         "machine": f"{os.cpu_count()} CPUs ({cpu}), {mem_kb / 1024 / 1024:.0f} GiB RAM",
         "versions": f"Python {platform.python_version()}, apache-flink {version('apache-flink')}, "
-        f"kafka-python {version('kafka-python')}, peer flink-agents 0.2.0 (own venv)",
+        f"confluent-kafka {version('confluent-kafka')} (the store's client), "
+        "peer flink-agents 0.2.0 (own venv)",
         "commit": commit,
     }
 

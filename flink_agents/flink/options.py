@@ -55,8 +55,8 @@ class OperatorOptions(BaseModel):
     python_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO",
         description="Level of the Python worker's root logger. PyFlink's thread mode sets it to "
-        "DEBUG and hands every record to the JVM; kafka-python logs each write at DEBUG, which "
-        "cost a third of the worker's CPU with the Kafka store on.",
+        "DEBUG and hands every record to the JVM, so a library that logs on a hot path costs "
+        "CPU (kafka-python's per-write DEBUG records took a third of the worker's).",
     )
 
     @property
