@@ -56,6 +56,9 @@ class LogStore(abc.ABC):
         self._first_offset: dict[RunKey, int] = {}
         self._open: set[RunKey] = set()
         self._ended: dict[RunKey, int] = {}
+        # Runs a restore found that have not begun here since, and the marker count then.
+        self._restored_idle: set[RunKey] = set()
+        self._restored_at = 0
         self._markers_taken = 0
         # (run, transport handle); run is None for tombstones.
         self._pending: list[tuple[RunKey | None, Any]] = []
@@ -114,6 +117,7 @@ class LogStore(abc.ABC):
         """Mark `run` open."""
         self._open.add(run)
         self._ended.pop(run, None)
+        self._restored_idle.discard(run)
 
     def end_run(self, run: RunKey) -> None:
         """Mark `run` ended as of the next marker."""
@@ -175,10 +179,10 @@ class LogStore(abc.ABC):
             )
         if self._pending:
             raise StoreError("restore with unflushed writes")
-        for table in (self._states, self._runs, self._first_offset, self._open, self._ended):
+        tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
+        for table in (*tables, self._restored_idle):
             table.clear()
         open_runs = set(marker.open_runs)
-        self._open.update(open_runs)
         report = RestoreReport()
         starts = {p: mark.low for p, mark in marker.partitions.items()}
         for partition, offset, key, value in self._read(starts):
@@ -187,6 +191,11 @@ class LogStore(abc.ABC):
             except CorruptRecordError as exc:
                 logger.error("skipping %s", exc)
                 report.corrupt.append(exc)
+        # Every run found may be replayed (its input comes again): it stays open, holding the
+        # low-water mark, until it ends here or `prune` lets it go (see there).
+        self._open.update(open_runs, self._runs)
+        self._restored_idle.update(self._runs)
+        self._restored_at = self._markers_taken
         logger.info(
             "restored %d states from %r (%d records, %d tombstones, %d skipped, %d corrupt)",
             len(self._states),
@@ -205,6 +214,8 @@ class LogStore(abc.ABC):
         done = [run for run, taken in self._ended.items() if taken <= marker.taken]
         count = 0
         with self._flush_lock:
+            if marker.taken >= self._restored_at:
+                self._let_go_of_restored_idle()
             for run in done:
                 del self._ended[run]
                 self._first_offset.pop(run, None)
@@ -214,6 +225,20 @@ class LogStore(abc.ABC):
                     count += 1
             self.flush()
         return count
+
+    def _let_go_of_restored_idle(self) -> None:
+        """Drop (without tombstones) the restored runs that never began here.
+
+        They are other subtasks' runs (partitions are shared) or runs whose input did not come
+        again within the prune delay; only their owner may tombstone them. Called by `prune`
+        with a marker taken after the restore, that is, at least the prune delay later.
+        """
+        for run in self._restored_idle:
+            self._open.discard(run)
+            self._first_offset.pop(run, None)
+            for key in self._runs.pop(run, []):
+                del self._states[key]
+        self._restored_idle.clear()
 
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""

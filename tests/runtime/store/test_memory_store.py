@@ -9,6 +9,7 @@ from flink_agents.runtime.store import (
     CallResult,
     InMemoryActionStateStore,
     InMemoryLog,
+    PartitionMark,
     PickleNotAllowedError,
     RecoveryMarker,
     RunKey,
@@ -138,6 +139,62 @@ def test_restored_in_flight_run_keeps_the_low_water():
     assert fresh.recovery_marker().partitions[0].low == 0
     fresh.end_run(r)
     assert fresh.recovery_marker().partitions[0].low == 1
+
+
+def low_only(marker: RecoveryMarker) -> RecoveryMarker:
+    """The compact form the Flink operator keeps in keyed state: low offsets, no open runs."""
+    partitions = {p: PartitionMark(low=m.low, end=m.low) for p, m in marker.partitions.items()}
+    return marker.model_copy(update={"partitions": partitions, "open_runs": []})
+
+
+def test_a_marker_after_a_restore_covers_restored_runs_until_they_end():
+    # A run found by a restore may be replayed (its input comes again from the source): until
+    # it ends, a later marker must not pass its records, or a second failure would lose them.
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    in_flight, later = run("in-flight"), run("later")
+    store.put(state(in_flight))
+    marker = low_only(store.recovery_marker())
+    store.put(state(later))
+    store.end_run(later)  # ended after the checkpoint: it replays too
+    store.flush()
+
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker)
+    assert sorted(fresh.recovery_marker().open_runs, key=RunKey.canonical) == [in_flight, later]
+    assert fresh.recovery_marker().partitions[0].low == 0
+    fresh.begin_run(in_flight)
+    fresh.end_run(in_flight)
+    assert fresh.recovery_marker().partitions[0].low == 1
+    fresh.begin_run(later)
+    fresh.end_run(later)
+    assert fresh.recovery_marker().partitions[0].low == 2
+
+
+def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_prune():
+    # Runs of other subtasks' keys share the partitions and are read by a restore too; they
+    # never run here, so they are let go (not tombstoned) once a marker taken after the
+    # restore is old enough to prune with.
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    foreign, replayed = run("foreign"), run("replayed")
+    store.put(state(foreign))
+    store.put(state(replayed))
+    marker = low_only(store.recovery_marker())
+    store.flush()
+
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker)
+    fresh.begin_run(replayed)
+    taken_after_restore = fresh.recovery_marker()
+    fresh.end_run(replayed)
+    assert fresh.recovery_marker().partitions[0].low == 0  # foreign holds the low-water mark
+    assert fresh.prune(taken_after_restore) == 0  # replayed ended after that marker: kept
+    assert fresh.get(foreign.action("act")) is None  # let go, without a tombstone
+    assert fresh.recovery_marker().partitions[0].low == 2  # nothing open any more
+    assert fresh.prune(fresh.recovery_marker()) == 1
+    assert log.partitions[0][-1] == (replayed.action("act").canonical().encode(), None)
+    assert fresh.recovery_marker().partitions[0].low == 3
 
 
 def test_prune_tombstones_runs_ended_before_the_marker():
