@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -115,6 +116,7 @@ class AgentFunction(KeyedProcessFunction):
         self._restarted = _attempt_number(runtime_context) > 0
         self._recovered = self._store is None
         self._marker: str | None = None
+        self._marker_deadline: float | None = None  # set by the first key without a marker
         self._clock = MarkerClock(
             every_s=self._options.marker_interval_ms / 1000,
             prune_after_s=self._options.prune_after_ms / 1000,
@@ -145,13 +147,15 @@ class AgentFunction(KeyedProcessFunction):
         key = json.loads(flink_key)
         host = self._require_host()
         state = self._load()
-        if not host.knows(key):
+        if self._recovered and not host.knows(key):
             host.restore(key, state)
         seq = state.next_seq
         state.pending.append(PendingInput(seq=seq, input=record))
         state.next_seq = seq + 1
         self._save(state)
-        host.submit(key, record, seq)
+        if self._recovered:
+            host.submit(key, record, seq)
+        # Else the input waits in state for the store's restore; its timer comes back for it.
         self._arm(ctx)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterator[str]:
@@ -165,6 +169,11 @@ class AgentFunction(KeyedProcessFunction):
         if not host.knows(key):
             # First visit after a restore: the engine starts the key's unfinished inputs again.
             state = self._load()
+            if not self._recovered:
+                if polling:  # still waiting for a key that carries a marker
+                    self._arm(ctx, after=timestamp, repeat=True)
+                    return
+                self._recover(None, wait=False)  # the input has ended: nothing more will come
             if not state.pending:
                 return
             host.restore(key, state)
@@ -218,22 +227,37 @@ class AgentFunction(KeyedProcessFunction):
         return saved.runs
 
     def _save(self, state: KeyState) -> None:
-        if self._store is not None and self._clock.due():
+        # No marker before the store is restored: it would not cover the runs still to replay.
+        if self._store is not None and self._recovered and self._clock.due():
             self._take_marker()
         if state.pending or state.next_seq or state.short_term_memory:
             self._state.update(SavedKey(runs=state, marker=self._marker).model_dump_json())
 
-    def _recover(self, marker_json: str | None) -> None:
+    def _recover(self, marker_json: str | None, *, wait: bool = True) -> None:
+        """Restore the store from the first marker seen after a restart.
+
+        A key without a marker (new since the checkpoint) does not start a restore of the whole
+        topic at once: for up to ``marker_wait_ms`` the operator waits for a key that carries
+        one (restored keys with runs in flight are visited first thing by their timers), and
+        keeps the new keys' inputs in state meanwhile.
+        """
         host, store = self._require_host(), self._store
         assert store is not None
-        self._recovered = True
         if marker_json is not None:
             marker = RecoveryMarker.from_json(marker_json)
-        elif self._restarted:
-            # A restart whose first key carries no marker: read the whole topic (slow, rare).
-            marker = from_start(host.call(store.recovery_marker))
+        elif not self._restarted:
+            self._recovered = True  # a fresh start: nothing to recover
+            return
+        elif wait and self._still_waiting_for_marker():
+            return
         else:
-            return  # a fresh start: nothing to recover
+            logger.warning(
+                "no recovery marker seen within %d ms of the restart: reading the whole "
+                "action-state topic",
+                self._options.marker_wait_ms,
+            )
+            marker = from_start(host.call(store.recovery_marker))
+        self._recovered = True
         report = host.call(store.restore, marker, timeout=None)
         logger.info(
             "action-state store restored: %d records, %d skipped, %d corrupt",
@@ -241,6 +265,12 @@ class AgentFunction(KeyedProcessFunction):
             report.skipped,
             len(report.corrupt),
         )
+
+    def _still_waiting_for_marker(self) -> bool:
+        now = time.monotonic()
+        if self._marker_deadline is None:
+            self._marker_deadline = now + self._options.marker_wait_ms / 1000
+        return now < self._marker_deadline
 
     def _take_marker(self) -> None:
         host, store = self._require_host(), self._store

@@ -46,6 +46,12 @@ class OperatorOptions(BaseModel):
         ge=10,
         description="How often the action-state store's recovery marker is refreshed.",
     )
+    marker_wait_ms: int = Field(
+        default=2000,
+        ge=0,
+        description="After a restart, how long inputs of new keys (no recovery marker in their "
+        "state) wait for a key that carries one before the store reads its whole topic.",
+    )
     prune_after_ms: int = Field(
         default=60_000,
         ge=0,
