@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.procs import wait_for_jvm
+
 REPO = Path(__file__).resolve().parents[1]
 AREAS = [  # first match wins: (area, substring of the leaf frame's file)
     ("store / pydantic", "pydantic"),
@@ -42,18 +44,6 @@ def child(inputs: int) -> None:
         configure=flink_config(JobSettings()),
     )
     print(json.dumps(output.stats().__dict__))
-
-
-def _child_jvm(pid: int, timeout: float = 60) -> int:
-    """The java process the job's PyFlink gateway starts (a child of ``pid``)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            children = (task / "children").read_text().split()
-            if children:
-                return int(children[0])
-        time.sleep(0.5)
-    raise RuntimeError("no JVM started by the profiled job")
 
 
 def area(frame: str) -> str:
@@ -105,7 +95,7 @@ def main() -> None:
         [sys.executable, "-m", "bench.hotspots", "--child", "--inputs", str(args.inputs)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
-    jvm = _child_jvm(job.pid)
+    jvm = wait_for_jvm(job.pid)
     time.sleep(args.warmup)  # JVM start, job submission, ramp-up
     spy = str(Path(sys.executable).parent / "py-spy")
     subprocess.run(

@@ -34,29 +34,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.cluster import JobSettings, flink_config  # noqa: E402
+from bench.procs import wait_for_jvm  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment  # noqa: E402
 from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def jvm_pid(parent: int, timeout: float = 60) -> int:
-    """The mini-cluster JVM this process started."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                if ppid == parent and "java" in (entry / "comm").read_text():
-                    return int(entry.name)
-            except (OSError, ValueError, IndexError):
-                continue
-        time.sleep(0.5)
-    raise RuntimeError("no JVM found")
 
 
 def thread_ticks(pid: int) -> dict[tuple[int, str], int]:
@@ -123,7 +106,7 @@ def main() -> None:
     sink = FileSink.for_row_format(str(out), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().sink_to(sink)
     job = env.execute_async("bench-idle")
-    pid = jvm_pid(os.getpid())
+    pid = wait_for_jvm(os.getpid())
     try:
         time.sleep(args.warmup)  # job start, first checkpoints
         never_fed = sample(pid, args.seconds)

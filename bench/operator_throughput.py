@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.cluster import JobSettings, flink_config  # noqa: E402
+from bench.procs import java_children, peak_rss_mb  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
 from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
@@ -39,28 +40,11 @@ def stamp(line: str) -> str:
     return f"{time.time():.6f}"
 
 
-def peak_rss_mb() -> dict[str, float]:
+def peak_rss() -> dict[str, float]:
     """VmHWM of this process and of its java children (the mini-cluster JVM)."""
-
-    def hwm(pid: int) -> float:
-        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if row.startswith("VmHWM:"):
-                return int(row.split()[1]) / 1024
-        return 0.0
-
     me = os.getpid()
-    java = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == me and "java" in (entry / "comm").read_text():
-                java = max(java, hwm(int(entry.name)))
-        except (OSError, ValueError, IndexError):
-            continue
-    return {"python_mb": round(hwm(me), 1), "jvm_mb": round(java, 1)}
+    java = max((peak_rss_mb(pid) for pid in java_children(me)), default=0.0)
+    return {"python_mb": round(peak_rss_mb(me), 1), "jvm_mb": round(java, 1)}
 
 
 def main() -> None:
@@ -119,7 +103,7 @@ def main() -> None:
         "runs_per_s": round(rate, 1),
         "ceiling_runs_per_s": round(args.max_in_flight / args.latency, 1) if args.latency else None,
         "wall_s": round(wall, 1),
-        **peak_rss_mb(),
+        **peak_rss(),
     }
     print(json.dumps(result))
 

@@ -4,8 +4,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from flink_agents.flink.job import JobSpec
+
+
+def job_spec_settings(checkpoint_dir: Path, **fields: Any) -> dict[str, str]:
+    """The Flink configuration a job spec with these fields gets (as ``flink-agents run`` sets
+    it); the agent and source are placeholders, since tests build their pipelines themselves."""
+    checkpointing = {"dir": str(checkpoint_dir), **fields.pop("checkpointing", {})}
+    spec = JobSpec(
+        name="test",
+        agent="unused",
+        source={"kind": "list", "path": "unused"},
+        key="k",
+        checkpointing=checkpointing,
+        **fields,
+    )
+    return spec.flink_config()
 
 
 @pytest.fixture()

@@ -27,8 +27,8 @@ from pyflink.datastream.connectors.file_system import FileSink
 from flink_agents.api import ChatModelSetup, Prompt, ReActAgent, ResourceDescriptor
 from flink_agents.api.resources import ResourceType
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
-from flink_agents.flink.job import JobSpec
 from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from tests.flink.conftest import job_spec_settings
 
 pytestmark = [pytest.mark.flink]
 
@@ -75,16 +75,12 @@ def _one_call_agent() -> ReActAgent:
 def _settings(how: str, tmp_path: Path) -> dict[str, str]:
     checkpoints = tmp_path / "ckpt"
     if how == "job_spec":
-        spec = JobSpec(
-            name="restore-test",
-            agent="unused",
-            source={"kind": "list", "path": "unused"},
-            key="k",
+        return job_spec_settings(
+            checkpoints,
             execution_mode="process",
-            checkpointing={"interval_ms": 200, "dir": str(checkpoints)},
+            checkpointing={"interval_ms": 200},
             restart_strategy={"delay_ms": 200},
         )
-        return spec.flink_config()
     # A user's own environment: PyFlink's defaults (process mode, 1,000 elements per bundle).
     return {
         "execution.checkpointing.interval": "200 ms",

@@ -11,7 +11,7 @@ import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.flink import AgentsExecutionEnvironment
-from flink_agents.flink.job import JobSpec
+from tests.flink.conftest import job_spec_settings
 
 pytestmark = pytest.mark.flink
 
@@ -23,17 +23,9 @@ def report_root_log_level(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_thread_mode_worker_logs_at_info_by_default(make_flink_env, tmp_path) -> None:
-    spec = JobSpec(
-        name="log-level",
-        agent="unused",
-        source={"kind": "list", "path": "unused"},
-        key="k",
-        execution_mode="thread",
-        checkpointing={"dir": str(tmp_path / "ckpt")},
-    )
     agent = Agent(name="log-level")
     agent.add_action(report_root_log_level)
-    env = make_flink_env(**spec.flink_config())
+    env = make_flink_env(**job_spec_settings(tmp_path / "ckpt", execution_mode="thread"))
     agents = AgentsExecutionEnvironment(env)
 
     outputs = agents.from_list([{"k": "a"}], key="k").apply(agent).to_datastream()
