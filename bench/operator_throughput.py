@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--max-in-flight", type=int, default=1000)
     parser.add_argument("--mode", choices=["thread", "process"], default="thread")
+    parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--store", choices=["none", "memory", "kafka"], default="none")
     parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka for --store kafka")
     args = parser.parse_args()
@@ -63,7 +64,7 @@ def main() -> None:
     for name, value in flink_config(JobSettings(mode=args.mode))(work).items():
         config.set_string(name, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
-    env.set_parallelism(1)
+    env.set_parallelism(args.parallelism)
 
     records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
     options = OperatorOptions(max_in_flight=args.max_in_flight)
@@ -97,6 +98,7 @@ def main() -> None:
         "keys": args.keys,
         "latency_s": args.latency,
         "mode": args.mode,
+        "parallelism": args.parallelism,
         "store": args.store,
         "max_in_flight": args.max_in_flight,
         "outputs": n,
