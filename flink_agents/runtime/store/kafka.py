@@ -33,6 +33,8 @@ from flink_agents.runtime.store.errors import StoreError, StoreWriteError
 from flink_agents.runtime.store.log import LogRecord, LogStore
 
 logger = logging.getLogger(__name__)
+#: librdkafka's own log lines (connection failures, retries) go here instead of stderr.
+client_logger = logging.getLogger(f"{__name__}.librdkafka")
 
 #: How long `put` waits for room in the producer's queue before it tries again.
 _QUEUE_FULL_WAIT_S = 0.05
@@ -83,8 +85,7 @@ class KafkaActionStateStore(LogStore):
         self._ensure_topic()
         self._producer = Producer(
             {
-                "bootstrap.servers": self._servers,
-                "client.id": config.client_id,
+                **self._client_config("producer"),
                 "acks": "all",
                 "enable.idempotence": True,
                 "max.in.flight.requests.per.connection": 5,
@@ -107,9 +108,7 @@ class KafkaActionStateStore(LogStore):
             topic_configs["retention.ms"] = str(self.config.retention_ms)
         if self.config.min_insync_replicas is not None:
             topic_configs["min.insync.replicas"] = str(self.config.min_insync_replicas)
-        admin = AdminClient(
-            {"bootstrap.servers": self._servers, "client.id": f"{self.config.client_id}-admin"}
-        )
+        admin = AdminClient(self._client_config("admin"))
         new = NewTopic(
             self.topic,
             num_partitions=self.config.partitions,
@@ -124,16 +123,27 @@ class KafkaActionStateStore(LogStore):
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise StoreError(f"cannot create store topic {self.topic!r}: {exc}") from exc
+        except TimeoutError:
+            raise StoreError(
+                f"no answer from Kafka at {self._servers} within {timeout_s:g} s while creating "
+                f"store topic {self.topic!r}; is the broker running and reachable?"
+            ) from None
 
     def _wait_for_partitions(self) -> None:
         deadline = time.monotonic() + self.config.restore_timeout_s
         while True:
-            topic = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
-            if topic is not None and topic.error is None and topic.partitions:
+            try:
+                found = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            except KafkaException as exc:
+                found, problem = None, str(exc)
+            else:
+                problem = "the topic has no metadata yet"
+            if found is not None and found.error is None and found.partitions:
                 break
             if time.monotonic() > deadline:
-                raise StoreError(f"topic {self.topic!r} has no metadata")
+                raise StoreError(f"store topic {self.topic!r} at {self._servers}: {problem}")
             time.sleep(0.2)  # metadata of a just-created topic propagates asynchronously
+        topic = found
         if len(topic.partitions) != self.partitions:
             raise StoreError(
                 f"topic {self.topic!r} has {len(topic.partitions)} partitions, configured "
@@ -227,11 +237,17 @@ class KafkaActionStateStore(LogStore):
         finally:
             reader.close()
 
+    def _client_config(self, role: str) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self._servers,
+            "client.id": f"{self.config.client_id}-{role}",
+            "logger": client_logger,
+        }
+
     def _new_consumer(self, role: str) -> Consumer:
         return Consumer(
             {
-                "bootstrap.servers": self._servers,
-                "client.id": f"{self.config.client_id}-{role}",
+                **self._client_config(role),
                 # Partitions are assigned by hand and no offset is committed; librdkafka still
                 # wants a group id, so it is unique and never joined.
                 "group.id": f"{self.config.client_id}-{role}-{uuid.uuid4().hex}",

@@ -16,6 +16,7 @@ from flink_agents.runtime.store import (
     CallResult,
     RecordCodec,
     RunKey,
+    StoreError,
     partition_for,
 )
 from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig
@@ -231,3 +232,11 @@ def test_no_record_lost_across_broker_restart(make_store):
     assert reader.state_count == 150
     for prefix in ("before", "during", "after"):
         assert reader.get(run(f"{prefix}-7").action("act")) is not None
+
+
+def test_an_unreachable_broker_is_named_in_a_clear_error():
+    config = KafkaStoreConfig(
+        bootstrap_servers="127.0.0.1:1", topic="never-created", request_timeout_ms=2000
+    )
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1 .*'never-created'.*reachable"):
+        KafkaActionStateStore(config)
