@@ -10,7 +10,8 @@
 #   scripts/flink-cluster.sh env                 print FLINK_HOME/FLINK_CONF_DIR/... for `flink run`
 #
 # Environment: FLINK_REST_PORT (default 8081), FLINK_RPC_PORT (default 6123), PYTHON (default <repo>/.venv/bin/python),
-# FLINK_AGENTS_CACHE (default <repo>/.cache).
+# FLINK_AGENTS_CACHE (default <repo>/.cache), FLINK_TM_SLOTS (slots per TaskManager, default 2; with 1,
+# parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +22,7 @@ source "$here/versions.sh"
 python=${PYTHON:-$repo/.venv/bin/python}
 rest_port=${FLINK_REST_PORT:-8081}
 rpc_port=${FLINK_RPC_PORT:-6123}
+tm_slots=${FLINK_TM_SLOTS:-2}
 cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/flink/cluster-$rest_port"
 
@@ -65,7 +67,7 @@ overrides = {
     "jobmanager.execution.failover-strategy": "region",
     "taskmanager.bind-host": "127.0.0.1",
     "taskmanager.host": "127.0.0.1",
-    "taskmanager.numberOfTaskSlots": 2,
+    "taskmanager.numberOfTaskSlots": $tm_slots,
     "taskmanager.memory.process.size": "1280m",
     "rest.address": "127.0.0.1",
     "rest.bind-address": "127.0.0.1",
