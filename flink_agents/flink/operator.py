@@ -113,7 +113,11 @@ class AgentFunction(KeyedProcessFunction):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("flink_agents.key_state", Types.STRING())
         )
-        self._restarted = _attempt_number(runtime_context) > 0
+        # Flink does not tell Python functions whether state was restored; a retry is an attempt
+        # after the first, a start from a savepoint is declared in the options.
+        self._restarted = (
+            _attempt_number(runtime_context) > 0 or self._options.started_from_savepoint
+        )
         self._recovered = self._store is None
         self._marker: str | None = None
         self._marker_deadline: float | None = None  # set by the first key without a marker
@@ -252,9 +256,8 @@ class AgentFunction(KeyedProcessFunction):
             return
         else:
             logger.warning(
-                "no recovery marker seen within %d ms of the restart: reading the whole "
-                "action-state topic",
-                self._options.marker_wait_ms,
+                "no key with a recovery marker seen since the restart: reading the whole "
+                "action-state topic"
             )
             marker = from_start(host.call(store.recovery_marker))
         self._recovered = True

@@ -52,6 +52,13 @@ class OperatorOptions(BaseModel):
         description="After a restart, how long inputs of new keys (no recovery marker in their "
         "state) wait for a key that carries one before the store reads its whole topic.",
     )
+    started_from_savepoint: bool = Field(
+        default=False,
+        description="Set when the job starts from a savepoint or a retained checkpoint: Flink "
+        "does not tell Python functions that their state was restored, and without this a first "
+        "attempt whose first key is new skips restoring the action-state store (calls of runs "
+        "in flight at the savepoint would be made again).",
+    )
     prune_after_ms: int = Field(
         default=60_000,
         ge=0,

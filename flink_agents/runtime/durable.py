@@ -42,8 +42,8 @@ class CallRunner(Protocol):
 
     journal: ActionJournal | None
 
-    def run_started(self, run: RunId) -> None:
-        """The run is about to execute (first time or replay)."""
+    def run_admitted(self, run: RunId) -> None:
+        """The run's input is queued to execute (first time or replay), perhaps behind others."""
 
     def run(self, call: DurableCall) -> Any:
         """Execute a call from a synchronous action."""
@@ -60,7 +60,7 @@ class DirectCallRunner:
 
     journal: ActionJournal | None = None
 
-    def run_started(self, run: RunId) -> None:
+    def run_admitted(self, run: RunId) -> None:
         return None
 
     def run(self, call: DurableCall) -> Any:

@@ -119,7 +119,7 @@ class StoreCallRunner:
 
     # --- run lifecycle ---------------------------------------------------------------------
 
-    def run_started(self, run: RunId) -> None:
+    def run_admitted(self, run: RunId) -> None:
         self.store.begin_run(_run_key(run))
 
     def run_finished(self, run: RunId) -> None:

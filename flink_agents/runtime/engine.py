@@ -126,7 +126,9 @@ class RunEngine:
         slot.next_seq += 1
         slot.queue.append(pending)
         self._mark_ready(canonical_json(key))
-        return RunId(self._plan.name, key, pending.seq)
+        run = RunId(self._plan.name, key, pending.seq)
+        self._call_runner.run_admitted(run)
+        return run
 
     def pump(self) -> None:
         """Start queued runs while the window allows. Call it on the loop after :meth:`submit`
@@ -191,6 +193,10 @@ class RunEngine:
         if token in self._ready:
             self._ready.remove(token)
         self._mark_ready(token)
+        # Admitted now, not when they start: a replay waiting behind the in-flight bound must
+        # already hold its recorded states (a store lets go of restored runs never admitted).
+        for pending in state.pending:
+            self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq))
 
     # --- scheduling ----------------------------------------------------------------------------
 
@@ -279,7 +285,6 @@ class RunEngine:
 
         Returns the memory to commit, or None when the run failed (its writes are dropped).
         """
-        self._call_runner.run_started(run.run_id)
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
         outputs: list[OutputEvent] = []
         try:

@@ -190,3 +190,16 @@ def test_without_any_marker_the_whole_topic_is_read_after_the_wait(monkeypatch):
         [marker] = second.restores
         assert all(mark.low == 0 for mark in marker.partitions.values())  # from the start
         assert [(r["key"], r["seq"]) for r in rome] == [("Rome", 0)]
+
+
+def test_a_start_from_a_savepoint_restores_the_store_when_declared(monkeypatch):
+    log = InMemoryLog()
+    savepoint = first_run(log, monkeypatch)
+
+    # Attempt 0, as for any new job: only the option says that state was restored.
+    with Attempt(monkeypatch, log, savepoint, 0, started_from_savepoint=True) as started:
+        assert started.send("Rome") == []
+        assert started.restores == []
+        started.send("Oslo")
+        assert started.restores == [saved_marker(savepoint, "Oslo")]
+        assert [r["key"] for r in started.answers("Rome")] == ["Rome"]

@@ -10,7 +10,7 @@ import pytest
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.integrations.http_errors import AttemptFailure, CallLabel
 from flink_agents.integrations.retry import RetryPolicy, call_with_retries
-from flink_agents.runtime import ActionError, run_local
+from flink_agents.runtime import ActionError, RunEngine, run_local
 from flink_agents.runtime.durable_store import StoreCallRunner
 from flink_agents.runtime.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.runtime.replay import RecordedCallError, ReplayMismatchError
@@ -68,6 +68,31 @@ def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
     assert PROBE.counts == {"third": 1}  # first and second were not called again
     assert result.output_values == [[2, 3, 4]]
     assert result.output_values == run_local(plan, [{"k": "k", "n": 1}], key="k")[0].output_values
+
+
+def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
+    # After a restore, a key's pending input is handed back to the engine but may wait behind
+    # the in-flight bound; the store must count it as begun, or the first prune after the
+    # restore lets its states go and the replay calls everything again.
+    plan = h.agent_plan(h.three_calls)
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    marker = store.recovery_marker()
+
+    async def scenario():
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {"n": 1})
+        PROBE.counts.clear()
+        again = _store_after_crash(True, log, store, marker)
+        engine = RunEngine(plan, call_runner=StoreCallRunner(again, agent=plan.name))
+        engine.restore_key("k", state)  # queued, not started: nothing pumps the engine yet
+        again.prune(again.recovery_marker())
+        await engine.drain()
+        return engine.take_results()
+
+    [result] = asyncio.run(scenario())
+    assert PROBE.counts == {"third": 1}  # first and second still handed back
+    assert result.output_values == [[2, 3, 4]]
 
 
 def test_a_run_begins_and_ends_in_the_store():

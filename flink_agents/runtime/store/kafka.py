@@ -18,6 +18,7 @@ that calls it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
@@ -123,7 +124,7 @@ class KafkaActionStateStore(LogStore):
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise StoreError(f"cannot create store topic {self.topic!r}: {exc}") from exc
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:  # the builtin TimeoutError from 3.11
             raise StoreError(
                 f"no answer from Kafka at {self._servers} within {timeout_s:g} s while creating "
                 f"store topic {self.topic!r}; is the broker running and reachable?"
@@ -137,7 +138,7 @@ class KafkaActionStateStore(LogStore):
             except KafkaException as exc:
                 found, problem = None, str(exc)
             else:
-                problem = "the topic has no metadata yet"
+                problem = str(found.error) if found and found.error else "no metadata yet"
             if found is not None and found.error is None and found.partitions:
                 break
             if time.monotonic() > deadline:
