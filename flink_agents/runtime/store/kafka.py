@@ -100,7 +100,11 @@ class KafkaActionStateStore(LogStore):
             }
         )
         self._consumer = self._new_consumer("offsets")  # metadata and end offsets only
-        self._wait_for_partitions()
+        try:
+            self._wait_for_partitions()
+        except StoreError:
+            self._consumer.close()
+            raise
 
     def _ensure_topic(self) -> None:
         topic_configs = {"cleanup.policy": "compact"}
