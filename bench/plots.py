@@ -25,6 +25,24 @@ def _series(rows: list[Row], field: str, workload: str, latency: float, keys: in
     return [b for b, _ in points], [v for _, v in points]
 
 
+def _log_axes(ax, title: str, xlabel: str, ylabel: str, *, legend_size: int) -> None:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=legend_size)
+
+
+def _save(fig, out: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
 def _per_workload(rows: list[Row], field: str, ylabel: str, out: Path, *, peers: bool) -> Path:
     fig, axes = plt.subplots(1, len(DEPTH), figsize=(5 * len(DEPTH), 4), squeeze=False)
     for ax, workload in zip(axes[0], DEPTH, strict=True):
@@ -43,18 +61,14 @@ def _per_workload(rows: list[Row], field: str, ylabel: str, out: Path, *, peers:
                                edgecolors="black", zorder=3)  # fmt: skip
             ax.scatter([], [], marker="s", color="grey", label="naive keyed fn (bound 1)")
             ax.scatter([], [], marker="^", color="grey", label="flink-agents 0.2 (bound = threads)")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"workload {workload} (depth {DEPTH[workload]})")
-        ax.set_xlabel("in-flight bound (max_in_flight; peers: threads)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+        _log_axes(
+            ax,
+            f"workload {workload} (depth {DEPTH[workload]})",
+            "in-flight bound (max_in_flight; peers: threads)",
+            ylabel,
+            legend_size=7,
+        )
+    return _save(fig, out)
 
 
 def _latency(rows: list[Row], out: Path) -> Path:
@@ -68,18 +82,14 @@ def _latency(rows: list[Row], out: Path) -> Path:
                         label = f"{field[:3]} L={latency * 1000:g} ms, {keys:,} keys"
                         ax.plot(xs, ys, style, marker=".", color=COLORS.get(latency), label=label,
                                 alpha=1.0 if keys == 10_000 else 0.5)  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(f"latency, workload {workload}")
-        ax.set_xlabel("in-flight bound (max_in_flight)")
-        ax.set_ylabel("ms, source to output")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+        _log_axes(
+            ax,
+            f"latency, workload {workload}",
+            "in-flight bound (max_in_flight)",
+            "ms, source to output",
+            legend_size=6,
+        )
+    return _save(fig, out)
 
 
 def _durability(rows: list[Row], out: Path) -> Path:
@@ -96,10 +106,7 @@ def _durability(rows: list[Row], out: Path) -> Path:
     ax.set_ylabel("runs/s (workload 1)")
     ax.set_title("durability overhead: no store vs Kafka store")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out)
 
 
 def _rebuild(rows: list[Row], out: Path) -> Path:
@@ -111,10 +118,7 @@ def _rebuild(rows: list[Row], out: Path) -> Path:
     ax.set_ylabel("ms")
     ax.set_title("store rebuild for the same post-checkpoint state")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, out)
 
 
 def draw_all(rows: list[Row], out: Path) -> list[Path]:
