@@ -48,6 +48,18 @@ def _store_after_crash(restored: bool, log: InMemoryLog, store: InMemoryActionSt
     return fresh
 
 
+async def _crash_then_restore(plan, value: Any) -> tuple[Any, InMemoryActionStateStore]:
+    """Crash a run at its held "third" call; return the key state a checkpoint would hold and
+    a new store restored from the log (the probe's counts cleared)."""
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    marker = store.recovery_marker()  # the checkpoint before the input arrived
+    PROBE.hold = "third"
+    state = await h.crash_mid_run(plan, store, "k", value)
+    PROBE.counts.clear()
+    return state, _store_after_crash(True, log, store, marker)
+
+
 @pytest.mark.parametrize("restored", [False, True], ids=["same-store", "restored-store"])
 def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
     plan = h.agent_plan(h.three_calls)
@@ -75,15 +87,9 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
     # the in-flight bound; the store must count it as begun, or the first prune after the
     # restore lets its states go and the replay calls everything again.
     plan = h.agent_plan(h.three_calls)
-    log = InMemoryLog()
-    store = InMemoryActionStateStore(log)
-    marker = store.recovery_marker()
 
     async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {"n": 1})
-        PROBE.counts.clear()
-        again = _store_after_crash(True, log, store, marker)
+        state, again = await _crash_then_restore(plan, {"n": 1})
         engine = RunEngine(plan, call_runner=StoreCallRunner(again, agent=plan.name))
         engine.restore_key("k", state)  # queued, not started: nothing pumps the engine yet
         again.prune(again.recovery_marker())
@@ -286,15 +292,10 @@ def test_a_restart_does_not_reset_the_retry_budget():
 
 def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_types():
     plan = h.agent_plan(h.typed_and_failed)
-    log = InMemoryLog()
-    store = InMemoryActionStateStore(log)
-    marker = store.recovery_marker()
 
     async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.counts.clear()
-        return await h.replay(plan, _store_after_crash(True, log, store, marker), "k", state)
+        state, again = await _crash_then_restore(plan, {})
+        return await h.replay(plan, again, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}
