@@ -13,16 +13,14 @@ JSON (so user keys containing any separator cannot collide), computed from:
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# The one serializer for bytes that matter (also the store's record keys): sorted keys, compact,
+# UTF-8; TypeError for values that are not JSON, ValueError for NaN and infinities.
+from flink_agents.runtime.store.canonical import canonical_json
 
-
-def canonical_json(value: Any) -> str:
-    """Compact JSON with sorted keys; raises TypeError for values that are not JSON."""
-    return _ENCODER.encode(value)  # built once: `json.dumps` with options builds one per call
+__all__ = ["ActionInvocation", "CallIdentity", "RunId", "canonical_json", "digest", "event_id"]
 
 
 def digest(value: Any) -> str:
