@@ -218,9 +218,7 @@ class LogStore(abc.ABC):
                 self._let_go_of_restored_idle()
             for run in done:
                 del self._ended[run]
-                self._first_offset.pop(run, None)
-                for key in self._runs.pop(run, []):
-                    del self._states[key]
+                for key in self._drop_run(run):
                     self._enqueue(run, key.canonical().encode("utf-8"), None)
                     count += 1
             self.flush()
@@ -235,10 +233,16 @@ class LogStore(abc.ABC):
         """
         for run in self._restored_idle:
             self._open.discard(run)
-            self._first_offset.pop(run, None)
-            for key in self._runs.pop(run, []):
-                del self._states[key]
+            self._drop_run(run)
         self._restored_idle.clear()
+
+    def _drop_run(self, run: RunKey) -> list[ActionStateKey]:
+        """Remove `run` from the in-memory view; return the keys of the states it had."""
+        self._first_offset.pop(run, None)
+        keys = self._runs.pop(run, [])
+        for key in keys:
+            del self._states[key]
+        return keys
 
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""
