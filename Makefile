@@ -34,7 +34,7 @@ lint: install
 
 # The example job end to end on the mini-cluster with a real Kafka store and one injected failure.
 run example: install
-	scripts/with-services.sh --kafka-only $(PY) -m flink_agents.examples.demo
+	scripts/with-services.sh --kafka-only $(PY) -m examples.demo
 
 kafka-start:
 	scripts/kafka.sh start

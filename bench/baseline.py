@@ -15,7 +15,7 @@ from pyflink.datastream import DataStream, KeyedProcessFunction, StreamExecution
 
 from bench.flink_job import Pipeline
 from flink_agents.api.chat import ChatMessage, ChatRequest
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
 class BlockingChat(KeyedProcessFunction):

@@ -28,13 +28,13 @@ from collections.abc import Callable
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
-from flink_agents.integrations.scripted import ScriptedChatModelConnection, ScriptedTurn
+from flink_agents.durable.call import CallRunner
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import ActionStateStore
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import compile_agent
+from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
 from flink_agents.runtime import RunEngine
-from flink_agents.runtime.durable import CallRunner
-from flink_agents.runtime.durable_store import StoreCallRunner
-from flink_agents.runtime.store import ActionStateStore
-from flink_agents.runtime.store.config import StoreConfig
 
 MODEL = ScriptedChatModelConnection(name="bench", turns=[ScriptedTurn(content="re: $input")])
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 from bench.cluster import JobSettings, flink_config  # noqa: E402
 from bench.procs import java_children, peak_rss_mb  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
+from flink_agents.durable.store.config import StoreConfig  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
-from flink_agents.runtime.store.config import StoreConfig  # noqa: E402
 
 
 def stamp(line: str) -> str:

@@ -6,8 +6,8 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from bench.flink_job import Pipeline
 from bench.workloads import WORKLOADS
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
-from flink_agents.runtime.store.config import StoreConfig
 
 
 def agent_pipeline(

@@ -16,14 +16,14 @@ import logging
 import time
 import uuid
 
-from flink_agents.runtime.store import (
+from flink_agents.durable.store import (
     ActionState,
     CallResult,
     PartitionMark,
     RecoveryMarker,
     RunKey,
 )
-from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
 
 
 def make_store(bootstrap: str, topic: str, partitions: int) -> KafkaActionStateStore:

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 from kafka import KafkaProducer
 
-from flink_agents.runtime.store import (
+from flink_agents.durable.store import (
     ActionState,
     CallResult,
     PartitionMark,
     RecoveryMarker,
     RunKey,
 )
-from flink_agents.runtime.store.base import partition_for
-from flink_agents.runtime.store.codec import RecordCodec
-from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.base import partition_for
+from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
 
 PARTITIONS = 4
 AGENT = "bench"

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flink_agents.api import ChatModelSetup, Prompt, ReActAgent, ResourceDescriptor, ResourceType
-from flink_agents.api.subagents import TEXT_INPUT_SCHEMA
-from flink_agents.examples.research import lookup_fact
-from flink_agents.examples.weather import SCRIPT as WEATHER_SCRIPT
-from flink_agents.examples.weather import WeatherReport, get_advice, get_temperature
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from examples.research import lookup_fact
+from examples.weather import SCRIPT as WEATHER_SCRIPT
+from examples.weather import WeatherReport, get_advice, get_temperature
+from flink_agents.agents import ReActAgent
+from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
+from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 DEPTH = {"one_call": 1, "react_tools": 3, "subagents": 4}
 """Model calls on a run's critical path: one call; ReAct with two tool rounds (3 calls);

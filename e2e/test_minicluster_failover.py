@@ -1,7 +1,7 @@
 """`make run`'s demo keeps its promise: one injected failure, every ticket answered exactly once,
 no completed call made again.
 
-``python -m flink_agents.examples.demo`` runs the support-desk job on the PyFlink mini-cluster
+``python -m examples.demo`` runs the support-desk job on the PyFlink mini-cluster
 with a Kafka action-state store and the example services (the witness) in its own process. After
 a checkpoint it fails once on purpose (FailOnce, in the job itself); Flink restores the
 checkpoint and replays. The demo exits 0 only if its report holds: 24 distinct answers for 24
@@ -53,7 +53,7 @@ def test_demo_answers_every_ticket_once_and_reinvokes_nothing(
     env["JVM_ARGS"] = f"-Djava.io.tmpdir={tmp_path}"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "flink_agents.examples.demo", "--json", str(summary_file)],
+        [sys.executable, "-m", "examples.demo", "--json", str(summary_file)],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -38,13 +38,13 @@ import yaml
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from flink_agents.examples.services import ExampleServices
+from examples.services import ExampleServices
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
 
 REPO = Path(__file__).resolve().parents[1]
-AGENT = REPO / "jobs" / "support_desk" / "agent.yaml"
-TICKETS = REPO / "jobs" / "support_desk" / "tickets.jsonl"
+AGENT = REPO / "examples" / "jobs" / "support_desk" / "agent.yaml"
+TICKETS = REPO / "examples" / "jobs" / "support_desk" / "tickets.jsonl"
 CLUSTER_SCRIPT = REPO / "scripts" / "flink-cluster.sh"
 
 SERVICES_PORT = 8765  # the agent YAML and the researcher's tool reach the services here
@@ -328,7 +328,7 @@ def start_witness() -> ExampleServices:
             if time.monotonic() > deadline:
                 pytest.fail(
                     f"port {SERVICES_PORT} stays busy ({exc}); the agent YAML needs the example "
-                    "services there (stop `python -m flink_agents.examples.services`)",
+                    "services there (stop `python -m examples.services`)",
                     pytrace=False,
                 )
             time.sleep(1)

@@ -1,14 +1,80 @@
-"""flink-agents-py: LLM agents as keyed Apache Flink jobs, with durable calls."""
+"""flink-agents-py: LLM agents as keyed Apache Flink jobs, with durable calls.
 
-from typing import Any
+The names most agents and jobs need, in one place::
 
-__all__ = ["run_local"]
+    from flink_agents import Agent, action, InputEvent, OutputEvent, RunnerContext
+
+Everything else is in the subpackages (docs/api.md lists the public API): :mod:`.api` (the
+authoring contract), :mod:`.agents` (built-in agents), :mod:`.providers` (chat models),
+:mod:`.flink` (jobs), :mod:`.durable` (durable calls and the action-state store).
+
+The Flink and store names load on first use, so that an agent module does not pull in PyFlink.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flink_agents.agents import ReActAgent
+from flink_agents.api import (
+    Agent,
+    ChatModelSetup,
+    Event,
+    FunctionTool,
+    InputEvent,
+    OutputEvent,
+    Prompt,
+    ResourceDescriptor,
+    ResourceType,
+    RunnerContext,
+    Subagent,
+    SubagentResult,
+    action,
+)
+
+if TYPE_CHECKING:
+    from flink_agents.durable.store.config import StoreConfig
+    from flink_agents.flink.environment import AgentsExecutionEnvironment
+    from flink_agents.flink.options import OperatorOptions
+    from flink_agents.runtime.local import run_local
+
+__all__ = [  # noqa: RUF022 (grouped by what a user does, not sorted)
+    # Declaring an agent
+    "Agent",
+    "Event",
+    "InputEvent",
+    "OutputEvent",
+    "RunnerContext",
+    "action",
+    # Its resources
+    "ChatModelSetup",
+    "FunctionTool",
+    "Prompt",
+    "ResourceDescriptor",
+    "ResourceType",
+    # Built-in agents and delegation
+    "ReActAgent",
+    "Subagent",
+    "SubagentResult",
+    # Running it: in this process, or as a Flink job with durable calls
+    "AgentsExecutionEnvironment",
+    "OperatorOptions",
+    "StoreConfig",
+    "run_local",
+]
+
+_LAZY = {
+    "run_local": "flink_agents.runtime.local",
+    "AgentsExecutionEnvironment": "flink_agents.flink.environment",
+    "OperatorOptions": "flink_agents.flink.options",
+    "StoreConfig": "flink_agents.durable.store.config",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so that importing flink_agents.api does not pull in the runtime.
-    if name == "run_local":
-        from flink_agents.runtime.local import run_local
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flink_agents' has no attribute {name!r}")
+    import importlib
 
-        return run_local
-    raise AttributeError(f"module 'flink_agents' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, TextIO
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.sources import load_plan
-from flink_agents.plan.yaml_agent import YamlAgentError
+from flink_agents.plan.yaml.loader import YamlAgentError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -169,8 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_from_working_directory() -> None:
+    """Resolve ``module:name`` references from the current directory first, as ``python -m``
+    does: a console script's ``sys.path`` starts at its own ``bin/`` folder instead."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _import_from_working_directory()
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from flink_agents.agents import ReActAgent
 from flink_agents.api import (
     Agent,
     ChatModelSetup,
@@ -14,14 +15,13 @@ from flink_agents.api import (
     InputEvent,
     OutputEvent,
     Prompt,
-    ReActAgent,
     Resource,
     ResourceDescriptor,
     ResourceType,
     RunnerContext,
     action,
 )
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
 class Doubled(Event):

@@ -14,22 +14,27 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, TypeAdapter
 
+from flink_agents.agents import ReActAgent
 from flink_agents.api import (
     Agent,
     ChatModelSetup,
     InputEvent,
     OutputEvent,
-    ReActAgent,
     Resource,
     ResourceDescriptor,
     ResourceType,
     RunnerContext,
     action,
 )
-from flink_agents.api.subagents import Subagent, SubagentError, SubagentRequest, SubagentSetup
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
-from flink_agents.runtime.durable import DurableCall
-from flink_agents.runtime.identity import RunId
+from flink_agents.api.subagents.delegation import (
+    Subagent,
+    SubagentError,
+    SubagentRequest,
+    SubagentSetup,
+)
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.identity import RunId
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
 class Review(BaseModel):

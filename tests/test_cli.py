@@ -4,15 +4,13 @@ from pathlib import Path
 from flink_agents.cli import main
 from flink_agents.plan import AgentPlan
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "flink_agents" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_compile_yaml_and_python_give_the_same_plan_file(tmp_path):
     from_yaml, from_python = tmp_path / "a.json", tmp_path / "b.json"
     assert main(["compile", str(EXAMPLES / "triage.yaml"), "-o", str(from_yaml)]) == 0
-    assert (
-        main(["compile", "flink_agents.examples.triage:build_agent", "-o", str(from_python)]) == 0
-    )
+    assert main(["compile", "examples.triage:build_agent", "-o", str(from_python)]) == 0
     assert from_yaml.read_text() == from_python.read_text()
     assert AgentPlan.from_json(from_yaml.read_text()).name == "ticket_triage"
 
@@ -24,7 +22,7 @@ def test_run_local_prints_outputs_as_json_lines(tmp_path, capsys):
         [
             "run",
             "--local",
-            "flink_agents.examples.weather:build_agent",
+            "examples.weather:build_agent",
             "--input",
             str(inputs),
             "--key",
@@ -48,7 +46,10 @@ def test_bad_sources_exit_with_a_message(tmp_path, capsys):
     assert f"{bad}:3:" in capsys.readouterr().err
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n')
-    assert main(["run", "plans/weather_react.json", "--input", str(inputs), "--key", "city"]) == 2
+    assert (
+        main(["run", "examples/plans/weather_react.json", "--input", str(inputs), "--key", "city"])
+        == 2
+    )
 
 
 def test_inspect_lists_offered_and_skipped_subagents(tmp_path, capsys):
@@ -59,7 +60,7 @@ agents:
   - name: desk
     react: {chat_model: chat_model}
     connections:
-      conn: {class: "flink_agents.integrations.scripted:ScriptedChatModelConnection",
+      conn: {class: "flink_agents.providers.scripted:ScriptedChatModelConnection",
              arguments: {turns: [{content: hi}]}}
     chat_models:
       chat_model: {connection: conn, subagents: [helper, shapeless]}

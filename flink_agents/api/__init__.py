@@ -1,16 +1,12 @@
-"""What agent authors import. Nothing here depends on the plan, the runtime or Flink."""
+"""The contract agent authors write against. Nothing here depends on the plan, runtime or Flink.
 
-from flink_agents.api.agent import (
-    ActionDeclaration,
-    ActionSpec,
-    Agent,
-    ErrorPolicy,
-    ResourceDeclaration,
-    action,
-    action_spec,
-)
-from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
-from flink_agents.api.chat_actions import chat_action, tool_call_action
+Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions) is in
+:mod:`flink_agents.agents`; the dozen names most agents need are re-exported by
+:mod:`flink_agents` itself. docs/api.md lists the public API.
+"""
+
+from flink_agents.api.agent import Agent, ErrorPolicy, action
+from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.context import NOT_DONE, Reconciler, RunnerContext
 from flink_agents.api.events import (
@@ -26,11 +22,10 @@ from flink_agents.api.events import (
 )
 from flink_agents.api.memory import Memory
 from flink_agents.api.prompts import Prompt
-from flink_agents.api.react import ReActAgent
-from flink_agents.api.refs import UnresolvableReference, class_path, import_reference
+from flink_agents.api.refs import UnresolvableReference
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
 from flink_agents.api.subagents import (
-    BaseSubagentCallable,
+    HttpSubagent,
     InternalSubagent,
     Subagent,
     SubagentResult,
@@ -40,11 +35,8 @@ from flink_agents.api.tools import FunctionTool, Tool
 
 __all__ = [
     "NOT_DONE",
-    "ActionDeclaration",
     "ActionFailure",
-    "ActionSpec",
     "Agent",
-    "BaseSubagentCallable",
     "ChatMessage",
     "ChatModelConnection",
     "ChatModelSetup",
@@ -54,21 +46,21 @@ __all__ = [
     "ErrorPolicy",
     "Event",
     "FunctionTool",
+    "HttpSubagent",
     "InputEvent",
     "InternalSubagent",
     "Memory",
     "OutputEvent",
     "Prompt",
-    "ReActAgent",
     "Reconciler",
     "Resource",
-    "ResourceDeclaration",
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",
     "Subagent",
     "SubagentResult",
     "SubagentSetup",
+    "TokenUsage",
     "Tool",
     "ToolCall",
     "ToolRequestEvent",
@@ -77,9 +69,4 @@ __all__ = [
     "ToolSpec",
     "UnresolvableReference",
     "action",
-    "action_spec",
-    "chat_action",
-    "class_path",
-    "import_reference",
-    "tool_call_action",
 ]

@@ -12,7 +12,7 @@ from flink_agents.api.events import Event, event_type_name
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import class_path
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
-from flink_agents.api.subagents import SUBAGENT_TOOL_PREFIX, InternalSubagent
+from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, InternalSubagent
 from flink_agents.api.tools import FunctionTool
 
 ErrorPolicy = Literal["fail", "emit"]

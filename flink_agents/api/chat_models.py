@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
-from flink_agents.api.subagent_tools import SubagentOffer, offer_subagents
+from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
 from flink_agents.api.tools import Tool
 
 

@@ -27,7 +27,7 @@ class ResourceType(str, enum.Enum):
     TOOL = "tool"
     PROMPT = "prompt"
     AGENT = "agent"
-    """A sub-agent (see :mod:`flink_agents.api.subagents`)."""
+    """A sub-agent (see :mod:`flink_agents.api.subagents.delegation`)."""
 
 
 _ENV_STRING = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")

@@ -26,6 +26,7 @@ from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
 from flink_agents.flink.operator import AgentFunction
@@ -33,7 +34,6 @@ from flink_agents.flink.options import OperatorOptions
 from flink_agents.flink.records import key_selector
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.store.config import StoreConfig
 
 KeySpec = str | Callable[[Any], Any]
 

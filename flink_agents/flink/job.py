@@ -2,12 +2,11 @@
 
 A job spec is validated like an agent file: an error names the file, the line and the field.
 Relative paths inside a spec are relative to the spec's own folder. The JSON Schema is
-published in ``flink_agents/schemas/job.schema.json`` (``python -m flink_agents.flink.job``).
+published in ``flink_agents/schemas/job.schema.json`` (``python -m scripts.regenerate``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import sysconfig
@@ -16,11 +15,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
-from flink_agents.plan.yaml_agent import load_yaml_model
-from flink_agents.runtime.store.config import StoreConfig
+from flink_agents.plan.yaml.loader import load_yaml_model
 
 PROCESS_MODE_BUNDLE_SIZE = "1"
 """``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a
@@ -195,9 +194,3 @@ def load_job(path: str | Path) -> JobSpec:
     spec = load_yaml_model(path, JobSpec)
     spec._base_dir = Path(path).resolve().parent
     return spec
-
-
-if __name__ == "__main__":
-    schema = Path(__file__).resolve().parents[1] / "schemas" / "job.schema.json"
-    schema.write_text(json.dumps(JobSpec.model_json_schema(), indent=2, sort_keys=True) + "\n")
-    print(f"wrote {schema}")

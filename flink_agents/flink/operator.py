@@ -35,16 +35,16 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain
 from pyflink.datastream.state import ValueStateDescriptor
 
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.options import OperatorOptions
 from flink_agents.flink.records import BadRecord, bad_input_record, decode_input, outputs_of
-from flink_agents.flink.recovery import MarkerClock, compact, from_start
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.durable_store import StoreCallRunner
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
+from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.state import KeyState, PendingInput
-from flink_agents.runtime.store.base import ActionStateStore, RecoveryMarker
-from flink_agents.runtime.store.config import StoreConfig
 
 logger = logging.getLogger(__name__)
 

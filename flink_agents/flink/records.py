@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from flink_agents.api.events import ActionFailure
+from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.engine import RunResult
-from flink_agents.runtime.identity import canonical_json
 
 
 class BadRecord(ValueError):

@@ -5,7 +5,7 @@ from flink_agents.plan.errors import PlanIssue, PlanValidationError
 from flink_agents.plan.models import PLAN_VERSION, ActionPlan, AgentPlan, ResourcePlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.plan.sources import agent_from_reference, load_plan
-from flink_agents.plan.yaml_agent import (
+from flink_agents.plan.yaml.loader import (
     YamlAgentError,
     YamlIssue,
     compile_yaml,

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
-from flink_agents.api.subagents import SUBAGENT_TOOL_PREFIX
+from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
 
 PLAN_VERSION = 1

@@ -8,7 +8,7 @@ from flink_agents.api.agent import Agent
 from flink_agents.api.refs import import_reference
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.plan.yaml_agent import compile_yaml
+from flink_agents.plan.yaml.loader import compile_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 

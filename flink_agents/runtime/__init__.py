@@ -1,9 +1,12 @@
-"""The run engine: per-key runs, event dispatch, memory and the durable-call hook. No Flink."""
+"""The run engine: per-key runs, event dispatch, memory, and hosting them for a caller.
+
+No Flink here: :class:`RunEngine` runs a plan's actions on one asyncio loop,
+:class:`~flink_agents.runtime.host.EngineHost` drives it from a synchronous caller, and
+:func:`run_local` runs a plan over a list of inputs in this process.
+"""
 
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
-from flink_agents.runtime.durable import CallRunner, DirectCallRunner, DurableCall
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
-from flink_agents.runtime.identity import CallIdentity, RunId, event_id
 from flink_agents.runtime.local import run_local, run_local_async
 from flink_agents.runtime.resources import ResourceRegistry
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -11,19 +14,13 @@ from flink_agents.runtime.state import KeyState, PendingInput
 __all__ = [
     "ActionContext",
     "ActionError",
-    "CallIdentity",
-    "CallRunner",
-    "DirectCallRunner",
     "DuplicateCallIdError",
-    "DurableCall",
     "KeyState",
     "PendingInput",
     "ResourceRegistry",
     "RunEngine",
-    "RunId",
     "RunResult",
     "RunState",
-    "event_id",
     "run_local",
     "run_local_async",
 ]

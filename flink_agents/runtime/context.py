@@ -11,15 +11,15 @@ from flink_agents.api.context import Reconciler, RunnerContext
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
-from flink_agents.plan.models import ActionPlan
-from flink_agents.runtime.durable import CallRunner, DurableCall
-from flink_agents.runtime.identity import (
+from flink_agents.durable.call import CallRunner, DurableCall
+from flink_agents.durable.identity import (
     AUTO_CALL_PREFIX,
     CallIdentity,
     RunId,
     digest,
     event_id,
 )
+from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime.resources import ResourceRegistry
 
 T = TypeVar("T")

@@ -20,12 +20,12 @@ from typing import Any
 
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
+from flink_agents.durable.call import CallRunner, DirectCallRunner
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.durable.journal import MemoryWatch, RecordedAction
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.context import ActionContext, RunState
-from flink_agents.runtime.durable import CallRunner, DirectCallRunner
-from flink_agents.runtime.identity import ActionInvocation, RunId, canonical_json, event_id
-from flink_agents.runtime.journal import MemoryWatch, RecordedAction
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 

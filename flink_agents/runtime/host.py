@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.engine import RunEngine, RunResult
-from flink_agents.runtime.identity import canonical_json
 from flink_agents.runtime.state import KeyState
 
 _SMOOTHING = 0.05

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flink_agents.api.agent import Agent
+from flink_agents.durable.call import CallRunner
+from flink_agents.durable.identity import RunId
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.durable import CallRunner
 from flink_agents.runtime.engine import RunEngine, RunResult
-from flink_agents.runtime.identity import RunId
 
 KeySelector = str | Callable[[Any], Any]
 

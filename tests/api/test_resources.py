@@ -3,12 +3,12 @@ from pydantic import ValidationError
 
 from flink_agents.api import Agent, ResourceDescriptor, ResourceType
 from flink_agents.api.resources import UnresolvedSecretError, resolve_env_references
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
 def test_descriptor_names_class_by_module_and_qualname():
     descriptor = ResourceDescriptor.of(ScriptedChatModelConnection, name="x", turns=[])
-    assert descriptor.class_path == "flink_agents.integrations.scripted:ScriptedChatModelConnection"
+    assert descriptor.class_path == "flink_agents.providers.scripted:ScriptedChatModelConnection"
     assert descriptor.model_dump(by_alias=True)["class"] == descriptor.class_path
 
 

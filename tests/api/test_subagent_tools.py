@@ -42,9 +42,9 @@ from flink_agents.api import (
     ResourceDescriptor,
     ResourceType,
 )
-from flink_agents.api.subagents import DELEGATION_MARKER, SUBAGENT_TOOL_PREFIX
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.api.subagents.delegation import DELEGATION_MARKER, SUBAGENT_TOOL_PREFIX
 from flink_agents.plan import AgentPlan, PlanValidationError, compile_agent, resolve_plan
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ResourceRegistry, run_local
 from tests.sample_agents import add, fail_on_negative
 from tests.subagent_samples import FakeSubagent, NotASubagent, model_agent

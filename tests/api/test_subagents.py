@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 
 from flink_agents.api import ResourceDescriptor, ResourceType
-from flink_agents.api.subagents import (
+from flink_agents.api.subagents.delegation import (
     MAX_ERROR_CHARS,
     BaseSubagentCallable,
     SubagentRequest,
     SubagentResult,
 )
-from flink_agents.integrations.http_subagent import HttpSubagent
+from flink_agents.api.subagents.http import HttpSubagent
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 from tests.subagent_samples import (

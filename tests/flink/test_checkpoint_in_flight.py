@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaProducer
 
 from flink_agents.flink import AgentsExecutionEnvironment
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 from tests.sample_agents import react_agent
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]

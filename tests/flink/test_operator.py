@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from flink_agents.examples.weather import build_agent
+from examples.weather import build_agent
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 pytestmark = pytest.mark.flink
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from pyflink.datastream import TimeDomain
 
-from flink_agents.examples.weather import build_agent
+from examples.weather import build_agent
+from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog, RecoveryMarker
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink import OperatorOptions
 from flink_agents.flink.operator import AgentFunction, SavedKey
 from flink_agents.plan.compile import compile_agent
-from flink_agents.runtime.store import InMemoryActionStateStore, InMemoryLog, RecoveryMarker
-from flink_agents.runtime.store.config import StoreConfig
 
 PLAN_JSON = compile_agent(build_agent()).to_json()
 

@@ -24,10 +24,11 @@ from pyflink.common import Encoder, Types
 from pyflink.datastream import MapFunction
 from pyflink.datastream.connectors.file_system import FileSink
 
-from flink_agents.api import ChatModelSetup, Prompt, ReActAgent, ResourceDescriptor
+from flink_agents.agents import ReActAgent
+from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor
 from flink_agents.api.resources import ResourceType
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 from tests.flink.conftest import job_spec_settings
 
 pytestmark = [pytest.mark.flink]

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flink_agents.integrations.anthropic import AnthropicChatModelConnection
-from flink_agents.integrations.connection import HttpChatModelConnection
-from flink_agents.integrations.ollama import OllamaChatModelConnection
-from flink_agents.integrations.openai_compatible import OpenAICompatibleChatModelConnection
+from flink_agents.providers._connection import HttpChatModelConnection
+from flink_agents.providers.anthropic import AnthropicChatModelConnection
+from flink_agents.providers.ollama import OllamaChatModelConnection
+from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
 from tests.integrations.fake_servers import anthropic_reply, ollama_reply, openai_reply
 
 FAST_RETRY = {"initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}

@@ -15,14 +15,14 @@ from flink_agents.api.resources import (
     UnresolvedSecretError,
     resolve_env_references,
 )
-from flink_agents.integrations.anthropic import AnthropicChatModelConnection
-from flink_agents.integrations.connection import HttpChatModelConnection, MissingCredentialError
-from flink_agents.integrations.http_errors import ModelCallError
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import resolve_plan
-from flink_agents.plan.yaml_agent import load_yaml_agents
+from flink_agents.plan.yaml.loader import load_yaml_agents
+from flink_agents.providers._connection import HttpChatModelConnection, MissingCredentialError
+from flink_agents.providers._http_errors import ModelCallError
+from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.runtime.resources import ResourceRegistry
 from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
 from tests.integrations.providers import PROVIDERS, Provider
@@ -32,10 +32,10 @@ SENTINEL = "sk-SENTINEL-must-not-leak-42"
 KEY_VAR = "FA_TEST_PROVIDER_KEY"
 
 CLASSES = {
-    "openai-compatible": "flink_agents.integrations.openai_compatible:"
+    "openai-compatible": "flink_agents.providers.openai_compatible:"
     "OpenAICompatibleChatModelConnection",
-    "anthropic": "flink_agents.integrations.anthropic:AnthropicChatModelConnection",
-    "ollama": "flink_agents.integrations.ollama:OllamaChatModelConnection",
+    "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
+    "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
 }
 
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from flink_agents.api.attempts import tracking_attempts
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
 from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.integrations.http_errors import ModelCallError
-from flink_agents.integrations.structured import StructuredOutputError, chat_structured
+from flink_agents.providers._http_errors import ModelCallError
+from flink_agents.providers._structured import StructuredOutputError, chat_structured
 from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
 from tests.integrations.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
 

@@ -7,13 +7,13 @@ import email.utils
 
 import pytest
 
-from flink_agents.integrations.http_errors import (
+from flink_agents.providers._http_errors import (
     AttemptFailure,
     CallLabel,
     ModelCallError,
     parse_retry_after,
 )
-from flink_agents.integrations.retry import RetryPolicy, call_with_retries
+from flink_agents.providers._retry import RetryPolicy, call_with_retries
 
 LABEL = CallLabel("test", "m", 1)
 

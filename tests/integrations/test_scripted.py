@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from flink_agents.api import ChatMessage, ChatRequest
-from flink_agents.integrations.scripted import ScriptedChatModelConnection, ScriptedModelError
+from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedModelError
 
 
 def _request(*messages: tuple[str, str]) -> ChatRequest:

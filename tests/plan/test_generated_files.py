@@ -1,22 +1,26 @@
 import json
 
-from flink_agents.plan import regenerate
-from flink_agents.plan.yaml_schema import agents_json_schema
+from flink_agents.flink.job import JobSpec
+from flink_agents.plan.yaml.schema import agents_json_schema
+from scripts import regenerate
 
 
 def test_compiled_example_plans_and_yaml_schema_are_current():
     stale = [str(path) for path in regenerate.stale_files()]
-    assert stale == [], "run `python -m flink_agents.plan.regenerate` and commit the result"
+    assert stale == [], "run `python -m scripts.regenerate` and commit the result"
 
 
 def test_every_example_has_a_plan_file_and_the_schema_covers_the_yaml_blocks():
     names = {path.name for path in regenerate.generated_files()}
-    assert {"weather_react.json", "ticket_triage.json", "agent.schema.json"} <= names
+    expected_files = {"weather_react.json", "ticket_triage.json"}
+    assert expected_files | {"agent.schema.json", "job.schema.json"} <= names
     schema = json.loads(regenerate.SCHEMA_FILE.read_text())
     assert schema == json.loads(json.dumps(agents_json_schema()))
     agent_fields = set(schema["$defs"]["AgentSpec"]["properties"])
     expected = {"actions", "resources", "prompts", "tools", "chat_models", "subagents", "react"}
     assert expected <= agent_fields
+    job_schema = json.loads(regenerate.JOB_SCHEMA_FILE.read_text())
+    assert job_schema == JobSpec.model_json_schema()
 
 
 def test_check_mode_reports_a_stale_file(tmp_path, monkeypatch, capsys):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from flink_agents.api import ReActAgent
+from flink_agents.agents import ReActAgent
 from flink_agents.plan import (
     PLAN_VERSION,
     AgentPlan,

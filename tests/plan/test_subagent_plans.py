@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flink_agents.api import Agent
-from flink_agents.api.subagents import TEXT_INPUT_SCHEMA
+from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA
 from flink_agents.plan import (
     AgentPlan,
     PlanValidationError,

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from examples import EXAMPLES
 from flink_agents.api import ResourceType
-from flink_agents.examples import EXAMPLES
 from flink_agents.plan import YamlAgentError, compile_agent, compile_yaml, load_yaml_agents
 from flink_agents.plan.sources import agent_from_reference
 

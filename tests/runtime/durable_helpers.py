@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from flink_agents.api import NOT_DONE, Agent, Event, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
-from flink_agents.runtime.durable_store import StoreCallRunner
-from flink_agents.runtime.store import ActionStateStore
 
 
 class Reply(BaseModel):

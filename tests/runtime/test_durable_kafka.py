@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from flink_agents.runtime.store.config import StoreConfig
+from flink_agents.durable.store.config import StoreConfig
 from tests.runtime import durable_helpers as h
 from tests.runtime.durable_helpers import PROBE
 

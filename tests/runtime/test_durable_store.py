@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.integrations.http_errors import AttemptFailure, CallLabel
-from flink_agents.integrations.retry import RetryPolicy, call_with_retries
-from flink_agents.runtime import ActionError, RunEngine, run_local
-from flink_agents.runtime.durable_store import StoreCallRunner
-from flink_agents.runtime.identity import ActionInvocation, RunId, canonical_json, event_id
-from flink_agents.runtime.replay import RecordedCallError, ReplayMismatchError
-from flink_agents.runtime.store import (
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.durable.replay import RecordedCallError, ReplayMismatchError
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import (
     ActionStateKey,
     CallStatus,
     InMemoryActionStateStore,
     InMemoryLog,
     RunKey,
 )
+from flink_agents.providers._http_errors import AttemptFailure, CallLabel
+from flink_agents.providers._retry import RetryPolicy, call_with_retries
+from flink_agents.runtime import ActionError, RunEngine, run_local
 from tests.runtime import durable_helpers as h
 from tests.runtime.durable_helpers import PROBE
 
@@ -215,7 +215,7 @@ def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(ca
         PROBE.counts.clear()
         return await h.replay(plan, store, "k", state)
 
-    with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.durable_store"):
+    with caplog.at_level(logging.WARNING, logger="flink_agents.durable.runner"):
         result, _ = asyncio.run(scenario())
     # first(1) matched its record; second(99) differs: it and everything after run again
     assert PROBE.counts == {"second": 1, "third": 1}
@@ -317,8 +317,8 @@ def test_the_mismatch_policy_comes_from_the_agent_config():
 
 def test_without_a_journal_the_runner_still_records_calls():
     """A call made outside the engine's journal hook opens its invocation on demand."""
-    from flink_agents.runtime.durable import DurableCall
-    from flink_agents.runtime.identity import CallIdentity
+    from flink_agents.durable.call import DurableCall
+    from flink_agents.durable.identity import CallIdentity
 
     store = InMemoryActionStateStore()
     runner = StoreCallRunner(store, agent="a")

@@ -4,18 +4,15 @@ from typing import Any
 import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.durable import DirectCallRunner, DurableCall, RunId, event_id
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import (
     ActionError,
-    DirectCallRunner,
     DuplicateCallIdError,
-    DurableCall,
     KeyState,
     RunEngine,
-    RunId,
     run_local,
 )
-from flink_agents.runtime.identity import event_id
 from tests import sample_agents
 from tests.sample_agents import EchoAgent, fail_on_negative
 

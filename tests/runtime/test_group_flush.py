@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from flink_agents.runtime.group_flush import GroupFlusher
-from flink_agents.runtime.store import StoreWriteError
+from flink_agents.durable.group_flush import GroupFlusher
+from flink_agents.durable.store import StoreWriteError
 
 
 class CountingStore:

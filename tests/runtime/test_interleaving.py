@@ -2,7 +2,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from tests.sample_agents import react_agent
 

@@ -1,6 +1,6 @@
 import pytest
 
-from flink_agents.integrations.scripted import ScriptedChatModelConnection
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
 from tests.sample_agents import react_agent
 

@@ -11,8 +11,8 @@ import sys
 
 from pydantic_core import to_jsonable_python
 
-from flink_agents.runtime.store import RecoveryMarker
-from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store import RecoveryMarker
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
 
 
 def main(bootstrap: str, topic: str, partitions: str, marker_json: str) -> None:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from flink_agents.runtime.store import ArgumentDigestError, canonical_json, digest_arguments
+from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
 from tests.runtime.store.payload_types import Point, Reply
 
 
@@ -48,7 +48,7 @@ def test_canonical_json_rejects_nan_and_sorts_keys():
 
 def test_digest_is_stable_across_processes_with_hash_randomisation():
     code = (
-        "from flink_agents.runtime.store import digest_arguments;"
+        "from flink_agents.durable.store import digest_arguments;"
         "print(digest_arguments(({'q', 'w', 'e', 'r', 't', 'y'},), {'k': frozenset('abcdef')}))"
     )
     digests = {

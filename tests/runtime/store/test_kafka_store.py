@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from flink_agents.runtime.store import (
+from flink_agents.durable.store import (
     ActionState,
     CallError,
     CallResult,
@@ -19,7 +19,7 @@ from flink_agents.runtime.store import (
     StoreError,
     partition_for,
 )
-from flink_agents.runtime.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
 from tests.runtime.store import payload_types
 from tests.runtime.store.payload_types import Exploding, Opaque, Point, Reply
 

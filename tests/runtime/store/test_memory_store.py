@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from flink_agents.runtime.store import (
+from flink_agents.durable.store import (
     ActionState,
     ActionStateStore,
     CallResult,

@@ -1,6 +1,6 @@
 import pytest
 
-from flink_agents.runtime.store import (
+from flink_agents.durable.store import (
     MAX_TRACE_BYTES,
     PICKLE_TAG,
     ActionState,

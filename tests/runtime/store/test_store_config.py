@@ -2,8 +2,8 @@
 
 import pytest
 
-from flink_agents.runtime.store import InMemoryActionStateStore
-from flink_agents.runtime.store.config import StoreConfig
+from flink_agents.durable.store import InMemoryActionStateStore
+from flink_agents.durable.store.config import StoreConfig
 
 
 def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():

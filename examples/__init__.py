@@ -1,0 +1,27 @@
+"""Small example agents, each in a Python and a YAML form that compile to the same plan.
+
+:data:`EXAMPLES` maps a plan name to the Python factory and the YAML file of that agent; the
+compiled plans live in ``examples/plans/<name>.json`` (see ``python -m scripts.regenerate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EXAMPLES_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Example:
+    """An example agent: ``factory`` as ``module:function`` and its YAML twin."""
+
+    factory: str
+    yaml_file: Path
+
+
+EXAMPLES: dict[str, Example] = {
+    "weather_react": Example("examples.weather:build_agent", EXAMPLES_DIR / "weather.yaml"),
+    "ticket_triage": Example("examples.triage:build_agent", EXAMPLES_DIR / "triage.yaml"),
+    "research_desk": Example("examples.research:build_agent", EXAMPLES_DIR / "research.yaml"),
+}

@@ -1,0 +1,266 @@
+"""Local services for the example job, each counting what it is asked.
+
+They stand in for the outside world of a deployment: an OpenAI-compatible model endpoint, a tool
+API and an external sub-agent service. They also are the independent witness of replay: every
+request is counted under its idempotency key (model requests under a digest of their body,
+which is the same when a call is sent again), so a call repeated after a failover shows up as
+a count of 2, whatever happened inside the Flink job.
+
+    python -m examples.services --port 8765      # GET /counts shows the counters
+
+Routes: ``POST /v1/chat/completions`` (the body's ``model`` picks a script, played by
+:class:`~flink_agents.providers.scripted.ScriptedChatModelConnection`), ``POST /tools/<name>``,
+``POST /billing`` (the :mod:`~flink_agents.api.subagents.http` protocol), ``GET /counts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from flink_agents.api.chat import ChatMessage
+from flink_agents.api.subagents.http import IDEMPOTENCY_HEADER
+from flink_agents.providers.scripted import ScriptedChatModelConnection
+
+# The research desk's model delegates to both sub-agents at once, then answers with what the
+# billing service said; the researcher looks the question up with its tool, then answers.
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
+    "desk": [
+        {
+            "tool_calls": [
+                {"name": "subagent_researcher", "arguments": {"input": "$input"}},
+                {"name": "subagent_billing", "arguments": {"customer": "$input"}},
+            ]
+        },
+        {"content": "answered; billing: $last"},
+    ],
+    "researcher": [
+        {"tool_calls": [{"name": "lookup_fact", "arguments": {"topic": "$input"}}]},
+        {"content": "$last"},
+    ],
+}
+
+
+class Counters:
+    """Requests per (service, idempotency key), with when each was served; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._served: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        self._open: dict[str, int] = {}
+
+    def opened(self, route: str, delta: int) -> None:
+        """A request on ``route`` arrived (+1) or was answered (-1)."""
+        with self._lock:
+            self._open[route] = self._open.get(route, 0) + delta
+
+    def open_now(self) -> dict[str, int]:
+        """Requests being served right now, per route (``/billing``, ``model:<name>``, ...)."""
+        with self._lock:
+            return {route: n for route, n in self._open.items() if n}
+
+    def add(self, service: str, key: str, started: float, finished: float) -> None:
+        with self._lock:
+            self._served.setdefault(service, {}).setdefault(key, []).append((started, finished))
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """Requests per key, per service."""
+        with self._lock:
+            return {
+                service: {key: len(times) for key, times in per_key.items()}
+                for service, per_key in self._served.items()
+            }
+
+    def repeated_after(self, moment: float) -> dict[str, int]:
+        """Per service, requests repeating one whose answer had been sent before ``moment``:
+        calls that had completed, made again. (A call still in flight at ``moment`` may be
+        sent again: its outcome could not be recorded.)"""
+        with self._lock:
+            return {
+                service: sum(
+                    len(times) - 1
+                    for times in per_key.values()
+                    if len(times) > 1 and min(end for _, end in times) < moment
+                )
+                for service, per_key in self._served.items()
+            }
+
+    def in_flight_at(self, moment: float) -> dict[str, int]:
+        """Per service, requests that had started but not been answered at ``moment``."""
+        with self._lock:
+            return {
+                service: sum(
+                    1
+                    for times in per_key.values()
+                    for started, finished in times
+                    if started <= moment < finished
+                )
+                for service, per_key in self._served.items()
+            }
+
+
+def _digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:24]
+
+
+def _openai_completion(message: ChatMessage, model: str) -> dict[str, Any]:
+    """An OpenAI chat-completions response body carrying ``message``."""
+    reply: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        reply["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-{int(time.time() * 1000)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": reply,
+                "finish_reason": "tool_calls" if message.tool_calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _messages(body: dict[str, Any]) -> list[ChatMessage]:
+    """OpenAI request messages as ChatMessages (enough for the scripts: roles and contents)."""
+    return [
+        ChatMessage(
+            role=m["role"],
+            content=m.get("content") or "",
+            tool_call_id=m.get("tool_call_id"),
+        )
+        for m in body["messages"]
+    ]
+
+
+def lookup_fact_answer(topic: str) -> str:
+    return f"{topic}: covered by the premium plan"
+
+
+class ExampleServices(ThreadingHTTPServer):
+    """The three services on one loopback port."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = 0, latency_seconds: float = 0.0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.counters = Counters()
+        self.latency_seconds = latency_seconds
+        self.models = {
+            name: ScriptedChatModelConnection(name=f"service-{name}", turns=turns)
+            for name, turns in SCRIPTS.items()
+        }
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def start(self) -> ExampleServices:
+        threading.Thread(target=self.serve_forever, name="example-services", daemon=True).start()
+        return self
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ExampleServices
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: counts tell the story
+        return
+
+    def do_GET(self) -> None:
+        if self.path == "/counts":
+            self._answer(200, self.server.counters.snapshot())
+        else:
+            self._answer(404, {"error": f"no route {self.path}"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._answer(400, {"error": "body is not JSON"})
+            return
+        started = time.time()
+        route = f"model:{body.get('model')}" if self.path.startswith("/v1/") else self.path
+        self.server.counters.opened(route, +1)
+        try:
+            if self.server.latency_seconds:
+                time.sleep(self.server.latency_seconds)
+            if self.path == "/v1/chat/completions":
+                counted = self._chat(body)
+            elif self.path.startswith("/tools/"):
+                counted = self._tool(self.path.removeprefix("/tools/"), body)
+            elif self.path == "/billing":
+                counted = self._billing(body)
+            else:
+                counted = None
+                self._answer(404, {"error": f"no route {self.path}"})
+        finally:
+            self.server.counters.opened(route, -1)
+        if counted is not None:
+            self.server.counters.add(*counted, started, time.time())
+
+    # Each route answers and returns (service, key) to count, or None for a refused request.
+
+    def _chat(self, body: dict[str, Any]) -> tuple[str, str] | None:
+        model = self.server.models.get(body.get("model", ""))
+        if model is None:
+            self._answer(404, {"error": {"message": f"unknown model {body.get('model')!r}"}})
+            return None
+        reply = model.reply(_messages(body))
+        self._answer(200, _openai_completion(reply, body["model"]))
+        return "model", _digest(body)
+
+    def _tool(self, name: str, body: dict[str, Any]) -> tuple[str, str] | None:
+        if name != "lookup_fact":
+            self._answer(404, {"error": f"no tool {name!r}"})
+            return None
+        self._answer(200, {"result": lookup_fact_answer(str(body.get("topic", "")))})
+        return f"tool:{name}", self.headers.get(IDEMPOTENCY_HEADER) or _digest([name, body])
+
+    def _billing(self, body: dict[str, Any]) -> tuple[str, str]:
+        customer = body.get("input", {}).get("customer", "?")
+        self._answer(200, {"result": {"customer": customer, "status": "paid", "balance": 0}})
+        return "billing", self.headers.get(IDEMPOTENCY_HEADER) or _digest(body)
+
+    def _answer(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The caller died meanwhile (a killed TaskManager): the call still happened, so it is
+            # counted like any other, with its end after the caller's death.
+            self.close_connection = True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The example job's local services.")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    args = parser.parse_args()
+    services = ExampleServices(args.port, args.latency)
+    print(f"serving on {services.url}", flush=True)
+    services.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Built-in actions that talk to chat models; ordinary actions any agent may add.
+
+* :func:`chat_action` sends a ``ChatRequestEvent`` to its model. If the model asks for tools it
+  emits a ``ToolRequestEvent`` and keeps the conversation in sensory memory; when the matching
+  ``ToolResponseEvent`` arrives it hands the results back to the model, until the model answers
+  with a ``ChatResponseEvent``.
+* :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
+  (concurrently) and emits the results.
+
+Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
+and the tool call, so a replay finds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, cast
+
+from flink_agents.api.agent import action
+from flink_agents.api.chat import ChatMessage, ToolCall
+from flink_agents.api.chat_models import ChatModelSetup
+from flink_agents.api.context import RunnerContext
+from flink_agents.api.events import (
+    ChatRequestEvent,
+    ChatResponseEvent,
+    ToolRequestEvent,
+    ToolResponseEvent,
+    ToolResult,
+)
+from flink_agents.api.json_values import NotJsonError, json_text
+from flink_agents.api.resources import ResourceType
+from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
+from flink_agents.api.tools import tool_output_text
+
+DEFAULT_MAX_TOOL_ROUNDS = 10
+
+
+class ToolLoopLimitError(RuntimeError):
+    """The model kept asking for tools beyond ``max_tool_rounds``."""
+
+
+def _conversation_key(request_id: str) -> str:
+    return f"chat_action/conversation/{request_id}"
+
+
+def _chat_model(ctx: RunnerContext, name: str) -> ChatModelSetup:
+    return cast(ChatModelSetup, ctx.get_resource(name, ResourceType.CHAT_MODEL))
+
+
+@action(ChatRequestEvent, ToolResponseEvent)
+async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext) -> None:
+    """Ask the model; loop through tool calls until it gives a final answer."""
+    if isinstance(event, ChatRequestEvent):
+        request_id, model_name, rounds = event.id, event.model, 0
+        messages = list(event.messages)
+    else:
+        request_id, model_name = event.request_id, event.model
+        saved = ctx.sensory_memory.get(_conversation_key(request_id))
+        if saved is None:
+            raise LookupError(f"no conversation in progress for chat request {request_id}")
+        rounds = saved["rounds"]
+        messages = [ChatMessage.model_validate(m) for m in saved["messages"]]
+        messages += [
+            ChatMessage(role="tool", content=result.content, tool_call_id=result.tool_call_id)
+            for result in event.results
+        ]
+
+    model = _chat_model(ctx, model_name)
+    reply = await ctx.durable_execute_async(
+        model.chat, messages, call_id="chat", result_type=ChatMessage
+    )
+
+    if not reply.tool_calls:
+        ctx.sensory_memory.delete(_conversation_key(request_id))
+        ctx.send_event(ChatResponseEvent(request_id=request_id, model=model_name, response=reply))
+        return
+
+    limit = int(ctx.action_config.get("max_tool_rounds", DEFAULT_MAX_TOOL_ROUNDS))
+    if rounds >= limit:
+        raise ToolLoopLimitError(
+            f"model {model_name!r} still asks for tools after {limit} rounds (max_tool_rounds)"
+        )
+    ctx.sensory_memory.set(
+        _conversation_key(request_id),
+        {"rounds": rounds + 1, "messages": [m.model_dump(mode="json") for m in [*messages, reply]]},
+    )
+    ctx.send_event(
+        ToolRequestEvent(request_id=request_id, model=model_name, tool_calls=reply.tool_calls)
+    )
+
+
+async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
+    # A tool's failure is information for the model, not the end of the run.
+    try:
+        tool = model.tool(call.name)
+        value: Any = await ctx.durable_execute_async(
+            tool.call, call.arguments, call_id=f"tool:{call.id}"
+        )
+    except Exception as exc:
+        content = f"{type(exc).__name__}: {exc}"
+        return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
+    return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
+
+
+def _start_delegation(
+    ctx: RunnerContext, model: ChatModelSetup, call: ToolCall
+) -> Awaitable[ToolResult]:
+    """Submit a ``subagent_<name>`` call now, so its ids follow the order of the tool calls."""
+    try:
+        started = Subagent(ctx, model.subagent(call.name)).submit(call.arguments)
+    except Exception as exc:
+        return _delegation_result(call, SubagentResult.failure(exc))
+    return _delegation_result(call, started)
+
+
+async def _delegation_result(
+    call: ToolCall, outcome: Awaitable[SubagentResult[Any]] | SubagentResult[Any]
+) -> ToolResult:
+    # Any failure goes back to the model with its reason; the run goes on.
+    result = outcome if isinstance(outcome, SubagentResult) else await outcome
+    if result.success:
+        try:
+            content = json_text(result.result)
+        except NotJsonError as exc:
+            result = SubagentResult.failure(exc)
+        else:
+            return ToolResult(tool_call_id=call.id, name=call.name, content=content)
+    name = call.name.removeprefix(SUBAGENT_TOOL_PREFIX)
+    content = f"delegation to sub-agent {name!r} failed: {result.reason}"
+    return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
+
+
+@action(ToolRequestEvent)
+async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
+    """Run the tools and delegations the model asked for and send their results back.
+
+    A ``subagent_<name>`` call is routed to the AGENT resource ``<name>`` with the model's
+    arguments unchanged; any other name to the tool of that name.
+    """
+    model = _chat_model(ctx, event.model)
+    pending = [
+        _start_delegation(ctx, model, call)
+        if call.name.startswith(SUBAGENT_TOOL_PREFIX)
+        else _run_tool(ctx, model, call)
+        for call in event.tool_calls
+    ]
+    results = await asyncio.gather(*pending)
+    ctx.send_event(
+        ToolResponseEvent(request_id=event.request_id, model=event.model, results=list(results))
+    )

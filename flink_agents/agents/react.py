@@ -1,0 +1,148 @@
+"""ReActAgent: a prompt, a chat model with tools, and a final answer as the run's output."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from pydantic import BaseModel
+
+from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_ROUNDS, chat_action, tool_call_action
+from flink_agents.api.agent import Agent, ErrorPolicy, action
+from flink_agents.api.chat import ChatMessage
+from flink_agents.api.context import RunnerContext
+from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, InputEvent, OutputEvent
+from flink_agents.api.prompts import Prompt
+from flink_agents.api.refs import class_path, import_reference
+from flink_agents.api.resources import ResourceDescriptor, ResourceType
+
+_FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _prompt_values(value: Any) -> dict[str, Any]:
+    """With a prompt: a map's keys fill its placeholders; ``{input}`` is the input as text."""
+    if isinstance(value, Mapping):
+        values = {str(key): item for key, item in value.items()}
+        values.setdefault("input", _text(dict(value)))
+        return values
+    return {"input": _text(value)}
+
+
+def _user_message(value: Any) -> str:
+    """Without a prompt: a string (or ``{"input": ...}``) is the user message; other maps fail."""
+    if isinstance(value, Mapping):
+        if set(value) != {"input"}:
+            raise ValueError(
+                "a ReActAgent without a prompt takes a string or a map holding only 'input'; "
+                f"got a map with keys {sorted(str(key) for key in value)}. Give the agent a "
+                "prompt whose placeholders are those keys"
+            )
+        value = value["input"]
+    return _text(value)
+
+
+@action(InputEvent)
+def react_start(event: InputEvent, ctx: RunnerContext) -> None:
+    """Turn the input into the first chat request (prompt filled with the input's fields).
+
+    The prompt and output schema come from this action's own config only, never from resources
+    of the same name in an enclosing scope: a child never inherits its parent's.
+    """
+    config = ctx.action_config
+    if config.get("prompt"):
+        prompt = cast(Prompt, ctx.get_resource(config["prompt"], ResourceType.PROMPT))
+        messages = prompt.format_messages(**_prompt_values(event.input))
+    else:
+        messages = [ChatMessage(role="user", content=_user_message(event.input))]
+    if config.get("output_schema"):
+        schema = cast(type[BaseModel], import_reference(config["output_schema"]))
+        schema_json = json.dumps(schema.model_json_schema(), sort_keys=True)
+        instruction = (
+            "Give your final answer as one JSON object matching this JSON schema, "
+            f"with nothing else around it:\n{schema_json}"
+        )
+        messages.append(ChatMessage(role="system", content=instruction))
+    ctx.send_event(ChatRequestEvent(model=config["chat_model"], messages=messages))
+
+
+def _json_text(content: str) -> str:
+    text = content.strip()
+    fenced = _FENCED.match(text)
+    return fenced.group(1) if fenced else text
+
+
+@action(ChatResponseEvent)
+def react_finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
+    """Emit the model's final answer, validated against the output schema when there is one."""
+    content = event.response.content
+    schema_path = ctx.action_config.get("output_schema")
+    if not schema_path:
+        ctx.send_event(OutputEvent(output=content))
+        return
+    schema = cast(type[BaseModel], import_reference(schema_path))
+    answer = schema.model_validate_json(_json_text(content))
+    ctx.send_event(OutputEvent(output=answer.model_dump(mode="json")))
+
+
+class ReActAgent(Agent):
+    """Reason-and-act: ask the model, run the tools it asks for, answer.
+
+    ``chat_model`` is the name of a chat model resource, or a descriptor registered as
+    ``"chat_model"`` (the ``tools`` are then added to its offer). ``prompt`` is a prompt resource
+    name or a :class:`Prompt`, filled with ``{input}`` and, for dict inputs, their fields.
+    ``subagents`` names AGENT resources the model may delegate to (descriptor form only).
+    """
+
+    def __init__(
+        self,
+        *,
+        chat_model: str | ResourceDescriptor,
+        prompt: str | Prompt | None = None,
+        output_schema: type[BaseModel] | None = None,
+        tools: Sequence[Callable[..., Any]] = (),
+        subagents: Sequence[str] = (),
+        name: str | None = None,
+        config: dict[str, Any] | None = None,
+        error_policy: ErrorPolicy = "fail",
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    ) -> None:
+        super().__init__(name=name, config=config, error_policy=error_policy)
+        for tool in tools:
+            self.add_tool(tool)
+        if isinstance(chat_model, ResourceDescriptor):
+            arguments = dict(chat_model.arguments)
+            offered = list(arguments.get("tools", []))
+            offered += [t.__name__ for t in tools if t.__name__ not in offered]
+            if offered:
+                arguments["tools"] = offered
+            if subagents:
+                arguments["subagents"] = list(subagents)
+            self.add_resource(
+                "chat_model",
+                ResourceType.CHAT_MODEL,
+                chat_model.model_copy(update={"arguments": arguments}),
+            )
+            chat_model = "chat_model"
+        elif subagents:
+            raise TypeError("subagents need a chat model descriptor; list them in its arguments")
+        if isinstance(prompt, Prompt):
+            self.add_resource(
+                "prompt",
+                ResourceType.PROMPT,
+                ResourceDescriptor.of(
+                    Prompt, **prompt.model_dump(mode="json", exclude_defaults=True)
+                ),
+            )
+            prompt = "prompt"
+        schema = class_path(output_schema) if output_schema else None
+        start_config = {"chat_model": chat_model, "prompt": prompt, "output_schema": schema}
+        self.add_action(react_start, config=start_config)
+        self.add_action(chat_action, config={"max_tool_rounds": max_tool_rounds})
+        self.add_action(tool_call_action)
+        self.add_action(react_finish, config={"output_schema": schema})

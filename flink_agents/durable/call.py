@@ -1,0 +1,76 @@
+"""The one hook through which every durable call passes.
+
+``RunnerContext.durable_execute`` / ``durable_execute_async`` build a :class:`DurableCall` and
+hand it to the engine's :class:`CallRunner`. :class:`DirectCallRunner` simply calls the function;
+the durable-execution work replaces it with a runner that looks the call up in the action-state
+store, returns a recorded outcome, or calls and records.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from flink_agents.api.context import Reconciler
+from flink_agents.durable.identity import CallIdentity, RunId
+from flink_agents.durable.journal import ActionJournal
+
+
+@dataclass(frozen=True)
+class DurableCall:
+    """A call to make (or to find the recorded outcome of)."""
+
+    identity: CallIdentity
+    function: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    reconciler: Reconciler | None = None
+    result_type: type | None = None
+
+    def invoke(self) -> Any:
+        return self.function(*self.args, **self.kwargs)
+
+
+class CallRunner(Protocol):
+    """Executes durable calls for the engine.
+
+    ``journal`` is the engine's one hook for replaying completed actions: None (the default)
+    means every action runs and nothing is recorded.
+    """
+
+    journal: ActionJournal | None
+
+    def run_admitted(self, run: RunId) -> None:
+        """The run's input is queued to execute (first time or replay), perhaps behind others."""
+
+    def run(self, call: DurableCall) -> Any:
+        """Execute a call from a synchronous action."""
+
+    async def run_async(self, call: DurableCall) -> Any:
+        """Execute a call from an async action (the function may be sync or async)."""
+
+    def run_finished(self, run: RunId) -> None:
+        """The run ended (outputs emitted); its call records may be released."""
+
+
+class DirectCallRunner:
+    """Calls the function and records nothing."""
+
+    journal: ActionJournal | None = None
+
+    def run_admitted(self, run: RunId) -> None:
+        return None
+
+    def run(self, call: DurableCall) -> Any:
+        return call.invoke()
+
+    async def run_async(self, call: DurableCall) -> Any:
+        result = call.invoke()
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def run_finished(self, run: RunId) -> None:
+        return None

@@ -1,0 +1,85 @@
+"""Deterministic identities: runs, events and durable calls.
+
+Nothing here is random or derived from function names or pickles. Ids are digests of canonical
+JSON (so user keys containing any separator cannot collide), computed from:
+
+* a run: ``(agent, key, seq)``, ``seq`` being the key's input counter;
+* an event: its run, the event it was sent in response to, the sending action and the ordinal of
+  the send within that action invocation;
+* a durable call: its run, the event being handled, the action and the call id (given by the
+  caller, or ``#<ordinal>`` of the call within the action invocation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+# The one serializer for bytes that matter (also the store's record keys): sorted keys, compact,
+# UTF-8; TypeError for values that are not JSON, ValueError for NaN and infinities.
+from flink_agents.durable.store.canonical import canonical_json
+
+__all__ = ["ActionInvocation", "CallIdentity", "RunId", "canonical_json", "digest", "event_id"]
+
+
+def digest(value: Any) -> str:
+    """A 128-bit hex digest of ``value``'s canonical JSON."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class RunId:
+    """One run: the ``seq``-th input of ``key`` for ``agent``. Keys must be JSON values."""
+
+    agent: str
+    key: Any
+    seq: int
+
+    def as_list(self) -> list[Any]:
+        return [self.agent, self.key, self.seq]
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{canonical_json(self.key)}/{self.seq}"
+
+
+def event_id(run: RunId, upstream_id: str | None, action: str | None, ordinal: int | str) -> str:
+    """Id of the ``ordinal``-th event ``action`` sent while handling ``upstream_id``.
+
+    The input event of a run has no upstream and no action.
+    """
+    return digest(["event", run.as_list(), upstream_id, action, ordinal])
+
+
+AUTO_CALL_PREFIX = "#"
+"""Call ids starting with this are generated from ordinals; callers may not use it."""
+
+
+@dataclass(frozen=True)
+class ActionInvocation:
+    """One invocation of ``action`` on the event ``event_id`` within ``run``."""
+
+    run: RunId
+    event_id: str
+    action: str
+
+
+@dataclass(frozen=True)
+class CallIdentity:
+    """Identity of one durable call, stable across replays of the same run."""
+
+    run: RunId
+    event_id: str
+    action: str
+    call_id: str
+
+    @property
+    def invocation(self) -> ActionInvocation:
+        """The action invocation that makes this call."""
+        return ActionInvocation(self.run, self.event_id, self.action)
+
+    def as_list(self) -> list[Any]:
+        return [self.run.as_list(), self.event_id, self.action, self.call_id]
+
+    def digest(self) -> str:
+        return digest(["call", *self.as_list()])

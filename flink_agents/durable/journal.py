@@ -1,0 +1,100 @@
+"""The action journal: what a completed action invocation did, so replay need not re-run it.
+
+The engine asks its call runner for a journal (:attr:`CallRunner.journal`). Without one (no
+store) nothing is recorded and every action runs. With one, before invoking an action the
+engine asks :meth:`ActionJournal.recorded`; a completed invocation comes back as a
+:class:`RecordedAction`, whose memory writes are re-applied and whose events are dispatched in
+place of calling the action. After an action returns, the engine hands the journal what it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from flink_agents.api.events import Event
+from flink_agents.api.memory import Memory
+from flink_agents.durable.identity import ActionInvocation
+
+MemoryScope = Literal["short_term", "sensory"]
+
+
+class RunMemories(Protocol):
+    """The two memories of a run that an action writes (the engine's ``RunState``)."""
+
+    short_term_memory: Memory
+    sensory_memory: Memory
+
+
+class MemoryUpdate(BaseModel):
+    """One write to a run's memory: set ``key`` to ``value`` or (``delete``) remove it."""
+
+    scope: MemoryScope
+    key: str
+    delete: bool = False
+    value: Any = None
+
+    def apply(self, run: RunMemories) -> None:
+        memory = run.short_term_memory if self.scope == "short_term" else run.sensory_memory
+        if self.delete:
+            memory.delete(self.key)
+        else:
+            memory.set(self.key, self.value)
+
+
+@dataclass
+class RecordedAction:
+    """What one action invocation did: the events it sent and its memory writes, in order."""
+
+    events: list[Event] = field(default_factory=list)
+    memory_updates: list[MemoryUpdate] = field(default_factory=list)
+
+    def replay(self, run: RunMemories) -> list[Event]:
+        """Re-apply the memory writes to ``run``; returns the events to dispatch."""
+        for update in self.memory_updates:
+            update.apply(run)
+        return list(self.events)
+
+
+class MemoryWatch:
+    """Snapshots a run's memories before an action, to tell its writes afterwards.
+
+    A diff rather than hooks on :class:`Memory`: it also catches values mutated in place.
+    """
+
+    def __init__(self, run: RunMemories) -> None:
+        self._run = run
+        self._before = {
+            "short_term": run.short_term_memory.snapshot(),
+            "sensory": run.sensory_memory.snapshot(),
+        }
+
+    def updates(self) -> list[MemoryUpdate]:
+        """Writes since the snapshot, as updates that turn the old content into the new."""
+        now: dict[MemoryScope, Memory] = {
+            "short_term": self._run.short_term_memory,
+            "sensory": self._run.sensory_memory,
+        }
+        updates: list[MemoryUpdate] = []
+        for scope, memory in now.items():
+            before, after = self._before[scope], memory.snapshot()
+            gone = [k for k in before if k not in after]
+            updates += [MemoryUpdate(scope=scope, key=k, delete=True) for k in gone]
+            updates += [
+                MemoryUpdate(scope=scope, key=k, value=v)
+                for k, v in after.items()
+                if k not in before or before[k] != v
+            ]
+        return updates
+
+
+class ActionJournal(Protocol):
+    """Records completed action invocations and hands them back on replay."""
+
+    def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
+        """What ``invocation`` did, if it completed before; None if it must run."""
+
+    async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
+        """``invocation`` returned normally having done ``action``."""

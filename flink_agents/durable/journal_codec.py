@@ -1,0 +1,59 @@
+"""How a :class:`RecordedAction` is written into an :class:`ActionState` and read back.
+
+Events and memory values keep their class through the store's payload encoding (a pydantic
+model or dataclass is stored with its ``module:qualname``). Fields typed ``Any`` inside an event
+come back in their JSON form, and values without any JSON form are refused: keep event payloads
+and memory JSON-like (as Flink state requires anyway).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flink_agents.api.events import Event
+from flink_agents.durable.journal import MemoryUpdate, RecordedAction
+from flink_agents.durable.store import (
+    PICKLE_TAG,
+    ActionState,
+    PayloadError,
+    decode_payload,
+    encode_payload,
+)
+
+
+def write_action(state: ActionState, action: RecordedAction) -> None:
+    """Mark ``state`` completed with the events and memory writes of ``action``."""
+    state.completed = True
+    state.events = [_encode(event, "event") for event in action.events]
+    state.memory_updates = [
+        {**update.model_dump(exclude={"value"}), **_encode(update.value, update.key)}
+        for update in action.memory_updates
+    ]
+
+
+def read_action(state: ActionState) -> RecordedAction:
+    """The :class:`RecordedAction` of a completed ``state``."""
+    events = [_decode(item) for item in state.events]
+    if not all(isinstance(event, Event) for event in events):
+        raise PayloadError(f"action state {state.key.canonical()} holds an event of another type")
+    updates = [
+        MemoryUpdate(
+            scope=item["scope"], key=item["key"], delete=item["delete"], value=_decode(item)
+        )
+        for item in state.memory_updates
+    ]
+    return RecordedAction(events, updates)
+
+
+def _encode(value: Any, what: str) -> dict[str, Any]:
+    payload, tag = encode_payload(value)
+    if tag == PICKLE_TAG:
+        raise PayloadError(
+            f"{what}: a {type(value).__name__} has no JSON form; the action journal keeps "
+            "events and memory as JSON (use JSON values, pydantic models or dataclasses)"
+        )
+    return {"value": payload, "value_type": tag}
+
+
+def _decode(item: dict[str, Any]) -> Any:
+    return decode_payload(item["value"], item["value_type"])

@@ -1,0 +1,337 @@
+"""The store-backed :class:`CallRunner`: durable calls and the action journal on an
+:class:`ActionStateStore` (see docs/durable-execution.md).
+
+Every action invocation has one :class:`ActionState` (keyed by run, action and the id of the
+event it handled) holding its calls in the order the code made them, and, once the action
+returned, its events and memory writes. A call's outcome is put and flushed before the action
+sees it, so a result an action acted on survives a crash; on replay it is handed back instead
+of calling again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import defaultdict
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from flink_agents.api.attempts import tracking_attempts
+from flink_agents.api.context import NOT_DONE
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.group_flush import GroupFlusher
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
+from flink_agents.durable.journal import RecordedAction
+from flink_agents.durable.journal_codec import read_action, write_action
+from flink_agents.durable.replay import (
+    MISMATCH_POLICIES,
+    MISMATCH_POLICY_KEY,
+    CallSignature,
+    MismatchPolicy,
+    RecordedCallError,
+    ReplayMismatchError,
+    describe_mismatch,
+)
+from flink_agents.durable.store import (
+    ActionState,
+    ActionStateKey,
+    ActionStateStore,
+    CallResult,
+    CallStatus,
+    RunKey,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class _Op(Enum):
+    """A step of the call protocol that its driver (sync or async) performs; the third kind
+    of step, "invoke the call under this tracker", is the :class:`_Attempts` itself."""
+
+    RECONCILE = "reconcile"
+    FLUSH = "flush"
+
+
+@dataclass
+class _Invocation:
+    """The working copy of one action invocation's state, and how far replay has come."""
+
+    state: ActionState
+    position: int = 0  # calls requested so far in this execution
+
+
+@dataclass
+class _Attempts:
+    """The :class:`AttemptTracker` of one call: counts live in the call's record."""
+
+    runner: StoreCallRunner
+    invocation: _Invocation
+    result: CallResult
+
+    @property
+    def attempts(self) -> int:
+        return self.result.attempts
+
+    def record_attempt(self) -> None:
+        self.result = self.result.model_copy(update={"attempts": self.result.attempts + 1})
+        self.runner._record(self.invocation, self.result)
+        # Not awaited (the tracker is synchronous): durable one group flush later.
+        self.runner._flusher.flush_soon()
+
+
+class StoreCallRunner:
+    """Runs durable calls against ``store`` and journals completed actions.
+
+    ``agent`` is the plan name (the agent part of every run id); ``mismatch_policy`` decides
+    what a replay that differs from the record does (see :data:`MismatchPolicy`).
+    """
+
+    def __init__(
+        self, store: ActionStateStore, *, agent: str, mismatch_policy: MismatchPolicy = "fail"
+    ) -> None:
+        if mismatch_policy not in MISMATCH_POLICIES:
+            raise ValueError(
+                f"mismatch policy {mismatch_policy!r}: expected one of {MISMATCH_POLICIES}"
+            )
+        self.store = store
+        self.agent = agent
+        self.mismatch_policy = mismatch_policy
+        self.journal = self
+        self._flusher = GroupFlusher(store)
+        # Keyed by invocation: its state key is built once, when it is opened.
+        self._open: dict[ActionInvocation, _Invocation] = {}
+        self._by_run: defaultdict[RunId, set[ActionInvocation]] = defaultdict(set)
+
+    @classmethod
+    def for_plan(
+        cls,
+        store: ActionStateStore,
+        plan_name: str,
+        config: Mapping[str, Any],
+        *,
+        default_policy: MismatchPolicy = "fail",
+    ) -> StoreCallRunner:
+        """A runner for an agent whose config may set :data:`MISMATCH_POLICY_KEY`."""
+        policy = config.get(MISMATCH_POLICY_KEY, default_policy)
+        return cls(store, agent=plan_name, mismatch_policy=policy)
+
+    # --- run lifecycle ---------------------------------------------------------------------
+
+    def run_admitted(self, run: RunId) -> None:
+        self.store.begin_run(_run_key(run))
+
+    def run_finished(self, run: RunId) -> None:
+        for invocation in self._by_run.pop(run, ()):
+            self._open.pop(invocation, None)
+        self.store.end_run(_run_key(run))
+
+    # --- the action journal ----------------------------------------------------------------
+
+    def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
+        """A completed invocation's record; otherwise (re)opens it for its calls."""
+        key = _state_key(invocation)
+        state = self.store.get(key)
+        if state is not None and state.completed:
+            return read_action(state)
+        self._open[invocation] = _Invocation(state or ActionState(key=key))
+        self._by_run[invocation.run].add(invocation)
+        return None
+
+    async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
+        working = self._invocation(invocation)
+        self._check_no_calls_left(invocation, working)
+        write_action(working.state, action)
+        self.store.put(working.state)
+        self._open.pop(invocation, None)
+        # Not awaited: a completion record lost in a crash only means the action runs again on
+        # replay, and its calls' results (each acknowledged before it was used) are handed
+        # back. Waiting here would add a store round trip to every action of every run.
+        self._flusher.flush_soon()
+
+    # --- durable calls -----------------------------------------------------------------------
+
+    def run(self, call: DurableCall) -> Any:
+        """Synchronous actions: flushes block the loop (prefer async actions under load)."""
+        stepper = _Stepper(self._protocol(call))
+        while (step := stepper.next()) is not None:
+            try:
+                if step is _Op.FLUSH:
+                    self.store.flush()
+                    stepper.reply(None)
+                elif step is _Op.RECONCILE:
+                    assert call.reconciler is not None
+                    found = call.reconciler(*call.args, **call.kwargs)
+                    stepper.reply(_not_awaitable(found, "reconciler"))
+                else:
+                    with tracking_attempts(step):
+                        stepper.reply(_not_awaitable(call.invoke(), "function"))
+            except Exception as exc:
+                stepper.fail(exc)
+        return stepper.value
+
+    async def run_async(self, call: DurableCall) -> Any:
+        stepper = _Stepper(self._protocol(call))
+        while (step := stepper.next()) is not None:
+            try:
+                if step is _Op.FLUSH:
+                    await self._flusher.flush()
+                    stepper.reply(None)
+                elif step is _Op.RECONCILE:
+                    assert call.reconciler is not None
+                    stepper.reply(await _awaited(call.reconciler(*call.args, **call.kwargs)))
+                else:
+                    with tracking_attempts(step):
+                        stepper.reply(await _awaited(call.invoke()))
+            except Exception as exc:
+                stepper.fail(exc)
+        return stepper.value
+
+    def _protocol(self, call: DurableCall) -> Generator[_Op | _Attempts, Any, Any]:
+        """The steps of one call, the same for the sync and the async driver."""
+        identity = call.identity
+        working = self._invocation(identity.invocation)
+        signature = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
+        recorded = self._recorded_at(identity.invocation, working, signature)
+        if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
+            return recorded.value(call.result_type)
+        if recorded is not None and recorded.status is CallStatus.FAILED:
+            assert recorded.error is not None
+            raise RecordedCallError(identity.call_id, recorded.error)
+        if recorded is not None:  # PENDING: started before a crash, outcome unknown
+            if call.reconciler is None:
+                logger.info("call %s was started but not recorded: sending it again", identity)
+            else:
+                try:
+                    found = yield _Op.RECONCILE
+                except Exception as exc:
+                    self._record(working, recorded.fail(exc))
+                    yield _Op.FLUSH
+                    raise
+                if found is not NOT_DONE:
+                    self._record(working, recorded.succeed(found))
+                    yield _Op.FLUSH
+                    return found
+                logger.info("call %s not done (reconciler): sending it again", identity)
+        tracker = _Attempts(
+            self,
+            working,
+            CallResult.pending(
+                identity.call_id,
+                function=signature.function,
+                args_digest=signature.args_digest,
+                attempts=recorded.attempts if recorded is not None else 0,
+            ),
+        )
+        # Take the call's position now (concurrent calls finish in any order); write it at
+        # once only when a reconciler could use it after a crash.
+        working.state.record_call(tracker.result)
+        if call.reconciler is not None:
+            self.store.put(working.state)
+            yield _Op.FLUSH
+        try:
+            value = yield tracker
+        except Exception as exc:
+            self._record(working, tracker.result.fail(exc))
+            yield _Op.FLUSH
+            raise
+        self._record(working, tracker.result.succeed(value))
+        yield _Op.FLUSH
+        return value
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _invocation(self, invocation: ActionInvocation) -> _Invocation:
+        working = self._open.get(invocation)
+        if working is None:  # not opened through the journal (an engine without one)
+            self.recorded(invocation)
+            working = self._open[invocation]
+        return working
+
+    def _record(self, working: _Invocation, result: CallResult) -> None:
+        working.state.record_call(result)
+        self.store.put(working.state)
+
+    def _recorded_at(
+        self, invocation: ActionInvocation, working: _Invocation, requested: CallSignature
+    ) -> CallResult | None:
+        """The record at the call's position, if it is the same call; else a mismatch."""
+        position = working.position
+        working.position += 1
+        calls = working.state.calls
+        if position >= len(calls):
+            return None
+        recorded = calls[position]
+        if CallSignature.recorded(recorded).matches(requested):
+            return recorded
+        self._mismatch(invocation, working, position, CallSignature.recorded(recorded), requested)
+        return None
+
+    def _check_no_calls_left(self, invocation: ActionInvocation, working: _Invocation) -> None:
+        calls = working.state.calls
+        if working.position < len(calls):
+            extra = CallSignature.recorded(calls[working.position])
+            self._mismatch(invocation, working, working.position, extra, None)
+
+    def _mismatch(
+        self,
+        invocation: ActionInvocation,
+        working: _Invocation,
+        position: int,
+        recorded: CallSignature,
+        requested: CallSignature | None,
+    ) -> None:
+        if self.mismatch_policy == "fail":
+            raise ReplayMismatchError(invocation, position, recorded, requested)
+        logger.warning(
+            "%s\n(policy warn: the records from here on are dropped and calls made again)",
+            describe_mismatch(invocation, position, recorded, requested),
+        )
+        del working.state.calls[position:]
+
+
+class _Stepper:
+    """Feeds replies and errors into a call protocol generator; keeps its return value."""
+
+    def __init__(self, steps: Generator[_Op | _Attempts, Any, Any]) -> None:
+        self._steps = steps
+        self._reply: Any = None
+        self._error: Exception | None = None
+        self.value: Any = None
+
+    def next(self) -> _Op | _Attempts | None:
+        """The next step, or None when the protocol returned (see :attr:`value`)."""
+        reply, error = self._reply, self._error
+        self._reply, self._error = None, None
+        try:
+            return self._steps.throw(error) if error is not None else self._steps.send(reply)
+        except StopIteration as done:
+            self.value = done.value
+            return None
+
+    def reply(self, value: Any) -> None:
+        self._reply = value
+
+    def fail(self, error: Exception) -> None:
+        self._error = error
+
+
+def _run_key(run: RunId) -> RunKey:
+    return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
+
+
+def _state_key(invocation: ActionInvocation) -> ActionStateKey:
+    return _run_key(invocation.run).action(invocation.action, invocation.event_id)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _not_awaitable(value: Any, what: str) -> Any:
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()
+        raise TypeError(f"the {what} of a durable call returned an awaitable: use an async action")
+    return value

@@ -1,0 +1,66 @@
+"""Action-state store: durable call results and per-action state (see docs/state-store.md)."""
+
+from flink_agents.durable.store.base import (
+    ActionStateStore,
+    PartitionMark,
+    RecoveryMarker,
+    RestoreReport,
+    partition_for,
+)
+from flink_agents.durable.store.canonical import (
+    ArgumentDigestError,
+    canonical_json,
+    digest_arguments,
+)
+from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store.errors import (
+    CorruptRecordError,
+    PayloadError,
+    PickleNotAllowedError,
+    StoreError,
+    StoreWriteError,
+    UntrustedPickleError,
+)
+from flink_agents.durable.store.memory import InMemoryActionStateStore, InMemoryLog
+from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.durable.store.records import (
+    MAX_TRACE_BYTES,
+    ActionState,
+    ActionStateKey,
+    CallError,
+    CallResult,
+    CallStatus,
+    RunKey,
+)
+
+__all__ = [
+    "DEFAULT_SECRET_ENV",
+    "MAX_TRACE_BYTES",
+    "PICKLE_TAG",
+    "ActionState",
+    "ActionStateKey",
+    "ActionStateStore",
+    "ArgumentDigestError",
+    "CallError",
+    "CallResult",
+    "CallStatus",
+    "CorruptRecordError",
+    "InMemoryActionStateStore",
+    "InMemoryLog",
+    "PartitionMark",
+    "PayloadError",
+    "PickleNotAllowedError",
+    "RecordCodec",
+    "RecoveryMarker",
+    "RestoreReport",
+    "RunKey",
+    "StoreError",
+    "StoreWriteError",
+    "UntrustedPickleError",
+    "canonical_json",
+    "decode_payload",
+    "digest_arguments",
+    "encode_payload",
+    "partition_for",
+    "secret_from_env",
+]

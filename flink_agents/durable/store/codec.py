@@ -1,0 +1,167 @@
+"""Record codec: JSON envelopes, optionally authenticated with HMAC-SHA256.
+
+Wire format of a record value (the Kafka record key is the canonical JSON of the identity):
+
+    unsigned:  <envelope>
+    signed:    b"FAS1" <32-byte HMAC-SHA256> <envelope>
+    envelope:  JSON {"body": {...}, "kind": "action_state" | "call_result", "v": 1}
+
+The body is written by pydantic's serializer (fields in declaration order); readers parse it as
+JSON and must not depend on key order. Non-finite floats become null (pydantic's JSON mode).
+
+The HMAC covers `len(key) (4 bytes, big endian) || key || envelope`, so a valid record cannot be
+replayed under another key. With a secret configured every record is signed and every record
+read must carry a valid HMAC; without one, records are plain JSON and pickled payloads are
+refused at write time. Nothing is parsed before the HMAC is verified, and nothing is ever
+unpickled from an unauthenticated record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Callable
+
+import pydantic_core
+
+from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store.errors import CorruptRecordError, PickleNotAllowedError
+from flink_agents.durable.store.payload import PICKLE_TAG
+from flink_agents.durable.store.records import ActionState, CallResult
+
+#: Environment variable holding the job secret used to sign records.
+DEFAULT_SECRET_ENV = "FLINK_AGENTS_STORE_SECRET"
+FORMAT_VERSION = 1
+
+_SIGNED_MAGIC = b"FAS1"
+_MAC_SIZE = hashlib.sha256().digest_size
+_KINDS: dict[str, type[ActionState] | type[CallResult]] = {
+    "action_state": ActionState,
+    "call_result": CallResult,
+}
+Record = ActionState | CallResult
+
+
+def secret_from_env(name: str = DEFAULT_SECRET_ENV) -> bytes | None:
+    """The store secret from environment variable `name`, or None if unset or empty."""
+    value = os.environ.get(name, "")
+    return value.encode("utf-8") if value else None
+
+
+def _calls_of(record: Record) -> list[CallResult]:
+    return record.calls if isinstance(record, ActionState) else [record]
+
+
+def _trusting_pickles(record: Record) -> Record:
+    """Mark pickled payloads loadable: only call on records known to be authentic."""
+    for call in _calls_of(record):
+        if call.payload_type == PICKLE_TAG:
+            call._trusted = True
+    return record
+
+
+class RecordCodec:
+    """Encodes records to bytes and back; see the module docstring for the format."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret
+
+    @property
+    def signed(self) -> bool:
+        """Whether records are signed (a secret is configured)."""
+        return self._secret is not None
+
+    def encode(self, key: bytes, record: Record) -> bytes:
+        """Serialize `record` stored under `key`.
+
+        Raises `PickleNotAllowedError` if a payload is pickled and no secret is configured.
+        """
+        return self.seal(key, self.envelope(record))
+
+    def envelope(self, record: Record) -> bytes:
+        """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret."""
+        if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
+            raise PickleNotAllowedError(
+                "a call payload has no JSON form and would be pickled, but the store has no "
+                f"secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the configured "
+                "variable), or return JSON-able values, pydantic models or dataclasses"
+            )
+        kind = next(k for k, cls in _KINDS.items() if isinstance(record, cls))
+        # pydantic's serializer is several times faster than dumping to dicts and json.dumps.
+        body = pydantic_core.to_json(record, inf_nan_mode="constants")
+        if b"NaN" in body or b"Infinity" in body:
+            # Maybe a non-finite float (or just text): JSON mode writes null for the former.
+            body = canonical_json(record.model_dump(mode="json")).encode("utf-8")
+        return b'{"body":%s,"kind":"%s","v":%d}' % (body, kind.encode("ascii"), FORMAT_VERSION)
+
+    def seal(self, key: bytes, envelope: bytes) -> bytes:
+        """The record value for `envelope` stored under `key`: signed if there is a secret."""
+        if self._secret is None:
+            return envelope
+        return _SIGNED_MAGIC + self._mac(key, envelope) + envelope
+
+    def decode(
+        self, key: bytes, value: bytes, *, topic: str, partition: int, offset: int
+    ) -> Record:
+        """Authenticate and parse a record; any failure raises `CorruptRecordError`."""
+        return self.open(key, value, topic=topic, partition=partition, offset=offset)[0]
+
+    def open(
+        self, key: bytes, value: bytes, *, topic: str, partition: int, offset: int
+    ) -> tuple[Record, bytes]:
+        """`decode`, also returning the authenticated envelope (for `load`)."""
+
+        def corrupt(reason: str) -> CorruptRecordError:
+            return CorruptRecordError(topic, partition, offset, reason)
+
+        signed = value.startswith(_SIGNED_MAGIC)
+        if self._secret is not None:
+            if not signed:
+                raise corrupt("record is not signed but the store requires HMAC authentication")
+            mac, data = value[4 : 4 + _MAC_SIZE], value[4 + _MAC_SIZE :]
+            if not hmac.compare_digest(mac, self._mac(key, data)):
+                raise corrupt("HMAC does not match (forged, tampered or wrong secret)")
+        elif signed:
+            raise corrupt(
+                f"record is signed but no store secret is configured ({DEFAULT_SECRET_ENV})"
+            )
+        else:
+            data = value
+        record = self._parse(data, corrupt)
+        if isinstance(record, ActionState) and record.key.canonical().encode("utf-8") != key:
+            raise corrupt("record key does not match the key in its body")
+        if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
+            raise corrupt("unsigned record carries a pickled payload")
+        return _trusting_pickles(record), data
+
+    def load(self, envelope: bytes) -> Record:
+        """Parse an envelope this process made (`envelope`) or authenticated (`open`)."""
+
+        def broken(reason: str) -> CorruptRecordError:
+            return CorruptRecordError("(in memory)", -1, -1, reason)
+
+        return _trusting_pickles(self._parse(envelope, broken))
+
+    @staticmethod
+    def _parse(data: bytes, corrupt: Callable[[str], CorruptRecordError]) -> Record:
+        try:
+            envelope = json.loads(data)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise corrupt(f"not JSON: {exc}") from None
+        if not isinstance(envelope, dict) or envelope.get("v") != FORMAT_VERSION:
+            raise corrupt(f"not a version-{FORMAT_VERSION} record envelope")
+        kind = envelope.get("kind")
+        cls = _KINDS.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise corrupt(f"unknown record kind {kind!r}")
+        try:
+            return cls.model_validate(envelope.get("body"))
+        except ValueError as exc:  # pydantic.ValidationError is a ValueError
+            raise corrupt(f"invalid {kind} body: {exc}") from None
+
+    def _mac(self, key: bytes, data: bytes) -> bytes:
+        assert self._secret is not None
+        message = len(key).to_bytes(4, "big") + key + data
+        return hmac.new(self._secret, message, hashlib.sha256).digest()

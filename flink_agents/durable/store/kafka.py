@@ -1,0 +1,286 @@
+"""Kafka-backed action-state store (confluent-kafka, that is librdkafka).
+
+- Topic: created if absent, `cleanup.policy=compact` (plus `delete` when `retention_ms` is set),
+  partitions, replication factor and `min.insync.replicas` from `KafkaStoreConfig`.
+- Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
+  key, so the key must identify one action's state). Partition: chosen by the store with
+  `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
+- Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only enqueues,
+  `flush` waits for every acknowledgement and raises `StoreWriteError` for any that failed.
+- Restore reads each partition from the marker's low offset to its end at restore time.
+
+Why librdkafka: batching, compression, checksums and network I/O run in its own native threads,
+outside the GIL that the engine shares with Flink's operator thread in PyFlink's thread mode
+(kafka-python, in pure Python, took about a quarter of that interpreter's CPU; see
+bench/results/operator.md). Delivery reports are served by `flush` (or `poll`), in the thread
+that calls it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Literal
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pydantic import BaseModel, Field
+
+from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store.errors import StoreError, StoreWriteError
+from flink_agents.durable.store.log import LogRecord, LogStore
+
+logger = logging.getLogger(__name__)
+#: librdkafka's own log lines (connection failures, retries) go here instead of stderr.
+client_logger = logging.getLogger(f"{__name__}.librdkafka")
+
+#: How long `put` waits for room in the producer's queue before it tries again.
+_QUEUE_FULL_WAIT_S = 0.05
+
+
+class KafkaStoreConfig(BaseModel):
+    """Configuration of a `KafkaActionStateStore` (see docs/state-store.md)."""
+
+    bootstrap_servers: str | list[str]
+    topic: str
+    partitions: int = Field(default=4, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    #: `min.insync.replicas` for a created topic; None keeps the broker default.
+    min_insync_replicas: int | None = Field(default=None, ge=1)
+    #: None: compaction only. Otherwise `compact,delete` with this `retention.ms`, a backstop
+    #: for states that were never pruned (see the docs).
+    retention_ms: int | None = Field(default=None, ge=1)
+    #: Environment variable holding the HMAC secret; unset or empty means unsigned JSON.
+    secret_env: str = DEFAULT_SECRET_ENV
+    linger_ms: int = Field(default=5, ge=0)
+    #: Producer batch size in bytes (before compression): fewer, larger requests.
+    batch_size: int = Field(default=512 * 1024, ge=1)
+    #: zstd by default (brokers need Kafka 2.1+): cheap and about 40 % smaller than gzip here.
+    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "zstd"
+    #: Unacknowledged writes allowed before `put` blocks on a flush.
+    max_pending: int = Field(default=10_000, ge=1)
+    request_timeout_ms: int = Field(default=30_000, ge=1)
+    #: How long the producer keeps retrying one write (across broker restarts).
+    delivery_timeout_ms: int = Field(default=120_000, ge=1)
+    #: Upper bound for a restore, and for waiting on the topic's metadata at start.
+    restore_timeout_s: float = Field(default=300.0, gt=0)
+    client_id: str = "flink-agents-store"
+
+
+class KafkaActionStateStore(LogStore):
+    """`ActionStateStore` on a compacted Kafka topic."""
+
+    def __init__(self, config: KafkaStoreConfig) -> None:
+        self.config = config
+        super().__init__(
+            topic=config.topic,
+            partitions=config.partitions,
+            codec=RecordCodec(secret_from_env(config.secret_env)),
+            max_pending=config.max_pending,
+        )
+        servers = config.bootstrap_servers
+        self._servers = servers if isinstance(servers, str) else ",".join(servers)
+        self._ensure_topic()
+        self._producer = Producer(
+            {
+                **self._client_config("producer"),
+                "acks": "all",
+                "enable.idempotence": True,
+                "max.in.flight.requests.per.connection": 5,
+                "linger.ms": config.linger_ms,
+                "batch.size": config.batch_size,
+                "compression.type": config.compression_type or "none",
+                "request.timeout.ms": config.request_timeout_ms,
+                "delivery.timeout.ms": config.delivery_timeout_ms,
+                # Delivery reports wait in the queue until a flush serves them.
+                "queue.buffering.max.messages": max(100_000, 2 * config.max_pending),
+            }
+        )
+        self._consumer = self._new_consumer("offsets")  # metadata and end offsets only
+        try:
+            self._wait_for_partitions()
+        except StoreError:
+            self._consumer.close()
+            raise
+
+    def _ensure_topic(self) -> None:
+        topic_configs = {"cleanup.policy": "compact"}
+        if self.config.retention_ms is not None:
+            topic_configs["cleanup.policy"] = "compact,delete"
+            topic_configs["retention.ms"] = str(self.config.retention_ms)
+        if self.config.min_insync_replicas is not None:
+            topic_configs["min.insync.replicas"] = str(self.config.min_insync_replicas)
+        admin = AdminClient(self._client_config("admin"))
+        new = NewTopic(
+            self.topic,
+            num_partitions=self.config.partitions,
+            replication_factor=self.config.replication_factor,
+            config=topic_configs,
+        )
+        timeout_s = self.config.request_timeout_ms / 1000
+        future = admin.create_topics([new], request_timeout=timeout_s)[self.topic]
+        try:
+            future.result(timeout=timeout_s)
+            logger.info("created store topic %r with %s", self.topic, topic_configs)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StoreError(f"cannot create store topic {self.topic!r}: {exc}") from exc
+        except concurrent.futures.TimeoutError:  # the builtin TimeoutError from 3.11
+            raise StoreError(
+                f"no answer from Kafka at {self._servers} within {timeout_s:g} s while creating "
+                f"store topic {self.topic!r}; is the broker running and reachable?"
+            ) from None
+
+    def _wait_for_partitions(self) -> None:
+        deadline = time.monotonic() + self.config.restore_timeout_s
+        while True:
+            try:
+                found = self._consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            except KafkaException as exc:
+                found, problem = None, str(exc)
+            else:
+                problem = str(found.error) if found and found.error else "no metadata yet"
+            if found is not None and found.error is None and found.partitions:
+                break
+            if time.monotonic() > deadline:
+                raise StoreError(f"store topic {self.topic!r} at {self._servers}: {problem}")
+            time.sleep(0.2)  # metadata of a just-created topic propagates asynchronously
+        topic = found
+        if len(topic.partitions) != self.partitions:
+            raise StoreError(
+                f"topic {self.topic!r} has {len(topic.partitions)} partitions, configured "
+                f"{self.partitions}; the partitioning of states depends on the count, so it "
+                "must match"
+            )
+
+    def _send(self, partition: int, key: bytes, value: bytes | None) -> _Delivery:
+        delivery = _Delivery()
+        while True:
+            try:
+                self._producer.produce(
+                    self.topic, value=value, key=key, partition=partition, on_delivery=delivery
+                )
+                return delivery
+            except BufferError:  # the queue is full: serve reports until there is room
+                self._producer.poll(_QUEUE_FULL_WAIT_S)
+
+    def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
+        left = self._producer.flush() if timeout is None else self._producer.flush(timeout)
+        offsets: list[int] = []
+        failures: list[KafkaError | None] = []
+        for delivery in handles:
+            if delivery.offset is None:
+                failures.append(delivery.error)
+            else:
+                offsets.append(delivery.offset)
+        if failures:
+            first = failures[0] or f"not acknowledged in {timeout} s ({left} writes queued)"
+            raise StoreWriteError(
+                f"{len(failures)} of {len(handles)} writes to {self.topic!r} were not "
+                f"acknowledged; first error: {first}"
+            )
+        return offsets
+
+    def _end_offsets(self) -> dict[int, int]:
+        return {p: self._end_offset(p) for p in range(self.partitions)}
+
+    def _end_offset(self, partition: int) -> int:
+        """The partition's high watermark, asked again on errors until the request timeout.
+
+        A query has no side effect, and the errors seen are transient: "not leader for
+        partition" right after the topic was created or while a broker restarts.
+        """
+        timeout_s = self.config.request_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                tp = TopicPartition(self.topic, partition)
+                return self._consumer.get_watermark_offsets(tp, timeout=timeout_s)[1]
+            except KafkaException as exc:
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"no end offset for {self.topic!r} partition {partition}: {exc}"
+                    ) from exc
+                time.sleep(0.1)
+
+    def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
+        ends = self._end_offsets()
+        todo = {p for p in range(self.partitions) if starts[p] < ends[p]}
+        if not todo:
+            return
+        reader = self._new_consumer("restore")
+        try:
+            reader.assign([TopicPartition(self.topic, p, starts[p]) for p in sorted(todo)])
+            deadline = time.monotonic() + self.config.restore_timeout_s
+            while todo:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"restore of {self.topic!r} did not finish in time")
+                # consume() returns at num_messages or at the timeout: a short timeout keeps
+                # the last, smaller batch from costing a fixed wait (0.5 s took 550 ms a restore).
+                for message in reader.consume(num_messages=1000, timeout=0.05):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            todo.discard(message.partition())  # its end now, at or past `ends`
+                        elif error.fatal():
+                            raise StoreError(f"restore of {self.topic!r} failed: {error}")
+                        else:
+                            logger.warning("restore of %r: %s (retrying)", self.topic, error)
+                        continue
+                    partition, offset = message.partition(), message.offset()
+                    if partition not in todo:
+                        continue
+                    if offset < ends[partition]:
+                        yield partition, offset, message.key(), message.value()
+                    # Compacted-away offsets are never seen: stop at the first one at or past
+                    # the end (the last offset itself may be gone).
+                    if offset >= ends[partition] - 1:
+                        todo.discard(partition)
+        finally:
+            reader.close()
+
+    def _client_config(self, role: str) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self._servers,
+            "client.id": f"{self.config.client_id}-{role}",
+            "logger": client_logger,
+        }
+
+    def _new_consumer(self, role: str) -> Consumer:
+        return Consumer(
+            {
+                **self._client_config(role),
+                # Partitions are assigned by hand and no offset is committed; librdkafka still
+                # wants a group id, so it is unique and never joined.
+                "group.id": f"{self.config.client_id}-{role}-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            }
+        )
+
+    def close(self) -> None:
+        """Flush, then close the reader (the producer is freed with the store)."""
+        try:
+            self.flush(timeout=self.config.delivery_timeout_ms / 1000)
+        finally:
+            self._consumer.close()
+
+
+class _Delivery:
+    """A write's delivery report: its offset once acknowledged, or the error."""
+
+    __slots__ = ("error", "offset")
+
+    def __init__(self) -> None:
+        self.offset: int | None = None
+        self.error: KafkaError | None = None
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.offset = message.offset()
+        else:
+            self.error = error

@@ -1,0 +1,317 @@
+"""Store logic shared by every log-backed store: the in-memory view and run bookkeeping.
+
+A subclass supplies only the transport (send, await acknowledgements, end offsets, read a range).
+The view maps each `ActionStateKey` to the envelope of its latest state: the bytes encoded once
+for the write are the snapshot (a caller may go on mutating its state object), and `get` parses
+a fresh copy. For the recovery marker it tracks the runs that are open (begun or put, not yet
+ended) and the earliest acknowledged offset of each run's states; for pruning, the marker number
+at which each run ended.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from flink_agents.durable.store.base import (
+    PartitionMark,
+    RecoveryMarker,
+    RestoreReport,
+    partition_for,
+)
+from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store.errors import CorruptRecordError, StoreError
+from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
+
+logger = logging.getLogger(__name__)
+
+#: A record read back from the log: partition, offset, key, value (None for a tombstone).
+LogRecord = tuple[int, int, bytes | None, bytes | None]
+
+
+class LogStore(abc.ABC):
+    """An `ActionStateStore` over a partitioned append-only log.
+
+    Used from one thread (the engine's loop), except for flushes, which may run in worker
+    threads (`aflush`) at any time: they are serialized with each other and with
+    `recovery_marker`, `prune` and `restore`, so a marker never misses the offset of a write
+    that another thread's flush is still waiting for.
+    """
+
+    def __init__(self, *, topic: str, partitions: int, codec: RecordCodec, max_pending: int):
+        if partitions < 1 or max_pending < 1:
+            raise ValueError("partitions and max_pending must be positive")
+        self.topic = topic
+        self.partitions = partitions
+        self._codec = codec
+        self._max_pending = max_pending
+        self._store_id = uuid.uuid4().hex
+        self._states: dict[ActionStateKey, bytes] = {}  # key -> envelope
+        self._runs: dict[RunKey, list[ActionStateKey]] = {}
+        self._first_offset: dict[RunKey, int] = {}
+        self._open: set[RunKey] = set()
+        self._ended: dict[RunKey, int] = {}
+        # Runs a restore found that have not begun here since, and the marker count then.
+        self._restored_idle: set[RunKey] = set()
+        self._restored_at = 0
+        self._markers_taken = 0
+        # (run, transport handle); run is None for tombstones.
+        self._pending: list[tuple[RunKey | None, Any]] = []
+        # An `aflush` thread takes the buffer while the loop thread appends to it.
+        self._pending_lock = threading.Lock()
+        # Held by a flush from taking its batch until its offsets are recorded, and by the
+        # operations that read or reset those offsets.
+        self._flush_lock = threading.RLock()
+
+    # -- transport ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
+        """Start writing one record; return a handle for `_await`."""
+
+    @abc.abstractmethod
+    def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
+        """Wait for `handles`; return their offsets or raise `StoreWriteError`."""
+
+    @abc.abstractmethod
+    def _end_offsets(self) -> dict[int, int]:
+        """Current end offset of every partition."""
+
+    @abc.abstractmethod
+    def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
+        """Records from `starts` (per partition) up to the end offsets at call time."""
+
+    # -- ActionStateStore ---------------------------------------------------------------------
+
+    def partition_of(self, run: RunKey) -> int:
+        """The partition holding `run`'s states (see `partition_for`)."""
+        return partition_for(run, self.partitions)
+
+    def put(self, state: ActionState) -> None:
+        """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""
+        key = state.key
+        key_bytes = key.canonical().encode("utf-8")
+        envelope = self._codec.envelope(state)
+        if len(self._pending) >= self._max_pending:
+            self.flush()  # back-pressure: bounded number of unacknowledged writes
+        run = key.run
+        self._enqueue(run, key_bytes, self._codec.seal(key_bytes, envelope))
+        self._remember(key, run, envelope)
+        self.begin_run(run)
+
+    def get(self, key: ActionStateKey) -> ActionState | None:
+        """The latest state for `key` (a fresh copy), or None."""
+        envelope = self._states.get(key)
+        return None if envelope is None else self._load(envelope)
+
+    def get_run(self, run: RunKey) -> list[ActionState]:
+        """All states of `run` (fresh copies), in first-put order."""
+        return [self._load(self._states[k]) for k in self._runs.get(run, [])]
+
+    def begin_run(self, run: RunKey) -> None:
+        """Mark `run` open."""
+        self._open.add(run)
+        self._ended.pop(run, None)
+        self._restored_idle.discard(run)
+
+    def end_run(self, run: RunKey) -> None:
+        """Mark `run` ended as of the next marker."""
+        self._open.discard(run)
+        self._ended[run] = self._markers_taken
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not.
+
+        Also waits for a flush running in another thread, whose batch may hold earlier writes.
+        """
+        with self._flush_lock:
+            with self._pending_lock:
+                pending, self._pending = self._pending, []
+            if not pending:
+                return
+            offsets = self._await([handle for _, handle in pending], timeout)
+            for (run, _), offset in zip(pending, offsets, strict=True):
+                if run is not None:
+                    self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+
+    async def aflush(self, timeout: float | None = None) -> None:
+        """`flush` in a worker thread."""
+        await asyncio.to_thread(self.flush, timeout)
+
+    def recovery_marker(self) -> RecoveryMarker:
+        """Flush, then mark per partition the low-water offset of open runs and the end."""
+        with self._flush_lock:
+            self.flush()
+            ends = self._end_offsets()
+            lows = dict(ends)
+            for run in self._open:
+                offset = self._first_offset.get(run)
+                if offset is not None:
+                    p = self.partition_of(run)
+                    lows[p] = min(lows[p], offset)
+        marker = RecoveryMarker(
+            topic=self.topic,
+            store_id=self._store_id,
+            taken=self._markers_taken,
+            partitions={p: PartitionMark(low=lows[p], end=ends[p]) for p in ends},
+            open_runs=sorted(self._open, key=RunKey.canonical),
+        )
+        self._markers_taken += 1
+        return marker
+
+    def restore(self, marker: RecoveryMarker) -> RestoreReport:
+        """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records."""
+        with self._flush_lock:
+            return self._restore(marker)
+
+    def _restore(self, marker: RecoveryMarker) -> RestoreReport:
+        if marker.topic != self.topic:
+            raise StoreError(f"marker is for topic {marker.topic!r}, store uses {self.topic!r}")
+        if set(marker.partitions) != set(range(self.partitions)):
+            raise StoreError(
+                f"marker covers partitions {sorted(marker.partitions)}, topic {self.topic!r} "
+                f"has {self.partitions}; the partition count of a store topic must not change"
+            )
+        if self._pending:
+            raise StoreError("restore with unflushed writes")
+        tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
+        for table in (*tables, self._restored_idle):
+            table.clear()
+        open_runs = set(marker.open_runs)
+        report = RestoreReport()
+        starts = {p: mark.low for p, mark in marker.partitions.items()}
+        for partition, offset, key, value in self._read(starts):
+            try:
+                self._apply(marker, open_runs, partition, offset, key, value, report)
+            except CorruptRecordError as exc:
+                logger.error("skipping %s", exc)
+                report.corrupt.append(exc)
+        # Every run found may be replayed (its input comes again): it stays open, holding the
+        # low-water mark, until it ends here or `prune` lets it go (see there).
+        self._open.update(open_runs, self._runs)
+        self._restored_idle.update(self._runs)
+        self._restored_at = self._markers_taken
+        logger.info(
+            "restored %d states from %r (%d records, %d tombstones, %d skipped, %d corrupt)",
+            len(self._states),
+            self.topic,
+            report.loaded,
+            report.tombstones,
+            report.skipped,
+            len(report.corrupt),
+        )
+        return report
+
+    def prune(self, marker: RecoveryMarker) -> int:
+        """Tombstone all states of runs ended before `marker` was taken; flush; return count."""
+        if marker.store_id != self._store_id:
+            raise StoreError("prune needs a marker taken by this store instance")
+        done = [run for run, taken in self._ended.items() if taken <= marker.taken]
+        count = 0
+        with self._flush_lock:
+            if marker.taken >= self._restored_at:
+                self._let_go_of_restored_idle()
+            for run in done:
+                del self._ended[run]
+                for key in self._drop_run(run):
+                    self._enqueue(run, key.canonical().encode("utf-8"), None)
+                    count += 1
+            self.flush()
+        return count
+
+    def _let_go_of_restored_idle(self) -> None:
+        """Drop (without tombstones) the restored runs that never began here.
+
+        They are other subtasks' runs (partitions are shared) or runs whose input did not come
+        again within the prune delay; only their owner may tombstone them. Called by `prune`
+        with a marker taken after the restore, that is, at least the prune delay later.
+        """
+        for run in self._restored_idle:
+            self._open.discard(run)
+            self._drop_run(run)
+        self._restored_idle.clear()
+
+    def _drop_run(self, run: RunKey) -> list[ActionStateKey]:
+        """Remove `run` from the in-memory view; return the keys of the states it had."""
+        self._first_offset.pop(run, None)
+        keys = self._runs.pop(run, [])
+        for key in keys:
+            del self._states[key]
+        return keys
+
+    def state_keys(self) -> list[ActionStateKey]:
+        """Keys of all states in the in-memory view (for inspection)."""
+        return list(self._states)
+
+    @property
+    def state_count(self) -> int:
+        """Number of states in the in-memory view."""
+        return len(self._states)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _enqueue(self, run: RunKey, key: bytes, value: bytes | None) -> None:
+        handle = self._send(self.partition_of(run), key, value)
+        with self._pending_lock:  # a tombstone does not count towards its run's first offset
+            self._pending.append((None if value is None else run, handle))
+
+    def _remember(self, key: ActionStateKey, run: RunKey, envelope: bytes) -> None:
+        keys = self._runs.setdefault(run, [])
+        if key not in self._states:
+            keys.append(key)
+        self._states[key] = envelope
+
+    def _load(self, envelope: bytes) -> ActionState:
+        state = self._codec.load(envelope)
+        assert isinstance(state, ActionState)  # only action states are put or restored
+        return state
+
+    def _forget(self, key: ActionStateKey) -> None:
+        if self._states.pop(key, None) is None:
+            return
+        keys = self._runs[key.run]
+        keys.remove(key)
+        if not keys:
+            del self._runs[key.run]
+            self._first_offset.pop(key.run, None)
+
+    def _apply(
+        self,
+        marker: RecoveryMarker,
+        open_runs: set[RunKey],
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        report: RestoreReport,
+    ) -> None:
+        def corrupt(reason: str) -> CorruptRecordError:
+            return CorruptRecordError(self.topic, partition, offset, reason)
+
+        try:
+            state_key = ActionStateKey.model_validate_json(key or b"")
+        except ValueError:
+            raise corrupt("record key is not an action-state key") from None
+        if value is None:
+            self._forget(state_key)
+            report.tombstones += 1
+            return
+        if offset < marker.partitions[partition].end and state_key.run not in open_runs:
+            report.skipped += 1  # the run had ended before the marker: not needed for replay
+            return
+        record, envelope = self._codec.open(
+            key or b"", value, topic=self.topic, partition=partition, offset=offset
+        )
+        if not isinstance(record, ActionState):
+            raise corrupt(f"expected an action_state record, got {type(record).__name__}")
+        run = record.key.run
+        if self.partition_of(run) != partition:
+            raise corrupt("record is in the wrong partition for its key")
+        self._remember(record.key, run, envelope)
+        self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+        report.loaded += 1

@@ -1,0 +1,65 @@
+"""In-memory action-state store: same semantics as the Kafka store, for tests and local runs.
+
+Records go through the same codec into an `InMemoryLog`. Writes reach the log only on `flush`,
+so a test can simulate a crash by dropping a store and restoring a new one over the same log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store.log import LogRecord, LogStore
+
+
+class InMemoryLog:
+    """A partitioned append-only log of `(key, value)` records; value None is a tombstone."""
+
+    def __init__(self, partitions: int = 1) -> None:
+        self.partitions: list[list[tuple[bytes, bytes | None]]] = [[] for _ in range(partitions)]
+
+    def append(self, partition: int, key: bytes, value: bytes | None) -> int:
+        """Append a record; return its offset."""
+        records = self.partitions[partition]
+        records.append((key, value))
+        return len(records) - 1
+
+
+class InMemoryActionStateStore(LogStore):
+    """`ActionStateStore` over an `InMemoryLog` (a fresh one unless given)."""
+
+    def __init__(
+        self,
+        log: InMemoryLog | None = None,
+        *,
+        secret: bytes | None = None,
+        max_pending: int = 10_000,
+    ) -> None:
+        self.log = log or InMemoryLog()
+        super().__init__(
+            topic="memory",
+            partitions=len(self.log.partitions),
+            codec=RecordCodec(secret),
+            max_pending=max_pending,
+        )
+
+    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
+        return partition, key, value
+
+    def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
+        return [self.log.append(*handle) for handle in handles]
+
+    def _end_offsets(self) -> dict[int, int]:
+        return {p: len(records) for p, records in enumerate(self.log.partitions)}
+
+    def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
+        ends = self._end_offsets()
+        for p, start in sorted(starts.items()):
+            for offset in range(start, ends[p]):
+                key, value = self.log.partitions[p][offset]
+                yield p, offset, key, value
+
+    def close(self) -> None:
+        """Flush buffered writes into the log."""
+        self.flush()

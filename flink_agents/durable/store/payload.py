@@ -1,0 +1,103 @@
+"""Call payloads: JSON with a recorded type, so values keep their type across replay.
+
+`encode_payload(value)` returns `(json_payload, type_tag)`:
+
+- JSON primitives, lists and dicts: the value itself, tag `None`.
+- a pydantic model or dataclass instance: its JSON form, tag `"module:qualname"`.
+- other values pydantic can render as JSON (datetime, tuples, lists of models, ...): that form,
+  tag `None` -- declare `result_type` at decode time to get the richer type back.
+- anything else: cloudpickle bytes in base64 with tag `PICKLE_TAG`. Such a record can only be
+  written by a store configured with a secret (see `codec`), and is only unpickled after the
+  record's HMAC has been verified.
+
+`decode_payload` gives priority to a declared `result_type`; otherwise it resolves the recorded
+tag, and only accepts classes that are pydantic models or dataclasses (a record never makes us
+call an arbitrary callable).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+from typing import Any
+
+import cloudpickle
+import pydantic
+import pydantic_core
+
+from flink_agents.durable.store import canonical
+from flink_agents.durable.store.errors import PayloadError, UntrustedPickleError
+
+PICKLE_TAG = "!cloudpickle"
+
+_PRIMITIVES = (type(None), bool, int, float, str)
+
+
+def encode_payload(value: Any) -> tuple[Any, str | None]:
+    """Encode a call result value as `(json_payload, type_tag)`."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json"), canonical.type_tag(type(value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        adapter = pydantic.TypeAdapter(type(value))
+        return adapter.dump_python(value, mode="json"), canonical.type_tag(type(value))
+    if isinstance(value, _PRIMITIVES):
+        return value, None
+    try:
+        return pydantic_core.to_jsonable_python(value), None
+    except pydantic_core.PydanticSerializationError:
+        return base64.b64encode(cloudpickle.dumps(value)).decode("ascii"), PICKLE_TAG
+
+
+def decode_payload(
+    json_payload: Any,
+    type_tag: str | None,
+    result_type: Any = None,
+    *,
+    trusted: bool = False,
+) -> Any:
+    """Decode a payload produced by `encode_payload`.
+
+    `result_type` (any type pydantic can validate: a model, a dataclass, `list[Model]`, ...)
+    wins over the recorded tag. Pickled payloads are only loaded when `trusted` is true, i.e.
+    the record carrying them was authenticated or produced in this process.
+    """
+    if type_tag == PICKLE_TAG:
+        if not trusted:
+            raise UntrustedPickleError(
+                "refusing to unpickle a payload from an unauthenticated record"
+            )
+        return cloudpickle.loads(base64.b64decode(json_payload))
+    if result_type is not None:
+        return _validate(result_type, json_payload)
+    if type_tag is None:
+        return json_payload
+    return _validate(resolve_type_tag(type_tag), json_payload)
+
+
+def resolve_type_tag(tag: str) -> type:
+    """Import `module:qualname` and return it if it is a pydantic model or dataclass class.
+
+    Importing can run the named module's top-level code, but only modules installed for the
+    job can be named; the class itself is only used for validation, never called directly.
+    """
+    module_name, sep, qualname = tag.partition(":")
+    if not sep or not module_name or not qualname:
+        raise PayloadError(f"malformed payload type tag {tag!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise PayloadError(f"payload type {tag!r} cannot be resolved: {exc}") from exc
+    is_model = isinstance(obj, type) and issubclass(obj, pydantic.BaseModel)
+    if not (is_model or (isinstance(obj, type) and dataclasses.is_dataclass(obj))):
+        raise PayloadError(f"payload type {tag!r} is not a pydantic model or dataclass")
+    return obj
+
+
+def _validate(result_type: Any, json_payload: Any) -> Any:
+    try:
+        return pydantic.TypeAdapter(result_type).validate_python(json_payload)
+    except pydantic.ValidationError as exc:
+        raise PayloadError(f"payload does not validate as {result_type!r}: {exc}") from exc

@@ -1,0 +1,242 @@
+"""Durable records: call results and per-action state, with structured identities.
+
+Pure data (pydantic); no Flink, no engine imports. Identities are structured and rendered with
+`canonical_json`, never joined with a separator that user data might contain.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+import traceback
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
+
+#: Upper bound (UTF-8 bytes) for an error's message and trace in a record.
+MAX_TRACE_BYTES = 4096
+_TRUNCATION_MARKER = "[... truncated: {n} bytes in total, the last part kept ...]\n"
+
+
+def now_ms() -> float:
+    """Wall-clock epoch milliseconds, the unit of `started_at` / `finished_at`."""
+    return time.time() * 1000.0
+
+
+def cap_text(text: str, limit: int = MAX_TRACE_BYTES) -> str:
+    """Cap `text` at `limit` UTF-8 bytes, keeping the tail (where a traceback's cause is).
+
+    A truncated result starts with a marker that gives the original size.
+    """
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    marker = _TRUNCATION_MARKER.format(n=len(data))
+    keep = limit - len(marker.encode("utf-8"))
+    return marker + data[-keep:].decode("utf-8", errors="ignore")
+
+
+class CallStatus(str, enum.Enum):
+    """Outcome of a durable call."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class CallError(BaseModel):
+    """Why a call failed: exception type, message and (capped) traceback."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str
+    message: str
+    trace: str | None = None
+
+    @pydantic.field_validator("message", "trace")
+    @classmethod
+    def _cap(cls, value: str | None) -> str | None:
+        return None if value is None else cap_text(value)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> CallError:
+        """Describe `exc` with its full traceback (capped to `MAX_TRACE_BYTES`)."""
+        kind = type(exc)
+        return cls(
+            type=f"{kind.__module__}.{kind.__qualname__}",
+            message=str(exc),
+            trace="".join(traceback.format_exception(kind, exc, exc.__traceback__)),
+        )
+
+
+class CallResult(BaseModel):
+    """The durable outcome of one model, tool or sub-agent call.
+
+    `call_id` is the identity (deterministic, chosen by the engine). `function` is a label for
+    humans and `args_digest` (see `digest_arguments`) lets replay detect a changed call; neither
+    is part of the identity. The payload is stored as JSON plus `payload_type` (see
+    `encode_payload`); read it back with `value()`.
+    """
+
+    call_id: str
+    status: CallStatus
+    payload: Any = None
+    payload_type: str | None = None
+    error: CallError | None = None
+    attempts: int = Field(default=0, ge=0)
+    function: str = ""
+    args_digest: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    # Set on pickled payloads made in this process or read from an authenticated record; only
+    # then may the payload be unpickled. Never serialized; left False for JSON payloads so that
+    # equality does not depend on where a result came from.
+    _trusted: bool = PrivateAttr(default=False)
+
+    @pydantic.model_validator(mode="after")
+    def _check_status(self) -> CallResult:
+        if self.status is CallStatus.FAILED and self.error is None:
+            raise ValueError("a FAILED call result needs an error")
+        if self.status is not CallStatus.FAILED and self.error is not None:
+            raise ValueError(f"a {self.status.name} call result cannot carry an error")
+        return self
+
+    @classmethod
+    def pending(
+        cls,
+        call_id: str,
+        *,
+        function: str = "",
+        args_digest: str = "",
+        attempts: int = 1,
+        started_at: float | None = None,
+    ) -> CallResult:
+        """A call that has started (attempt number `attempts`) but has no outcome yet."""
+        return cls(
+            call_id=call_id,
+            status=CallStatus.PENDING,
+            function=function,
+            args_digest=args_digest,
+            attempts=attempts,
+            started_at=now_ms() if started_at is None else started_at,
+        )
+
+    def succeed(self, value: Any, *, finished_at: float | None = None) -> CallResult:
+        """A copy of this result marked SUCCEEDED with `value` as payload."""
+        payload, tag = encode_payload(value)
+        done = self.model_copy(
+            update={
+                "status": CallStatus.SUCCEEDED,
+                "payload": payload,
+                "payload_type": tag,
+                "error": None,
+                "finished_at": now_ms() if finished_at is None else finished_at,
+            }
+        )
+        done._trusted = tag == PICKLE_TAG
+        return done
+
+    def fail(
+        self, error: CallError | BaseException, *, finished_at: float | None = None
+    ) -> CallResult:
+        """A copy of this result marked FAILED with `error` (an exception is described)."""
+        if isinstance(error, BaseException):
+            error = CallError.from_exception(error)
+        return self.model_copy(
+            update={
+                "status": CallStatus.FAILED,
+                "payload": None,
+                "payload_type": None,
+                "error": error,
+                "finished_at": now_ms() if finished_at is None else finished_at,
+            }
+        )
+
+    def value(self, result_type: Any = None) -> Any:
+        """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
+        return decode_payload(self.payload, self.payload_type, result_type, trusted=self._trusted)
+
+
+class RunKey(BaseModel):
+    """Identity of one agent run: `(agent, key, seq)`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    key: str
+    seq: int = Field(ge=0)
+
+    def canonical(self) -> str:
+        """Canonical JSON of this identity."""
+        return canonical_json(self.model_dump())
+
+    def action(self, action: str, event_id: str | None = None) -> ActionStateKey:
+        """The state key of `action` within this run (of its invocation on `event_id`, if given)."""
+        return ActionStateKey(
+            agent=self.agent, key=self.key, seq=self.seq, action=action, event_id=event_id
+        )
+
+
+class ActionStateKey(BaseModel):
+    """Identity of one action's state within a run: `(agent, key, seq, action[, event_id])`.
+
+    An action may handle several events in one run; the engine keys the state of each
+    invocation by the id of the event it handled. `event_id` None names the action as a whole.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    key: str
+    seq: int = Field(ge=0)
+    action: str
+    event_id: str | None = None
+
+    def canonical(self) -> str:
+        """Canonical JSON of this identity; also the Kafka record key.
+
+        `event_id` is left out when None, so keys without it render as they always did.
+        """
+        return canonical_json(self.model_dump(exclude_none=True))
+
+    @property
+    def run(self) -> RunKey:
+        """The run this action belongs to."""
+        return RunKey(agent=self.agent, key=self.key, seq=self.seq)
+
+
+class ActionState(BaseModel):
+    """What one action of one run has done so far: its events, memory writes and calls.
+
+    `calls` keeps the order in which calls were recorded; call ids are unique within it.
+    """
+
+    key: ActionStateKey
+    completed: bool = False
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    memory_updates: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[CallResult] = Field(default_factory=list)
+
+    @pydantic.model_validator(mode="after")
+    def _unique_call_ids(self) -> ActionState:
+        ids = [c.call_id for c in self.calls]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"duplicate call ids in action state {self.key.canonical()}")
+        return self
+
+    def call(self, call_id: str) -> CallResult | None:
+        """The recorded result for `call_id`, if any."""
+        return next((c for c in self.calls if c.call_id == call_id), None)
+
+    def record_call(self, result: CallResult) -> None:
+        """Replace the result with the same call id, or append it (keeps first-seen order)."""
+        for i, existing in enumerate(self.calls):
+            if existing.call_id == result.call_id:
+                self.calls[i] = result
+                return
+        self.calls.append(result)

@@ -1,1 +1,0 @@
-"""Chat model providers."""

@@ -1,0 +1,309 @@
+"""Loading agents from YAML. Errors name the file, the line and the field.
+
+The YAML is validated against :mod:`flink_agents.plan.yaml.schema`, every ``module:qualname`` it
+names is imported, and each agent is then built with the Python API, so YAML and Python agents
+compile through the very same path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from flink_agents.agents.react import ReActAgent
+from flink_agents.api.agent import Agent
+from flink_agents.api.refs import import_reference
+from flink_agents.api.resources import ResourceDescriptor, ResourceType
+from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.errors import clean_location, describe_error
+from flink_agents.plan.models import AgentPlan
+from flink_agents.plan.yaml.schema import (
+    AgentsFile,
+    AgentSpec,
+    ChatModelSpec,
+    DescriptorSpec,
+    InternalSubagentSpec,
+    PromptSpec,
+)
+
+Location = Sequence[str | int]
+
+
+@dataclass(frozen=True)
+class YamlIssue:
+    """One problem in a YAML file: line (1-based), column, dotted field path and message."""
+
+    line: int
+    column: int
+    field: str
+    message: str
+
+
+class YamlAgentError(ValueError):
+    """A YAML agents file that cannot be loaded."""
+
+    def __init__(self, file: str, issues: Sequence[YamlIssue]) -> None:
+        self.file = file
+        self.issues = list(issues)
+        lines = [
+            f"{file}:{i.line}:{i.column}: {i.field or '<document>'}: {i.message}" for i in issues
+        ]
+        super().__init__("\n".join(lines))
+
+
+def field_path(location: Location) -> str:
+    """``('agents', 0, 'actions', 1)`` -> ``agents[0].actions[1]``."""
+    text = ""
+    for part in location:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+class _Document:
+    """Parsed YAML with its node tree, to map a field path back to a line."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.file = file
+        loader = yaml.SafeLoader(text)
+        try:
+            self.root = loader.get_single_node()
+            self.data = loader.construct_document(self.root) if self.root is not None else None
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+            raise YamlAgentError(
+                file, [YamlIssue(line, column, "", f"not valid YAML: {exc.problem}")]
+            ) from None
+        finally:
+            loader.dispose()
+
+    def issue(self, location: Location, message: str) -> YamlIssue:
+        node = self.root
+        for part in location:
+            child = self._child(node, part)
+            if (
+                child is not None
+            ):  # parts missing from the file (a missing field) stay on the parent
+                node = child
+        mark = node.start_mark if node is not None else None
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        return YamlIssue(line, column, field_path(location), message)
+
+    @staticmethod
+    def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == part:
+                    return value
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            return node.value[part]
+        return None
+
+
+def _validation_issues(document: _Document, error: ValidationError) -> list[YamlIssue]:
+    return [
+        document.issue(clean_location(document.data, item["loc"]), describe_error(item))
+        for item in error.errors()
+    ]
+
+
+def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
+    """Every ``module:qualname`` an agent (and its inline sub-agents) names, with where."""
+    found: list[tuple[Location, str]] = []
+    for index, action in enumerate(spec.actions):
+        found.append((("actions", index, "function"), action.function))
+    for name, tool in spec.tools.items():
+        found.append((("tools", name, "function"), tool.function))
+    for block in ("connections", "chat_models", "resources"):
+        for name, resource in getattr(spec, block).items():
+            found.append(((block, name, "class"), resource.class_path))
+    for name, subagent in spec.subagents.items():
+        if isinstance(subagent, DescriptorSpec):
+            found.append((("subagents", name, "class"), subagent.class_path))
+            continue
+        for field in ("input_type", "result_type"):
+            reference = getattr(subagent, field)
+            if reference:
+                found.append((("subagents", name, field), reference))
+        if isinstance(subagent.agent, AgentSpec):
+            inner = _references(subagent.agent)
+            found.extend((("subagents", name, "agent", *where), ref) for where, ref in inner)
+    if spec.react and spec.react.output_schema:
+        found.append((("react", "output_schema"), spec.react.output_schema))
+    return found
+
+
+def _chat_model_descriptor(spec: ChatModelSpec) -> ResourceDescriptor:
+    typed = spec.model_dump(exclude={"class_path", "arguments"}, exclude_none=True)
+    return ResourceDescriptor(class_path=spec.class_path, arguments={**typed, **spec.arguments})
+
+
+def _prompt_arguments(spec: str | PromptSpec) -> dict[str, Any]:
+    if isinstance(spec, str):
+        return {"text": spec}
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+@dataclass(frozen=True)
+class _NamedChild:
+    """A sub-agent registration naming another agent of the file, wired once all are built."""
+
+    parent: Agent
+    name: str
+    spec: InternalSubagentSpec
+    location: Location
+
+
+def _register_child(parent: Agent, name: str, spec: InternalSubagentSpec, child: Agent) -> None:
+    parent.add_subagent(
+        name,
+        child,
+        description=spec.description,
+        input_schema=spec.input_schema,
+        input_type=spec.input_type,
+        result_type=spec.result_type,
+    )
+
+
+def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) -> Agent:
+    """Build ``spec``; registrations of sub-agents given by name are appended to ``named``."""
+    agent: Agent
+    if spec.react:
+        schema = import_reference(spec.react.output_schema) if spec.react.output_schema else None
+        agent = ReActAgent(
+            name=spec.name,
+            config=spec.config,
+            error_policy=spec.error_policy,
+            chat_model=spec.react.chat_model,
+            prompt=spec.react.prompt,
+            output_schema=schema,
+            max_tool_rounds=spec.react.max_tool_rounds,
+        )
+    else:
+        agent = Agent(name=spec.name, config=spec.config, error_policy=spec.error_policy)
+    for name, connection in spec.connections.items():
+        agent.add_resource(
+            name, ResourceType.CHAT_MODEL_CONNECTION, connection.class_path, **connection.arguments
+        )
+    for name, model in spec.chat_models.items():
+        agent.add_resource(name, ResourceType.CHAT_MODEL, _chat_model_descriptor(model))
+    for name, prompt in spec.prompts.items():
+        agent.add_resource(
+            name,
+            ResourceType.PROMPT,
+            "flink_agents.api.prompts:Prompt",
+            **_prompt_arguments(prompt),
+        )
+    for name, tool in spec.tools.items():
+        agent.add_tool(import_reference(tool.function), name=name, description=tool.description)
+    for name, subagent in spec.subagents.items():
+        if isinstance(subagent, DescriptorSpec):
+            agent.add_resource(name, ResourceType.AGENT, subagent.class_path, **subagent.arguments)
+        elif isinstance(subagent.agent, str):
+            named.append(_NamedChild(agent, name, subagent, (*location, "subagents", name)))
+        else:
+            inner = (*location, "subagents", name, "agent")
+            _register_child(agent, name, subagent, _build_agent(subagent.agent, inner, named))
+    for name, resource in spec.resources.items():
+        agent.add_resource(name, resource.type, resource.class_path, **resource.arguments)
+    for action in spec.actions:
+        agent.add_action(
+            import_reference(action.function),
+            *(action.listen_to or ()),
+            name=action.name,
+            config=action.config,
+        )
+    return agent
+
+
+def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Agent]:
+    """All agents of a YAML file, by name."""
+    file = str(path)
+    document = _Document(Path(path).read_text() if text is None else text, file)
+    try:
+        parsed = AgentsFile.model_validate(document.data)
+    except ValidationError as exc:
+        raise YamlAgentError(file, _validation_issues(document, exc)) from None
+
+    issues: list[YamlIssue] = []
+    for index, spec in enumerate(parsed.agents):
+        for location, reference in _references(spec):
+            try:
+                import_reference(reference)
+            except ImportError as exc:
+                issues.append(document.issue(("agents", index, *location), str(exc)))
+    if issues:
+        raise YamlAgentError(file, issues)
+
+    agents: dict[str, Agent] = {}
+    named: list[_NamedChild] = []
+    for index, spec in enumerate(parsed.agents):
+        try:
+            agent = _build_agent(spec, ("agents", index), named)
+        except (TypeError, ValueError) as exc:
+            raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
+        if spec.name in agents:
+            raise YamlAgentError(
+                file, [document.issue(("agents", index, "name"), f"duplicate agent {spec.name!r}")]
+            )
+        agents[spec.name] = agent
+    for child in named:
+        target = child.spec.agent
+        assert isinstance(target, str)
+        if target not in agents:
+            message = f"no agent {target!r} in this file; it defines {sorted(agents)}"
+            raise YamlAgentError(file, [document.issue((*child.location, "agent"), message)])
+        try:
+            _register_child(child.parent, child.name, child.spec, agents[target])
+        except ValueError as exc:
+            raise YamlAgentError(file, [document.issue(child.location, str(exc))]) from None
+    for index, spec in enumerate(parsed.agents):
+        try:
+            compile_agent(agents[spec.name])  # plan-level problems, located at the agent
+        except (TypeError, ValueError) as exc:
+            raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
+    return agents
+
+
+def load_yaml_agent(path: str | Path, name: str | None = None) -> Agent:
+    """The agent ``name`` of a YAML file (or its only agent)."""
+    agents = load_yaml_agents(path)
+    if name is None:
+        if len(agents) != 1:
+            raise ValueError(f"{path} defines agents {sorted(agents)}; say which one to use")
+        return next(iter(agents.values()))
+    if name not in agents:
+        raise ValueError(f"{path} has no agent {name!r}; it defines {sorted(agents)}")
+    return agents[name]
+
+
+def compile_yaml(path: str | Path, name: str | None = None) -> AgentPlan:
+    """Compile the agent ``name`` of a YAML file to its plan."""
+    return compile_agent(load_yaml_agent(path, name))
+
+
+__all__ = [
+    "YamlAgentError",
+    "YamlIssue",
+    "compile_yaml",
+    "load_yaml_agent",
+    "load_yaml_agents",
+]
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def load_yaml_model(path: str | Path, model: type[ModelT], text: str | None = None) -> ModelT:
+    """Validate a YAML file against ``model``; errors name file, line and field (job specs)."""
+    file = str(path)
+    document = _Document(Path(path).read_text() if text is None else text, file)
+    try:
+        return model.model_validate(document.data)
+    except ValidationError as exc:
+        raise YamlAgentError(file, _validation_issues(document, exc)) from None

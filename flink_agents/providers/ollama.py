@@ -1,0 +1,125 @@
+"""Ollama's native chat API (``POST {base_url}/api/chat``, non-streaming).
+
+Uses ``httpx`` directly rather than the ``ollama`` client: the client's ``ResponseError`` keeps
+only the status and message, dropping the response headers, so a ``Retry-After`` from a proxy or
+gateway in front of Ollama could not be honoured. For Ollama's OpenAI-compatible ``/v1``
+endpoint, use the OpenAI-compatible connection instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import httpx
+
+from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
+from flink_agents.providers._connection import (
+    HttpChatModelConnection,
+    parse_arguments,
+    tool_names,
+)
+from flink_agents.providers._http_errors import AttemptFailure
+from flink_agents.providers.openai_compatible import to_openai_tool
+
+
+def to_ollama_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages in ``/api/chat`` form: arguments as objects, tool results named by tool."""
+    names = tool_names(messages)
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.role == "tool" and message.tool_call_id in names:
+            entry["tool_name"] = names[message.tool_call_id]
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {"function": {"name": call.name, "arguments": call.arguments}}
+                for call in message.tool_calls
+            ]
+        wire.append(entry)
+    return wire
+
+
+def ollama_body(request: ChatRequest, model: str) -> dict[str, Any]:
+    """The request body of an ``/api/chat`` call, ``extra`` merged in."""
+    options: dict[str, Any] = {}
+    if request.temperature is not None:
+        options["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        options["num_predict"] = request.max_tokens
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": to_ollama_messages(request.messages),
+        "stream": False,
+    }
+    if request.tools:
+        # Same function-tool shape as chat completions.
+        body["tools"] = [to_openai_tool(t) for t in request.tools]
+    if options:
+        body["options"] = options
+    if request.response_schema is not None:
+        body["format"] = request.response_schema
+    return {**body, **request.extra}
+
+
+def from_ollama_reply(data: Any, turn: int) -> ChatMessage:
+    """The assistant reply. Ollama may omit call ids; ours are unique per conversation turn."""
+    try:
+        message = data["message"]
+        calls = []
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            name = call["function"]["name"]
+            arguments = call["function"].get("arguments") or {}
+            if not isinstance(arguments, dict):
+                arguments = parse_arguments(arguments, name)
+            calls.append(
+                ToolCall(
+                    id=call.get("id") or f"call_{turn}_{index}", name=name, arguments=arguments
+                )
+            )
+        usage = TokenUsage(
+            input_tokens=data.get("prompt_eval_count", 0), output_tokens=data.get("eval_count", 0)
+        )
+        content = message.get("content") or ""
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise AttemptFailure.malformed(f"not an /api/chat reply: missing or bad {exc}") from None
+    return ChatMessage(role="assistant", content=content, tool_calls=calls, usage=usage)
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("error", ""))
+    except (ValueError, AttributeError):
+        return response.text
+
+
+class OllamaChatModelConnection(HttpChatModelConnection):
+    """An Ollama server's native chat API. ``base_url`` is the host, e.g. http://127.0.0.1:11434."""
+
+    provider: ClassVar[str] = "ollama"
+    default_base_url: ClassVar[str] = "http://127.0.0.1:11434"
+    api_key_hint: ClassVar[str] = "OLLAMA_API_KEY"
+
+    def _make_client(self) -> httpx.AsyncClient:
+        # A key is only sent when configured (Ollama behind an authenticating proxy).
+        headers = {"Authorization": f"Bearer {self.secret()}"} if self.api_key else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=self.timeout_seconds)
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, request: ChatRequest, model: str
+    ) -> ChatMessage:
+        try:
+            # Reads the whole body, so a body cut short fails here, as a transport error.
+            response = await client.post("/api/chat", json=ollama_body(request, model))
+        except httpx.TransportError as exc:
+            raise AttemptFailure.transport("request failed", exc) from None
+        if response.status_code >= 400:
+            raise AttemptFailure.from_status(
+                response.status_code, response.headers, _error_message(response)
+            )
+        try:
+            data = json.loads(response.content)
+        except ValueError as exc:
+            raise AttemptFailure.malformed(f"{type(exc).__name__}: {exc}") from None
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        return from_ollama_reply(data, turn)
