@@ -28,9 +28,14 @@ test: install
 test-unit: install
 	$(PY) -m pytest -m "not kafka and not flink and not cluster" $(PYTEST_ARGS)
 
+# Style, formatting, types (mypy, configured in pyproject.toml) and the layer rules
+# (tests/test_architecture.py); no services needed.
+LINT_PATHS := flink_agents tests e2e bench examples scripts
 lint: install
-	$(VENV)/bin/ruff check flink_agents tests e2e bench
-	$(VENV)/bin/ruff format --check flink_agents tests e2e bench
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q tests/test_architecture.py
 
 # The example job end to end on the mini-cluster with a real Kafka store and one injected failure.
 run example: install

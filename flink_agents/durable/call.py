@@ -40,7 +40,10 @@ class CallRunner(Protocol):
     means every action runs and nothing is recorded.
     """
 
-    journal: ActionJournal | None
+    # Read-only, so a runner may narrow it: StoreCallRunner is its own journal.
+    @property
+    def journal(self) -> ActionJournal | None:
+        """The hook for replaying completed actions, or None."""
 
     def run_admitted(self, run: RunId) -> None:
         """The run's input is queued to execute (first time or replay), perhaps behind others."""

@@ -55,10 +55,9 @@ def clean_location(data: Any, location: Sequence[str | int]) -> list[str | int]:
     kept: list[str | int] = []
     current = data
     for position, part in enumerate(location):
-        if (isinstance(current, Mapping) and part in current) or (
-            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
-        ):
-            current = current[part]
+        children = dict(enumerate(current)) if isinstance(current, list) else current
+        if isinstance(children, Mapping) and part in children:
+            current = children[part]
         elif position != len(location) - 1:
             continue
         kept.append(part)

@@ -1,12 +1,7 @@
-import ast
-from pathlib import Path
-
 import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from tests.sample_agents import EchoAgent, fail_on_negative
-
-PACKAGE = Path(__file__).resolve().parents[2] / "flink_agents"
 
 
 class Child(EchoAgent):
@@ -41,31 +36,3 @@ def test_add_action_needs_event_types_for_undecorated_functions():
 
     with pytest.raises(TypeError, match="not an @action"):
         Agent().add_action(handler)
-
-
-def _imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-@pytest.mark.parametrize(
-    ("layer", "forbidden"),
-    [
-        ("api", ("flink_agents.plan", "flink_agents.runtime", "flink_agents.flink", "pyflink")),
-        ("plan", ("flink_agents.runtime", "flink_agents.flink", "pyflink")),
-        ("runtime", ("flink_agents.flink", "pyflink")),
-    ],
-)
-def test_imports_only_point_downward(layer, forbidden):
-    offenders = [
-        f"{path.relative_to(PACKAGE)} imports {module}"
-        for path in sorted((PACKAGE / layer).rglob("*.py"))
-        for module in _imports(path)
-        if module.startswith(forbidden)
-    ]
-    assert offenders == []

@@ -1,0 +1,345 @@
+"""The package's shape: no import cycles, imports only point down the layers, PyFlink stays in
+``flink_agents/flink/``.
+
+Every module of ``flink_agents/`` is parsed with :mod:`ast`; every import counts, wherever it is
+written (module level, inside a function, under ``if TYPE_CHECKING:``), and relative imports are
+resolved. The layer order below is the contract docs/architecture.md describes.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "flink_agents"
+
+# Tiers from the bottom up: a layer may import its own modules and any layer of a lower tier.
+LAYER_TIERS: tuple[tuple[str, ...], ...] = (
+    ("api",),
+    ("agents", "plan", "providers"),
+    ("durable",),
+    ("runtime",),
+    ("flink",),
+    ("cli",),
+)
+# Imports between two layers of one tier that are allowed (importer layer, imported layer).
+ALLOWED_SIDEWAYS: frozenset[tuple[str, str]] = frozenset(
+    {("plan", "agents")}  # YAML agents are built as ReActAgents
+)
+# The top-level ``flink_agents`` module re-exports from every layer; it loads Flink lazily.
+FRONT_DOOR = PACKAGE
+LAZY_ONLY_FROM_FRONT_DOOR = ("flink",)
+# The only layer that may import PyFlink.
+PYFLINK_LAYER = "flink"
+
+TIER_OF: dict[str, int] = {layer: tier for tier, names in enumerate(LAYER_TIERS) for layer in names}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's edge: ``importer`` loads ``imported`` (a module name)."""
+
+    importer: str
+    imported: str
+    line: int
+    lazy: bool  # inside a function or under ``if TYPE_CHECKING:``: not run at import time
+
+
+ImportGraph = Mapping[str, list[Import]]
+
+
+# --- building the graph --------------------------------------------------------------------------
+
+
+def module_name(path: str) -> str:
+    """``flink_agents/api/__init__.py`` -> ``flink_agents.api``; a file ``x/y.py`` -> ``x.y``."""
+    parts = path.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(
+    nodes: Iterable[ast.AST], lazy: bool
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement in ``nodes``, and whether it runs only later (or never)."""
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node, lazy
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _import_nodes(node.body, True)
+            yield from _import_nodes(node.orelse, lazy)
+        else:
+            in_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            yield from _import_nodes(ast.iter_child_nodes(node), lazy or in_function)
+
+
+def imports_of(path: str, source: str, modules: set[str]) -> list[Import]:
+    """The imports of the module at ``path`` (relative to the repository), resolved.
+
+    ``from pkg import name`` loads the module ``pkg.name`` when there is one, else ``pkg``.
+    """
+    importer = module_name(path)
+    package = importer if path.endswith("__init__.py") else importer.rpartition(".")[0]
+    found: list[Import] = []
+    for node, lazy in _import_nodes(ast.parse(source, filename=path).body, False):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            base = ".".join(part for part in (base, node.module) if part)
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            ]
+        found.extend(Import(importer, target, node.lineno, lazy) for target in targets)
+    return found
+
+
+def graph_from_sources(sources: Mapping[str, str]) -> dict[str, list[Import]]:
+    """The import graph of modules given as ``{path: source}``."""
+    modules = {module_name(path) for path in sources}
+    return {module_name(path): imports_of(path, text, modules) for path, text in sources.items()}
+
+
+def package_graph() -> dict[str, list[Import]]:
+    """The import graph of every module of the ``flink_agents`` package in this checkout."""
+    files = sorted((ROOT / PACKAGE).rglob("*.py"))
+    return graph_from_sources(
+        {path.relative_to(ROOT).as_posix(): path.read_text() for path in files}
+    )
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+
+def layer_of(module: str) -> str | None:
+    """``flink_agents.durable.store.kafka`` -> ``durable``; None for the front door and others."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def import_cycles(graph: ImportGraph) -> list[list[str]]:
+    """One cycle per strongly connected group of modules, as ``[a, b, ..., a]``."""
+    edges = {
+        module: sorted({edge.imported for edge in imports if edge.imported in graph})
+        for module, imports in graph.items()
+    }
+    cycles = []
+    for group in _strongly_connected(edges):
+        start = min(group)
+        if len(group) > 1 or start in edges[start]:
+            cycles.append(_shortest_cycle(start, group, edges))
+    return sorted(cycles)
+
+
+def _strongly_connected(edges: Mapping[str, list[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative (the graph may be deeper than the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            successor = next(successors, None)
+            if successor is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.add(member)
+                        if member == node:
+                            break
+                    groups.append(group)
+            elif successor not in index:
+                index[successor] = low[successor] = len(index)
+                stack.append(successor)
+                on_stack.add(successor)
+                work.append((successor, iter(edges[successor])))
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+    return groups
+
+
+def _shortest_cycle(start: str, group: set[str], edges: Mapping[str, list[str]]) -> list[str]:
+    """Breadth-first inside ``group`` from ``start`` back to itself."""
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            if start in edges[node]:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            for successor in edges[node]:
+                if successor in group and successor not in came_from:
+                    came_from[successor] = node
+                    following.append(successor)
+        frontier = following
+    raise AssertionError(f"{start} is in no cycle")
+
+
+def layer_violations(graph: ImportGraph) -> list[str]:
+    """Imports that point up (or sideways) across layers, and modules in no known layer."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        if module == FRONT_DOOR:
+            continue
+        layer = layer_of(module)
+        if layer not in TIER_OF:
+            found.append(f"{module} is in no layer: add {layer!r} to LAYER_TIERS")
+            continue
+        for edge in imports:
+            target = layer_of(edge.imported)
+            if target is None or target == layer or target not in TIER_OF:
+                continue
+            if TIER_OF[target] < TIER_OF[layer] or (layer, target) in ALLOWED_SIDEWAYS:
+                continue
+            found.append(
+                f"{module} (layer {layer}, tier {TIER_OF[layer]}) imports {edge.imported} "
+                f"(layer {target}, tier {TIER_OF[target]}) at line {edge.line}"
+            )
+    return found
+
+
+def front_door_violations(graph: ImportGraph) -> list[str]:
+    """Layers the front door must load lazily but imports when it is imported."""
+    return [
+        f"{FRONT_DOOR} imports {edge.imported} (layer {layer_of(edge.imported)}) at import "
+        f"time, line {edge.line}: load it lazily (in a function or under TYPE_CHECKING)"
+        for edge in graph.get(FRONT_DOOR, [])
+        if not edge.lazy and layer_of(edge.imported) in LAZY_ONLY_FROM_FRONT_DOOR
+    ]
+
+
+def pyflink_violations(graph: ImportGraph) -> list[str]:
+    """Imports of pyflink by a module outside the Flink layer."""
+    return [
+        f"{module} (layer {layer_of(module)}) imports {edge.imported} at line {edge.line}"
+        for module, imports in sorted(graph.items())
+        if layer_of(module) != PYFLINK_LAYER
+        for edge in imports
+        if edge.imported.split(".")[0] == "pyflink"
+    ]
+
+
+# --- the package obeys them ----------------------------------------------------------------------
+
+
+def test_the_package_has_no_import_cycles():
+    cycles = [" -> ".join(cycle) for cycle in import_cycles(package_graph())]
+    assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_imports_point_down_the_layers():
+    violations = layer_violations(package_graph())
+    assert violations == [], "imports against the layer order:\n" + "\n".join(violations)
+
+
+def test_the_front_door_loads_flink_lazily():
+    violations = front_door_violations(package_graph())
+    assert violations == [], "\n".join(violations)
+
+
+def test_only_the_flink_layer_imports_pyflink():
+    violations = pyflink_violations(package_graph())
+    assert violations == [], "pyflink outside flink_agents/flink/:\n" + "\n".join(violations)
+
+
+def test_every_module_was_parsed_and_every_layer_exists():
+    graph = package_graph()
+    assert {layer_of(module) for module in graph} - {None} == set(TIER_OF)
+    assert "flink_agents.durable.store.kafka" in graph
+
+
+# --- the checker finds what it should ------------------------------------------------------------
+
+SYNTHETIC = {
+    "flink_agents/__init__.py": (
+        "from typing import TYPE_CHECKING\n"
+        "from flink_agents.api import Agent\n"
+        "from flink_agents.flink import job\n"  # eager: a front-door violation
+        "if TYPE_CHECKING:\n"
+        "    from flink_agents.flink.job import JobSpec\n"
+    ),
+    "flink_agents/api/__init__.py": "from .agent import Agent\n",
+    "flink_agents/api/agent.py": (
+        "def build():\n"
+        "    from flink_agents.runtime.engine import RunEngine\n"  # upward, inside a function
+        "    return RunEngine\n"
+    ),
+    "flink_agents/api/tools.py": "import pyflink.datastream\n",
+    "flink_agents/plan/compile.py": "from flink_agents.agents import react\n",  # allowed sideways
+    "flink_agents/agents/__init__.py": "",
+    "flink_agents/agents/react.py": "from ..plan import compile\n",  # sideways, not allowed
+    "flink_agents/runtime/__init__.py": "from . import engine\n",
+    "flink_agents/runtime/engine.py": "from flink_agents.runtime.host import Host\n",
+    "flink_agents/runtime/host.py": "from flink_agents.runtime import engine\n",
+    "flink_agents/flink/__init__.py": "",
+    "flink_agents/flink/job.py": "from pyflink.datastream import StreamExecutionEnvironment\n",
+    "flink_agents/ui/panel.py": "",
+}
+
+
+def test_relative_and_function_level_imports_are_resolved():
+    graph = graph_from_sources(SYNTHETIC)
+    assert [(e.imported, e.line, e.lazy) for e in graph["flink_agents.api.agent"]] == [
+        ("flink_agents.runtime.engine", 2, True)
+    ]
+    assert [e.imported for e in graph["flink_agents.agents.react"]] == ["flink_agents.plan.compile"]
+    assert [e.imported for e in graph["flink_agents.runtime"]] == ["flink_agents.runtime.engine"]
+    assert [e.imported for e in graph["flink_agents.api"]] == ["flink_agents.api.agent"]
+    assert [(e.imported, e.lazy) for e in graph["flink_agents"]] == [
+        ("typing", False),
+        ("flink_agents.api", False),
+        ("flink_agents.flink.job", False),
+        ("flink_agents.flink.job", True),
+    ]
+
+
+def test_the_checker_reports_cycles_upward_imports_and_pyflink():
+    graph = graph_from_sources(SYNTHETIC)
+
+    assert import_cycles(graph) == [
+        ["flink_agents.agents.react", "flink_agents.plan.compile", "flink_agents.agents.react"],
+        ["flink_agents.runtime.engine", "flink_agents.runtime.host", "flink_agents.runtime.engine"],
+    ]
+    assert layer_violations(graph) == [
+        "flink_agents.agents.react (layer agents, tier 1) imports flink_agents.plan.compile "
+        "(layer plan, tier 1) at line 1",
+        "flink_agents.api.agent (layer api, tier 0) imports flink_agents.runtime.engine "
+        "(layer runtime, tier 3) at line 2",
+        "flink_agents.ui.panel is in no layer: add 'ui' to LAYER_TIERS",
+    ]
+    assert front_door_violations(graph) == [
+        "flink_agents imports flink_agents.flink.job (layer flink) at import time, line 3: "
+        "load it lazily (in a function or under TYPE_CHECKING)"
+    ]
+    assert pyflink_violations(graph) == [
+        "flink_agents.api.tools (layer api) imports pyflink.datastream at line 1"
+    ]
