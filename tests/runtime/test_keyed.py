@@ -85,10 +85,11 @@ class Attempt:
         self.logic.close()
 
     def send(self, key: Any, record: Any) -> list[dict]:
+        return self.send_text(key, json.dumps(record))
+
+    def send_text(self, key: Any, text: str) -> list[dict]:
         flink_key = json.dumps(key)
-        visit = self.logic.on_input(
-            flink_key, json.dumps(record), KeySlot(self.table, flink_key), now_ms
-        )
+        visit = self.logic.on_input(flink_key, text, KeySlot(self.table, flink_key), now_ms)
         return self._took(visit)
 
     def visit(self, key: Any, *, end_of_input: bool = False) -> list[dict]:
@@ -255,9 +256,7 @@ def test_the_end_of_input_visit_waits_for_the_keys_runs(monkeypatch):
 
 def test_a_record_that_is_not_json_or_has_no_key_is_reported(monkeypatch):
     with Attempt(monkeypatch, None, {}, 0) as attempt:
-        [not_json] = attempt._took(
-            attempt.logic.on_input('"Oslo"', "not json", KeySlot(attempt.table, '"Oslo"'), now_ms)
-        )
+        [not_json] = attempt.send_text("Oslo", "not json")
         [no_key] = attempt.send(None, {"town": "Oslo"})
         for report in (not_json, no_key):
             assert (report["seq"], report["error"]["error_type"]) == (-1, "BadRecord")
