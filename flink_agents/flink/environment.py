@@ -5,7 +5,8 @@
     env.execute("my agents")
 
 Records are JSON values (dicts, usually). Each output is a JSON string with the run's agent,
-key, seq and either ``output`` or ``error`` (see :class:`~flink_agents.flink.records.OutputRecord`).
+key, seq and either ``output`` or ``error`` (see
+:class:`~flink_agents.runtime.records.OutputRecord`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
 from flink_agents.flink.operator import AgentFunction
 from flink_agents.flink.options import OperatorOptions
-from flink_agents.flink.records import key_selector
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.records import key_selector
 
 KeySpec = str | Callable[[Any], Any]
 

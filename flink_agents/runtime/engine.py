@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import inspect
 from collections import deque
@@ -63,7 +64,9 @@ _Outcome = tuple[RunResult, "Memory | None"]
 class _KeySlot:
     next_seq: int = 0
     queue: deque[PendingInput] = field(default_factory=deque)  # head is running when busy
-    memory: Memory = field(default_factory=Memory)
+    # Committed short-term memory: replaced when a run commits, never changed in place, so it
+    # can be handed out without a copy (see committed_memory).
+    memory: dict[str, Any] = field(default_factory=dict)
     busy: bool = False
 
 
@@ -115,15 +118,18 @@ class RunEngine:
         """Inputs submitted whose run has not started."""
         return sum(len(slot.queue) - slot.busy for slot in self._slots.values())
 
-    def submit(self, key: Any, value: Any) -> RunId:
+    def submit(self, key: Any, value: Any, seq: int | None = None) -> RunId:
         """Queue ``value`` as the next input of ``key``; returns the id its run will have.
 
+        ``seq`` is the input's number when the caller's key state owns the numbering (the keyed
+        logic's does, so a replay keeps its run ids); without it the engine numbers the key's
+        inputs itself (a caller with no key state, such as :func:`run_local`).
         Runs start from within the loop (:meth:`drain`, :meth:`wait_for_results`).
         """
         self._raise_failure()
         slot = self._slot(key)
-        pending = PendingInput(seq=slot.next_seq, input=value)
-        slot.next_seq += 1
+        pending = PendingInput(seq=slot.next_seq if seq is None else seq, input=value)
+        slot.next_seq = pending.seq + 1
         slot.queue.append(pending)
         self._mark_ready(canonical_json(key))
         run = RunId(self._plan.name, key, pending.seq)
@@ -176,8 +182,17 @@ class RunEngine:
         return KeyState(
             next_seq=slot.next_seq,
             pending=[p.model_copy(deep=True) for p in slot.queue],
-            short_term_memory=slot.memory.snapshot(),
+            short_term_memory=copy.deepcopy(slot.memory),
         )
+
+    def committed_memory(self, key: Any) -> dict[str, Any]:
+        """The short-term memory of ``key`` as its last successful run committed it.
+
+        Not a copy: the engine replaces it when a run commits and never changes it in place, so
+        a host may keep it (and serialize it from another thread) without copying.
+        """
+        slot = self._slots.get(canonical_json(key))
+        return {} if slot is None else slot.memory
 
     def restore_key(self, key: Any, state: KeyState) -> None:
         """Install ``state`` for an idle ``key``; its pending inputs will run again."""
@@ -188,7 +203,7 @@ class RunEngine:
         self._slots[token] = _KeySlot(
             next_seq=state.next_seq,
             queue=deque(p.model_copy(deep=True) for p in state.pending),
-            memory=Memory(state.short_term_memory),
+            memory=copy.deepcopy(state.short_term_memory),
         )
         if token in self._ready:
             self._ready.remove(token)
@@ -219,7 +234,7 @@ class RunEngine:
             slot.busy = True
             run = RunState(
                 RunId(self._plan.name, self._keys[token], slot.queue[0].seq),
-                Memory(slot.memory.snapshot()),
+                Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
             )
             task = asyncio.get_running_loop().create_task(self._execute(run, slot.queue[0]))
             self._active[task] = token
@@ -239,7 +254,7 @@ class RunEngine:
         slot.queue.popleft()
         slot.busy = False
         if memory is not None:
-            slot.memory = memory
+            slot.memory = memory.snapshot()
         self._call_runner.run_finished(result.run_id)
         self._mark_ready(token)
         self._finished.append(result)

@@ -30,7 +30,11 @@ _SMOOTHING = 0.05
 
 @dataclass(frozen=True)
 class CompletedRun:
-    """A finished run and the key's short-term memory as that run committed it."""
+    """A finished run and the key's short-term memory as that run committed it.
+
+    The memory is the engine's committed memory itself, not a copy (the engine never changes it
+    in place): a host commits it to the key's state once, when it takes the run.
+    """
 
     result: RunResult
     short_term_memory: dict[str, Any]
@@ -61,7 +65,7 @@ class EngineHost:
         self._failure: BaseException | None = None
         self._submitted_at: dict[tuple[str, int], float] = {}
         self._expected_seconds = 0.0
-        self._inbox: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._inbox: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
         self._drain_scheduled = False
         self._thread.start()
 
@@ -86,7 +90,10 @@ class EngineHost:
         return canonical_json(key) in self._known
 
     def submit(self, key: Any, value: Any, seq: int) -> None:
-        """Queue ``value`` as input ``seq`` of an already known ``key``; blocks while full."""
+        """Queue ``value`` as input ``seq`` of an already known ``key``; blocks while full.
+
+        The caller's key state numbers the inputs; the engine runs the input under this ``seq``.
+        """
         token = canonical_json(key)
         with self._changed:
             self._changed.wait_for(
@@ -95,7 +102,7 @@ class EngineHost:
             self._raise_failure()
             self._count(token, 1)
             self._submitted_at[(token, seq)] = time.monotonic()
-        self._call_soon(self._submit_on_loop, key, value, seq)
+        self._call_soon(self._engine.submit, key, value, seq)
 
     def restore(self, key: Any, state: KeyState) -> None:
         """Hand the engine a key's checkpointed state; its pending inputs run again."""
@@ -105,7 +112,7 @@ class EngineHost:
             self._known.add(token)
             self._count(token, len(state.pending))
         # Copied now: the caller goes on to change its state before the loop thread runs this.
-        self._call_soon(self._restore_on_loop, key, state.model_copy(deep=True))
+        self._call_soon(self._engine.restore_key, key, state.model_copy(deep=True))
 
     def take(self, key: Any) -> list[CompletedRun]:
         """Finished runs of ``key`` not yet taken, in order."""
@@ -157,17 +164,6 @@ class EngineHost:
 
     # --- loop thread -----------------------------------------------------------------------------
 
-    def _submit_on_loop(self, key: Any, value: Any, seq: int) -> None:
-        run_id = self._engine.submit(key, value)
-        if run_id.seq != seq:
-            raise RuntimeError(
-                f"engine assigned seq {run_id.seq} to key {canonical_json(key)} but its keyed "
-                f"state says {seq}: the engine and the key state diverged"
-            )
-
-    def _restore_on_loop(self, key: Any, state: KeyState) -> None:
-        self._engine.restore_key(key, state)
-
     def _drain_inbox(self) -> None:
         """Apply every queued hand-off in order, then start what the window allows."""
         self._drain_scheduled = False
@@ -184,7 +180,7 @@ class EngineHost:
             self._on_failure(exc)
 
     def _on_result(self, result: RunResult) -> None:
-        memory = self._engine.snapshot_key(result.key).short_term_memory
+        memory = self._engine.committed_memory(result.key)
         token = canonical_json(result.key)
         with self._changed:
             submitted = self._submitted_at.pop((token, result.run_id.seq), None)
@@ -202,7 +198,7 @@ class EngineHost:
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _call_soon(self, fn: Callable[..., None], *args: Any) -> None:
+    def _call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         # One loop wake-up for a burst of hand-offs (a bundle of records), not one per record:
         # each wake-up costs a write to the loop's self-pipe and a trip through the GIL.
         self._inbox.append((fn, args))

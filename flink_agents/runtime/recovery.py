@@ -1,12 +1,13 @@
 """The action-state store's recovery marker, carried in keyed state.
 
 PyFlink's Python functions have no snapshot hook, so the marker cannot be stored once per
-checkpoint. Instead the operator takes a marker now and then and writes it with every key state
-it saves. Any marker taken before a checkpoint is a valid starting point for restoring it:
-every state of a run still open at (or started after) that moment lies at or after the marker's
-low-water offsets. After a restore, the first key the operator visits hands its marker to the
-store, which rebuilds from there: the cost follows what was written since the marker, not the
-topic's size. (The marker kept in state is the compact form: low offsets only, read in full.)
+checkpoint. Instead the keyed logic (``runtime/keyed.py``) takes a marker now and then and writes
+it with every key state it saves. Any marker taken before a checkpoint is a valid starting
+point for restoring it: every state of a run still open at (or started after) that moment lies
+at or after the marker's low-water offsets. After a restore, the first key the logic visits
+hands its marker to the store, which rebuilds from there: the cost follows what was written
+since the marker, not the topic's size. (The marker kept in state is the compact form: low
+offsets only, read in full.)
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class MarkerClock:
     """When to take the next marker, and which older marker may be used to prune.
 
     A run's states may be pruned once no checkpoint that might be restored predates its end;
-    the operator cannot see checkpoints complete, so it prunes with a marker at least
+    the logic cannot see checkpoints complete, so it prunes with a marker at least
     ``prune_after_s`` old (documented in docs/flink-runtime.md).
     """
 

@@ -1,4 +1,9 @@
-"""Per-key state, in the form a host (the Flink operator) snapshots and restores."""
+"""Per-key state, in the form a host (the keyed logic, for the Flink operator) saves and restores.
+
+The saved :class:`KeyState` is the one owner of a key's ``seq`` and of its committed short-term
+memory: the engine runs each input under the ``seq`` it is handed, and starts from this memory
+after a restore.
+"""
 
 from __future__ import annotations
 

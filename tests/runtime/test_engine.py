@@ -100,6 +100,20 @@ def test_snapshot_and_restore_of_a_key_rerun_pending_inputs_with_the_same_seq():
     ]
 
 
+def test_an_input_handed_a_seq_runs_under_it_and_the_key_counts_on_from_there():
+    async def scenario() -> tuple[list, KeyState]:
+        engine = _echo_engine()
+        handed = engine.submit("a", {"n": 1}, seq=5)
+        counted = engine.submit("a", {"n": 2})
+        assert (handed.seq, counted.seq) == (5, 6)
+        await engine.drain()
+        return engine.take_results(), engine.snapshot_key("a")
+
+    results, state = asyncio.run(scenario())
+    assert [r.run_id.seq for r in results] == [5, 6]
+    assert state.next_seq == 7
+
+
 def test_snapshot_during_a_run_keeps_it_pending_and_memory_uncommitted():
     agent = Agent(name="gated")
     agent.add_action(sample_agents.gated)

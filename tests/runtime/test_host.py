@@ -6,14 +6,12 @@ import asyncio
 import threading
 from functools import partial
 
-import pytest
-
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan.compile import compile_agent
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.state import KeyState, PendingInput
-from tests.sample_agents import EchoAgent
+from tests.sample_agents import EchoAgent, fail_on_negative
 
 
 def _host(max_in_flight: int = 4, max_unfinished: int = 8) -> EngineHost:
@@ -64,13 +62,31 @@ def test_restore_reruns_pending_inputs_with_their_seq() -> None:
         host.close()
 
 
-def test_submit_with_a_diverged_seq_fails_the_host() -> None:
+def test_the_engine_runs_an_input_under_the_seq_the_caller_hands_it() -> None:
+    # The caller's key state numbers the inputs; the engine does not count on its own.
     host = _host()
     try:
         host.restore("k", KeyState(next_seq=3))
         host.submit("k", {"n": 1}, 0)
-        with pytest.raises(RuntimeError, match="diverged"):
-            host.wait_idle("k", timeout=10)
+        host.submit("k", {"n": 2}, 9)
+        done = host.wait_idle("k", timeout=10)
+        assert [run.result.run_id.seq for run in done] == [0, 9]
+    finally:
+        host.close()
+
+
+def test_a_failed_run_hands_back_the_memory_committed_before_it() -> None:
+    agent = EchoAgent(name="guard", error_policy="emit")
+    agent.add_action(fail_on_negative, name="check")
+    host = EngineHost(partial(RunEngine, compile_agent(agent)), max_unfinished=4)
+    try:
+        host.restore("k", KeyState(short_term_memory={"count": 4}))
+        host.submit("k", {"n": 1}, 0)
+        host.submit("k", {"n": -1}, 1)
+        done = host.wait_idle("k", timeout=10)
+        assert [run.result.error is None for run in done] == [True, False]
+        committed = {"count": 5, "last": 1}
+        assert [run.short_term_memory for run in done] == [committed, committed]
     finally:
         host.close()
 

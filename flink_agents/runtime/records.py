@@ -1,8 +1,9 @@
-"""The records that flow through Flink: JSON text in, JSON text out.
+"""The records a keyed host passes through: JSON text in, JSON text out.
 
 Inputs are JSON objects (or any JSON value) carried as strings, so the same job reads a list, a
-file or a Kafka topic alike. The Flink key is the canonical JSON of the key value, so keys of any
-JSON type (and containing any character) stay distinct and decode back exactly.
+file or a Kafka topic alike. The key (Flink's, for the operator) is the canonical JSON of the key
+value, so keys of any JSON type (and containing any character) stay distinct and decode back
+exactly. No Flink here: the keyed logic decodes inputs and encodes outputs with these.
 """
 
 from __future__ import annotations

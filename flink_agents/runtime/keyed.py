@@ -1,0 +1,350 @@
+"""The per-key logic of a keyed host, as a plain object: no Flink here.
+
+A keyed host (the PyFlink operator, ``flink/operator.py``) calls :class:`KeyedAgentLogic` for
+every input and every timer, under the key it belongs to, with that key's saved state (any
+:class:`SavedState`: PyFlink's ``ValueState`` fits as it is). The logic never calls the host back:
+it answers with a :class:`Visit`, the records to emit and the timers to register. It owns
+
+* the key's :class:`~flink_agents.runtime.state.KeyState`, the one owner of ``seq`` (the engine
+  runs each input under the ``seq`` handed to it) and of the committed short-term memory (taken
+  from each finished run when its outputs are emitted, and serialized with the state);
+* when to come back to a key with a run in flight (the timer arithmetic);
+* restoring the action-state store after a restart from the recovery marker saved with key
+  states, and taking markers now and then (``runtime/recovery.py``);
+* the registry of open attempts: an attempt a failed one left open in this interpreter (PyFlink's
+  thread mode skips ``close()``) is closed when the next one opens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.engine import RunEngine
+from flink_agents.runtime.host import CompletedRun, EngineHost
+from flink_agents.runtime.records import BadRecord, bad_input_record, decode_input, outputs_of
+from flink_agents.runtime.recovery import MarkerClock, compact, from_start
+from flink_agents.runtime.state import KeyState, PendingInput
+
+logger = logging.getLogger(__name__)
+
+
+class SavedState(Protocol):
+    """The current key's saved state in the host's keyed state (PyFlink's ``ValueState`` fits)."""
+
+    def value(self) -> str | None: ...
+
+    def update(self, value: str) -> None: ...
+
+
+class KeyedOptions(Protocol):
+    """The settings the logic reads (``flink_agents.flink.options.OperatorOptions`` has them)."""
+
+    @property
+    def max_in_flight(self) -> int: ...
+    @property
+    def unfinished_bound(self) -> int: ...
+    @property
+    def poll_interval_ms(self) -> int: ...
+    @property
+    def max_poll_ms(self) -> int: ...
+    @property
+    def max_first_poll_ms(self) -> int: ...
+    @property
+    def marker_interval_ms(self) -> int: ...
+    @property
+    def marker_wait_ms(self) -> int: ...
+    @property
+    def prune_after_ms(self) -> int: ...
+    @property
+    def started_from_savepoint(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """What one input or timer of a key gives back to the host."""
+
+    outputs: Sequence[str] = ()
+    """Output records (JSON text), in order."""
+    poll_at: int | None = None
+    """Processing time (ms) at which to visit the key again, if any."""
+    until_end_of_input: bool = False
+    """Whether to visit the key when a bounded input ends (so it does not end with runs in
+    flight); set with every accepted input, since the host checkpoints that timer with it."""
+
+
+_NOTHING = Visit()
+
+
+class SavedKey(BaseModel):
+    """What keyed state holds for one key: the key state and a recovery marker."""
+
+    runs: KeyState = Field(default_factory=KeyState)
+    marker: str | None = Field(
+        default=None, description="Compact RecoveryMarker JSON taken before this state was saved."
+    )
+
+
+class KeyedAgentLogic:
+    """Runs one agent plan per key for a keyed host (see the module docstring).
+
+    Construct it with the plan, the options and the store's settings, :meth:`open` it, call
+    :meth:`on_input` and :meth:`on_timer` under each key, and :meth:`close` it. With a ``store``,
+    every durable call goes through the action-state store, so a run replayed after a restore
+    gets back what had completed instead of calling again.
+    """
+
+    def __init__(
+        self, plan: AgentPlan, options: KeyedOptions, store: StoreConfig | None = None
+    ) -> None:
+        self._plan = plan
+        self._options = options
+        self._store_config = store
+        self._identity = plan.name
+        self._host: EngineHost | None = None
+        self._store: ActionStateStore | None = None
+        self._restarted = False
+        self._recovered = True
+        self._marker: str | None = None
+        self._marker_deadline: float | None = None  # set by the first key without a marker
+        self._clock = MarkerClock(
+            every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def open(self, *, attempt: int, subtask: int) -> None:
+        """Start the engine (and the store) for subtask ``subtask`` of the host's job.
+
+        ``attempt`` is the host task's attempt number (0 on a fresh start). A later attempt, or
+        a first one with ``started_from_savepoint``, restores the store before running anything:
+        Flink does not tell Python functions whether their state was restored.
+        """
+        plan = self._plan
+        call_runner = None
+        if self._store_config is not None:
+            self._store = self._store_config.build()
+            call_runner = StoreCallRunner.for_plan(
+                self._store,
+                plan.name,
+                plan.config,
+                default_policy=self._store_config.mismatch_policy,
+            )
+        factory = partial(
+            RunEngine, plan, max_in_flight=self._options.max_in_flight, call_runner=call_runner
+        )
+        # Stop the previous attempt's engine first, or its runs would go on calling models
+        # beside ours.
+        self._identity = f"{plan.name}/{subtask}"
+        _close_previous_attempt(self._identity)
+        self._host = EngineHost(factory, max_unfinished=self._options.unfinished_bound)
+        _OPEN[self._identity] = self
+        # Missing credentials and unusable resources fail here, at job start.
+        self._host.engine.open_resources()
+        self._restarted = attempt > 0 or self._options.started_from_savepoint
+        self._recovered = self._store is None
+
+    def close(self) -> None:
+        """Cancel runs in flight and close the store; unfinished inputs stay in the key states."""
+        if _OPEN.get(self._identity) is self:
+            del _OPEN[self._identity]
+        if self._host is not None:
+            self._host.close()
+            self._host = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # --- inputs and timers -----------------------------------------------------------------------
+
+    def on_input(self, key: str, value: str, state: SavedState, clock: Callable[[], int]) -> Visit:
+        """Accept ``value`` (JSON text) under ``key`` (the canonical JSON of the key value).
+
+        The input is in the key's state from now until its outputs are emitted. Blocks while the
+        window of unfinished inputs is full (back-pressure). ``clock`` reads the host's
+        processing time in ms.
+        """
+        try:
+            record = decode_input(value)
+            if key == "null":
+                raise BadRecord(f"input record has no usable key: {value[:120]!r}")
+        except BadRecord as exc:
+            return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
+        decoded = json.loads(key)
+        host = self._require_host()
+        runs = self._load(state)
+        if self._recovered and not host.knows(decoded):
+            host.restore(decoded, runs)
+        seq = runs.next_seq
+        runs.pending.append(PendingInput(seq=seq, input=record))
+        runs.next_seq = seq + 1
+        self._save(state, runs)
+        if self._recovered:
+            host.submit(decoded, record, seq)
+        # Else the input waits in state for the store's restore; its timer comes back for it.
+        return Visit(poll_at=self._next_visit(clock(), first=True), until_end_of_input=True)
+
+    def on_timer(
+        self,
+        key: str,
+        state: SavedState,
+        timestamp: int,
+        clock: Callable[[], int],
+        *,
+        end_of_input: bool = False,
+    ) -> Visit:
+        """Visit ``key`` at ``timestamp``: emit its finished runs and say when to come back.
+
+        With ``end_of_input`` (a bounded input has ended), wait for the key's remaining runs
+        instead. After a restore, the first visit hands the key's unfinished inputs to the
+        engine, which runs them again with the same ``seq``.
+        """
+        if self._host is None:
+            # A poll timer outliving the end of a bounded input (the end-of-input timer already
+            # finished the key's runs) fires after close(): nothing is left to do.
+            return _NOTHING
+        decoded = json.loads(key)
+        host = self._host
+        if not host.knows(decoded):
+            # First visit after a restore: the engine starts the key's unfinished inputs again.
+            runs = self._load(state)
+            if not self._recovered:
+                if not end_of_input:  # still waiting for a key that carries a marker
+                    return Visit(poll_at=self._next_visit(max(clock(), timestamp), first=False))
+                self._recover(None, wait=False)  # the input has ended: nothing more will come
+            if not runs.pending:
+                return _NOTHING
+            host.restore(decoded, runs)
+        # Most visits find the run still going: they touch neither state nor JSON.
+        completed = host.wait_idle(decoded) if end_of_input else host.take(decoded)
+        outputs: list[str] = []
+        if completed:
+            runs = self._load(state)
+            outputs = self._commit(runs, completed)
+            self._save(state, runs)
+        if end_of_input or not host.pending(decoded):
+            return Visit(outputs=outputs)
+        return Visit(
+            outputs=outputs, poll_at=self._next_visit(max(clock(), timestamp), first=False)
+        )
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _commit(self, runs: KeyState, completed: list[CompletedRun]) -> list[str]:
+        outputs: list[str] = []
+        for run in completed:
+            seq = run.result.run_id.seq
+            runs.pending = [p for p in runs.pending if p.seq != seq]
+            runs.short_term_memory = run.short_term_memory
+            outputs.extend(record.to_json() for record in outputs_of(run.result))
+        return outputs
+
+    def _next_visit(self, now: int, *, first: bool) -> int:
+        """When to come back to a key whose run is likely done (processing time, ms).
+
+        The first visit waits for the host's moving average of run durations (capped), later
+        ones a quarter of it (at least ``poll_interval_ms``, at most ``max_poll_ms``), so a key
+        costs a few timers per run, not one per poll interval. Timers sit on a grid of
+        ``poll_interval_ms``: a host keeps one timer per key and timestamp (Flink does), so
+        arming again (a new input while a timer is pending) never starts a second chain.
+        """
+        interval = self._options.poll_interval_ms
+        expected_ms = int(self._require_host().expected_run_seconds * 1000)
+        if first:
+            delay = min(expected_ms, self._options.max_first_poll_ms)
+        else:
+            delay = min(max(expected_ms // 4, interval), self._options.max_poll_ms)
+        return ((now + delay) // interval + 1) * interval
+
+    def _load(self, state: SavedState) -> KeyState:
+        """The key's state; the first state read after a restart also restores the action-state
+        store from the marker saved with it."""
+        text = state.value()
+        saved = SavedKey.model_validate_json(text) if text else SavedKey()
+        if not self._recovered:
+            self._recover(saved.marker)
+        return saved.runs
+
+    def _save(self, state: SavedState, runs: KeyState) -> None:
+        # No marker before the store is restored: it would not cover the runs still to replay.
+        if self._store is not None and self._recovered and self._clock.due():
+            self._take_marker()
+        if runs.pending or runs.next_seq or runs.short_term_memory:
+            state.update(SavedKey(runs=runs, marker=self._marker).model_dump_json())
+
+    def _recover(self, marker_json: str | None, *, wait: bool = True) -> None:
+        """Restore the store from the first marker seen after a restart.
+
+        A key without a marker (new since the checkpoint) does not start a restore of the whole
+        topic at once: for up to ``marker_wait_ms`` the logic waits for a key that carries one
+        (restored keys with runs in flight are visited first thing by their timers), and keeps
+        the new keys' inputs in state meanwhile.
+        """
+        host, store = self._require_host(), self._store
+        assert store is not None
+        if marker_json is not None:
+            marker = RecoveryMarker.from_json(marker_json)
+        elif not self._restarted:
+            self._recovered = True  # a fresh start: nothing to recover
+            return
+        elif wait and self._still_waiting_for_marker():
+            return
+        else:
+            logger.warning(
+                "no key with a recovery marker seen since the restart: reading the whole "
+                "action-state topic"
+            )
+            marker = from_start(host.call(store.recovery_marker))
+        self._recovered = True
+        report = host.call(store.restore, marker, timeout=None)
+        logger.info(
+            "action-state store restored: %d records, %d skipped, %d corrupt",
+            report.loaded,
+            report.skipped,
+            len(report.corrupt),
+        )
+
+    def _still_waiting_for_marker(self) -> bool:
+        now = time.monotonic()
+        if self._marker_deadline is None:
+            self._marker_deadline = now + self._options.marker_wait_ms / 1000
+        return now < self._marker_deadline
+
+    def _take_marker(self) -> None:
+        host, store = self._require_host(), self._store
+        assert store is not None
+        marker = host.call(store.recovery_marker)
+        self._marker = compact(marker).to_json()
+        ripe = self._clock.taken(marker)
+        if ripe is not None:
+            host.call(store.prune, ripe)
+
+    def _require_host(self) -> EngineHost:
+        if self._host is None:
+            raise RuntimeError("KeyedAgentLogic used before open()")
+        return self._host
+
+
+_OPEN: dict[str, KeyedAgentLogic] = {}
+"""The open logic per (agent, subtask) in this interpreter."""
+
+
+def _close_previous_attempt(identity: str) -> None:
+    previous = _OPEN.pop(identity, None)
+    if previous is not None:
+        logger.warning("closing %s left open by a failed attempt", identity)
+        try:
+            previous.close()
+        except Exception:  # the old attempt is gone either way; ours must start
+            logger.exception("closing the previous attempt of %s failed", identity)

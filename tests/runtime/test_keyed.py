@@ -1,0 +1,279 @@
+"""The per-key logic, driven directly as a keyed host drives it.
+
+Keyed state is a plain dict of saved values by key (what Flink restores is a copy of it), timers
+are what the logic asks for, and the action-state store is an in-memory log shared by the
+attempts, the way a Kafka topic outlives a failed task. The failover itself is covered on real
+clusters in e2e/.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from examples.weather import build_agent
+from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog, RecoveryMarker
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.flink.options import OperatorOptions
+from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
+from tests.sample_agents import EchoAgent, fail_on_negative
+
+WEATHER = compile_agent(build_agent())
+
+
+@dataclass
+class KeySlot:
+    """One key's saved value in a dict of keyed state (the logic's ``SavedState``)."""
+
+    table: dict[str, str]
+    key: str
+
+    def value(self) -> str | None:
+        return self.table.get(self.key)
+
+    def update(self, value: str) -> None:
+        self.table[self.key] = value
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RecordingStore(InMemoryActionStateStore):
+    def __init__(self, log: InMemoryLog, restores: list[RecoveryMarker]) -> None:
+        super().__init__(log)
+        self.restores = restores
+
+    def restore(self, marker: RecoveryMarker):
+        self.restores.append(marker)
+        return super().restore(marker)
+
+
+class Attempt:
+    """One task attempt: the logic opened over keyed state restored from `checkpoint`."""
+
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        log: InMemoryLog | None,
+        checkpoint: dict[str, str],
+        number: int,
+        plan: AgentPlan = WEATHER,
+        subtask: int = 0,
+        **options: Any,
+    ) -> None:
+        self.table = dict(checkpoint)
+        self.poll_timers: list[int] = []
+        self.restores: list[RecoveryMarker] = []
+        store = None
+        if log is not None:
+            monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
+            store = StoreConfig(kind="memory")
+        self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store)
+        self.logic.open(attempt=number, subtask=subtask)
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logic.close()
+
+    def send(self, key: Any, record: Any) -> list[dict]:
+        return self.send_text(key, json.dumps(record))
+
+    def send_text(self, key: Any, text: str) -> list[dict]:
+        flink_key = json.dumps(key)
+        visit = self.logic.on_input(flink_key, text, KeySlot(self.table, flink_key), now_ms)
+        return self._took(visit)
+
+    def visit(self, key: Any, *, end_of_input: bool = False) -> list[dict]:
+        """Fire the key's timer once."""
+        flink_key = json.dumps(key)
+        visit = self.logic.on_timer(
+            flink_key, KeySlot(self.table, flink_key), now_ms(), now_ms, end_of_input=end_of_input
+        )
+        return self._took(visit)
+
+    def answers(self, key: Any, count: int = 1, timeout: float = 10.0) -> list[dict]:
+        """Visit the key until at least `count` outputs of its runs came out."""
+        outputs: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            outputs += self.visit(key)
+            if len(outputs) >= count:
+                return outputs
+            time.sleep(0.02)
+        raise AssertionError(f"{len(outputs)} of {count} outputs for {key!r} within {timeout} s")
+
+    def _took(self, visit: Visit) -> list[dict]:
+        if visit.poll_at is not None:
+            self.poll_timers.append(visit.poll_at)
+        return [json.loads(record) for record in visit.outputs]
+
+
+def ask(attempt: Attempt, city: str) -> list[dict]:
+    return attempt.send(city, {"city": city})
+
+
+def saved_marker(checkpoint: dict[str, str], city: str) -> RecoveryMarker:
+    """The recovery marker a key's state holds in `checkpoint`."""
+    saved = SavedKey.model_validate_json(checkpoint[json.dumps(city)])
+    assert saved.marker is not None
+    return RecoveryMarker.from_json(saved.marker)
+
+
+def first_run(log: InMemoryLog, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A first attempt answers Oslo; returns its keyed state (the checkpoint)."""
+    with Attempt(monkeypatch, log, {}, 0) as first:
+        ask(first, "Oslo")
+        assert first.answers("Oslo")[0]["output"]["city"] == "Oslo"
+        assert first.restores == []  # a fresh start restores nothing
+        return dict(first.table)
+
+
+# --- restoring the action-state store after a restart -------------------------------------------
+
+
+def test_a_new_key_first_after_a_restart_waits_for_a_key_that_carries_a_marker(monkeypatch):
+    log = InMemoryLog()
+    checkpoint = first_run(log, monkeypatch)
+
+    with Attempt(monkeypatch, log, checkpoint, 1) as second:
+        assert ask(second, "Rome") == []  # a new key: no marker in its state
+        assert second.restores == []  # not yet: the whole topic would have to be read
+        assert second.poll_timers  # its timer will come back for it
+        assert second.visit("Rome") == []  # still waiting; the input stays in state
+
+        ask(second, "Oslo")  # a key saved before the checkpoint: it carries a marker
+        assert second.restores == [saved_marker(checkpoint, "Oslo")]
+        rome = second.answers("Rome")
+        assert [(r["key"], r["seq"], r["output"]["city"]) for r in rome] == [("Rome", 0, "Rome")]
+
+
+def test_without_any_marker_the_whole_topic_is_read_after_the_wait(monkeypatch):
+    log = InMemoryLog()
+    checkpoint = first_run(log, monkeypatch)
+
+    with Attempt(monkeypatch, log, checkpoint, 1, marker_wait_ms=50) as second:
+        assert ask(second, "Rome") == []
+        assert second.restores == []
+        time.sleep(0.1)
+        rome = second.answers("Rome")
+        [marker] = second.restores
+        assert all(mark.low == 0 for mark in marker.partitions.values())  # from the start
+        assert [(r["key"], r["seq"]) for r in rome] == [("Rome", 0)]
+
+
+def test_a_start_from_a_savepoint_restores_the_store_when_declared(monkeypatch):
+    log = InMemoryLog()
+    savepoint = first_run(log, monkeypatch)
+
+    # Attempt 0, as for any new job: only the option says that state was restored.
+    with Attempt(monkeypatch, log, savepoint, 0, started_from_savepoint=True) as started:
+        assert ask(started, "Rome") == []
+        assert started.restores == []
+        ask(started, "Oslo")
+        assert started.restores == [saved_marker(savepoint, "Oslo")]
+        assert [r["key"] for r in started.answers("Rome")] == ["Rome"]
+
+
+def test_an_input_pending_at_the_checkpoint_runs_again_with_its_seq_at_its_first_visit(
+    monkeypatch,
+):
+    log = InMemoryLog()
+    with Attempt(monkeypatch, log, {}, 0) as first:
+        ask(first, "Oslo")
+        checkpoint = dict(first.table)  # taken before the run's outputs were emitted
+
+    with Attempt(monkeypatch, log, checkpoint, 1) as second:
+        oslo = second.answers("Oslo")  # the restored timer's visit: no new input
+        assert second.restores == [saved_marker(checkpoint, "Oslo")]
+        assert [(r["key"], r["seq"], r["output"]["city"]) for r in oslo] == [("Oslo", 0, "Oslo")]
+        assert json.loads(second.table[json.dumps("Oslo")])["runs"]["pending"] == []
+
+
+# --- the key state: the one owner of seq and short-term memory ----------------------------------
+
+
+def test_seq_and_memory_continue_from_the_saved_key_state_after_a_restart(monkeypatch):
+    echo = compile_agent(EchoAgent(name="echo"))
+    with Attempt(monkeypatch, None, {}, 0, plan=echo) as first:
+        first.send("a", {"n": 1})
+        first.send("a", {"n": 2})
+        assert [r["seq"] for r in first.answers("a", count=2)] == [0, 1]
+        checkpoint = dict(first.table)
+    saved = SavedKey.model_validate_json(checkpoint[json.dumps("a")]).runs
+    assert (saved.next_seq, saved.pending, saved.short_term_memory) == (2, [], {"count": 2})
+
+    with Attempt(monkeypatch, None, checkpoint, 1, plan=echo) as second:
+        second.send("a", {"n": 3})
+        [answer] = second.answers("a")
+        assert (answer["seq"], answer["output"]) == (2, {"doubled": 6, "count": 3})
+
+
+def test_a_failed_run_commits_no_memory(monkeypatch):
+    agent = EchoAgent(name="guard", error_policy="emit")
+    agent.add_action(fail_on_negative, name="check")
+    with Attempt(monkeypatch, None, {}, 0, plan=compile_agent(agent)) as attempt:
+        for n in (1, -5):
+            attempt.send("a", {"n": n})
+        outputs = attempt.answers("a", count=3)  # 1 and its doubling, then the error
+        assert "error" in outputs[-1]
+        saved = SavedKey.model_validate_json(attempt.table[json.dumps("a")]).runs
+        assert (saved.next_seq, saved.pending) == (2, [])
+        assert saved.short_term_memory == {"last": 1, "count": 1}
+
+
+# --- visits and timers -------------------------------------------------------------------------
+
+
+def test_an_input_asks_for_a_poll_on_the_grid_and_for_the_end_of_input_visit(monkeypatch):
+    with Attempt(monkeypatch, None, {}, 0, poll_interval_ms=7) as attempt:
+        before = now_ms()
+        flink_key = json.dumps("Oslo")
+        visit = attempt.logic.on_input(
+            flink_key, json.dumps({"city": "Oslo"}), KeySlot(attempt.table, flink_key), now_ms
+        )
+        assert visit.outputs == () and visit.until_end_of_input
+        assert visit.poll_at is not None and visit.poll_at > before and visit.poll_at % 7 == 0
+
+
+def test_the_end_of_input_visit_waits_for_the_keys_runs(monkeypatch):
+    with Attempt(monkeypatch, None, {}, 0) as attempt:
+        for _ in range(3):
+            ask(attempt, "Oslo")
+        polls = len(attempt.poll_timers)
+        outputs = attempt.visit("Oslo", end_of_input=True)
+        assert [r["seq"] for r in outputs] == [0, 1, 2]
+        assert len(attempt.poll_timers) == polls  # no poll after the end of the input
+
+
+def test_a_record_that_is_not_json_or_has_no_key_is_reported(monkeypatch):
+    with Attempt(monkeypatch, None, {}, 0) as attempt:
+        [not_json] = attempt.send_text("Oslo", "not json")
+        [no_key] = attempt.send(None, {"town": "Oslo"})
+        for report in (not_json, no_key):
+            assert (report["seq"], report["error"]["error_type"]) == (-1, "BadRecord")
+        assert attempt.table == {}  # nothing accepted
+
+
+# --- attempts ------------------------------------------------------------------------------------
+
+
+def test_an_attempt_left_open_is_closed_when_the_next_one_of_its_subtask_opens(monkeypatch):
+    failed = Attempt(monkeypatch, None, {}, 0)  # a failed attempt whose close() never came
+    other_subtask = Attempt(monkeypatch, None, {}, 0, subtask=1)
+    try:
+        with Attempt(monkeypatch, None, {}, 1):
+            with pytest.raises(RuntimeError, match="before open"):
+                ask(failed, "Oslo")
+            ask(other_subtask, "Oslo")
+            assert other_subtask.answers("Oslo")[0]["key"] == "Oslo"
+    finally:
+        other_subtask.logic.close()
