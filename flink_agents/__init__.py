@@ -35,8 +35,8 @@ from flink_agents.api import (
 if TYPE_CHECKING:
     from flink_agents.durable.store.config import StoreConfig
     from flink_agents.flink.environment import AgentsExecutionEnvironment
-    from flink_agents.flink.options import OperatorOptions
     from flink_agents.runtime.local import run_local
+    from flink_agents.runtime.options import OperatorOptions
 
 __all__ = [  # noqa: RUF022 (grouped by what a user does, not sorted)
     # Declaring an agent
@@ -66,7 +66,7 @@ __all__ = [  # noqa: RUF022 (grouped by what a user does, not sorted)
 _LAZY = {
     "run_local": "flink_agents.runtime.local",
     "AgentsExecutionEnvironment": "flink_agents.flink.environment",
-    "OperatorOptions": "flink_agents.flink.options",
+    "OperatorOptions": "flink_agents.runtime.options",
     "StoreConfig": "flink_agents.durable.store.config",
 }
 

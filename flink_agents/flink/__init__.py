@@ -4,6 +4,6 @@ This is the only package that imports pyflink; the engine below it knows nothing
 """
 
 from flink_agents.flink.environment import AgentsExecutionEnvironment
-from flink_agents.flink.options import OperatorOptions
+from flink_agents.runtime.options import OperatorOptions
 
 __all__ = ["AgentsExecutionEnvironment", "OperatorOptions"]

@@ -31,9 +31,9 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
 from flink_agents.flink.operator import AgentFunction
-from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.records import key_selector
 
 KeySpec = str | Callable[[Any], Any]

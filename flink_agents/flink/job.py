@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import load_yaml_model
+from flink_agents.runtime.options import OperatorOptions
 
 PROCESS_MODE_BUNDLE_SIZE = "1"
 """``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a

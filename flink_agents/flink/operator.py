@@ -29,9 +29,9 @@ from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain,
 from pyflink.datastream.state import ValueStateDescriptor
 
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit
+from flink_agents.runtime.options import OperatorOptions
 
 END_OF_INPUT = (1 << 63) - 2
 """Event-time timer that only the final watermark of a bounded input reaches."""

@@ -33,6 +33,7 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
+from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.records import BadRecord, bad_input_record, decode_input, outputs_of
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -46,29 +47,6 @@ class SavedState(Protocol):
     def value(self) -> str | None: ...
 
     def update(self, value: str) -> None: ...
-
-
-class KeyedOptions(Protocol):
-    """The settings the logic reads (``flink_agents.flink.options.OperatorOptions`` has them)."""
-
-    @property
-    def max_in_flight(self) -> int: ...
-    @property
-    def unfinished_bound(self) -> int: ...
-    @property
-    def poll_interval_ms(self) -> int: ...
-    @property
-    def max_poll_ms(self) -> int: ...
-    @property
-    def max_first_poll_ms(self) -> int: ...
-    @property
-    def marker_interval_ms(self) -> int: ...
-    @property
-    def marker_wait_ms(self) -> int: ...
-    @property
-    def prune_after_ms(self) -> int: ...
-    @property
-    def started_from_savepoint(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +84,7 @@ class KeyedAgentLogic:
     """
 
     def __init__(
-        self, plan: AgentPlan, options: KeyedOptions, store: StoreConfig | None = None
+        self, plan: AgentPlan, options: OperatorOptions, store: StoreConfig | None = None
     ) -> None:
         self._plan = plan
         self._options = options

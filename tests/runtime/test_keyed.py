@@ -18,10 +18,10 @@ import pytest
 from examples.weather import build_agent
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.flink.options import OperatorOptions
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
+from flink_agents.runtime.options import OperatorOptions
 from tests.sample_agents import EchoAgent, fail_on_negative
 
 WEATHER = compile_agent(build_agent())

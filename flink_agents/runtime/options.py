@@ -1,4 +1,4 @@
-"""Settings of the keyed agent operator."""
+"""Settings of the keyed agent logic, and so of the Flink operator that hosts it."""
 
 from __future__ import annotations
 
