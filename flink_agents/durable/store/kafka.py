@@ -1,7 +1,7 @@
 """Kafka-backed action-state store (confluent-kafka, that is librdkafka).
 
 - Topic: created if absent, `cleanup.policy=compact` (plus `delete` when `retention_ms` is set),
-  partitions, replication factor and `min.insync.replicas` from `KafkaStoreConfig`.
+  partitions, replication factor and `min.insync.replicas` from its `StoreConfig`.
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
   key, so the key must identify one action's state). Partition: chosen by the store with
   `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
@@ -23,15 +23,17 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from pydantic import BaseModel, Field
 
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store.codec import RecordCodec, secret_from_env
 from flink_agents.durable.store.errors import StoreError, StoreWriteError
 from flink_agents.durable.store.log import LogRecord, LogStore
+
+if TYPE_CHECKING:  # config.py imports this module to build the store
+    from flink_agents.durable.store.config import StoreConfig
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection failures, retries) go here instead of stderr.
@@ -41,39 +43,12 @@ client_logger = logging.getLogger(f"{__name__}.librdkafka")
 _QUEUE_FULL_WAIT_S = 0.05
 
 
-class KafkaStoreConfig(BaseModel):
-    """Configuration of a `KafkaActionStateStore` (see docs/state-store.md)."""
-
-    bootstrap_servers: str | list[str]
-    topic: str
-    partitions: int = Field(default=4, ge=1)
-    replication_factor: int = Field(default=1, ge=1)
-    #: `min.insync.replicas` for a created topic; None keeps the broker default.
-    min_insync_replicas: int | None = Field(default=None, ge=1)
-    #: None: compaction only. Otherwise `compact,delete` with this `retention.ms`, a backstop
-    #: for states that were never pruned (see the docs).
-    retention_ms: int | None = Field(default=None, ge=1)
-    #: Environment variable holding the HMAC secret; unset or empty means unsigned JSON.
-    secret_env: str = DEFAULT_SECRET_ENV
-    linger_ms: int = Field(default=5, ge=0)
-    #: Producer batch size in bytes (before compression): fewer, larger requests.
-    batch_size: int = Field(default=512 * 1024, ge=1)
-    #: zstd by default (brokers need Kafka 2.1+): cheap and about 40 % smaller than gzip here.
-    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "zstd"
-    #: Unacknowledged writes allowed before `put` blocks on a flush.
-    max_pending: int = Field(default=10_000, ge=1)
-    request_timeout_ms: int = Field(default=30_000, ge=1)
-    #: How long the producer keeps retrying one write (across broker restarts).
-    delivery_timeout_ms: int = Field(default=120_000, ge=1)
-    #: Upper bound for a restore, and for waiting on the topic's metadata at start.
-    restore_timeout_s: float = Field(default=300.0, gt=0)
-    client_id: str = "flink-agents-store"
-
-
 class KafkaActionStateStore(LogStore):
-    """`ActionStateStore` on a compacted Kafka topic."""
+    """`ActionStateStore` on a compacted Kafka topic, configured by a ``kind: kafka`` config."""
 
-    def __init__(self, config: KafkaStoreConfig) -> None:
+    def __init__(self, config: StoreConfig) -> None:
+        if config.kind != "kafka" or not config.bootstrap_servers:
+            raise ValueError("a Kafka store needs a StoreConfig with kind 'kafka'")
         self.config = config
         super().__init__(
             topic=config.topic,
