@@ -23,11 +23,14 @@ from flink_agents.durable.store import (
     RecoveryMarker,
     RunKey,
 )
-from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 
 
 def make_store(bootstrap: str, topic: str, partitions: int) -> KafkaActionStateStore:
-    config = KafkaStoreConfig(bootstrap_servers=bootstrap, topic=topic, partitions=partitions)
+    config = StoreConfig(
+        kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=partitions
+    )
     return KafkaActionStateStore(config)
 
 

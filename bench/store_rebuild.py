@@ -25,7 +25,8 @@ from flink_agents.durable.store import (
 )
 from flink_agents.durable.store.base import partition_for
 from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 
 PARTITIONS = 4
 AGENT = "bench"
@@ -84,7 +85,7 @@ def write_older_raw(bootstrap: str, topic: str, count: int) -> float:
 
 def _store(bootstrap: str, topic: str) -> KafkaActionStateStore:
     return KafkaActionStateStore(
-        KafkaStoreConfig(bootstrap_servers=bootstrap, topic=topic, partitions=PARTITIONS)
+        StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=PARTITIONS)
     )
 
 

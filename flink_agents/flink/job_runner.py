@@ -1,14 +1,15 @@
 """Build and run a job spec: on the local mini-cluster, or submitted to a standalone cluster.
 
-`python -m flink_agents.flink.job_runner JOB.yaml` is also the entry point `flink run -py`
-executes on a cluster (see :func:`submit_command`).
+`python -m flink_agents.flink.job_runner JOB.yaml [IMPORT_ROOT...]` is also the entry point
+`flink run -py` executes on a cluster (see :func:`submit_command`). Import roots are folders the
+agent's ``module:attr`` references are imported from, in the driver and in the Python workers.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pyflink.common import Configuration, Encoder, Types
@@ -20,10 +21,18 @@ from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironmen
 from flink_agents.flink.job import JobSpec, KafkaSourceSpec, ListSourceSpec, load_job
 
 
-def environment(spec: JobSpec) -> StreamExecutionEnvironment:
-    """A StreamExecutionEnvironment configured from the spec (checkpoints, restarts, mode)."""
+def environment(spec: JobSpec, import_roots: Sequence[str] = ()) -> StreamExecutionEnvironment:
+    """A StreamExecutionEnvironment configured from the spec (checkpoints, restarts, mode).
+
+    ``import_roots`` go first on the Python workers' path (``python.pythonpath``).
+    """
+    settings = spec.flink_config()
+    if import_roots:
+        settings["python.pythonpath"] = os.pathsep.join(
+            [*import_roots, settings["python.pythonpath"]]
+        )
     config = Configuration()
-    for name, value in spec.flink_config().items():
+    for name, value in settings.items():
         config.set_string(name, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(spec.parallelism)
@@ -73,9 +82,10 @@ def build(
         agents.to_kafka(outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers)
 
 
-def run(spec: JobSpec) -> None:
-    """Run the job on the local mini-cluster until its input ends (or forever, for Kafka)."""
-    env = environment(spec)
+def run(spec: JobSpec, import_roots: Sequence[str] = ()) -> None:
+    """Run the job until its input ends (or forever, for Kafka): on the local mini-cluster, or
+    on a cluster when `flink run` executes this module."""
+    env = environment(spec, import_roots)
     build(spec, env)
     env.execute(spec.name)
 
@@ -84,7 +94,11 @@ def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = Fa
     """The `flink run -py` command line submitting ``job_file`` to a standalone cluster.
 
     The package's folder and the job's folder are shipped with ``-pyfs`` so a cluster whose
-    Python lacks them can import the agent's actions.
+    Python lacks them can import the agent's actions. The current directory is the job's import
+    root, as for every CLI command (``examples.weather:get_temperature`` from the repository
+    root): the driver and the workers import from it, so they must see it (one machine, or a
+    shared file system). Both interpreters are named: `flink` would otherwise start the driver
+    with whatever ``python`` comes first on PATH.
     """
     import pyflink
 
@@ -97,21 +111,30 @@ def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = Fa
     command += [
         "-pyfs",
         f"{package_root / 'flink_agents'},{job_path.parent}",
+        # The client driver runs this interpreter, not whatever `python` is first on PATH.
+        "-pyclientexec",
+        sys.executable,
         "-pyexec",
         os.environ.get("FLINK_AGENTS_CLUSTER_PYTHON", sys.executable),
         "-py",
         str(Path(__file__).resolve()),
         str(job_path),
+        os.getcwd(),
     ]
     return command
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m flink_agents.flink.job_runner JOB.yaml", file=sys.stderr)
+    if not args:
+        print(
+            "usage: python -m flink_agents.flink.job_runner JOB.yaml [IMPORT_ROOT...]",
+            file=sys.stderr,
+        )
         return 2
-    run(load_job(args[0]))
+    job_file, *import_roots = args
+    sys.path[:0] = [root for root in import_roots if root not in sys.path]
+    run(load_job(job_file), import_roots)
     return 0
 
 

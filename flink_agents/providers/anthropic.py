@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import anthropic
 from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.providers._connection import HttpChatModelConnection, schema_name
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._sdk import sdk_from_extra
+
+with sdk_from_extra("anthropic"):
+    import anthropic
 
 _STRUCTURED_TOOL_PREFIX = "respond_with_"
 

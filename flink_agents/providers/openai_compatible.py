@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-import openai
-
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.providers._connection import (
     HttpChatModelConnection,
@@ -20,6 +18,10 @@ from flink_agents.providers._connection import (
     schema_name,
 )
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._sdk import sdk_from_extra
+
+with sdk_from_extra("openai"):
+    import openai
 
 # Local servers ignore the key, but the client insists on one and would otherwise read
 # OPENAI_API_KEY behind our back.

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from flink_agents.durable.store import kafka
 from flink_agents.flink.job import load_job
 from flink_agents.plan.yaml.loader import YamlAgentError
 
@@ -64,3 +68,61 @@ def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env)
         [("Berlin", 0), ("Berlin", 1), ("Lisbon", 0), ("Lisbon", 1), ("Oslo", 0), ("Reykjavik", 0)]
     )
     assert all(line["output"]["city"] == line["key"] for line in lines)
+
+
+def test_an_unknown_store_field_is_named_with_file_and_line(tmp_path: Path) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+        "store:\n  kind: kafka\n  bootstrap_servers: 127.0.0.1:9092\n  retention: 60000\n"
+    )
+    with pytest.raises(YamlAgentError) as error:
+        load_job(job)
+    assert f"{job}:8:" in str(error.value) and "store.retention: unknown field" in str(error.value)
+
+
+def test_store_settings_out_of_librdkafka_range_are_refused(tmp_path: Path) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+        "store:\n  kind: kafka\n  bootstrap_servers: 127.0.0.1:9092\n  linger_ms: 900001\n"
+        "  compression_type: brotli\n"
+    )
+    with pytest.raises(YamlAgentError) as error:
+        load_job(job)
+    message = str(error.value)
+    assert f"{job}:8:" in message and "store.linger_ms" in message
+    assert f"{job}:9:" in message and "store.compression_type" in message
+
+
+@pytest.mark.kafka
+def test_store_settings_of_a_job_spec_reach_the_producer_and_the_topic(
+    tmp_path: Path, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer_configs: list[dict[str, object]] = []
+
+    def recording_producer(config: dict[str, object]) -> Producer:
+        producer_configs.append(config)
+        return Producer(config)
+
+    topic = f"test-job-store-{uuid.uuid4().hex[:12]}"
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+        f"store:\n  kind: kafka\n  bootstrap_servers: {kafka_bootstrap}\n  topic: {topic}\n"
+        "  partitions: 2\n  retention_ms: 3600000\n  linger_ms: 20\n  compression_type: lz4\n"
+    )
+    spec = load_job(job)
+    assert spec.store is not None
+    monkeypatch.setattr(kafka, "Producer", recording_producer)
+    store = spec.store.build()
+    store.close()
+
+    [producer_config] = producer_configs
+    assert producer_config["linger.ms"] == 20
+    assert producer_config["compression.type"] == "lz4"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    topic_config = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert topic_config["retention.ms"].value == "3600000"
+    assert topic_config["cleanup.policy"].value == "compact,delete"

@@ -1,7 +1,7 @@
 """Kafka-backed action-state store (confluent-kafka, that is librdkafka).
 
 - Topic: created if absent, `cleanup.policy=compact` (plus `delete` when `retention_ms` is set),
-  partitions, replication factor and `min.insync.replicas` from `KafkaStoreConfig`.
+  partitions, replication factor and `min.insync.replicas` from `KafkaStoreSettings`.
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
   key, so the key must identify one action's state). Partition: chosen by the store with
   `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
@@ -27,7 +27,7 @@ from typing import Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
 from flink_agents.durable.store.errors import StoreError, StoreWriteError
@@ -39,41 +39,87 @@ client_logger = logging.getLogger(f"{__name__}.librdkafka")
 
 #: How long `put` waits for room in the producer's queue before it tries again.
 _QUEUE_FULL_WAIT_S = 0.05
+#: librdkafka's upper bound for its integer settings (a signed 32-bit int).
+_INT32_MAX = 2**31 - 1
+#: librdkafka's upper bound for `linger.ms` and `request.timeout.ms` (15 minutes).
+_MAX_MS = 900_000
 
 
-class KafkaStoreConfig(BaseModel):
-    """Configuration of a `KafkaActionStateStore` (see docs/state-store.md)."""
+class KafkaStoreSettings(BaseModel):
+    """Every setting of the Kafka store, declared once; jobs set them through `StoreConfig`
+    (config.py), which adds the store's kind. Ranges are librdkafka's, so a bad value is refused
+    when a job spec is read, not when the job starts on the cluster."""
 
-    bootstrap_servers: str | list[str]
-    topic: str
-    partitions: int = Field(default=4, ge=1)
-    replication_factor: int = Field(default=1, ge=1)
-    #: `min.insync.replicas` for a created topic; None keeps the broker default.
-    min_insync_replicas: int | None = Field(default=None, ge=1)
-    #: None: compaction only. Otherwise `compact,delete` with this `retention.ms`, a backstop
-    #: for states that were never pruned (see the docs).
-    retention_ms: int | None = Field(default=None, ge=1)
-    #: Environment variable holding the HMAC secret; unset or empty means unsigned JSON.
-    secret_env: str = DEFAULT_SECRET_ENV
-    linger_ms: int = Field(default=5, ge=0)
-    #: Producer batch size in bytes (before compression): fewer, larger requests.
-    batch_size: int = Field(default=512 * 1024, ge=1)
-    #: zstd by default (brokers need Kafka 2.1+): cheap and about 40 % smaller than gzip here.
-    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "zstd"
-    #: Unacknowledged writes allowed before `put` blocks on a flush.
-    max_pending: int = Field(default=10_000, ge=1)
-    request_timeout_ms: int = Field(default=30_000, ge=1)
-    #: How long the producer keeps retrying one write (across broker restarts).
-    delivery_timeout_ms: int = Field(default=120_000, ge=1)
-    #: Upper bound for a restore, and for waiting on the topic's metadata at start.
-    restore_timeout_s: float = Field(default=300.0, gt=0)
-    client_id: str = "flink-agents-store"
+    model_config = ConfigDict(extra="forbid")
+
+    secret_env: str = Field(
+        default=DEFAULT_SECRET_ENV,
+        description="Environment variable holding the HMAC secret; unset or empty: unsigned "
+        "JSON records.",
+    )
+    bootstrap_servers: str | list[str] | None = Field(
+        default=None, description="Kafka brokers (required for kind: kafka)."
+    )
+    topic: str = Field(default="flink-agents-action-state", description="Store topic, one per job.")
+    partitions: int = Field(
+        default=4, ge=1, description="Partition count, fixed for the topic's life."
+    )
+    replication_factor: int = Field(default=1, ge=1, description="For a created topic.")
+    min_insync_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="`min.insync.replicas` for a created topic; none keeps the broker default.",
+    )
+    retention_ms: int | None = Field(
+        default=None,
+        ge=1,
+        description="None: `cleanup.policy=compact`. Else `compact,delete` with this "
+        "`retention.ms`, a backstop for states never pruned.",
+    )
+    linger_ms: int = Field(default=5, ge=0, le=_MAX_MS, description="Producer batching delay.")
+    batch_size: int = Field(
+        default=512 * 1024,
+        ge=1,
+        le=_INT32_MAX,
+        description="Producer batch size in bytes, before compression: fewer, larger requests.",
+    )
+    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = Field(
+        default="zstd",
+        description="Batch compression (none: uncompressed). zstd needs Kafka 2.1+ brokers; "
+        "it made these records about 40 % smaller than gzip.",
+    )
+    max_pending: int = Field(
+        default=10_000,
+        ge=1,
+        # The producer queues twice as many writes (their delivery reports wait for a flush).
+        le=_INT32_MAX // 2,
+        description="Unacknowledged writes allowed before `put` blocks on a flush.",
+    )
+    request_timeout_ms: int = Field(
+        default=30_000, ge=1, le=_MAX_MS, description="Timeout of one request to Kafka."
+    )
+    delivery_timeout_ms: int = Field(
+        default=120_000,
+        ge=1,
+        le=_INT32_MAX,
+        description="How long the producer keeps retrying one write (across broker restarts).",
+    )
+    restore_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Upper bound for a restore, and for waiting on the topic's metadata at start.",
+    )
+    client_id: str = Field(
+        default="flink-agents-store", min_length=1, description="Prefix of Kafka client ids."
+    )
 
 
 class KafkaActionStateStore(LogStore):
-    """`ActionStateStore` on a compacted Kafka topic."""
+    """`ActionStateStore` on a compacted Kafka topic (a ``kind: kafka`` `StoreConfig`)."""
 
-    def __init__(self, config: KafkaStoreConfig) -> None:
+    def __init__(self, config: KafkaStoreSettings) -> None:
+        if not config.bootstrap_servers:
+            raise ValueError("a Kafka store needs bootstrap_servers")
         self.config = config
         super().__init__(
             topic=config.topic,

@@ -12,11 +12,14 @@ import sys
 from pydantic_core import to_jsonable_python
 
 from flink_agents.durable.store import RecoveryMarker
-from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 
 
 def main(bootstrap: str, topic: str, partitions: str, marker_json: str) -> None:
-    config = KafkaStoreConfig(bootstrap_servers=bootstrap, topic=topic, partitions=int(partitions))
+    config = StoreConfig(
+        kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=int(partitions)
+    )
     store = KafkaActionStateStore(config)
     try:
         report = store.restore(RecoveryMarker.from_json(marker_json))

@@ -19,7 +19,8 @@ from flink_agents.durable.store import (
     StoreError,
     partition_for,
 )
-from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreConfig
+from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 from tests.runtime.store import payload_types
 from tests.runtime.store.payload_types import Exploding, Opaque, Point, Reply
 
@@ -39,7 +40,8 @@ def make_store(kafka_bootstrap, monkeypatch):
     def make(secret: str | None = None) -> KafkaActionStateStore:
         if secret is not None:
             monkeypatch.setenv(secret_env, secret)
-        config = KafkaStoreConfig(
+        config = StoreConfig(
+            kind="kafka",
             bootstrap_servers=kafka_bootstrap,
             topic=topic,
             partitions=PARTITIONS,
@@ -235,8 +237,11 @@ def test_no_record_lost_across_broker_restart(make_store):
 
 
 def test_an_unreachable_broker_is_named_in_a_clear_error():
-    config = KafkaStoreConfig(
-        bootstrap_servers="127.0.0.1:1", topic="never-created", request_timeout_ms=2000
+    config = StoreConfig(
+        kind="kafka",
+        bootstrap_servers="127.0.0.1:1",
+        topic="never-created",
+        request_timeout_ms=2000,
     )
     with pytest.raises(StoreError, match=r"127\.0\.0\.1:1 .*'never-created'.*reachable"):
         KafkaActionStateStore(config)

@@ -4,6 +4,7 @@ import pytest
 
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 
 
 def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():
@@ -12,3 +13,8 @@ def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():
         StoreConfig(kind="kafka")
     with pytest.raises(ValueError, match="mismatch_policy"):
         StoreConfig(mismatch_policy="ignore")
+
+
+def test_the_kafka_store_refuses_a_config_without_servers():
+    with pytest.raises(ValueError, match="bootstrap_servers"):
+        KafkaActionStateStore(StoreConfig(kind="memory"))

@@ -1,0 +1,92 @@
+"""Submitting a job spec: the `flink run -py` command, and the README's command on the cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from flink_agents.flink.job_runner import submit_command
+
+REPO = Path(__file__).resolve().parents[2]
+README_SUBMIT = (
+    ".venv/bin/flink-agents submit examples/jobs/weather.yaml --jobmanager 127.0.0.1:8081"
+)
+"""The README's submit command ("Using it"), run from the repository root."""
+WEATHER_RUNS = [
+    ("Berlin", 0),
+    ("Berlin", 1),
+    ("Lisbon", 0),
+    ("Lisbon", 1),
+    ("Oslo", 0),
+    ("Reykjavik", 0),
+]
+
+
+def test_submit_names_the_client_interpreter_and_the_working_directory_as_import_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    command = submit_command("examples/jobs/weather.yaml", "127.0.0.1:8081")
+
+    # `flink` starts the driver with `python` from PATH unless told otherwise.
+    assert command[command.index("-pyclientexec") + 1] == sys.executable
+    driver_args = command[command.index("-py") + 2 :]
+    assert driver_args == [str(tmp_path / "examples/jobs/weather.yaml"), str(tmp_path)]
+
+
+def _taskmanager_stdout(flink_cluster) -> dict[str, str]:
+    return {
+        tm["id"]: _get_text(flink_cluster.rest_url + f"/taskmanagers/{tm['id']}/stdout")
+        for tm in flink_cluster.get("/taskmanagers")["taskmanagers"]
+    }
+
+
+def _get_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
+
+
+@pytest.mark.flink
+@pytest.mark.cluster
+def test_the_readme_submit_command_runs_the_job_without_the_venv_on_path(
+    flink_cluster, tmp_path: Path
+) -> None:
+    assert README_SUBMIT in (REPO / "README.md").read_text().splitlines()
+    if not (REPO / ".venv" / "bin" / "flink-agents").exists():
+        pytest.fail(f"no {REPO}/.venv/bin/flink-agents: run `make install`", pytrace=False)
+    venv_bin = str(REPO / ".venv" / "bin")
+    path = [entry for entry in os.environ["PATH"].split(os.pathsep) if entry]
+    path = [entry for entry in path if Path(entry).resolve() != Path(venv_bin).resolve()]
+    # The venv's editable install maps `flink_agents` to the checkout it was made from; this
+    # folder holds only this checkout's package (not `examples`, which the job must find itself).
+    this_package = tmp_path / "package"
+    this_package.mkdir()
+    (this_package / "flink_agents").symlink_to(REPO / "flink_agents")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
+    env |= {"PATH": os.pathsep.join(path), "PYTHONPATH": str(this_package)}
+    before = _taskmanager_stdout(flink_cluster)
+
+    done = subprocess.run(
+        README_SUBMIT.split(), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    job_id = re.search(r"JobID ([0-9a-f]{32})", done.stdout)
+    assert job_id, done.stdout
+    job = flink_cluster.get(f"/jobs/{job_id.group(1)}")
+    assert (job["name"], job["state"]) == ("weather", "FINISHED")
+    printed = [
+        json.loads(line)
+        for tm, text in _taskmanager_stdout(flink_cluster).items()
+        for line in text[len(before.get(tm, "")) :].splitlines()
+        if line.startswith('{"agent":"weather_react"')
+    ]
+    assert sorted((line["key"], line["seq"]) for line in printed) == WEATHER_RUNS
+    assert all(line["output"]["city"] == line["key"] for line in printed)
