@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -277,7 +277,8 @@ class KafkaActionStateStore(LogStore):
                             logger.warning("restore of %r: %s (retrying)", self.topic, error)
                         continue
                     partition, offset = message.partition(), message.offset()
-                    if partition not in todo:
+                    # A data message always has both; the client's types allow None.
+                    if partition is None or offset is None or partition not in todo:
                         continue
                     if offset < ends[partition]:
                         yield partition, offset, message.key(), message.value()
@@ -288,7 +289,7 @@ class KafkaActionStateStore(LogStore):
         finally:
             reader.close()
 
-    def _client_config(self, role: str) -> dict[str, object]:
+    def _client_config(self, role: str) -> dict[str, Any]:
         return {
             "bootstrap.servers": self._servers,
             "client.id": f"{self.config.client_id}-{role}",
