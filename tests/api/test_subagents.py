@@ -28,7 +28,7 @@ import pytest
 
 from flink_agents.api import ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import (
-    MAX_ERROR_CHARS,
+    MAX_ERROR_BYTES,
     BaseSubagentCallable,
     SubagentRequest,
     SubagentResult,
@@ -162,7 +162,7 @@ def test_r08_failure_recorded():
     [(status, recorded)] = runner.records.values()
     assert status == "failed"
     assert failed.error_message == recorded
-    assert len(recorded) <= MAX_ERROR_CHARS
+    assert len(recorded.encode()) <= MAX_ERROR_BYTES
     assert recorded.startswith("RuntimeError: boom")
     assert "in invoke" in recorded  # the innermost frames follow the summary
 
