@@ -73,7 +73,8 @@ class ChatModelSetup(Resource):
                 )
             if name in offered:
                 raise ValueError(
-                    f"{label}: tools {offered[name]!r} and {resource!r} are both offered as {name!r}"
+                    f"{label}: tools {offered[name]!r} and {resource!r} are both offered "
+                    f"as {name!r}"
                 )
             offered[name] = resource
         return offered

@@ -46,8 +46,8 @@ from pydantic.errors import PydanticUserError
 
 from flink_agents.api.context import (
     InfrastructureError,
-    RecordedCallError,
     Reconciler,
+    RecordedCallError,
     RunnerContext,
 )
 from flink_agents.api.json_values import json_generic
