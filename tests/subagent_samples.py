@@ -34,6 +34,7 @@ from flink_agents.api.subagents.delegation import (
 )
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId
+from flink_agents.durable.store import StoreWriteError
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -67,6 +68,10 @@ class FakeSubagent(SubagentSetup):
         FakeSubagent.requests.setdefault(self.counter, []).append(request)
         if self.mode == "raise":
             raise RuntimeError("boom " + "x" * 3_000)  # with the trace, above the cap
+        if self.mode == "raise_wide":
+            raise RuntimeError("bøøm " * 1_000)  # 6,000 UTF-8 bytes in 5,000 characters
+        if self.mode == "store_error":
+            raise StoreWriteError("1 write not acknowledged")  # infrastructure, not the work
         if self.mode == "set":
             return {"tags": [1, {"inner": {1, 2}}]}
         if self.mode == "nan":
