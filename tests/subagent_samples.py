@@ -34,7 +34,14 @@ from flink_agents.api.subagents.delegation import (
 )
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId
-from flink_agents.durable.store import StoreWriteError
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import (
+    ActionStateStore,
+    InMemoryActionStateStore,
+    InMemoryLog,
+    RecoveryMarker,
+    StoreWriteError,
+)
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -142,6 +149,25 @@ def lookup_fact(topic: str) -> str:
         topic: What to look up.
     """
     return f"fact about {topic}"
+
+
+# --- the real durable runner, replaying every action's calls ------------------------------------
+
+
+def replaying_runner(store: ActionStateStore) -> StoreCallRunner:
+    """``StoreCallRunner`` (the store's codec, statuses and replay checks) for the ``caller``
+    agent, without the action journal: running a key's input again re-runs its actions and
+    hands their calls back from the records, as after a crash that lost a completion record."""
+    runner = StoreCallRunner(store, agent="caller")
+    runner.journal = None  # type: ignore[assignment]
+    return runner
+
+
+def restored(log: InMemoryLog, marker: RecoveryMarker) -> InMemoryActionStateStore:
+    """A new process's store over ``log``, restored from the checkpoint ``marker``."""
+    store = InMemoryActionStateStore(log)
+    store.restore(marker)
+    return store
 
 
 # --- a recording call runner: records outcomes by identity and hands them back -----------------
