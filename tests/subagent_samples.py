@@ -130,16 +130,19 @@ def model_agent(
     return agent
 
 
-def caller_agent(**subagents: ResourceDescriptor | Agent) -> Agent:
-    """An agent whose one action runs the calls its input lists."""
-    agent = Agent(name="caller", error_policy="emit")
+def add_subagents(agent: Agent, subagents: dict[str, ResourceDescriptor | Agent]) -> Agent:
+    """Register each target: an agent as an internal sub-agent, a descriptor as a resource."""
     for name, target in subagents.items():
         if isinstance(target, Agent):
             agent.add_subagent(name, target)
         else:
             agent.add_resource(name, ResourceType.AGENT, target)
-    agent.add_action(delegate)
     return agent
+
+
+def caller_agent(**subagents: ResourceDescriptor | Agent) -> Agent:
+    """An agent whose one action runs the calls its input lists."""
+    return add_subagents(Agent(name="caller", error_policy="emit"), subagents).add_action(delegate)
 
 
 def lookup_fact(topic: str) -> str:

@@ -89,6 +89,16 @@ def _agent_with(subagents: dict[str, ResourceDescriptor], offered: list[str] | N
     return agent
 
 
+def _offering_tools(agent: Agent, tools: list[str]) -> AgentPlan:
+    """``agent``'s plan, its chat model offering the tool resources ``tools``."""
+    plan = compile_agent(agent)
+    chat = plan.resources["chat_model"]
+    plan.resources["chat_model"] = chat.model_copy(
+        update={"arguments": {**chat.arguments, "tools": tools}}
+    )
+    return plan
+
+
 def _open(agent: Agent) -> ChatModelSetup:
     registry = ResourceRegistry(resolve_plan(compile_agent(agent)))
     model = registry.get("chat_model", ResourceType.CHAT_MODEL)
@@ -211,11 +221,7 @@ def test_c05_shared_name():
     )
     agent.add_resource("reviewer", ResourceType.AGENT, _fake(input_schema=_schema("text")))
     agent.add_action(report_tool_results)
-    plan = compile_agent(agent)
-    chat = plan.resources["chat_model"]
-    plan.resources["chat_model"] = chat.model_copy(
-        update={"arguments": {**chat.arguments, "tools": ["reviewer_tool"]}}
-    )
+    plan = _offering_tools(agent, ["reviewer_tool"])
     [result] = run_local(plan, ["go"], key=lambda _: "k")
     delegated = '{"echo": {"text": "t"}}'
     # "reviewer" ran the tool (1 + 2), "subagent_reviewer" the sub-agent; then the answer.
@@ -239,11 +245,7 @@ def test_tools_are_dispatched_by_the_name_the_model_is_offered():
     agent.add_resource(
         "adder", ResourceType.TOOL, FunctionTool, function="tests.sample_agents:add", name="sum"
     )
-    plan = compile_agent(agent)
-    chat = plan.resources["chat_model"]
-    plan.resources["chat_model"] = chat.model_copy(
-        update={"arguments": {**chat.arguments, "tools": ["add", "adder"]}}
-    )
+    plan = _offering_tools(agent, ["add", "adder"])
     model = ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
     assert isinstance(model, ChatModelSetup)
     assert [t.name for t in model.request([]).tools] == ["add", "sum"]
@@ -257,11 +259,7 @@ def test_two_tools_offered_under_one_name_fail_open():
     agent.add_resource(
         "adder", ResourceType.TOOL, FunctionTool, function="tests.sample_agents:add", name="add"
     )
-    plan = compile_agent(agent)
-    chat = plan.resources["chat_model"]
-    plan.resources["chat_model"] = chat.model_copy(
-        update={"arguments": {**chat.arguments, "tools": ["add", "adder"]}}
-    )
+    plan = _offering_tools(agent, ["add", "adder"])
     with pytest.raises(ValueError, match="tools 'add' and 'adder' are both offered as 'add'"):
         ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
 
@@ -304,11 +302,7 @@ def test_c06_a_function_named_under_the_prefix_is_refused_when_the_plan_is_built
 def test_c06_a_tool_offered_under_the_prefix_fails_open():
     agent = _agent_with({})
     agent.add_resource("sneak", ResourceType.TOOL, "tests.api.test_subagent_tools:SneakyTool")
-    plan = compile_agent(agent)
-    chat = plan.resources["chat_model"]
-    plan.resources["chat_model"] = chat.model_copy(
-        update={"arguments": {**chat.arguments, "tools": ["add", "sneak"]}}
-    )
+    plan = _offering_tools(agent, ["add", "sneak"])
     with pytest.raises(ValueError, match=r"tool 'sneak' is offered as 'subagent_rev'.*reserved"):
         ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
 

@@ -51,7 +51,7 @@ from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, RunEngine, RunResult, run_local
 from tests.runtime import durable_helpers as h
 from tests.runtime.durable_helpers import PROBE
-from tests.subagent_samples import FakeSubagent, model_agent
+from tests.subagent_samples import FakeSubagent, add_subagents, model_agent
 
 FAKE = "tests.subagent_samples:FakeSubagent"
 
@@ -145,14 +145,8 @@ class StepChild(Agent):
 
 
 def _plan(error_policy: str = "fail", **subagents: ResourceDescriptor | Agent) -> AgentPlan:
-    agent = Agent(name="fidelity", error_policy=error_policy)
-    for name, target in subagents.items():
-        if isinstance(target, Agent):
-            agent.add_subagent(name, target)
-        else:
-            agent.add_resource(name, ResourceType.AGENT, target)
-    agent.add_action(delegate_then_hold)
-    return compile_agent(agent)
+    agent = add_subagents(Agent(name="fidelity", error_policy=error_policy), subagents)
+    return compile_agent(agent.add_action(delegate_then_hold))
 
 
 def _fake(**arguments: Any) -> ResourceDescriptor:
