@@ -232,7 +232,11 @@ class SubagentSetup(Resource):
 
     def result_model(self) -> type[SubagentResult[Any]]:
         """The type a recorded result of this sub-agent is rebuilt as."""
-        return SubagentResult[self._result_model or Any]  # type: ignore[name-defined]
+        # Parametrised at run time with the declared type: a value, which mypy cannot check.
+        result: type[SubagentResult[Any]] = SubagentResult.__class_getitem__(  # type: ignore[assignment]
+            self._result_model or Any
+        )
+        return result
 
     def make_callable(self, request: SubagentRequest, ctx: RunnerContext) -> BaseSubagentCallable:
         """The callable for ``request``. Override to pass a reconciler.
