@@ -5,9 +5,10 @@ in-memory store and over Kafka (the same ``LogStore`` and codec), after a crash 
 |-------------------------------------------------------------------|---------------------------|
 | a delegation's signature covers its input: other input on replay  | test_changed_input_*      |
 | is a mismatch reported with both sides, never the old result      |                           |
-| infrastructure errors propagate and follow the job's policies;    | test_mismatch_inside_*,   |
-| inside an internal child they are not recorded as a FAILED        | test_codec_error_*,       |
-| delegation                                                        | test_changed_tool_call_*  |
+| infrastructure errors (mismatch, codec, store) propagate and      | test_mismatch_inside_*,   |
+| follow the job's policies; they are never recorded as a FAILED    | test_codec_error_*,       |
+| delegation (also inside an internal child) nor shown to the model | test_a_store_error_*      |
+| as a failed tool call                                             |                           |
 | a replayed success or failure is byte-identical, as the caller    | test_replayed_outcome_*,  |
 | and as the model (the tool response text) see it                  | test_the_model_sees_*     |
 """
