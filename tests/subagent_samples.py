@@ -34,6 +34,14 @@ from flink_agents.api.subagents.delegation import (
 )
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import (
+    ActionStateStore,
+    InMemoryActionStateStore,
+    InMemoryLog,
+    RecoveryMarker,
+    StoreWriteError,
+)
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -67,6 +75,10 @@ class FakeSubagent(SubagentSetup):
         FakeSubagent.requests.setdefault(self.counter, []).append(request)
         if self.mode == "raise":
             raise RuntimeError("boom " + "x" * 3_000)  # with the trace, above the cap
+        if self.mode == "raise_wide":
+            raise RuntimeError("bøøm " * 1_000)  # 6,000 UTF-8 bytes in 5,000 characters
+        if self.mode == "store_error":
+            raise StoreWriteError("1 write not acknowledged")  # infrastructure, not the work
         if self.mode == "set":
             return {"tags": [1, {"inner": {1, 2}}]}
         if self.mode == "nan":
@@ -118,16 +130,19 @@ def model_agent(
     return agent
 
 
-def caller_agent(**subagents: ResourceDescriptor | Agent) -> Agent:
-    """An agent whose one action runs the calls its input lists."""
-    agent = Agent(name="caller", error_policy="emit")
+def add_subagents(agent: Agent, subagents: dict[str, ResourceDescriptor | Agent]) -> Agent:
+    """Register each target: an agent as an internal sub-agent, a descriptor as a resource."""
     for name, target in subagents.items():
         if isinstance(target, Agent):
             agent.add_subagent(name, target)
         else:
             agent.add_resource(name, ResourceType.AGENT, target)
-    agent.add_action(delegate)
     return agent
+
+
+def caller_agent(**subagents: ResourceDescriptor | Agent) -> Agent:
+    """An agent whose one action runs the calls its input lists."""
+    return add_subagents(Agent(name="caller", error_policy="emit"), subagents).add_action(delegate)
 
 
 def lookup_fact(topic: str) -> str:
@@ -137,6 +152,25 @@ def lookup_fact(topic: str) -> str:
         topic: What to look up.
     """
     return f"fact about {topic}"
+
+
+# --- the real durable runner, replaying every action's calls ------------------------------------
+
+
+def replaying_runner(store: ActionStateStore) -> StoreCallRunner:
+    """``StoreCallRunner`` (the store's codec, statuses and replay checks) for the ``caller``
+    agent, without the action journal: running a key's input again re-runs its actions and
+    hands their calls back from the records, as after a crash that lost a completion record."""
+    runner = StoreCallRunner(store, agent="caller")
+    runner.journal = None  # type: ignore[assignment]
+    return runner
+
+
+def restored(log: InMemoryLog, marker: RecoveryMarker) -> InMemoryActionStateStore:
+    """A new process's store over ``log``, restored from the checkpoint ``marker``."""
+    store = InMemoryActionStateStore(log)
+    store.restore(marker)
+    return store
 
 
 # --- a recording call runner: records outcomes by identity and hands them back -----------------

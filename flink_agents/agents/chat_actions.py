@@ -20,7 +20,7 @@ from typing import Any, cast
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.api.context import RunnerContext
+from flink_agents.api.context import InfrastructureError, RunnerContext
 from flink_agents.api.events import (
     ChatRequestEvent,
     ChatResponseEvent,
@@ -91,12 +91,15 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
 
 async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
-    # A tool's failure is information for the model, not the end of the run.
+    # A tool's failure is information for the model, not the end of the run; an
+    # infrastructure error (replay mismatch, store, codec) is neither: it ends the action.
     try:
         tool = model.tool(call.name)
         value: Any = await ctx.durable_execute_async(
             tool.call, call.arguments, call_id=f"tool:{call.id}"
         )
+    except InfrastructureError:
+        raise
     except Exception as exc:
         content = f"{type(exc).__name__}: {exc}"
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)

@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
 from flink_agents.api.tools import Tool
 
@@ -47,12 +48,36 @@ class ChatModelSetup(Resource):
     extra: dict[str, Any] = Field(default_factory=dict)
 
     _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
+    _offered_tools: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def open(self) -> None:
-        """Build the sub-agent callables (from scratch, so re-opening does not duplicate them)."""
+        """Map the offered tool names and build the sub-agent callables (from scratch, so
+        re-opening does not duplicate them)."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
+        self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
+
+    def _offer_tools(self, label: str) -> dict[str, str]:
+        """Offered name (``spec().name``, which the model calls) -> tool resource name.
+
+        A name under the sub-agent prefix, or two tools offered under one name, fails.
+        """
+        offered: dict[str, str] = {}
+        for resource in self.tools:
+            name = self._tool_resource(resource).spec().name
+            if name.startswith(SUBAGENT_TOOL_PREFIX):
+                raise ValueError(
+                    f"{label}: tool {resource!r} is offered as {name!r}: the prefix "
+                    f"{SUBAGENT_TOOL_PREFIX!r} is reserved for sub-agent callables"
+                )
+            if name in offered:
+                raise ValueError(
+                    f"{label}: tools {offered[name]!r} and {resource!r} are both offered "
+                    f"as {name!r}"
+                )
+            offered[name] = resource
+        return offered
 
     @property
     def subagent_offer(self) -> SubagentOffer:
@@ -69,10 +94,15 @@ class ChatModelSetup(Resource):
         return self._offer.resources[callable_name]
 
     def tool(self, name: str) -> Tool:
-        """The tool resource ``name``, if this setup offers it."""
-        if name not in self.tools:
-            raise LookupError(f"model does not offer tool {name!r}; it offers {self.tools}")
-        return cast(Tool, self.get_resource(name, ResourceType.TOOL))
+        """The tool the model is offered as ``name`` (the name it calls, not the resource's)."""
+        if name not in self._offered_tools:
+            raise LookupError(
+                f"model does not offer tool {name!r}; it offers {sorted(self._offered_tools)}"
+            )
+        return self._tool_resource(self._offered_tools[name])
+
+    def _tool_resource(self, resource: str) -> Tool:
+        return cast(Tool, self.get_resource(resource, ResourceType.TOOL))
 
     def request(self, messages: list[ChatMessage]) -> ChatRequest:
         """The request this setup sends for ``messages`` (system prompt first, tools attached)."""
@@ -83,7 +113,7 @@ class ChatModelSetup(Resource):
         return ChatRequest(
             model=self.model,
             messages=messages,
-            tools=[*(self.tool(name).spec() for name in self.tools), *self._offer.specs],
+            tools=[*(self._tool_resource(name).spec() for name in self.tools), *self._offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             extra=self.extra,

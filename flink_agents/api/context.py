@@ -34,6 +34,35 @@ NOT_DONE: Final = _NotDone()
 """What a :class:`Reconciler` returns when the started call did not take effect: send it again."""
 
 
+class InfrastructureError(RuntimeError):
+    """The machinery of a durable call failed, not the work it calls.
+
+    Base of replay mismatches, store and codec errors (the durable layer subclasses it; this
+    layer cannot import those classes). Such an error says nothing about the called work, so
+    it is never recorded as a call's outcome nor captured into a result (a failed tool call or
+    delegation): it propagates out of the action, and the agent's error policy applies.
+    Cancellation (``asyncio.CancelledError``) is not an ``Exception`` and propagates too.
+    """
+
+
+class RecordedCallError(RuntimeError):
+    """A durable call whose recorded outcome is a failure, raised again on replay.
+
+    The original exception is not rebuilt (its class may not be importable, or not safe to
+    instantiate); ``error_type`` is its ``module.qualname``, ``message`` its text and ``trace``
+    its (capped) traceback, all as recorded.
+    """
+
+    def __init__(
+        self, call_id: str, error_type: str, message: str, trace: str | None = None
+    ) -> None:
+        self.call_id = call_id
+        self.error_type = error_type
+        self.message = message
+        self.trace = trace
+        super().__init__(f"{error_type}: {message} (recorded outcome of call {call_id!r})")
+
+
 class Reconciler(Protocol):
     """Asks the outside world whether a call that was started before a failover went through.
 

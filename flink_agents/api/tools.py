@@ -77,6 +77,12 @@ def arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]:
     return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 
 
+def function_tool_name(function: str, name: str | None = None) -> str:
+    """The name a :class:`FunctionTool` for ``function`` (``module:qualname``) is offered as:
+    ``name`` if given, else the function's own name. Plan validation checks it too."""
+    return name or function.rpartition(":")[2].rpartition(".")[2]
+
+
 class FunctionTool(Tool):
     """A tool backed by a module-level Python function (sync or async)."""
 
@@ -93,7 +99,8 @@ class FunctionTool(Tool):
 
     @property
     def tool_name(self) -> str:
-        return self.name or self.function.rpartition(":")[2].rpartition(".")[2]
+        """The name the model is offered (and calls) this tool by."""
+        return function_tool_name(self.function, self.name)
 
     def spec(self) -> ToolSpec:
         summary, _ = parse_docstring(self._callable.__doc__)

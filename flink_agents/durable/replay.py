@@ -1,4 +1,4 @@
-"""Comparing what the code asks for on replay with what was recorded; replay errors.
+"""Comparing what the code asks for on replay with what was recorded; the mismatch error.
 
 A durable call is described by its :class:`CallSignature`: call id, a human label of the
 function and a digest of its arguments. The label and digest are never part of the identity;
@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from flink_agents.api.context import InfrastructureError
 from flink_agents.durable.identity import ActionInvocation
-from flink_agents.durable.store import ArgumentDigestError, CallError, CallResult, digest_arguments
+from flink_agents.durable.store import ArgumentDigestError, CallResult, digest_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def function_label(fn: Callable[..., Any]) -> str:
     return f"{module}.{name}"
 
 
-class ReplayMismatchError(RuntimeError):
+class ReplayMismatchError(InfrastructureError):
     """Replay found a recorded call that differs from the call the code makes now.
 
     ``recorded`` / ``requested`` are the two sides at ``position`` (the call's ordinal in the
@@ -109,19 +110,3 @@ def describe_mismatch(
         f"  recorded: {recorded.describe()}\n"
         f"  now:      {now}"
     )
-
-
-class RecordedCallError(RuntimeError):
-    """A durable call whose recorded outcome is a failure, raised again on replay.
-
-    The original exception is not rebuilt (its class may not be importable, or not safe to
-    instantiate); ``error_type`` is its ``module.qualname``, ``message`` its text and ``trace``
-    its (capped) traceback as recorded.
-    """
-
-    def __init__(self, call_id: str, error: CallError) -> None:
-        self.call_id = call_id
-        self.error_type = error.type
-        self.message = error.message
-        self.trace = error.trace
-        super().__init__(f"{error.type}: {error.message} (recorded outcome of call {call_id!r})")

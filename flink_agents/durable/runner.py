@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 
 from flink_agents.api.attempts import tracking_attempts
-from flink_agents.api.context import NOT_DONE
+from flink_agents.api.context import NOT_DONE, InfrastructureError, RecordedCallError
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
@@ -30,7 +30,6 @@ from flink_agents.durable.replay import (
     MISMATCH_POLICY_KEY,
     CallSignature,
     MismatchPolicy,
-    RecordedCallError,
     ReplayMismatchError,
     describe_mismatch,
 )
@@ -197,14 +196,17 @@ class StoreCallRunner:
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
-            assert recorded.error is not None
-            raise RecordedCallError(identity.call_id, recorded.error)
+            error = recorded.error
+            assert error is not None
+            raise RecordedCallError(identity.call_id, error.type, error.message, error.trace)
         if recorded is not None:  # PENDING: started before a crash, outcome unknown
             if call.reconciler is None:
                 logger.info("call %s was started but not recorded: sending it again", identity)
             else:
                 try:
                     found = yield _Op.RECONCILE
+                except InfrastructureError:
+                    raise  # says nothing about the call: it stays PENDING
                 except Exception as exc:
                     self._record(working, recorded.fail(exc))
                     yield _Op.FLUSH
@@ -232,6 +234,10 @@ class StoreCallRunner:
             yield _Op.FLUSH
         try:
             value = yield tracker
+        except InfrastructureError:
+            # Not the call's outcome (a store, codec or replay error inside it): the call
+            # stays PENDING, so a replay sends it again (or reconciles it).
+            raise
         except Exception as exc:
             self._record(working, tracker.result.fail(exc))
             yield _Op.FLUSH

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
+from flink_agents.api.tools import function_tool_name
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
 
 PLAN_VERSION = 1
@@ -80,11 +81,16 @@ class AgentPlan(BaseModel):
         for name, resource in resources.items():
             if resource.type is not ResourceType.TOOL:
                 continue
-            for given in (name, resource.arguments.get("name")):
-                if isinstance(given, str) and given.startswith(SUBAGENT_TOOL_PREFIX):
+            given = resource.arguments.get("name")
+            names = [name, given if isinstance(given, str) else None]
+            function = resource.arguments.get("function")
+            if isinstance(function, str):  # a function tool is offered under its function's name
+                names.append(function_tool_name(function, names[1]))
+            for offered in names:
+                if offered is not None and offered.startswith(SUBAGENT_TOOL_PREFIX):
                     raise ValueError(
-                        f"tool {given!r} uses the prefix {SUBAGENT_TOOL_PREFIX!r}, which is "
-                        "reserved for sub-agent callables"
+                        f"tool {name!r} would be offered as {offered!r}: the prefix "
+                        f"{SUBAGENT_TOOL_PREFIX!r} is reserved for sub-agent callables"
                     )
         return resources
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents.api.context import InfrastructureError
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
 from flink_agents.durable.call import CallRunner, DirectCallRunner
@@ -367,16 +368,26 @@ class RunEngine:
         The child's input event id derives from the delegation's identity digest, so every id
         of the child run (events, durable calls) is nested under the delegation and never
         collides with the parent's. The child has its own memory for the delegation's duration.
+
+        A child action's own failure fails the delegation (:class:`SubagentScopeError`); an
+        :class:`InfrastructureError` (replay mismatch, store, codec) is re-raised as it is, so
+        it reaches the parent's action and the job's policies, never a failed delegation.
         """
         scope = parent.child(name)
         start = InputEvent(input=input, id=event_id(run_id, delegation_key, f"scope:{name}", 0))
         outputs: list[OutputEvent] = []
+        infrastructure: InfrastructureError | None = None
         try:
             await self._dispatch(scope, RunState(run_id, Memory()), start, outputs)
         except _ActionRaised as raised:
-            raise SubagentScopeError(
-                f"sub-agent {name!r}: {raised.failure.describe()}"
-            ) from raised.__cause__
+            cause = raised.__cause__
+            if not isinstance(cause, InfrastructureError):
+                raise SubagentScopeError(
+                    f"sub-agent {name!r}: {raised.failure.describe()}"
+                ) from cause
+            infrastructure = cause
+        if infrastructure is not None:
+            raise infrastructure  # outside the handler: its own cause and trace, no wrapper
         return [event.output for event in outputs if event.error is None]
 
 

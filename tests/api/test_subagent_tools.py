@@ -10,8 +10,10 @@
 |    | one; no listing message is injected                       |                        |
 | 4  | explicit schema wins, else derived from the input type    | test_c04_schema        |
 | 5  | a tool and a sub-agent share a name; each callable        | test_c05_shared_name   |
-|    | resolves in exactly one namespace                         |                        |
-| 6  | a tool under the reserved prefix: rejected at plan build  | test_c06_reserved      |
+|    | resolves in exactly one namespace (a tool by the name it  | (both halves), test_   |
+|    | is offered as, not its resource name)                     | tools_are_dispatched_* |
+| 6  | a tool under the reserved prefix: rejected at plan build  | test_c06_*             |
+|    | (also through its function's name), or at open()          |                        |
 | 7  | the model's arguments are handed over unchanged           | test_c07_arguments     |
 | 8  | JSON-generic success; a declared result type narrows it   | test_c08_narrowing     |
 |    | (extras ignored), an undeclared one is taken as it came   |                        |
@@ -39,8 +41,14 @@ from flink_agents.api import (
     ChatMessage,
     ChatModelSetup,
     FunctionTool,
+    OutputEvent,
     ResourceDescriptor,
     ResourceType,
+    RunnerContext,
+    Tool,
+    ToolResponseEvent,
+    ToolSpec,
+    action,
 )
 from flink_agents.api.subagents.delegation import DELEGATION_MARKER, SUBAGENT_TOOL_PREFIX
 from flink_agents.plan import AgentPlan, PlanValidationError, compile_agent, resolve_plan
@@ -79,6 +87,16 @@ def _agent_with(subagents: dict[str, ResourceDescriptor], offered: list[str] | N
         agent.add_resource(name, ResourceType.AGENT, descriptor)
     agent.add_action(fail_on_negative)  # a plan needs an action; this one never runs here
     return agent
+
+
+def _offering_tools(agent: Agent, tools: list[str]) -> AgentPlan:
+    """``agent``'s plan, its chat model offering the tool resources ``tools``."""
+    plan = compile_agent(agent)
+    chat = plan.resources["chat_model"]
+    plan.resources["chat_model"] = chat.model_copy(
+        update={"arguments": {**chat.arguments, "tools": tools}}
+    )
+    return plan
 
 
 def _open(agent: Agent) -> ChatModelSetup:
@@ -202,20 +220,62 @@ def test_c05_shared_name():
         name="reviewer",
     )
     agent.add_resource("reviewer", ResourceType.AGENT, _fake(input_schema=_schema("text")))
-    plan = compile_agent(agent)
-    chat = plan.resources["chat_model"]
-    plan.resources["chat_model"] = chat.model_copy(
-        update={"arguments": {**chat.arguments, "tools": ["reviewer_tool"]}}
-    )
+    agent.add_action(report_tool_results)
+    plan = _offering_tools(agent, ["reviewer_tool"])
     [result] = run_local(plan, ["go"], key=lambda _: "k")
-    assert result.output_values == ['{"echo": {"text": "t"}}']
+    delegated = '{"echo": {"text": "t"}}'
+    # "reviewer" ran the tool (1 + 2), "subagent_reviewer" the sub-agent; then the answer.
+    assert result.output_values == [["3", delegated], delegated]
     assert FakeSubagent.calls["fake"] == 1
 
 
-def test_c06_reserved():
-    def subagent_sneaky() -> None:
-        """Not allowed."""
+@action(ToolResponseEvent)
+def report_tool_results(event: ToolResponseEvent, ctx: RunnerContext) -> None:
+    """Emits what the model is handed back, one entry per tool call, with errors marked."""
+    ctx.send_event(
+        OutputEvent(
+            output=[f"error: {r.content}" if r.is_error else r.content for r in event.results]
+        )
+    )
 
+
+def test_tools_are_dispatched_by_the_name_the_model_is_offered():
+    agent = _agent_with({})
+    agent.add_tool(add, name="plus")  # resource "plus" offered as "plus"
+    agent.add_resource(
+        "adder", ResourceType.TOOL, FunctionTool, function="tests.sample_agents:add", name="sum"
+    )
+    plan = _offering_tools(agent, ["add", "adder"])
+    model = ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
+    assert isinstance(model, ChatModelSetup)
+    assert [t.name for t in model.request([]).tools] == ["add", "sum"]
+    assert model.tool("sum").spec().name == "sum"
+    with pytest.raises(LookupError, match="does not offer tool 'adder'"):
+        model.tool("adder")  # the resource name is not what the model calls
+
+
+def test_two_tools_offered_under_one_name_fail_open():
+    agent = _agent_with({})
+    agent.add_resource(
+        "adder", ResourceType.TOOL, FunctionTool, function="tests.sample_agents:add", name="add"
+    )
+    plan = _offering_tools(agent, ["add", "adder"])
+    with pytest.raises(ValueError, match="tools 'add' and 'adder' are both offered as 'add'"):
+        ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
+
+
+def subagent_sneaky() -> None:
+    """A function whose own name would put its tool under the reserved prefix."""
+
+
+class SneakyTool(Tool):
+    """A tool offered under the reserved prefix whatever its resource name."""
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name="subagent_rev", description="Not allowed.", parameters={})
+
+
+def test_c06_reserved():
     with pytest.raises(ValueError, match="reserved for sub-agent callables"):
         Agent().add_tool(add, name=f"{SUBAGENT_TOOL_PREFIX}sneaky")
     with pytest.raises(ValueError, match="reserved"):
@@ -224,6 +284,27 @@ def test_c06_reserved():
     plan["resources"]["subagent_x"] = {"type": "tool", "class": "m:T", "arguments": {}}
     with pytest.raises(PlanValidationError, match="reserved for sub-agent callables"):
         AgentPlan.from_dict(plan)
+
+
+def test_c06_a_function_named_under_the_prefix_is_refused_when_the_plan_is_built():
+    agent = _agent_with({})
+    function = "tests.api.test_subagent_tools:subagent_sneaky"
+    agent.add_resource("sneak", ResourceType.TOOL, FunctionTool, function=function)
+    with pytest.raises(
+        PlanValidationError, match=r"tool 'sneak' would be offered as 'subagent_sneaky'"
+    ):
+        compile_agent(agent)
+    agent = _agent_with({})
+    agent.add_resource("fine", ResourceType.TOOL, FunctionTool, function=function, name="fine")
+    compile_agent(agent)  # offered as "fine": the function's own name does not matter
+
+
+def test_c06_a_tool_offered_under_the_prefix_fails_open():
+    agent = _agent_with({})
+    agent.add_resource("sneak", ResourceType.TOOL, "tests.api.test_subagent_tools:SneakyTool")
+    plan = _offering_tools(agent, ["add", "sneak"])
+    with pytest.raises(ValueError, match=r"tool 'sneak' is offered as 'subagent_rev'.*reserved"):
+        ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)
 
 
 def test_c07_arguments():
@@ -280,8 +361,8 @@ def test_c10_failure():
         {"rev": _fake(mode="raise", input_schema=_schema("x"))},
         [{"name": "subagent_rev", "arguments": {"x": "1"}}],
     )
-    assert answer.startswith("delegation to sub-agent 'rev' failed: RuntimeError: boom")
-    assert "Traceback" not in answer  # the model gets the reason, not the trace
+    # The model gets the reason (the summary line), not the frames that follow it.
+    assert answer == "delegation to sub-agent 'rev' failed: RuntimeError: boom " + "x" * 3_000
 
 
 def test_c11_reopen():

@@ -13,7 +13,9 @@
 | 7  | the reconciler is a visible constructor argument and  | test_r07_reconciler       |
 |    | reaches the durable call                              |                           |
 | 8  | a captured failure is recorded FAILED, message capped | test_r08_failure_recorded |
-| 9  | replay hands a completed or failed call back          | test_r09_replay           |
+|    | (in the real store, as the caller got it)             |                           |
+| 9  | replay hands a completed or failed call back, as it   | test_r09_replay           |
+|    | was live (the real runner, a restored store)          |                           |
 | 10 | HTTP sub-agent: idempotency key = durable identity;   | test_r10_http_subagent    |
 |    | its failures become failed results                    |                           |
 """
@@ -28,12 +30,14 @@ import pytest
 
 from flink_agents.api import ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import (
-    MAX_ERROR_CHARS,
+    MAX_ERROR_BYTES,
     BaseSubagentCallable,
     SubagentRequest,
     SubagentResult,
 )
 from flink_agents.api.subagents.http import HttpSubagent
+from flink_agents.durable.identity import canonical_json
+from flink_agents.durable.store import CallStatus, InMemoryActionStateStore, InMemoryLog, RunKey
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 from tests.subagent_samples import (
@@ -42,6 +46,8 @@ from tests.subagent_samples import (
     Review,
     SubagentServer,
     caller_agent,
+    replaying_runner,
+    restored,
 )
 
 FAKE = "tests.subagent_samples:FakeSubagent"
@@ -110,10 +116,12 @@ def test_r04_session_ids():
 
 
 def test_r05_typed_replay():
-    runner = RecordingCallRunner()
+    log = InMemoryLog()
+    first = InMemoryActionStateStore(log)
+    marker = first.recovery_marker()
     agent = caller_agent(rev=_fake(mode="review", result_type="tests.subagent_samples:Review"))
-    [live] = _run(agent, [["rev", "x", None]], runner)
-    [replayed] = _run(agent, [["rev", "x", None]], RecordingCallRunner(runner.records))
+    [live] = _run(agent, [["rev", "x", None]], replaying_runner(first))
+    [replayed] = _run(agent, [["rev", "x", None]], replaying_runner(restored(log, marker)))
     assert FakeSubagent.calls["fake"] == 1
     assert isinstance(live.result, Review) and isinstance(replayed.result, Review)
     assert replayed.result == live.result == Review(verdict="approve", score=7)
@@ -157,26 +165,32 @@ def test_r07_reconciler():
 
 
 def test_r08_failure_recorded():
-    runner = RecordingCallRunner()
-    [failed] = _run(caller_agent(bad=_fake(mode="raise")), [["bad", "x", None]], runner)
-    [(status, recorded)] = runner.records.values()
-    assert status == "failed"
-    assert failed.error_message == recorded
-    assert len(recorded) <= MAX_ERROR_CHARS
+    store = InMemoryActionStateStore()
+    [failed] = _run(
+        caller_agent(bad=_fake(mode="raise")), [["bad", "x", None]], replaying_runner(store)
+    )
+    [state] = store.get_run(RunKey(agent="caller", key=canonical_json("k"), seq=0))
+    [call] = state.calls
+    assert call.status is CallStatus.FAILED
+    assert call.error is not None
+    assert call.error.type == "flink_agents.api.subagents.delegation.SubagentError"
+    recorded = call.error.message
+    assert recorded == failed.error_message  # what the store holds is what the caller got
+    assert len(recorded.encode()) <= MAX_ERROR_BYTES
     assert recorded.startswith("RuntimeError: boom")
     assert "in invoke" in recorded  # the innermost frames follow the summary
 
 
 def test_r09_replay():
-    runner = RecordingCallRunner()
+    log = InMemoryLog()
+    first = InMemoryActionStateStore(log)
+    marker = first.recovery_marker()
     agent = caller_agent(good=_fake(), bad=_fake(mode="raise"))
     calls = [["good", "x", None], ["bad", "y", None]]
-    live = _run(agent, calls, runner)
-    replay = RecordingCallRunner(dict(runner.records))
-    again = _run(agent, calls, replay)
+    live = _run(agent, calls, replaying_runner(first))
+    again = _run(agent, calls, replaying_runner(restored(log, marker)))
     assert FakeSubagent.calls["fake"] == 2  # both from the live run only
-    assert replay.replayed == 2
-    assert again == live
+    assert again == live  # the failure too: the recorded message, not a RecordedCallError
 
 
 def test_r10_http_subagent():

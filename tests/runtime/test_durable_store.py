@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api.context import RecordedCallError
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
-from flink_agents.durable.replay import RecordedCallError, ReplayMismatchError
+from flink_agents.durable.replay import ReplayMismatchError
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     ActionStateKey,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from flink_agents.api.context import InfrastructureError
 
-class StoreError(Exception):
-    """Base class for action-state store failures."""
+
+class StoreError(InfrastructureError):
+    """Base class for action-state store and codec failures (never a call's outcome)."""
 
 
 class PayloadError(StoreError):
