@@ -8,7 +8,13 @@ Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions)
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
-from flink_agents.api.context import NOT_DONE, Reconciler, RunnerContext
+from flink_agents.api.context import (
+    NOT_DONE,
+    InfrastructureError,
+    Reconciler,
+    RecordedCallError,
+    RunnerContext,
+)
 from flink_agents.api.events import (
     ActionFailure,
     ChatRequestEvent,
@@ -47,12 +53,14 @@ __all__ = [
     "Event",
     "FunctionTool",
     "HttpSubagent",
+    "InfrastructureError",
     "InputEvent",
     "InternalSubagent",
     "Memory",
     "OutputEvent",
     "Prompt",
     "Reconciler",
+    "RecordedCallError",
     "Resource",
     "ResourceDescriptor",
     "ResourceType",

@@ -14,8 +14,8 @@ from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers._structured import StructuredOutputError, chat_structured
-from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
-from tests.integrations.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
+from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
+from tests.providers.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
 
 LOOKUP = ToolSpec(
     name="lookup",

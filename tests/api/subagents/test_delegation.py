@@ -157,7 +157,7 @@ def test_r07_reconciler():
     parameter = inspect.signature(BaseSubagentCallable).parameters["reconciler"]
     assert parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty
     runner = RecordingCallRunner()
-    reconciling = ResourceDescriptor.of("tests.api.test_subagents:ReconcilingSubagent")
+    reconciling = ResourceDescriptor.of("tests.api.subagents.test_delegation:ReconcilingSubagent")
     _run(
         caller_agent(plain=_fake(), rec=reconciling), [["plain", 1, None], ["rec", 2, None]], runner
     )

@@ -17,8 +17,8 @@ from flink_agents.durable.store import (
     decode_payload,
     encode_payload,
 )
-from tests.runtime.store import payload_types
-from tests.runtime.store.payload_types import Exploding, Opaque, Point, Reply
+from tests.durable.store import payload_types
+from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
 SECRET = b"test-secret"
 WHERE = {"topic": "t", "partition": 3, "offset": 42}
@@ -110,7 +110,7 @@ def test_type_tag_only_resolves_models_and_dataclasses():
     with pytest.raises(PayloadError, match="not a pydantic model or dataclass"):
         decode_payload({}, "os:system")
     with pytest.raises(PayloadError, match="cannot be resolved"):
-        decode_payload({}, "tests.runtime.store.payload_types:Nope")
+        decode_payload({}, "tests.durable.store.payload_types:Nope")
 
 
 def test_error_trace_is_capped_with_marker():

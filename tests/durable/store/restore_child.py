@@ -1,6 +1,6 @@
 """Restore a Kafka store from a marker in a fresh process; print what it sees as JSON.
 
-Usage: python -m tests.runtime.store.restore_child BOOTSTRAP TOPIC PARTITIONS MARKER_JSON
+Usage: python -m tests.durable.store.restore_child BOOTSTRAP TOPIC PARTITIONS MARKER_JSON
 Prints {"loaded": n, "states": {<canonical key>: [[<value type name>, <value as JSON>]...]}}.
 """
 

@@ -21,8 +21,8 @@ from flink_agents.durable.store import (
 )
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
-from tests.runtime.store import payload_types
-from tests.runtime.store.payload_types import Exploding, Opaque, Point, Reply
+from tests.durable.store import payload_types
+from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
 pytestmark = pytest.mark.kafka
 
@@ -115,7 +115,7 @@ def test_fresh_process_restores_from_marker(make_store, kafka_bootstrap):
         [
             sys.executable,
             "-m",
-            "tests.runtime.store.restore_child",
+            "tests.durable.store.restore_child",
             kafka_bootstrap,
             store.topic,
             str(PARTITIONS),

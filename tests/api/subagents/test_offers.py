@@ -288,7 +288,7 @@ def test_c06_reserved():
 
 def test_c06_a_function_named_under_the_prefix_is_refused_when_the_plan_is_built():
     agent = _agent_with({})
-    function = "tests.api.test_subagent_tools:subagent_sneaky"
+    function = "tests.api.subagents.test_offers:subagent_sneaky"
     agent.add_resource("sneak", ResourceType.TOOL, FunctionTool, function=function)
     with pytest.raises(
         PlanValidationError, match=r"tool 'sneak' would be offered as 'subagent_sneaky'"
@@ -301,7 +301,7 @@ def test_c06_a_function_named_under_the_prefix_is_refused_when_the_plan_is_built
 
 def test_c06_a_tool_offered_under_the_prefix_fails_open():
     agent = _agent_with({})
-    agent.add_resource("sneak", ResourceType.TOOL, "tests.api.test_subagent_tools:SneakyTool")
+    agent.add_resource("sneak", ResourceType.TOOL, "tests.api.subagents.test_offers:SneakyTool")
     plan = _offering_tools(agent, ["add", "sneak"])
     with pytest.raises(ValueError, match=r"tool 'sneak' is offered as 'subagent_rev'.*reserved"):
         ResourceRegistry(resolve_plan(plan)).get("chat_model", ResourceType.CHAT_MODEL)

@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from flink_agents.durable.store.config import StoreConfig
-from tests.runtime import durable_helpers as h
-from tests.runtime.durable_helpers import PROBE
+from tests.durable import helpers as h
+from tests.durable.helpers import PROBE
 
 pytestmark = pytest.mark.kafka
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integrations.fake_servers import FakeModelServer
+from tests.providers.fake_servers import FakeModelServer
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
-from tests.runtime.store.payload_types import Point, Reply
+from tests.durable.store.payload_types import Point, Reply
 
 
 class Color(enum.Enum):

@@ -11,7 +11,7 @@ from flink_agents.providers._connection import HttpChatModelConnection
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.providers.ollama import OllamaChatModelConnection
 from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
-from tests.integrations.fake_servers import anthropic_reply, ollama_reply, openai_reply
+from tests.providers.fake_servers import anthropic_reply, ollama_reply, openai_reply
 
 FAST_RETRY = {"initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}
 ANTHROPIC_KEY_VAR = "FA_TEST_ANTHROPIC_KEY"

@@ -15,7 +15,7 @@ from flink_agents.durable.store import (
     RunKey,
     StoreError,
 )
-from tests.runtime.store.payload_types import Opaque, Reply
+from tests.durable.store.payload_types import Opaque, Reply
 
 
 def run(key: str, seq: int = 0) -> RunKey:

@@ -22,8 +22,8 @@ from flink_agents.durable.store import (
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
 from flink_agents.runtime import ActionError, RunEngine, run_local
-from tests.runtime import durable_helpers as h
-from tests.runtime.durable_helpers import PROBE
+from tests.durable import helpers as h
+from tests.durable.helpers import PROBE
 
 
 @pytest.fixture(autouse=True)

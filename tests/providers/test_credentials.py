@@ -24,8 +24,8 @@ from flink_agents.providers._connection import HttpChatModelConnection, MissingC
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.runtime.resources import ResourceRegistry
-from tests.integrations.fake_servers import FakeModelServer, ScriptedResponse
-from tests.integrations.providers import PROVIDERS, Provider
+from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
+from tests.providers.providers import PROVIDERS, Provider
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "providers"
 SENTINEL = "sk-SENTINEL-must-not-leak-42"

@@ -50,8 +50,8 @@ from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, RunEngine, RunResult, run_local
-from tests.runtime import durable_helpers as h
-from tests.runtime.durable_helpers import PROBE
+from tests.durable import helpers as h
+from tests.durable.helpers import PROBE
 from tests.subagent_samples import FakeSubagent, add_subagents, model_agent
 
 FAKE = "tests.subagent_samples:FakeSubagent"
