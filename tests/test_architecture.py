@@ -248,6 +248,28 @@ def pyflink_violations(graph: ImportGraph) -> list[str]:
     ]
 
 
+def private_violations(graph: ImportGraph) -> list[str]:
+    """Imports of a ``_``-prefixed module from outside the package that holds it."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        for edge in imports:
+            parts = edge.imported.split(".")
+            private = [i for i, part in enumerate(parts) if _is_private(part)]
+            if parts[0] != PACKAGE or not private:
+                continue
+            owner = ".".join(parts[: private[0]])
+            if module != owner and not module.startswith(owner + "."):
+                found.append(
+                    f"{module} imports {edge.imported} at line {edge.line}: a private module of "
+                    f"{owner}"
+                )
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
 # --- the package obeys them ----------------------------------------------------------------------
 
 
@@ -269,6 +291,11 @@ def test_the_front_door_loads_flink_lazily():
 def test_only_the_flink_layer_imports_pyflink():
     violations = pyflink_violations(package_graph())
     assert violations == [], "pyflink outside flink_agents/flink/:\n" + "\n".join(violations)
+
+
+def test_private_modules_are_imported_only_inside_their_package():
+    violations = private_violations(package_graph())
+    assert violations == [], "\n".join(violations)
 
 
 def test_every_module_was_parsed_and_every_layer_exists():
@@ -303,6 +330,9 @@ SYNTHETIC = {
     "flink_agents/flink/__init__.py": "",
     "flink_agents/flink/job.py": "from pyflink.datastream import StreamExecutionEnvironment\n",
     "flink_agents/ui/panel.py": "",
+    "flink_agents/providers/_retry.py": "",
+    "flink_agents/providers/openai.py": "from ._retry import retry\n",  # its own package: fine
+    "flink_agents/durable/runner.py": "from flink_agents.providers._retry import retry\n",
 }
 
 
@@ -342,4 +372,8 @@ def test_the_checker_reports_cycles_upward_imports_and_pyflink():
     ]
     assert pyflink_violations(graph) == [
         "flink_agents.api.tools (layer api) imports pyflink.datastream at line 1"
+    ]
+    assert private_violations(graph) == [
+        "flink_agents.durable.runner imports flink_agents.providers._retry at line 1: a private "
+        "module of flink_agents.providers"
     ]
