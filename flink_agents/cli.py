@@ -108,8 +108,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """List, per scope and chat model, the tools and sub-agent callables offered and the
-    sub-agents skipped with the reason (a skipped sub-agent is never dropped silently)."""
+    """List, per scope and chat model, the tools (and what each MCP server offers), the
+    sub-agent callables offered and the sub-agents skipped with the reason (a skipped sub-agent
+    is never dropped silently)."""
     from flink_agents.api.chat_models import ChatModelSetup
     from flink_agents.api.resources import ResourceType
     from flink_agents.plan.resolve import resolve_plan
@@ -126,6 +127,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             skipped = [f"{sub} ({reason})" for sub, reason in offer.skipped.items()]
             print(f"{indent}  chat model {name}")
             print(f"{indent}    tools: {', '.join(model.tools) or '-'}")
+            for resource in model.tools:  # what a toolset (an MCP server) offers, by name
+                offered = [n for n, source in model.offered_tools.items() if source == resource]
+                if offered != [resource]:
+                    print(f"{indent}      from {resource}: {', '.join(offered) or '-'}")
             print(f"{indent}    sub-agent tools: {', '.join(offer.resources) or '-'}")
             print(f"{indent}    skipped sub-agents: {', '.join(skipped) or '-'}")
         for child in scope.children.values():

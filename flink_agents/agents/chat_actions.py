@@ -93,10 +93,11 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
     # A tool's failure is information for the model, not the end of the run; an
     # infrastructure error (replay mismatch, store, codec) is neither: it ends the action.
+    call_id = f"tool:{call.id}"
     try:
         tool = model.tool(call.name)
         value: Any = await ctx.durable_execute_async(
-            tool.call, call.arguments, call_id=f"tool:{call.id}"
+            tool.call_with_key, call.arguments, ctx.durable_call_key(call_id), call_id=call_id
         )
     except InfrastructureError:
         raise

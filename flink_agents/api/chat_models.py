@@ -16,7 +16,7 @@ from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
-from flink_agents.api.tools import Tool
+from flink_agents.api.tools import Tool, tools_of
 
 
 class ChatModelConnection(Resource):
@@ -48,7 +48,7 @@ class ChatModelSetup(Resource):
     extra: dict[str, Any] = Field(default_factory=dict)
 
     _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
-    _offered_tools: dict[str, str] = PrivateAttr(default_factory=dict)
+    _offered_tools: dict[str, tuple[str, Tool]] = PrivateAttr(default_factory=dict)
 
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
@@ -58,26 +58,33 @@ class ChatModelSetup(Resource):
         self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
 
-    def _offer_tools(self, label: str) -> dict[str, str]:
-        """Offered name (``spec().name``, which the model calls) -> tool resource name.
+    def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
+        """Offered name (``spec().name``, which the model calls) -> (tool resource, tool).
 
-        A name under the sub-agent prefix, or two tools offered under one name, fails.
+        A toolset resource offers each of its tools. A name under the sub-agent prefix, or two
+        tools offered under one name, fails.
         """
-        offered: dict[str, str] = {}
+        offered: dict[str, tuple[str, Tool]] = {}
         for resource in self.tools:
-            name = self._tool_resource(resource).spec().name
-            if name.startswith(SUBAGENT_TOOL_PREFIX):
-                raise ValueError(
-                    f"{label}: tool {resource!r} is offered as {name!r}: the prefix "
-                    f"{SUBAGENT_TOOL_PREFIX!r} is reserved for sub-agent callables"
-                )
-            if name in offered:
-                raise ValueError(
-                    f"{label}: tools {offered[name]!r} and {resource!r} are both offered "
-                    f"as {name!r}"
-                )
-            offered[name] = resource
+            for tool in tools_of(self.get_resource(resource, ResourceType.TOOL)):
+                name = tool.spec().name
+                if name.startswith(SUBAGENT_TOOL_PREFIX):
+                    raise ValueError(
+                        f"{label}: tool {resource!r} is offered as {name!r}: the prefix "
+                        f"{SUBAGENT_TOOL_PREFIX!r} is reserved for sub-agent callables"
+                    )
+                if name in offered:
+                    raise ValueError(
+                        f"{label}: tools {offered[name][0]!r} and {resource!r} are both offered "
+                        f"as {name!r}"
+                    )
+                offered[name] = (resource, tool)
         return offered
+
+    @property
+    def offered_tools(self) -> dict[str, str]:
+        """Offered tool name -> the TOOL resource offering it, in the order offered."""
+        return {name: resource for name, (resource, _) in self._offered_tools.items()}
 
     @property
     def subagent_offer(self) -> SubagentOffer:
@@ -99,10 +106,7 @@ class ChatModelSetup(Resource):
             raise LookupError(
                 f"model does not offer tool {name!r}; it offers {sorted(self._offered_tools)}"
             )
-        return self._tool_resource(self._offered_tools[name])
-
-    def _tool_resource(self, resource: str) -> Tool:
-        return cast(Tool, self.get_resource(resource, ResourceType.TOOL))
+        return self._offered_tools[name][1]
 
     def request(self, messages: list[ChatMessage]) -> ChatRequest:
         """The request this setup sends for ``messages`` (system prompt first, tools attached)."""
@@ -113,7 +117,7 @@ class ChatModelSetup(Resource):
         return ChatRequest(
             model=self.model,
             messages=messages,
-            tools=[*(self._tool_resource(name).spec() for name in self.tools), *self._offer.specs],
+            tools=[*(tool.spec() for _, tool in self._offered_tools.values()), *self._offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             extra=self.extra,

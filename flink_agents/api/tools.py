@@ -1,4 +1,8 @@
-"""Tools: callables a model may ask to run. Function tools derive their schema from a signature."""
+"""Tools: callables a model may ask to run. Function tools derive their schema from a signature.
+
+A TOOL resource is either one :class:`Tool` or a :class:`Toolset`, which offers several tools
+it builds itself (an MCP server's, say); a chat model listing either offers every tool in it.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,34 @@ class Tool(Resource):
 
     async def call(self, arguments: dict[str, Any]) -> Any:
         raise NotImplementedError
+
+    async def call_with_key(self, arguments: dict[str, Any], idempotency_key: str) -> Any:
+        """Call with the durable call's idempotency key (``ctx.durable_call_key``).
+
+        What the tool-call action runs as the durable call. A tool whose service can drop a
+        repeated request (one sent again after a failover) passes the key on; the default
+        ignores it and calls :meth:`call`.
+        """
+        return await self.call(arguments)
+
+
+class Toolset(Resource):
+    """A TOOL resource offering several tools, built when it is opened."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.TOOL
+
+    def tools(self) -> list[Tool]:
+        """The tools offered, in order; their ``spec().name`` is what a model calls."""
+        raise NotImplementedError
+
+
+def tools_of(resource: Resource) -> list[Tool]:
+    """The tools a TOOL resource offers: itself, or a toolset's tools."""
+    if isinstance(resource, Toolset):
+        return resource.tools()
+    if isinstance(resource, Tool):
+        return [resource]
+    raise TypeError(f"a {type(resource).__name__} is neither a Tool nor a Toolset")
 
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")

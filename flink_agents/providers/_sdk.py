@@ -10,7 +10,7 @@ PROVIDERS_EXTRA = "flink-agents-py[providers]"
 
 
 @contextmanager
-def sdk_from_extra(sdk: str) -> Iterator[None]:
+def sdk_from_extra(sdk: str, extra: str = PROVIDERS_EXTRA) -> Iterator[None]:
     """Wrap a provider's ``import <sdk>``: if that package is missing, the error names the extra.
 
     A missing module other than the SDK (a bug, or a broken install of something else) is raised
@@ -22,7 +22,6 @@ def sdk_from_extra(sdk: str) -> Iterator[None]:
         if exc.name is None or exc.name.partition(".")[0] != sdk:
             raise
         raise ModuleNotFoundError(
-            f"this provider needs the {sdk!r} package, an optional extra: "
-            f"pip install '{PROVIDERS_EXTRA}'",
+            f"this provider needs the {sdk!r} package, an optional extra: pip install '{extra}'",
             name=exc.name,
         ) from exc

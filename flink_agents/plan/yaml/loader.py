@@ -28,8 +28,12 @@ from flink_agents.plan.yaml.schema import (
     ChatModelSpec,
     DescriptorSpec,
     InternalSubagentSpec,
+    McpServerSpec,
     PromptSpec,
 )
+
+MCP_SERVER_CLASS = "flink_agents.providers.mcp:McpServer"
+MCP_PROMPT_CLASS = "flink_agents.providers.mcp:McpPrompt"
 
 Location = Sequence[str | int]
 
@@ -138,6 +142,28 @@ def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
     return found
 
 
+def _add_mcp_server(agent: Agent, name: str, spec: McpServerSpec) -> None:
+    """The server as a TOOL resource ``name`` and each of its prompts as a PROMPT resource."""
+    options = spec.model_dump(include={"include", "timeout_seconds", "retry"}, exclude_none=True)
+    agent.add_resource(
+        name,
+        ResourceType.TOOL,
+        MCP_SERVER_CLASS,
+        namespace=spec.namespace or name,
+        transport=spec.transport,
+        **options,
+    )
+    for prompt_name, prompt in spec.prompts.items():
+        agent.add_resource(
+            prompt_name,
+            ResourceType.PROMPT,
+            MCP_PROMPT_CLASS,
+            server=name,
+            prompt=prompt.prompt,
+            arguments=prompt.arguments,
+        )
+
+
 def _chat_model_descriptor(spec: ChatModelSpec) -> ResourceDescriptor:
     typed = spec.model_dump(exclude={"class_path", "arguments"}, exclude_none=True)
     return ResourceDescriptor(class_path=spec.class_path, arguments={**typed, **spec.arguments})
@@ -211,6 +237,8 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             _register_child(agent, name, subagent, _build_agent(subagent.agent, inner, named))
     for name, resource in spec.resources.items():
         agent.add_resource(name, resource.type, resource.class_path, **resource.arguments)
+    for name, server in spec.mcp_servers.items():
+        _add_mcp_server(agent, name, server)
     for action in spec.actions:
         agent.add_action(
             import_reference(action.function),

@@ -71,6 +71,36 @@ class ToolSpec(_Strict):
     description: str | None = None
 
 
+class McpPromptSpec(_Strict):
+    """A prompt of an MCP server, as a prompt resource (rendered by the server when opened)."""
+
+    prompt: str = Field(description="The prompt's name on the server.")
+    arguments: dict[str, str] = Field(default_factory=dict)
+
+
+class McpServerSpec(_Strict):
+    """An MCP server (a TOOL resource): a chat model listing it in ``tools`` is offered each of
+    its tools as ``<namespace>__<tool>``. See docs/mcp.md."""
+
+    namespace: str | None = Field(
+        default=None, description="Prefix of the offered tool names; defaults to the server's name."
+    )
+    transport: dict[str, Any] = Field(
+        description="{type: stdio, command, args, env, cwd} or {type: http, url, header_env, "
+        "bearer_token_env}; header values by environment variable name only."
+    )
+    include: list[str] | None = Field(
+        default=None, description="The server's tools to offer (default: all)."
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0, description="Per attempt.")
+    retry: dict[str, Any] | None = Field(
+        default=None, description="max_attempts, initial_backoff_seconds, ... (RetryPolicy)."
+    )
+    prompts: dict[str, McpPromptSpec] = Field(
+        default_factory=dict, description="Prompt resources (by name) rendered by this server."
+    )
+
+
 class ActionSpec(_Strict):
     """An action: a function and the event types it handles.
 
@@ -129,6 +159,9 @@ class AgentSpec(_Strict):
         "an agent registered as an internal sub-agent.",
     )
     resources: dict[str, ResourceSpec] = Field(default_factory=dict)
+    mcp_servers: dict[str, McpServerSpec] = Field(
+        default_factory=dict, description="MCP servers (TOOL resources) and their prompts."
+    )
     actions: list[ActionSpec] = Field(default_factory=list)
 
 

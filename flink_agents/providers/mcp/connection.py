@@ -1,0 +1,160 @@
+"""How to reach an MCP server, and one attempt of a request to it.
+
+A request opens a session (spawning the stdio server, or connecting over streamable HTTP), makes
+its one request within ``timeout_seconds`` and closes the session. Whatever the transport or the
+session raises becomes an :class:`~flink_agents.providers._http_errors.AttemptFailure`, so the
+provider retry loop (:mod:`flink_agents.providers._retry`) counts it against the durable call's
+attempt budget. Header values come from the environment only, by variable name, so no secret is
+ever written into a plan, the store or a log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Annotated, Literal, TypeVar
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from flink_agents.api.resources import UnresolvedSecretError, resolve_env_references
+from flink_agents.providers._http_errors import AttemptFailure
+from flink_agents.providers._sdk import sdk_from_extra
+
+MCP_EXTRA = "flink-agents-py[mcp]"
+"""The extra (pyproject.toml) that installs the ``mcp`` SDK."""
+
+with sdk_from_extra("mcp", MCP_EXTRA):
+    import httpx2
+    from mcp import Client, MCPError, StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+T = TypeVar("T")
+
+_RETRYABLE_MCP_CODES = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT})
+
+
+class StdioTransport(BaseModel):
+    """A server run as a subprocess, spoken to over its stdin and stdout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["stdio"] = "stdio"
+    command: str = Field(description="The executable, e.g. 'python' or 'npx'.")
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description='Extra environment of the server; a secret as {"env": "NAME"} or '
+        '"${env:NAME}" (resolved when the resource is opened).',
+    )
+    cwd: str | None = None
+
+
+class HttpTransport(BaseModel):
+    """A server reached over streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["http"] = "http"
+    url: str = Field(description="The MCP endpoint, e.g. https://host/mcp.")
+    header_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Request headers by the NAME of the environment variable holding the value "
+        "(values never appear in a plan).",
+    )
+    bearer_token_env: str | None = Field(
+        default=None,
+        description="Environment variable holding a token sent as 'Authorization: Bearer ...'.",
+    )
+
+
+Transport = Annotated[StdioTransport | HttpTransport, Field(discriminator="type")]
+
+
+def _from_environment(variable: str, environ: Mapping[str, str]) -> str:
+    if variable not in environ:
+        raise UnresolvedSecretError(f"environment variable {variable!r} is not set")
+    return environ[variable]
+
+
+def resolved_headers(
+    transport: HttpTransport, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The transport's request headers, read from the environment now."""
+    environ = os.environ if environ is None else environ
+    headers = {name: _from_environment(var, environ) for name, var in transport.header_env.items()}
+    if transport.bearer_token_env is not None:
+        headers["Authorization"] = (
+            f"Bearer {_from_environment(transport.bearer_token_env, environ)}"
+        )
+    return headers
+
+
+class McpConnection:
+    """Opens sessions to one server; secrets are resolved once, when it is built."""
+
+    def __init__(self, transport: StdioTransport | HttpTransport, timeout_seconds: float) -> None:
+        self._transport = transport
+        self._timeout_seconds = timeout_seconds
+        if isinstance(transport, HttpTransport):
+            self._headers = resolved_headers(transport)
+        else:
+            self._env = resolve_env_references(transport.env)
+
+    @property
+    def target(self) -> str:
+        """What the server is, for messages (a URL or a command; never a header or env value)."""
+        if isinstance(self._transport, HttpTransport):
+            return self._transport.url
+        return " ".join([self._transport.command, *self._transport.args])
+
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[Client]:
+        transport = self._transport
+        if isinstance(transport, StdioTransport):
+            parameters = StdioServerParameters(
+                command=transport.command, args=transport.args, env=self._env, cwd=transport.cwd
+            )
+            async with Client(parameters, cache=None) as client:
+                yield client
+            return
+        timeout = httpx2.Timeout(self._timeout_seconds)
+        async with (
+            httpx2.AsyncClient(headers=self._headers, timeout=timeout) as http,
+            Client(streamable_http_client(transport.url, http_client=http), cache=None) as client,
+        ):
+            yield client
+
+    async def attempt(self, what: str, request: Callable[[Client], Awaitable[T]]) -> T:
+        """One attempt: open a session, run ``request`` on it, close it, all within the timeout.
+
+        Raises :class:`AttemptFailure`: retryable for a transport failure, a closed connection
+        or a timeout; final for an error the server answered with (an unknown tool, say).
+        """
+        try:
+            with anyio.fail_after(self._timeout_seconds):
+                async with self._client() as client:
+                    return await request(client)
+        except TimeoutError:
+            raise AttemptFailure(
+                f"{what}: no answer from {self.target} within {self._timeout_seconds}s",
+                retryable=True,
+            ) from None
+        except Exception as exc:
+            error = _leaf(exc)
+            if isinstance(error, MCPError):
+                raise AttemptFailure(
+                    f"{what}: {self.target} answered error {error.code}: {error.error.message}",
+                    retryable=error.code in _RETRYABLE_MCP_CODES,
+                ) from None
+            raise AttemptFailure.transport(f"{what} on {self.target}", error) from None
+
+
+def _leaf(error: Exception) -> Exception:
+    """The first non-group exception inside the task-group exception groups the SDK raises."""
+    # Duck-typed: ExceptionGroup is a builtin only from Python 3.11.
+    while (inner := getattr(error, "exceptions", None)) and isinstance(inner[0], Exception):
+        error = inner[0]
+    return error

@@ -1,0 +1,72 @@
+"""The MCP example agent (examples/mcp_agent.py and its YAML twin) runs offline against its
+stdio server, and ``flink-agents inspect`` lists what the model is offered from the server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.mcp_agent import build_agent
+from flink_agents.api.resources import ResourceType
+from flink_agents.cli import main
+from flink_agents.plan import compile_agent
+from flink_agents.plan.resolve import resolve_plan
+from flink_agents.plan.yaml.loader import YamlAgentError, load_yaml_agent
+from flink_agents.runtime.local import run_local
+from flink_agents.runtime.scopes import Scope
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+INPUTS = [{"id": 1, "miles": "26.2"}, {"id": 2, "miles": "1"}]
+ANSWERS = ["26.2 mi = 42.16 km", "1 mi = 1.61 km"]
+
+
+def test_the_example_agent_converts_with_the_servers_tool() -> None:
+    results = run_local(build_agent(), INPUTS, key="id")
+    assert [result.output_values for result in results] == [[answer] for answer in ANSWERS]
+
+
+def test_the_servers_prompt_is_the_models_system_prompt() -> None:
+
+    scope = Scope.build(resolve_plan(compile_agent(build_agent())))
+    model = scope.resources.get("chat_model", ResourceType.CHAT_MODEL)
+    request = model.request([])  # type: ignore[attr-defined]
+    assert request.messages[0].role == "system"
+    assert request.messages[0].content.endswith("Answer in a brief style.")
+    assert [tool.name for tool in request.tools] == ["units__convert"]
+
+
+def test_the_yaml_twin_declares_the_same_server_and_prompt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(EXAMPLES.parent)  # the YAML names the server script by a relative path
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}")
+    agent = load_yaml_agent(EXAMPLES / "mcp_agent.yaml")
+    plan = compile_agent(agent)
+    server = plan.resources["units"]
+    assert server.type is ResourceType.TOOL
+    assert server.arguments["namespace"] == "units"
+    assert plan.resources["assistant"].arguments == {
+        "server": "units",
+        "prompt": "assistant",
+        "arguments": {"style": "brief"},
+    }
+    results = run_local(agent, INPUTS, key="id")
+    assert [result.output_values for result in results] == [[answer] for answer in ANSWERS]
+
+
+def test_a_yaml_mcp_server_needs_a_transport(tmp_path: Path) -> None:
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("agents:\n  - name: a\n    mcp_servers:\n      s: {include: [x]}\n")
+    with pytest.raises(YamlAgentError, match=r"mcp_servers\.s\.transport"):
+        load_yaml_agent(agents)
+
+
+def test_inspect_lists_what_the_model_is_offered_from_the_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["inspect", "examples.mcp_agent:build_agent"]) == 0
+    out = capsys.readouterr().out
+    assert "tools: units\n" in out
+    assert "from units: units__convert\n" in out
