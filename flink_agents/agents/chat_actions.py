@@ -48,7 +48,7 @@ def _chat_model(ctx: RunnerContext, name: str) -> ChatModelSetup:
     return cast(ChatModelSetup, ctx.get_resource(name, ResourceType.CHAT_MODEL))
 
 
-@action(ChatRequestEvent, ToolResponseEvent)
+@action(ChatRequestEvent, ToolResponseEvent, sends=[ChatResponseEvent, ToolRequestEvent])
 async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext) -> None:
     """Ask the model; loop through tool calls until it gives a final answer."""
     if isinstance(event, ChatRequestEvent):
@@ -134,7 +134,7 @@ async def _delegation_result(
     return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
 
 
-@action(ToolRequestEvent)
+@action(ToolRequestEvent, sends=[ToolResponseEvent])
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
     """Run the tools and delegations the model asked for and send their results back.
 

@@ -20,8 +20,9 @@ from flink_agents.api.agent import Agent
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
-from flink_agents.plan.errors import clean_location, describe_error
+from flink_agents.plan.errors import PlanValidationError, clean_location, describe_error
 from flink_agents.plan.models import AgentPlan
+from flink_agents.plan.yaml.locate import pointer_parts, yaml_location
 from flink_agents.plan.yaml.schema import (
     AgentsFile,
     AgentSpec,
@@ -263,8 +264,18 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
         except ValueError as exc:
             raise YamlAgentError(file, [document.issue(child.location, str(exc))]) from None
     for index, spec in enumerate(parsed.agents):
+        agent = agents[spec.name]
         try:
-            compile_agent(agents[spec.name])  # plan-level problems, located at the agent
+            compile_agent(agent)
+        except PlanValidationError as exc:  # each issue at the YAML field behind its pointer
+            located = [
+                document.issue(
+                    ("agents", index, *yaml_location(spec, agent, pointer_parts(issue.path))),
+                    issue.message,
+                )
+                for issue in exc.issues
+            ]
+            raise YamlAgentError(file, located) from None
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
     return agents
