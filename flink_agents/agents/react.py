@@ -115,8 +115,11 @@ class ReActAgent(Agent):
         config: dict[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        description: str | None = None,
     ) -> None:
-        super().__init__(name=name, config=config, error_policy=error_policy)
+        super().__init__(
+            name=name, config=config, error_policy=error_policy, description=description
+        )
         for tool in tools:
             self.add_tool(tool)
         if isinstance(chat_model, ResourceDescriptor):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,11 +102,23 @@ class ActionDeclaration:
 
 @dataclass(frozen=True)
 class ResourceDeclaration:
-    """A named resource of an agent."""
+    """A named resource of an agent; declared once, it may be shared by several agents
+    (see :meth:`Agent.add_shared`)."""
 
     name: str
     type: ResourceType
     descriptor: ResourceDescriptor
+
+    @classmethod
+    def connection(
+        cls, name: str, resource: builtins.type[Resource] | str, /, **arguments: Any
+    ) -> ResourceDeclaration:
+        """A chat model connection ``name``: its class (or class path) and arguments."""
+        return cls(
+            name,
+            ResourceType.CHAT_MODEL_CONNECTION,
+            ResourceDescriptor.of(resource, **arguments),
+        )
 
 
 class Agent:
@@ -150,6 +163,13 @@ class Agent:
         else:
             descriptor = ResourceDescriptor.of(resource, **arguments)
         self._resources[name] = ResourceDeclaration(name, ResourceType(resource_type), descriptor)
+        return self
+
+    def add_shared(self, resources: Iterable[ResourceDeclaration]) -> Agent:
+        """Declare resources shared with other agents, such as the connections of a module
+        (or of a YAML file): each agent's plan holds them, built on its worker."""
+        for declared in resources:
+            self.add_resource(declared.name, declared.type, declared.descriptor)
         return self
 
     def add_tool(
