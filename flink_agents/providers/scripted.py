@@ -1,7 +1,8 @@
 """A scripted chat model: deterministic replies and tool calls, with latency and call counters.
 
 For tests, demos and benchmarks. A turn with a ``match`` (a regular expression) is chosen
-whenever it is found in the last message's content; the first such turn wins. Otherwise the reply
+whenever it is found in the content of the last message that is not a system message (what the
+model answers: the user's text or a tool's result); the first such turn wins. Otherwise the reply
 is the turn without ``match`` numbered by the conversation's turn (the number of assistant
 messages already in the request), so it does not depend on how runs of different keys interleave.
 
@@ -40,8 +41,8 @@ class ScriptedToolCall(BaseModel):
 class ScriptedTurn(BaseModel):
     """The model's reply on one turn: text, tool calls, or an error to raise.
 
-    With ``match`` the turn is chosen by content (the pattern found in the last message)
-    rather than by turn number.
+    With ``match`` the turn is chosen by content (the pattern found in the last non-system
+    message) rather than by turn number.
     """
 
     match: str | None = Field(default=None, description="A regular expression (re.search).")
@@ -152,11 +153,12 @@ class ScriptedChatModelConnection(ChatModelConnection):
 
     def reply(self, messages: list[ChatMessage]) -> ChatMessage:
         """The scripted answer to a conversation: the first turn whose ``match`` is found in
-        the last message, else the turn numbered by the assistant messages so far (replies are
-        deterministic however keys interleave)."""
+        the last non-system message, else the turn numbered by the assistant messages so far
+        (replies are deterministic however keys interleave)."""
         turn_index = sum(1 for m in messages if m.role == "assistant")
         last = messages[-1].content if messages else ""
-        turn = next((t for pattern, t in self._by_content if pattern.search(last)), None)
+        answered = next((m.content for m in reversed(messages) if m.role != "system"), "")
+        turn = next((t for pattern, t in self._by_content if pattern.search(answered)), None)
         if turn is None:
             if turn_index >= len(self._by_number):
                 raise ScriptedModelError(

@@ -42,7 +42,7 @@ def _error(tmp_path: Path, text: str) -> YamlAgentError:
 def test_python_and_yaml_forms_give_the_same_plan(name):
     example = EXAMPLES[name]
     from_python = compile_agent(agent_from_reference(example.factory)).to_json()
-    assert compile_yaml(example.yaml_file).to_json() == from_python
+    assert compile_yaml(example.yaml_file, name).to_json() == from_python
 
 
 def test_decorated_actions_may_omit_listen_to_and_subagents_stay_agent_resources(tmp_path):

@@ -65,7 +65,8 @@ def test_a_turn_with_match_is_chosen_by_content_before_numbered_turns():
             {"tool_calls": [{"name": "notify", "arguments": {"stars": "5"}}]},
         ],
     )
-    assert asyncio.run(model.chat(_request(("user", "Terrible soup")))).content == "1 star"
+    terrible = _request(("user", "Terrible soup"), ("system", "Answer in JSON."))
+    assert asyncio.run(model.chat(terrible)).content == "1 star"  # system messages are skipped
     numbered = asyncio.run(model.chat(_request(("user", "lovely"))))
     assert numbered.tool_calls[0].name == "notify"
     after_tool = _request(("user", "lovely"), ("assistant", ""), ("tool", "notified #1"))
