@@ -1,6 +1,7 @@
 """Small example agents, each in a Python and a YAML form that compile to the same plan.
 
-:data:`EXAMPLES` maps a plan name to the Python factory and the YAML file of that agent; the
+:data:`EXAMPLES` maps a plan name (the agent's name) to the Python factory and the YAML file
+holding that agent; the
 compiled plans live in ``examples/plans/<name>.json`` (see ``python -m scripts.regenerate``).
 """
 
@@ -24,4 +25,8 @@ EXAMPLES: dict[str, Example] = {
     "weather_react": Example("examples.weather:build_agent", EXAMPLES_DIR / "weather.yaml"),
     "ticket_triage": Example("examples.triage:build_agent", EXAMPLES_DIR / "triage.yaml"),
     "research_desk": Example("examples.research:build_agent", EXAMPLES_DIR / "research.yaml"),
+    "review_workflow": Example(
+        "examples.reviews:build_workflow_agent", EXAMPLES_DIR / "reviews.yaml"
+    ),
+    "review_react": Example("examples.reviews:build_react_agent", EXAMPLES_DIR / "reviews.yaml"),
 }

@@ -1,7 +1,7 @@
 """The ``flink-agents`` command: one small function per subcommand.
 
 flink-agents compile FILE.yaml|module:attr [-o plan.json]
-flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD
+flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD [--output F]
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from flink_agents.api.events import OutputEvent
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.sources import load_plan
@@ -75,15 +76,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ActionError as exc:
         print(f"flink-agents run: {exc}", file=sys.stderr)
         return 1
-    for result in results:
-        for event in result.outputs:
-            line: dict[str, Any] = {"key": result.key, "seq": result.run_id.seq}
-            if event.error is None:
-                line["output"] = event.output
-            else:
-                line["error"] = event.error.model_dump()
-            print(json.dumps(line, sort_keys=True, default=str))
+    lines = [
+        _output_line(result.key, result.run_id.seq, event)
+        for result in results
+        for event in result.outputs
+    ]
+    text = "".join(f"{line}\n" for line in lines)
+    if args.output:  # a file of JSON lines only: what tools print stays on stdout
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
+
+
+def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
+    line: dict[str, Any] = {"key": key, "seq": seq}
+    if event.error is None:
+        line["output"] = event.output
+    else:
+        line["error"] = event.error.model_dump()
+    return json.dumps(line, sort_keys=True, default=str)
 
 
 def _run_job(job_file: str) -> int:
@@ -159,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--input", help="--local: JSON lines file ('-' for stdin)")
     run_parser.add_argument("--key", help="--local: the input field to key runs by")
     run_parser.add_argument("--max-in-flight", type=int, default=128, help="concurrent runs")
+    run_parser.add_argument(
+        "--output", help="--local: write the output JSON lines to this file instead of stdout"
+    )
     run_parser.set_defaults(handler=cmd_run)
 
     submit_parser = commands.add_parser("submit", help="submit a job spec to a Flink cluster")

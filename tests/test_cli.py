@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+from flink_agents.api import Agent, InputEvent, OutputEvent
 from flink_agents.cli import main
 from flink_agents.plan import AgentPlan
 
@@ -35,6 +36,26 @@ def test_run_local_prints_outputs_as_json_lines(tmp_path, capsys):
         {"key": "Oslo", "seq": 0, "output": {"city": "Oslo", "advice": "coat"}},
         {"key": "Lisbon", "seq": 0, "output": {"city": "Lisbon", "advice": "t-shirt"}},
     ]
+
+
+def shout(event, ctx):
+    """An action that prints, as a chatty tool might, then outputs its input."""
+    print("tool chatter")
+    ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+def shouting_agent() -> Agent:
+    return Agent(name="shouting").add_action(shout, InputEvent)
+
+
+def test_run_local_output_file_holds_only_the_json_lines(tmp_path, capsys):
+    inputs, outputs = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inputs.write_text('{"n": 1}\n')
+    source = "tests.test_cli:shouting_agent"
+    args = ["run", "--local", source, "--input", str(inputs), "--key", "n"]
+    assert main([*args, "--output", str(outputs)]) == 0
+    assert outputs.read_text() == '{"key": 1, "output": 1, "seq": 0}\n'
+    assert capsys.readouterr().out == "tool chatter\n"
 
 
 def test_bad_sources_exit_with_a_message(tmp_path, capsys):

@@ -48,18 +48,18 @@ def _chat_model(ctx: RunnerContext, name: str) -> ChatModelSetup:
     return cast(ChatModelSetup, ctx.get_resource(name, ResourceType.CHAT_MODEL))
 
 
-@action(ChatRequestEvent, ToolResponseEvent)
+@action(ChatRequestEvent, ToolResponseEvent, sends=[ChatResponseEvent, ToolRequestEvent])
 async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext) -> None:
     """Ask the model; loop through tool calls until it gives a final answer."""
     if isinstance(event, ChatRequestEvent):
         request_id, model_name, rounds = event.id, event.model, 0
-        messages = list(event.messages)
+        messages, prompt_args = list(event.messages), event.prompt_args
     else:
         request_id, model_name = event.request_id, event.model
         saved = ctx.sensory_memory.get(_conversation_key(request_id))
         if saved is None:
             raise LookupError(f"no conversation in progress for chat request {request_id}")
-        rounds = saved["rounds"]
+        rounds, prompt_args = saved["rounds"], saved.get("prompt_args", {})
         messages = [ChatMessage.model_validate(m) for m in saved["messages"]]
         messages += [
             ChatMessage(role="tool", content=result.content, tool_call_id=result.tool_call_id)
@@ -67,8 +67,10 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         ]
 
     model = _chat_model(ctx, model_name)
+    # Without prompt arguments the call keeps its earlier shape (and recorded identity).
+    arguments = (messages, prompt_args) if prompt_args else (messages,)
     reply = await ctx.durable_execute_async(
-        model.chat, messages, call_id="chat", result_type=ChatMessage
+        model.chat, *arguments, call_id="chat", result_type=ChatMessage
     )
 
     if not reply.tool_calls:
@@ -83,7 +85,11 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         )
     ctx.sensory_memory.set(
         _conversation_key(request_id),
-        {"rounds": rounds + 1, "messages": [m.model_dump(mode="json") for m in [*messages, reply]]},
+        {
+            "rounds": rounds + 1,
+            "messages": [m.model_dump(mode="json") for m in [*messages, reply]],
+            "prompt_args": prompt_args,
+        },
     )
     ctx.send_event(
         ToolRequestEvent(request_id=request_id, model=model_name, tool_calls=reply.tool_calls)
@@ -135,7 +141,7 @@ async def _delegation_result(
     return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
 
 
-@action(ToolRequestEvent)
+@action(ToolRequestEvent, sends=[ToolResponseEvent])
 async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
     """Run the tools and delegations the model asked for and send their results back.
 

@@ -47,7 +47,11 @@ def _user_message(value: Any) -> str:
     return _text(value)
 
 
-@action(InputEvent)
+@action(
+    InputEvent,
+    sends=[ChatRequestEvent],
+    resource_keys={"chat_model": ResourceType.CHAT_MODEL, "prompt": ResourceType.PROMPT},
+)
 def react_start(event: InputEvent, ctx: RunnerContext) -> None:
     """Turn the input into the first chat request (prompt filled with the input's fields).
 
@@ -77,7 +81,7 @@ def _json_text(content: str) -> str:
     return fenced.group(1) if fenced else text
 
 
-@action(ChatResponseEvent)
+@action(ChatResponseEvent, sends=[OutputEvent])
 def react_finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
     """Emit the model's final answer, validated against the output schema when there is one."""
     content = event.response.content
@@ -111,8 +115,11 @@ class ReActAgent(Agent):
         config: dict[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        description: str | None = None,
     ) -> None:
-        super().__init__(name=name, config=config, error_policy=error_policy)
+        super().__init__(
+            name=name, config=config, error_policy=error_policy, description=description
+        )
         for tool in tools:
             self.add_tool(tool)
         if isinstance(chat_model, ResourceDescriptor):

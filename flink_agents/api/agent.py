@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,23 +26,39 @@ _MARK = "__flink_agents_action__"
 
 @dataclass(frozen=True)
 class ActionSpec:
-    """What ``@action`` records on a function: the event types it handles and its config."""
+    """What ``@action`` records on a function: the event types it handles and sends, its
+    config, and which config keys name resources."""
 
     listen_to: tuple[str, ...]
     config: Mapping[str, Any] = field(default_factory=dict)
+    sends: tuple[str, ...] = ()
+    resource_keys: Mapping[str, ResourceType] = field(default_factory=dict)
 
 
 def action(
-    *event_types: type[Event] | str, config: Mapping[str, Any] | None = None
+    *event_types: type[Event] | str,
+    config: Mapping[str, Any] | None = None,
+    sends: Sequence[type[Event] | str] = (),
+    resource_keys: Mapping[str, ResourceType] | None = None,
 ) -> Callable[[ActionFunction], ActionFunction]:
     """Mark ``fn(event, ctx)`` (sync or ``async``) as an action handling ``event_types``.
 
     Actions must be module-level functions or functions in a class body (no ``self``), so the
     plan can reference them as ``module:qualname`` and a worker can import them.
+
+    ``sends`` declares the event types the action may send; the compiler then checks that each
+    has a listener (``OutputEvent`` excepted). ``resource_keys`` declares the config keys whose
+    values name resources (``{"chat_model": ResourceType.CHAT_MODEL}``); the compiler checks
+    that each names a resource of that type.
     """
     if not event_types:
         raise TypeError("@action needs at least one event type")
-    spec = ActionSpec(tuple(event_type_name(t) for t in event_types), dict(config or {}))
+    spec = ActionSpec(
+        tuple(event_type_name(t) for t in event_types),
+        dict(config or {}),
+        tuple(event_type_name(t) for t in sends),
+        {key: ResourceType(kind) for key, kind in (resource_keys or {}).items()},
+    )
 
     def mark(fn: ActionFunction) -> ActionFunction:
         target = fn.__func__ if isinstance(fn, staticmethod) else fn
@@ -72,21 +89,36 @@ def _check_action_signature(fn: ActionFunction) -> None:
 
 @dataclass(frozen=True)
 class ActionDeclaration:
-    """An action of an agent: its name, function, event types and config."""
+    """An action of an agent: its name, function, event types, config, the event types it
+    declares it sends and the config keys that name resources."""
 
     name: str
     function: ActionFunction
     listen_to: tuple[str, ...]
     config: Mapping[str, Any]
+    sends: tuple[str, ...] = ()
+    resource_keys: Mapping[str, ResourceType] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ResourceDeclaration:
-    """A named resource of an agent."""
+    """A named resource of an agent; declared once, it may be shared by several agents
+    (see :meth:`Agent.add_shared`)."""
 
     name: str
     type: ResourceType
     descriptor: ResourceDescriptor
+
+    @classmethod
+    def connection(
+        cls, name: str, resource: builtins.type[Resource] | str, /, **arguments: Any
+    ) -> ResourceDeclaration:
+        """A chat model connection ``name``: its class (or class path) and arguments."""
+        return cls(
+            name,
+            ResourceType.CHAT_MODEL_CONNECTION,
+            ResourceDescriptor.of(resource, **arguments),
+        )
 
 
 class Agent:
@@ -103,8 +135,10 @@ class Agent:
         name: str | None = None,
         config: Mapping[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
+        description: str | None = None,
     ) -> None:
         self.name = name or type(self).__name__
+        self.description = description
         self.config: dict[str, Any] = dict(config or {})
         self.error_policy: ErrorPolicy = error_policy
         self._resources: dict[str, ResourceDeclaration] = {}
@@ -129,6 +163,13 @@ class Agent:
         else:
             descriptor = ResourceDescriptor.of(resource, **arguments)
         self._resources[name] = ResourceDeclaration(name, ResourceType(resource_type), descriptor)
+        return self
+
+    def add_shared(self, resources: Iterable[ResourceDeclaration]) -> Agent:
+        """Declare resources shared with other agents, such as the connections of a module
+        (or of a YAML file): each agent's plan holds them, built on its worker."""
+        for declared in resources:
+            self.add_resource(declared.name, declared.type, declared.descriptor)
         return self
 
     def add_tool(
@@ -208,8 +249,13 @@ class Agent:
         *event_types: type[Event] | str,
         name: str | None = None,
         config: Mapping[str, Any] | None = None,
+        sends: Sequence[type[Event] | str] | None = None,
     ) -> Agent:
-        """Add an action on this instance; without event types, ``function``'s ``@action`` spec."""
+        """Add an action on this instance; without event types, ``function``'s ``@action`` spec.
+
+        ``sends`` (default: what the ``@action`` spec declares) lists the event types the action
+        may send, checked at compile time like ``@action(..., sends=...)``.
+        """
         spec = action_spec(function)
         if event_types:
             _check_action_signature(function)
@@ -219,8 +265,20 @@ class Agent:
         else:
             raise TypeError(f"{function!r} is not an @action; pass the event types it handles")
         merged = {**(spec.config if spec else {}), **(config or {})}
+        sent = (
+            tuple(event_type_name(t) for t in sends)
+            if sends is not None
+            else (spec.sends if spec else ())
+        )
         self._extra_actions.append(
-            ActionDeclaration(name or function.__name__, function, listen_to, merged)
+            ActionDeclaration(
+                name or function.__name__,
+                function,
+                listen_to,
+                merged,
+                sent,
+                dict(spec.resource_keys) if spec else {},
+            )
         )
         return self
 
@@ -240,7 +298,9 @@ class Agent:
                     continue
                 function = value.__func__ if isinstance(value, staticmethod) else value
                 found.pop(attr, None)  # an override takes the subclass's place in the order
-                found[attr] = ActionDeclaration(attr, function, spec.listen_to, spec.config)
+                found[attr] = ActionDeclaration(
+                    attr, function, spec.listen_to, spec.config, spec.sends, spec.resource_keys
+                )
         declared = list(found.values())
         names = {a.name for a in declared}
         for extra in self._extra_actions:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
 from pydantic import Field, PrivateAttr
@@ -108,12 +109,19 @@ class ChatModelSetup(Resource):
             )
         return self._offered_tools[name][1]
 
-    def request(self, messages: list[ChatMessage]) -> ChatRequest:
-        """The request this setup sends for ``messages`` (system prompt first, tools attached)."""
-        if self.prompt and not any(message.role == "system" for message in messages):
+    def request(
+        self, messages: list[ChatMessage], prompt_args: Mapping[str, Any] | None = None
+    ) -> ChatRequest:
+        """The request this setup sends for ``messages``, tools attached.
+
+        The setup's ``prompt``, filled with ``prompt_args``, is the system prompt: it always
+        comes first, and system messages of the caller follow it (they add to it, never
+        replace it).
+        """
+        if self.prompt:
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
-            system = [m.model_copy(update={"role": "system"}) for m in prompt.format_messages()]
-            messages = [*system, *messages]
+            filled = prompt.format_messages(**(prompt_args or {}))
+            messages = [*(m.model_copy(update={"role": "system"}) for m in filled), *messages]
         return ChatRequest(
             model=self.model,
             messages=messages,
@@ -123,10 +131,12 @@ class ChatModelSetup(Resource):
             extra=self.extra,
         )
 
-    async def chat(self, messages: list[ChatMessage]) -> ChatMessage:
+    async def chat(
+        self, messages: list[ChatMessage], prompt_args: Mapping[str, Any] | None = None
+    ) -> ChatMessage:
         """Ask the model; returns its reply (which may carry tool calls)."""
         connection = cast(
             ChatModelConnection,
             self.get_resource(self.connection, ResourceType.CHAT_MODEL_CONNECTION),
         )
-        return await connection.chat(self.request(messages))
+        return await connection.chat(self.request(messages, prompt_args))

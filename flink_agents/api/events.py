@@ -83,11 +83,15 @@ class OutputEvent(Event):
 
 
 class ChatRequestEvent(Event):
-    """Ask the chat model resource ``model`` to answer ``messages`` (tools are looped for you)."""
+    """Ask the chat model resource ``model`` to answer ``messages`` (tools are looped for you).
+
+    ``prompt_args`` fill the placeholders of the setup's prompt (its system prompt).
+    """
 
     EVENT_TYPE: ClassVar[str | None] = "ChatRequestEvent"
     model: str
     messages: list[ChatMessage]
+    prompt_args: dict[str, Any] = Field(default_factory=dict)
 
 
 class ChatResponseEvent(Event):

@@ -1,8 +1,14 @@
-"""Prompt templates with ``{placeholders}``."""
+"""Prompt templates with ``{placeholders}``.
+
+Only ``{name}``, with a Python identifier between the braces, is a placeholder. Any other brace is
+literal, so a JSON example stands in a prompt as it is (``{"id": 1}``). ``{{`` and ``}}`` still
+write one literal brace, which keeps ``{{name}}`` (a literal ``{name}``) and older prompts that
+doubled their braces working.
+"""
 
 from __future__ import annotations
 
-import string
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -16,9 +22,12 @@ class MissingPlaceholderError(KeyError):
     """A template needs a value that was not supplied."""
 
 
+_TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 def placeholders(template: str) -> list[str]:
     """Names of the ``{placeholders}`` in ``template``, in order of appearance."""
-    return [field for _, field, _, _ in string.Formatter().parse(template) if field]
+    return [match.group(1) for match in _TOKEN.finditer(template) if match.group(1)]
 
 
 def fill(template: str, values: Mapping[str, Any]) -> str:
@@ -28,13 +37,18 @@ def fill(template: str, values: Mapping[str, Any]) -> str:
         raise MissingPlaceholderError(
             f"prompt needs {', '.join(repr(m) for m in missing)}; got {sorted(values)}"
         )
-    return template.format_map(values)
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return str(values[name]) if name else match.group(0)[0]
+
+    return _TOKEN.sub(replace, template)
 
 
 class Prompt(Resource):
     """A template: either one ``text`` (a user message) or a list of ``messages``.
 
-    ``{{`` and ``}}`` write literal braces.
+    ``{name}`` is a placeholder; other braces are literal; ``{{`` and ``}}`` write one brace.
     """
 
     resource_type: ClassVar[ResourceType] = ResourceType.PROMPT
@@ -47,6 +61,12 @@ class Prompt(Resource):
         if (self.text is None) == (self.messages is None):
             raise ValueError("a prompt has exactly one of 'text' or 'messages'")
         return self
+
+    @property
+    def placeholders(self) -> list[str]:
+        """Every placeholder the prompt needs, once each, in order of appearance."""
+        texts = [self.text] if self.text is not None else [m.content for m in self.messages or []]
+        return list(dict.fromkeys(name for text in texts for name in placeholders(text)))
 
     def format(self, **values: Any) -> str:
         """The prompt as one string (messages are joined by blank lines)."""

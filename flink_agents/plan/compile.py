@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from flink_agents.api.agent import ActionDeclaration, Agent
+from flink_agents.agents.chat_actions import chat_action, tool_call_action
+from flink_agents.api.agent import ActionDeclaration, Agent, action_spec
+from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, ToolRequestEvent
 from flink_agents.api.refs import class_path, import_reference
-from flink_agents.plan.models import ActionPlan, AgentPlan, ResourcePlan
+from flink_agents.api.resources import ResourceType
+from flink_agents.plan.checks import check_plan
+from flink_agents.plan.models import ActionPlan, AgentPlan
 
 
 def _function_reference(action: ActionDeclaration, agent: Agent) -> str:
@@ -32,8 +36,43 @@ class SubagentCycleError(ValueError):
 
 
 def compile_agent(agent: Agent) -> AgentPlan:
-    """Compile ``agent`` (with its internal sub-agents as scopes) to its plan."""
-    return AgentPlan.from_dict(_plan_data(agent, ()), source=f"agent {agent.name!r}")
+    """Compile ``agent`` (with its internal sub-agents as scopes) to its plan.
+
+    The plan is checked as a compiler would (:mod:`flink_agents.plan.checks`): a
+    :class:`~flink_agents.plan.errors.PlanValidationError` names each problem's JSON pointer.
+    """
+    source = f"agent {agent.name!r}"
+    return check_plan(AgentPlan.from_dict(_plan_data(agent, ()), source=source), source)
+
+
+def _builtin(function: Any) -> ActionDeclaration:
+    spec = action_spec(function)
+    assert spec is not None
+    return ActionDeclaration(
+        function.__name__, function, spec.listen_to, spec.config, spec.sends, spec.resource_keys
+    )
+
+
+def with_builtin_chat_actions(agent: Agent) -> list[ActionDeclaration]:
+    """The agent's actions, plus the built-in chat and tool-call actions when it uses the chat
+    event flow without them.
+
+    An agent uses that flow when it declares a chat model and handles ``ChatResponseEvent``;
+    without a ``ChatRequestEvent`` listener its requests would be dropped, so the compiler adds
+    :func:`chat_action` (and :func:`tool_call_action`, unless ``ToolRequestEvent`` is handled).
+    """
+    actions = agent.actions
+
+    def listened(event_type: type[Any]) -> bool:
+        return any(event_type.event_type() in a.listen_to for a in actions)
+
+    has_model = any(r.type is ResourceType.CHAT_MODEL for r in agent.resources)
+    if not has_model or listened(ChatRequestEvent) or not listened(ChatResponseEvent):
+        return actions
+    added = [_builtin(chat_action)]
+    if not listened(ToolRequestEvent):
+        added.append(_builtin(tool_call_action))
+    return [*actions, *added]
 
 
 def _plan_data(agent: Agent, enclosing: tuple[Agent, ...]) -> dict[str, Any]:
@@ -47,23 +86,26 @@ def _plan_data(agent: Agent, enclosing: tuple[Agent, ...]) -> dict[str, Any]:
             function=_function_reference(action, agent),
             listen_to=list(action.listen_to),
             config=dict(action.config),
+            sends=list(action.sends),
+            resource_keys=dict(action.resource_keys),
         )
-        for action in agent.actions
+        for action in with_builtin_chat_actions(agent)
     ]
+    # Plain data: the plan validates each resource (a prompt's template, say) with its pointer.
     resources = {
-        declared.name: ResourcePlan(
-            type=declared.type,
-            class_path=declared.descriptor.class_path,
-            arguments=declared.descriptor.arguments,
-        )
+        declared.name: {
+            "type": declared.type.value,
+            **declared.descriptor.model_dump(mode="json", by_alias=True),
+        }
         for declared in agent.resources
     }
     data: dict[str, Any] = {
         "name": agent.name,
+        "description": agent.description,
         "error_policy": agent.error_policy,
         "config": agent.config,
         "actions": [a.model_dump(mode="json") for a in actions],
-        "resources": {n: r.model_dump(mode="json", by_alias=True) for n, r in resources.items()},
+        "resources": resources,
     }
     children = agent.children
     if children:

@@ -43,7 +43,13 @@ def describe_error(error: Mapping[str, Any]) -> str:
         return "required field is missing"
     if error["type"] == "extra_forbidden":
         return "unknown field (not part of the format)"
-    return f"{error['msg']} (got {error['input']!r})"
+    return f"{error_text(error)} (got {error['input']!r})"
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """A pydantic error's message; a validator's own error without the "Value error, " tag."""
+    raised = error.get("ctx", {}).get("error")
+    return str(raised) if error["type"] == "value_error" and raised else str(error["msg"])
 
 
 def clean_location(data: Any, location: Sequence[str | int]) -> list[str | int]:

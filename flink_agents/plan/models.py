@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.prompts import Prompt
+from flink_agents.api.refs import class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.tools import function_tool_name
-from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
+from flink_agents.plan.errors import (
+    PlanIssue,
+    PlanValidationError,
+    error_text,
+    issues_from_validation,
+)
 
 PLAN_VERSION = 1
 """The plan format this code writes and reads."""
@@ -33,12 +40,49 @@ class ActionPlan(BaseModel):
     function: str = Field(pattern=REFERENCE_PATTERN, description="module:qualname")
     listen_to: list[str] = Field(min_length=1, description="Event type names.")
     config: dict[str, Any] = Field(default_factory=dict)
+    sends: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda sends: not sends,
+        description="Event types the action declares it sends; each needs a listener.",
+    )
+    resource_keys: dict[str, ResourceType] = Field(
+        default_factory=dict,
+        exclude_if=lambda keys: not keys,
+        description="Config keys whose values name resources, with the type they name.",
+    )
+
+
+_PROMPT_CLASS = class_path(Prompt)
 
 
 class ResourcePlan(ResourceDescriptor):
-    """A named resource's type and descriptor (class path and arguments)."""
+    """A named resource's type and descriptor (class path and arguments).
+
+    A prompt of the built-in class is checked here and lists its ``placeholders``.
+    """
 
     type: ResourceType
+    placeholders: list[str] | None = Field(
+        default=None,
+        exclude_if=lambda names: names is None,
+        description="A prompt's placeholders, in order (derived from its template).",
+    )
+
+    @model_validator(mode="after")
+    def _prompt_placeholders(self) -> ResourcePlan:
+        if self.type is not ResourceType.PROMPT or self.class_path != _PROMPT_CLASS:
+            return self
+        try:
+            found = Prompt.model_validate(self.arguments).placeholders
+        except ValidationError as exc:
+            problems = "; ".join(error_text(error) for error in exc.errors())
+            raise ValueError(f"not a valid prompt: {problems}") from None
+        if self.placeholders is not None and self.placeholders != found:
+            raise ValueError(
+                f"placeholders {self.placeholders} do not match the template's {found}"
+            )
+        self.placeholders = found
+        return self
 
 
 class AgentPlan(BaseModel):
@@ -48,6 +92,7 @@ class AgentPlan(BaseModel):
 
     plan_version: int = PLAN_VERSION
     name: str = Field(min_length=1)
+    description: str | None = Field(default=None, exclude_if=lambda text: text is None)
     error_policy: ErrorPolicy = "fail"
     config: dict[str, Any] = Field(default_factory=dict)
     actions: list[ActionPlan] = Field(min_length=1)
@@ -107,7 +152,11 @@ class AgentPlan(BaseModel):
 
     @classmethod
     def from_dict(cls, data: Any, source: str | None = None) -> AgentPlan:
-        """Validate ``data``; errors become a :class:`PlanValidationError` with JSON pointers."""
+        """Validate ``data``; errors become a :class:`PlanValidationError` with JSON pointers.
+
+        This checks the format; :func:`flink_agents.plan.checks.check_plan` checks the event flow
+        and references (the compiler and ``load_plan`` run both).
+        """
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from flink_agents.api.agent import Agent
 from flink_agents.api.refs import import_reference
+from flink_agents.plan.checks import check_plan
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.yaml.loader import compile_yaml
@@ -31,7 +32,7 @@ def load_plan(source: str, agent_name: str | None = None) -> AgentPlan:
     """The plan from ``source``: ``*.json`` (a plan), ``*.yaml`` (agents) or ``module:attr``."""
     path = Path(source)
     if path.suffix == ".json":
-        return AgentPlan.from_json(path.read_text(), source=source)
+        return check_plan(AgentPlan.from_json(path.read_text(), source=source), source)
     if path.suffix in YAML_SUFFIXES:
         return compile_yaml(path, agent_name)
     if ":" in source:

@@ -43,6 +43,21 @@ def test_prompt_fills_placeholders_and_names_missing_ones():
         prompt.format_messages(tone="x")
 
 
+def test_a_json_example_stands_in_a_prompt_unescaped():
+    prompt = Prompt(text='Review: {review}\nAnswer as {\n  "id": {id},\n  "stars": 1\n}')
+    assert prompt.placeholders == ["review", "id"]
+    assert (
+        prompt.format(review="good", id=7)
+        == 'Review: good\nAnswer as {\n  "id": 7,\n  "stars": 1\n}'
+    )
+
+
+def test_only_an_identifier_in_braces_is_a_placeholder():
+    prompt = Prompt(text="{a} {a} {0} {x.y} {} {b!r} {{c}} }")
+    assert prompt.placeholders == ["a"]
+    assert prompt.format(a=1) == "1 1 {0} {x.y} {} {b!r} {c} }"
+
+
 def test_prompt_needs_exactly_one_form():
     with pytest.raises(ValidationError, match="exactly one"):
         Prompt()

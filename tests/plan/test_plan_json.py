@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from flink_agents.agents import ReActAgent
 from flink_agents.plan import (
     PLAN_VERSION,
     AgentPlan,
@@ -115,7 +114,7 @@ def test_unimportable_module_is_reported_for_actions_events_and_resources_togeth
 
 
 def test_resource_type_must_match_its_class():
-    agent = ReActAgent(chat_model="m")
+    agent = EchoAgent()  # nothing refers to "m", so only resolving finds the mismatch
     agent.add_resource("m", "tool", "flink_agents.api.chat_models:ChatModelSetup", connection="c")
     with pytest.raises(PlanValidationError) as info:
         resolve_plan(compile_agent(agent))

@@ -42,7 +42,7 @@ def _error(tmp_path: Path, text: str) -> YamlAgentError:
 def test_python_and_yaml_forms_give_the_same_plan(name):
     example = EXAMPLES[name]
     from_python = compile_agent(agent_from_reference(example.factory)).to_json()
-    assert compile_yaml(example.yaml_file).to_json() == from_python
+    assert compile_yaml(example.yaml_file, name).to_json() == from_python
 
 
 def test_decorated_actions_may_omit_listen_to_and_subagents_stay_agent_resources(tmp_path):
@@ -123,3 +123,47 @@ def test_action_without_listen_to_or_decorator_is_refused(tmp_path):
     )
     assert error.issues[0].field == "agents[0]"
     assert "not an @action" in error.issues[0].message
+
+
+SHARED = """\
+connections:
+  llm:
+    class: scripted
+    arguments: {turns: [{content: "fine"}]}
+agents:
+  - name: first
+    description: Answers first.
+    react: {chat_model: chat}
+    chat_models:
+      chat: {connection: llm}
+  - name: second
+    react: {chat_model: chat}
+    tools:
+      add: {function: "tests.sample_agents:add", description: Adds two numbers.}
+    chat_models:
+      chat: {connection: llm, tools: [add]}
+"""
+
+
+def test_file_level_connections_reach_every_agent_and_aliases_name_builtin_providers(
+    tmp_path: Path,
+):
+    agents = load_yaml_agents(_write(tmp_path, SHARED))
+    for name in ("first", "second"):
+        llm = compile_agent(agents[name]).resources["llm"]
+        assert llm.class_path == "flink_agents.providers.scripted:ScriptedChatModelConnection"
+    assert compile_agent(agents["first"]).description == "Answers first."
+    tool = compile_agent(agents["second"]).resources["add"]
+    assert tool.arguments["description"] == "Adds two numbers."
+
+
+def test_an_agent_may_not_redeclare_a_file_level_connection(tmp_path: Path):
+    text = SHARED.replace(
+        "    chat_models:\n      chat: {connection: llm}\n",
+        "    chat_models:\n      chat: {connection: llm}\n    connections:\n"
+        "      llm: {class: ollama}\n",
+        1,
+    )
+    error = _error(tmp_path, text)
+    assert [(i.line, i.field) for i in error.issues] == [(12, "agents[0].connections.llm")]
+    assert "already declared for the whole file" in str(error)

@@ -1,4 +1,5 @@
 import asyncio
+import re
 
 import pytest
 
@@ -53,3 +54,35 @@ def test_counters_track_total_and_concurrency_per_name():
     stats = ScriptedChatModelConnection.stats("count")
     assert (stats.total, stats.in_flight, stats.max_in_flight) == (4, 0, 3)
     assert ScriptedChatModelConnection.stats("other").total == 0
+
+
+def test_a_turn_with_match_is_chosen_by_content_before_numbered_turns():
+    model = ScriptedChatModelConnection(
+        name="match",
+        turns=[
+            {"match": r"(?i)\bterrible\b", "content": "1 star"},
+            {"match": "^notified", "content": "done: $last"},
+            {"tool_calls": [{"name": "notify", "arguments": {"stars": "5"}}]},
+        ],
+    )
+    terrible = _request(("user", "Terrible soup"), ("system", "Answer in JSON."))
+    assert asyncio.run(model.chat(terrible)).content == "1 star"  # system messages are skipped
+    numbered = asyncio.run(model.chat(_request(("user", "lovely"))))
+    assert numbered.tool_calls[0].name == "notify"
+    after_tool = _request(("user", "lovely"), ("assistant", ""), ("tool", "notified #1"))
+    assert asyncio.run(model.chat(after_tool)).content == "done: notified #1"
+
+
+def test_input_paths_read_fields_of_a_json_input():
+    model = ScriptedChatModelConnection(
+        name="paths",
+        turns=[{"content": "$input.review.text|$input.tags.1|$input.review|$input.nope|$$5"}],
+    )
+    message = '{"review": {"text": "ok"}, "tags": ["a", "b"]}'
+    reply = asyncio.run(model.chat(_request(("user", message))))
+    assert reply.content == 'ok|b|{"text": "ok"}|$input.nope|$5'
+
+
+def test_a_bad_pattern_fails_when_the_connection_is_built():
+    with pytest.raises(re.error, match="missing \\)"):
+        ScriptedChatModelConnection(turns=[{"match": "(", "content": "x"}])

@@ -16,12 +16,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from flink_agents.agents.react import ReActAgent
-from flink_agents.api.agent import Agent
+from flink_agents.api.agent import Agent, ResourceDeclaration
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
-from flink_agents.plan.errors import clean_location, describe_error
+from flink_agents.plan.errors import PlanValidationError, clean_location, describe_error
 from flink_agents.plan.models import AgentPlan
+from flink_agents.plan.yaml.locate import pointer_parts, yaml_location
 from flink_agents.plan.yaml.schema import (
     AgentsFile,
     AgentSpec,
@@ -209,9 +210,15 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             prompt=spec.react.prompt,
             output_schema=schema,
             max_tool_rounds=spec.react.max_tool_rounds,
+            description=spec.description,
         )
     else:
-        agent = Agent(name=spec.name, config=spec.config, error_policy=spec.error_policy)
+        agent = Agent(
+            name=spec.name,
+            config=spec.config,
+            error_policy=spec.error_policy,
+            description=spec.description,
+        )
     for name, connection in spec.connections.items():
         agent.add_resource(
             name, ResourceType.CHAT_MODEL_CONNECTION, connection.class_path, **connection.arguments
@@ -259,7 +266,15 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
         raise YamlAgentError(file, _validation_issues(document, exc)) from None
 
     issues: list[YamlIssue] = []
+    for name, connection in parsed.connections.items():
+        try:
+            import_reference(connection.class_path)
+        except ImportError as exc:
+            issues.append(document.issue(("connections", name, "class"), str(exc)))
     for index, spec in enumerate(parsed.agents):
+        for name in sorted(set(spec.connections) & set(parsed.connections)):
+            message = f"connection {name!r} is already declared for the whole file"
+            issues.append(document.issue(("agents", index, "connections", name), message))
         for location, reference in _references(spec):
             try:
                 import_reference(reference)
@@ -268,11 +283,15 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
     if issues:
         raise YamlAgentError(file, issues)
 
+    shared = [
+        ResourceDeclaration.connection(name, c.class_path, **c.arguments)
+        for name, c in parsed.connections.items()
+    ]
     agents: dict[str, Agent] = {}
     named: list[_NamedChild] = []
     for index, spec in enumerate(parsed.agents):
         try:
-            agent = _build_agent(spec, ("agents", index), named)
+            agent = _build_agent(spec, ("agents", index), named).add_shared(shared)
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
         if spec.name in agents:
@@ -291,8 +310,18 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
         except ValueError as exc:
             raise YamlAgentError(file, [document.issue(child.location, str(exc))]) from None
     for index, spec in enumerate(parsed.agents):
+        agent = agents[spec.name]
         try:
-            compile_agent(agents[spec.name])  # plan-level problems, located at the agent
+            compile_agent(agent)
+        except PlanValidationError as exc:  # each issue at the YAML field behind its pointer
+            located = [
+                document.issue(
+                    ("agents", index, *yaml_location(spec, agent, pointer_parts(issue.path))),
+                    issue.message,
+                )
+                for issue in exc.issues
+            ]
+            raise YamlAgentError(file, located) from None
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
     return agents

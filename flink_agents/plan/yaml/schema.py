@@ -8,9 +8,9 @@ chat models, prompts, tools, sub-agents, or generic ``resources``) and its actio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
@@ -22,10 +22,40 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class DescriptorSpec(_Strict):
-    """A resource given by class (``module:qualname``) and constructor arguments."""
+PROVIDER_ALIASES: dict[str, str] = {
+    "openai": "flink_agents.providers.openai_compatible:OpenAICompatibleChatModelConnection",
+    "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
+    "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
+}
+"""Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
-    class_path: str = Field(alias="class", pattern=REFERENCE_PATTERN)
+
+def _expand_alias(value: Any) -> Any:
+    return PROVIDER_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+ClassReference = Annotated[
+    str,
+    BeforeValidator(_expand_alias),
+    Field(pattern=REFERENCE_PATTERN),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"enum": sorted(PROVIDER_ALIASES)},
+                {"type": "string", "pattern": REFERENCE_PATTERN},
+            ],
+            "description": "module:Class, or a built-in provider's short name",
+        }
+    ),
+]
+"""A class as ``module:qualname``, or one of :data:`PROVIDER_ALIASES`."""
+
+
+class DescriptorSpec(_Strict):
+    """A resource given by class (``module:qualname`` or a provider alias) and arguments."""
+
+    class_path: ClassReference = Field(alias="class")
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -146,6 +176,7 @@ class AgentSpec(_Strict):
     """One agent."""
 
     name: str = Field(min_length=1)
+    description: str | None = Field(default=None, description="What the agent does.")
     error_policy: ErrorPolicy = "fail"
     config: dict[str, Any] = Field(default_factory=dict)
     react: ReactSpec | None = None
@@ -169,8 +200,13 @@ InternalSubagentSpec.model_rebuild()
 
 
 class AgentsFile(_Strict):
-    """A YAML agents file."""
+    """A YAML agents file: its agents, and connections every one of them gets."""
 
+    connections: dict[str, DescriptorSpec] = Field(
+        default_factory=dict,
+        description="Connections shared by every agent of the file (an agent may not redeclare "
+        "one); inline sub-agents reach them through their parent.",
+    )
     agents: list[AgentSpec] = Field(min_length=1)
 
 

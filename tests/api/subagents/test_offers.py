@@ -76,6 +76,12 @@ def _agent_with(subagents: dict[str, ResourceDescriptor], offered: list[str] | N
     agent = Agent(name="offering")
     agent.add_tool(add)
     agent.add_resource(
+        "conn",
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        turns=[{"content": "unused"}],
+    )
+    agent.add_resource(
         "chat_model",
         ResourceType.CHAT_MODEL,
         ChatModelSetup,

@@ -1,0 +1,125 @@
+"""What a compiler checks in a plan without running any of its code.
+
+* **Event flow.** An action that declares the event types it ``sends`` must find a listener for
+  each of them in its scope (``OutputEvent`` ends the run and needs none). An action without a
+  ``sends`` declaration is not checked: what its code sends is only known by running it.
+* **References.** Every name that points at a resource resolves, in the plan's scope or an
+  enclosing one (as the worker looks resources up), to a resource of the right type: a chat
+  model's ``connection``, ``prompt``, ``tools`` and ``subagents``, and the action config keys an
+  action declares as ``resource_keys``.
+
+Every problem is reported with the JSON pointer of the offending value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from flink_agents.api.events import OutputEvent
+from flink_agents.api.resources import ResourceType
+from flink_agents.plan.errors import PlanIssue, PlanValidationError, json_pointer
+from flink_agents.plan.models import AgentPlan, ResourcePlan
+
+CHAT_MODEL_REFERENCES: dict[str, ResourceType] = {
+    "connection": ResourceType.CHAT_MODEL_CONNECTION,
+    "prompt": ResourceType.PROMPT,
+    "tools": ResourceType.TOOL,
+    "subagents": ResourceType.AGENT,
+}
+"""Arguments of a chat model setup that name other resources, and the type they name."""
+
+_NEEDS_NO_LISTENER = {OutputEvent.event_type()}
+
+
+def plan_issues(plan: AgentPlan) -> list[PlanIssue]:
+    """Every event-flow and reference problem of ``plan`` and its scopes."""
+    return _scope_issues(plan, (), [])
+
+
+def check_plan(plan: AgentPlan, source: str | None = None) -> AgentPlan:
+    """``plan`` itself, or a :class:`PlanValidationError` listing every problem."""
+    issues = plan_issues(plan)
+    if issues:
+        raise PlanValidationError(issues, source or f"plan {plan.name!r}")
+    return plan
+
+
+def _scope_issues(
+    plan: AgentPlan, enclosing: Sequence[AgentPlan], prefix: list[str | int]
+) -> list[PlanIssue]:
+    issues = _event_flow_issues(plan, prefix) + _reference_issues(plan, enclosing, prefix)
+    for scope, child in plan.scopes.items():
+        issues += _scope_issues(child, (plan, *enclosing), [*prefix, "scopes", scope])
+    return issues
+
+
+def _event_flow_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIssue]:
+    listened = {event_type for action in plan.actions for event_type in action.listen_to}
+    issues: list[PlanIssue] = []
+    for index, action in enumerate(plan.actions):
+        for position, event_type in enumerate(action.sends):
+            if event_type in listened or event_type in _NEEDS_NO_LISTENER:
+                continue
+            issues.append(
+                PlanIssue(
+                    json_pointer([*prefix, "actions", index, "sends", position]),
+                    f"action {action.name!r} sends {event_type} but no action listens to it "
+                    f"(the event would be dropped); listened types: {sorted(listened)}",
+                )
+            )
+    return issues
+
+
+def _reference_issues(
+    plan: AgentPlan, enclosing: Sequence[AgentPlan], prefix: list[str | int]
+) -> list[PlanIssue]:
+    visible = [plan, *enclosing]
+    issues: list[PlanIssue] = []
+
+    def check(location: list[str | int], name: Any, expected: ResourceType) -> None:
+        problem = _unresolved(name, expected, visible)
+        if problem:
+            issues.append(PlanIssue(json_pointer([*prefix, *location]), problem))
+
+    for index, action in enumerate(plan.actions):
+        for key, expected in action.resource_keys.items():
+            name = action.config.get(key)
+            if name is not None:
+                check(["actions", index, "config", key], name, expected)
+    for resource_name, resource in plan.resources.items():
+        if resource.type is not ResourceType.CHAT_MODEL:
+            continue
+        for argument, expected in CHAT_MODEL_REFERENCES.items():
+            for location, name in _named(resource, argument):
+                check(["resources", resource_name, "arguments", *location], name, expected)
+    return issues
+
+
+def _named(resource: ResourcePlan, argument: str) -> list[tuple[list[str | int], Any]]:
+    """The names an argument holds (one, or a list), each with its location."""
+    value = resource.arguments.get(argument)
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [([argument, position], item) for position, item in enumerate(value)]
+    return [([argument], value)]
+
+
+def _unresolved(name: Any, expected: ResourceType, visible: Sequence[AgentPlan]) -> str | None:
+    """Why ``name`` does not resolve to an ``expected`` resource, or None when it does."""
+    kind = expected.value
+    if not isinstance(name, str) or not name:
+        return f"must name a {kind} resource, got {name!r}"
+    for plan in visible:
+        found = plan.resources.get(name)
+        if found is None:
+            continue
+        if found.type is expected:
+            return None
+        return f"names {name!r}, which is a {found.type.value} resource, not a {kind}"
+    known = sorted({n for plan in visible for n, r in plan.resources.items() if r.type is expected})
+    return (
+        f"names the {kind} {name!r}, but there is no resource named {name!r}; "
+        f"declared {kind} resources: {known}"
+    )
