@@ -14,7 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flink_agents.api import NOT_DONE, Agent, Event, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api import (
+    NOT_DONE,
+    Agent,
+    Event,
+    InputEvent,
+    OutputEvent,
+    ReconcileRequest,
+    RunnerContext,
+    action,
+)
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan import compile_agent
@@ -47,6 +56,7 @@ class Probe:
         self.use_reconciler = True
         self.variant = "a"
         self.fail_attempts = 0
+        self.reconciled: list[ReconcileRequest] = []
 
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -59,8 +69,9 @@ class Probe:
             await asyncio.Event().wait()  # until the engine is closed
         return value + 1 if isinstance(value, int) else value
 
-    def reconcile(self, name: str, value: Any) -> Any:
-        self.counts[f"reconcile:{name}"] += 1
+    def reconcile(self, request: ReconcileRequest) -> Any:
+        self.counts[f"reconcile:{request.args[0]}"] += 1
+        self.reconciled.append(request)
         if isinstance(self.reconcile_with, Exception):
             raise self.reconcile_with
         return self.reconcile_with
