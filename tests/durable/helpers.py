@@ -174,19 +174,95 @@ async def crash_mid_run(
     key: Any,
     value: Any,
     memory: dict[str, Any] | None = None,
+    *,
+    restoring: KeyState | None = None,
 ) -> KeyState:
     """Run ``value`` (the key's memory being ``memory``) until the held call starts, then throw
-    the engine away; returns the key state a checkpoint would hold (the input still pending)."""
+    the engine away; returns the key state a checkpoint would hold (the input still pending).
+
+    With ``restoring`` (a checkpointed key state), the engine replays its pending input instead.
+    """
     PROBE.reached = asyncio.Event()
     engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
-    engine.restore_key(key, KeyState(short_term_memory=memory or {}))
-    engine.submit(key, value)
+    engine.restore_key(key, restoring or KeyState(short_term_memory=memory or {}))
+    if restoring is None:
+        engine.submit(key, value)
     engine.pump()
     await asyncio.wait_for(PROBE.reached.wait(), 10)
     state = engine.snapshot_key(key)
     await engine.close()
     PROBE.hold = None
     return state
+
+
+def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k") -> None:
+    """Run ``value`` to its end (no crash) through ``StoreCallRunner`` over ``store``."""
+
+    async def scenario() -> None:
+        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+        engine.submit(key, value)
+        await engine.drain()
+
+    asyncio.run(scenario())
+
+
+class Stores:
+    """Stores over one log: ``first`` for the live run, ``restored()`` for a new process's."""
+
+    def __init__(self, make: Callable[[], ActionStateStore]) -> None:
+        self._make = make
+        self._built: list[ActionStateStore] = []
+        self.first = self._new()
+        self.marker = self.first.recovery_marker()  # the checkpoint before the input arrived
+
+    def _new(self) -> ActionStateStore:
+        store = self._make()
+        self._built.append(store)
+        return store
+
+    def restored(self) -> ActionStateStore:
+        store = self._new()
+        store.restore(self.marker)
+        return store
+
+    @property
+    def latest(self) -> ActionStateStore:
+        return self._built[-1]
+
+    def close(self) -> None:
+        for store in self._built:
+            store.close()
+
+
+def crash_then_replay(
+    plan: AgentPlan,
+    stores: Stores,
+    value: Any,
+    *,
+    hold: str,
+    key: Any = "k",
+    crashes: int = 1,
+    between: Callable[[], Any] | None = None,
+    replay_plan: AgentPlan | None = None,
+) -> tuple[RunResult, KeyState]:
+    """Run ``value`` until the ``hold`` call and crash; ``crashes - 1`` replays crash at it
+    too, each on a store restored from the checkpoint taken before the input. Then ``between``
+    is called and a last replay (with ``replay_plan``) finishes the run; returns its result and
+    the checkpointed key state."""
+
+    async def scenario() -> tuple[RunResult, KeyState]:
+        PROBE.hold = hold
+        state = await crash_mid_run(plan, stores.first, key, value)
+        for _ in range(crashes - 1):
+            PROBE.hold = hold
+            await crash_mid_run(plan, stores.restored(), key, None, restoring=state)
+        PROBE.counts.clear()
+        if between is not None:
+            between()
+        result, _ = await replay(replay_plan or plan, stores.restored(), key, state)
+        return result, state
+
+    return asyncio.run(scenario())
 
 
 async def replay(
