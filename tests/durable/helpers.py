@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -241,20 +241,20 @@ def crash_then_replay(
     *,
     hold: str,
     key: Any = "k",
-    crashes: int = 1,
+    then: Sequence[str] = (),
     between: Callable[[], Any] | None = None,
     replay_plan: AgentPlan | None = None,
 ) -> tuple[RunResult, KeyState]:
-    """Run ``value`` until the ``hold`` call and crash; ``crashes - 1`` replays crash at it
-    too, each on a store restored from the checkpoint taken before the input. Then ``between``
-    is called and a last replay (with ``replay_plan``) finishes the run; returns its result and
-    the checkpointed key state."""
+    """Run ``value`` until the ``hold`` call and crash; a replay crashes at each call of
+    ``then`` in turn, each on a store restored from the checkpoint taken before the input. Then
+    ``between`` is called and a last replay (with ``replay_plan``) finishes the run; returns its
+    result and the checkpointed key state."""
 
     async def scenario() -> tuple[RunResult, KeyState]:
         PROBE.hold = hold
         state = await crash_mid_run(plan, stores.first, key, value)
-        for _ in range(crashes - 1):
-            PROBE.hold = hold
+        for held in then:
+            PROBE.hold = held
             await crash_mid_run(plan, stores.restored(), key, None, restoring=state)
         PROBE.counts.clear()
         if between is not None:

@@ -153,7 +153,7 @@ def test_a_declared_sub_agent_result_keeps_its_type_live_and_replayed(
 ) -> None:
     declared = f"{HERE}:{result_type}"
     plan = _python_plan(declared) if form == "python" else _yaml_plan(tmp_path, declared)
-    result, _ = h.crash_then_replay(plan, stores, answer, hold="after", crashes=2)
+    result, _ = h.crash_then_replay(plan, stores, answer, hold="after", then=["after"])
     assert result.error is None
     assert TypedSubagent.calls == 1  # the live call; both replays handed it back
     live, replayed, replayed_again = SEEN

@@ -48,6 +48,7 @@ from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, field_validator
 from pydantic.errors import PydanticUserError
 
 from flink_agents.api.context import (
+    InDoubtCallError,
     InDoubtPolicy,
     InfrastructureError,
     Reconciler,
@@ -338,6 +339,9 @@ class BaseSubagentCallable:
         except RecordedCallError as exc:
             # The recorded message is the live one (a SubagentError's text): hand it back as is.
             return SubagentResult[Any](success=False, error_message=exc.message)
+        except InDoubtCallError as exc:
+            # Recorded as its text: without a trace, so a later replay reads the same.
+            return SubagentResult[Any](success=False, error_message=str(exc))
         except Exception as exc:
             return SubagentResult.failure(exc)
 
