@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,7 +28,7 @@ from flink_agents.api import (
 )
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
-from flink_agents.plan import compile_agent
+from flink_agents.plan import compile_agent, compile_yaml
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 
@@ -193,6 +195,27 @@ async def crash_mid_run(
     await engine.close()
     PROBE.hold = None
     return state
+
+
+def yaml_plan(
+    directory: Path, name: str, action_ref: str, subagent: str, class_ref: str, arguments: str
+) -> AgentPlan:
+    """The plan of a YAML agent ``name`` running ``action_ref`` with the sub-agent ``subagent``
+    declared by class and (YAML flow-style) arguments."""
+    path = directory / "agents.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            agents:
+              - name: {name}
+                actions:
+                  - function: {action_ref}
+                subagents:
+                  {subagent}:
+                    class: {class_ref}
+                    arguments: {arguments}
+            """)
+    )
+    return compile_yaml(path, name)
 
 
 def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k") -> None:

@@ -23,7 +23,6 @@ over Kafka, for durable calls and for delegations (declared in Python and in YAM
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,7 +57,7 @@ from flink_agents.durable.store import (
     PayloadError,
     RunKey,
 )
-from flink_agents.plan import compile_agent, compile_yaml
+from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import ActionError
 from tests.durable import helpers as h
@@ -217,20 +216,14 @@ def _delegating_plan(**arguments: Any) -> AgentPlan:
 
 
 def _delegating_yaml(tmp_path: Path, arguments: str) -> AgentPlan:
-    path = tmp_path / "agents.yaml"
-    path.write_text(
-        textwrap.dedent(f"""\
-            agents:
-              - name: delegating
-                actions:
-                  - function: {HERE}:delegate_then_hold
-                subagents:
-                  rec:
-                    class: {HERE}:ReconciledSubagent
-                    arguments: {arguments}
-            """)
+    return h.yaml_plan(
+        tmp_path,
+        "delegating",
+        f"{HERE}:delegate_then_hold",
+        "rec",
+        f"{HERE}:ReconciledSubagent",
+        arguments,
     )
-    return compile_yaml(path, "delegating")
 
 
 def test_a_delegations_reconciler_gets_its_request(stores: Stores) -> None:

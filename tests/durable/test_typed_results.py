@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import textwrap
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from flink_agents.api.subagents.delegation import (
 )
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import CallStatus, PayloadError, RunKey
-from flink_agents.plan import compile_agent, compile_yaml
+from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import ActionError
 from tests.durable import helpers as h
@@ -122,23 +121,6 @@ def _python_plan(result_type: str) -> AgentPlan:
     return compile_agent(agent)
 
 
-def _yaml_plan(tmp_path: Path, result_type: str) -> AgentPlan:
-    path = tmp_path / "agents.yaml"
-    path.write_text(
-        textwrap.dedent(f"""\
-            agents:
-              - name: typed
-                actions:
-                  - function: {HERE}:delegate_then_hold
-                subagents:
-                  typed:
-                    class: {HERE}:TypedSubagent
-                    arguments: {{result_type: "{result_type}"}}
-            """)
-    )
-    return compile_yaml(path, "typed")
-
-
 @pytest.mark.parametrize("form", ["python", "yaml"])
 @pytest.mark.parametrize(
     ("answer", "result_type", "expected"),
@@ -152,7 +134,18 @@ def test_a_declared_sub_agent_result_keeps_its_type_live_and_replayed(
     stores: Stores, tmp_path: Path, form: str, answer: str, result_type: str, expected: Any
 ) -> None:
     declared = f"{HERE}:{result_type}"
-    plan = _python_plan(declared) if form == "python" else _yaml_plan(tmp_path, declared)
+    if form == "python":
+        plan = _python_plan(declared)
+    else:
+        arguments = f'{{result_type: "{declared}"}}'
+        plan = h.yaml_plan(
+            tmp_path,
+            "typed",
+            f"{HERE}:delegate_then_hold",
+            "typed",
+            f"{HERE}:TypedSubagent",
+            arguments,
+        )
     result, _ = h.crash_then_replay(plan, stores, answer, hold="after", then=["after"])
     assert result.error is None
     assert TypedSubagent.calls == 1  # the live call; both replays handed it back
