@@ -10,8 +10,11 @@ from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.context import (
     NOT_DONE,
+    InDoubtCallError,
+    InDoubtPolicy,
     InfrastructureError,
     Reconciler,
+    ReconcileRequest,
     RecordedCallError,
     RunnerContext,
 )
@@ -53,12 +56,15 @@ __all__ = [
     "Event",
     "FunctionTool",
     "HttpSubagent",
+    "InDoubtCallError",
+    "InDoubtPolicy",
     "InfrastructureError",
     "InputEvent",
     "InternalSubagent",
     "Memory",
     "OutputEvent",
     "Prompt",
+    "ReconcileRequest",
     "Reconciler",
     "RecordedCallError",
     "Resource",

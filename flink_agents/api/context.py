@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol, TypeVar, get_args
 
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
@@ -31,7 +32,17 @@ class _NotDone:
 
 
 NOT_DONE: Final = _NotDone()
-"""What a :class:`Reconciler` returns when the started call did not take effect: send it again."""
+"""What a :class:`Reconciler` returns when it cannot tell that the started call took effect; the
+call's :data:`InDoubtPolicy` decides what happens next."""
+
+InDoubtPolicy = Literal["resend", "fail"]
+"""What replay does with a call found started (``PENDING``) whose outcome is unknown (no
+reconciler, or the reconciler answered :data:`NOT_DONE`): ``resend`` calls it again (at least
+once: right for idempotent work and services that honour the idempotency key); ``fail`` records
+the call as failed with :class:`InDoubtCallError` and raises that in the action, so nothing is
+sent twice (at most once: right for payments, e-mails, ...)."""
+
+IN_DOUBT_POLICIES: tuple[str, ...] = get_args(InDoubtPolicy)
 
 
 class InfrastructureError(RuntimeError):
@@ -63,18 +74,51 @@ class RecordedCallError(RuntimeError):
         super().__init__(f"{error_type}: {message} (recorded outcome of call {call_id!r})")
 
 
+class InDoubtCallError(RuntimeError):
+    """A call was started before a failover, its outcome is unknown and its in-doubt policy is
+    ``fail``: it is recorded as the call's (failed) outcome, so every later replay agrees."""
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        super().__init__(
+            f"call {call_id!r} was started before a failover and its outcome is unknown; "
+            "its in-doubt policy is 'fail', so it is not sent again"
+        )
+
+
+@dataclass(frozen=True)
+class ReconcileRequest:
+    """What a :class:`Reconciler` is asked about: one durable call found started, no outcome.
+
+    ``call_id`` names the call within its action invocation; ``idempotency_key`` is the digest
+    of its durable identity (what :meth:`RunnerContext.durable_call_key` gave the call, and what
+    it may have sent outside); ``args`` / ``kwargs`` are the call's own arguments (for a
+    sub-agent delegation, ``args[0]`` is its ``SubagentRequest``).
+    """
+
+    call_id: str
+    idempotency_key: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Reconciler(Protocol):
     """Asks the outside world whether a call that was started before a failover went through.
 
-    Called on replay when a durable call's record says it was started (``PENDING``) but has no
-    outcome. It receives the call's own arguments (bind anything else, e.g. the call's
-    idempotency key from :meth:`RunnerContext.durable_call_key`, when creating it) and may be a
-    plain or an ``async`` function. It returns the call's result (recorded as succeeded and
-    handed to the action), raises (recorded as failed and raised), or returns
-    :data:`NOT_DONE` (the call is sent again).
+    Called on replay, once, when a durable call's record says it was started (``PENDING``) but
+    has no outcome; may be a plain or an ``async`` function. It receives the call's
+    :class:`ReconcileRequest` and
+
+    * returns the call's result: validated as the call's declared ``result_type`` (a value that
+      does not fit is a ``PayloadError``, an :class:`InfrastructureError`, and the call stays
+      ``PENDING``), recorded as succeeded and handed to the action exactly as a replay would
+      hand it back;
+    * raises: recorded as failed, raised in the action (and on every later replay, as
+      :class:`RecordedCallError`);
+    * returns :data:`NOT_DONE`: the outcome is unknown, the call's :data:`InDoubtPolicy` applies.
     """
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __call__(self, request: ReconcileRequest, /) -> Any: ...
 
 
 class RunnerContext(ABC):
@@ -123,8 +167,13 @@ class RunnerContext(ABC):
 
     @abstractmethod
     def next_call_id(self, session_id: str) -> str:
-        """The id of the next sub-agent call in ``session_id``: its ordinal in this invocation
-        (``"1"``, ``"2"``, ...)."""
+        """The id of the next sub-agent call in ``session_id``: ``"<ordinal>@<invocation>"``.
+
+        The ordinal counts the session's calls within this action invocation (``1``, ``2``,
+        ...); the invocation tag is a digest of the run, the event and the action. So the id is
+        the same on every replay and different for every other logical call, also when a later
+        run (or another key) continues the session.
+        """
 
     @abstractmethod
     def durable_call_key(self, call_id: str) -> str:
@@ -150,13 +199,18 @@ class RunnerContext(ABC):
         call_id: str | None = None,
         reconciler: Reconciler | None = None,
         result_type: type | None = None,
+        in_doubt: InDoubtPolicy = "resend",
         **kwargs: Any,
     ) -> T:
         """Run ``fn(*args, **kwargs)`` as a durable call and return its result.
 
-        ``call_id`` names the call within this action invocation (default: its ordinal);
-        ``result_type`` tells replay how to rebuild a recorded result. Use this for every side
-        effect (model, tool, service) so a replay after failover does not repeat it.
+        ``call_id`` names the call within this action invocation (default: its ordinal).
+        ``result_type`` (any type pydantic validates) is what the result is, live and replayed:
+        the value is dumped as JSON and validated back, so the action gets the same value and
+        type either way. ``reconciler`` (see :class:`Reconciler`) and ``in_doubt`` (see
+        :data:`InDoubtPolicy`) decide what replay does with a call started but not finished.
+        Use this for every side effect (model, tool, service) so a replay after failover does
+        not repeat it.
         """
 
     @abstractmethod
@@ -167,6 +221,7 @@ class RunnerContext(ABC):
         call_id: str | None = None,
         reconciler: Reconciler | None = None,
         result_type: type | None = None,
+        in_doubt: InDoubtPolicy = "resend",
         **kwargs: Any,
     ) -> T:
         """Async form of :meth:`durable_execute` for coroutine functions."""

@@ -2,19 +2,24 @@
 
 A value is JSON-generic when it is ``None``, a bool, an int, a finite float, a str, a list of
 such values or a dict with string keys and such values. :func:`json_generic` turns a value into
-that form (pydantic models are dumped, tuples become lists) or refuses it with the path where the
-offending part was found, so a result is never silently dropped or stringified.
+that form (pydantic models and dataclasses are dumped in JSON mode, as their type's adapter
+writes them; tuples become lists) or refuses it with the path where the offending part was
+found, so a result is never silently dropped or stringified. :func:`json_form` does the same for
+a value of a declared type (a datetime, an Enum, a UUID, a Decimal, ... dumped as pydantic
+writes them, so :class:`~pydantic.TypeAdapter` validates the form back into the same value).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,9 +45,10 @@ def json_generic(value: Any, path: str = "$") -> Any:
         if not math.isfinite(value):
             raise NotJsonError(path, f"{value!r} is not a finite number")
         return value
-    if isinstance(value, BaseModel):
-        # Python mode keeps sets, bytes and objects as they are, so the walk below finds them.
-        return json_generic(value.model_dump(), path)
+    if isinstance(value, BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return json_form(value, type(value), path)
     if isinstance(value, Mapping):
         result: dict[str, Any] = {}
         for key, item in value.items():
@@ -53,6 +59,16 @@ def json_generic(value: Any, path: str = "$") -> Any:
     if isinstance(value, list | tuple):
         return [json_generic(item, f"{path}[{index}]") for index, item in enumerate(value)]
     raise NotJsonError(path, f"a {type(value).__name__} is not a JSON value")
+
+
+def json_form(value: Any, declared: Any, path: str = "$") -> Any:
+    """``value`` of the type ``declared`` as JSON-generic data: dumped in JSON mode by the
+    type's :class:`~pydantic.TypeAdapter`, then checked (no non-finite number survives)."""
+    try:
+        dumped = TypeAdapter(declared).dump_python(value, mode="json", warnings="error")
+    except PydanticSerializationError as exc:
+        raise NotJsonError(path, str(exc)) from None
+    return json_generic(dumped, path)
 
 
 def json_text(value: Any) -> str:

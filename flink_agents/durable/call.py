@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from flink_agents.api.context import Reconciler
+from flink_agents.api.context import InDoubtPolicy, Reconciler, ReconcileRequest
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.durable.journal import ActionJournal
 
@@ -28,9 +28,19 @@ class DurableCall:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     reconciler: Reconciler | None = None
     result_type: type | None = None
+    in_doubt: InDoubtPolicy = "resend"
 
     def invoke(self) -> Any:
         return self.function(*self.args, **self.kwargs)
+
+    def reconcile_request(self) -> ReconcileRequest:
+        """What the reconciler is asked about: this call's identity and arguments."""
+        return ReconcileRequest(
+            call_id=self.identity.call_id,
+            idempotency_key=self.identity.digest(),
+            args=self.args,
+            kwargs=self.kwargs,
+        )
 
 
 class CallRunner(Protocol):

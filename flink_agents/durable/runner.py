@@ -19,7 +19,12 @@ from enum import Enum
 from typing import Any
 
 from flink_agents.api.attempts import tracking_attempts
-from flink_agents.api.context import NOT_DONE, InfrastructureError, RecordedCallError
+from flink_agents.api.context import (
+    NOT_DONE,
+    InDoubtCallError,
+    InfrastructureError,
+    RecordedCallError,
+)
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
@@ -161,7 +166,7 @@ class StoreCallRunner:
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
-                    found = call.reconciler(*call.args, **call.kwargs)
+                    found = call.reconciler(call.reconcile_request())
                     stepper.reply(_not_awaitable(found, "reconciler"))
                 else:
                     with tracking_attempts(step):
@@ -179,7 +184,7 @@ class StoreCallRunner:
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
-                    stepper.reply(await _awaited(call.reconciler(*call.args, **call.kwargs)))
+                    stepper.reply(await _awaited(call.reconciler(call.reconcile_request())))
                 else:
                     with tracking_attempts(step):
                         stepper.reply(await _awaited(call.invoke()))
@@ -200,9 +205,8 @@ class StoreCallRunner:
             assert error is not None
             raise RecordedCallError(identity.call_id, error.type, error.message, error.trace)
         if recorded is not None:  # PENDING: started before a crash, outcome unknown
-            if call.reconciler is None:
-                logger.info("call %s was started but not recorded: sending it again", identity)
-            else:
+            found = NOT_DONE
+            if call.reconciler is not None:
                 try:
                     found = yield _Op.RECONCILE
                 except InfrastructureError:
@@ -211,11 +215,17 @@ class StoreCallRunner:
                     self._record(working, recorded.fail(exc))
                     yield _Op.FLUSH
                     raise
-                if found is not NOT_DONE:
-                    self._record(working, recorded.succeed(found))
-                    yield _Op.FLUSH
-                    return found
-                logger.info("call %s not done (reconciler): sending it again", identity)
+            if found is not NOT_DONE:
+                # Validated as the declared type (or a PayloadError: the call stays PENDING).
+                value = self._succeed(working, recorded, found, call.result_type)
+                yield _Op.FLUSH
+                return value
+            if call.in_doubt == "fail":
+                unknown = InDoubtCallError(identity.call_id)
+                self._record(working, recorded.fail(unknown))
+                yield _Op.FLUSH
+                raise unknown
+            logger.info("call %s was started, its outcome is unknown: sending it again", identity)
         tracker = _Attempts(
             self,
             working,
@@ -226,10 +236,12 @@ class StoreCallRunner:
                 attempts=recorded.attempts if recorded is not None else 0,
             ),
         )
-        # Take the call's position now (concurrent calls finish in any order); write it at
-        # once only when a reconciler could use it after a crash.
+        # Take the call's position now (concurrent calls finish in any order). Write it at once
+        # only when a replay would act on it: ask a reconciler, or fail under in_doubt="fail".
+        # A resent call without a reconciler would be sent again with or without the record,
+        # so it does not pay the extra acknowledged round trip.
         working.state.record_call(tracker.result)
-        if call.reconciler is not None:
+        if call.reconciler is not None or call.in_doubt == "fail":
             self.store.put(working.state)
             yield _Op.FLUSH
         try:
@@ -242,7 +254,7 @@ class StoreCallRunner:
             self._record(working, tracker.result.fail(exc))
             yield _Op.FLUSH
             raise
-        self._record(working, tracker.result.succeed(value))
+        value = self._succeed(working, tracker.result, value, call.result_type)
         yield _Op.FLUSH
         return value
 
@@ -258,6 +270,15 @@ class StoreCallRunner:
     def _record(self, working: _Invocation, result: CallResult) -> None:
         working.state.record_call(result)
         self.store.put(working.state)
+
+    def _succeed(
+        self, working: _Invocation, started: CallResult, value: Any, result_type: type | None
+    ) -> Any:
+        """Record ``value`` as the call's outcome; returns what the action gets: with a declared
+        type, the value rebuilt from its record, exactly what a replay hands back."""
+        done = started.succeed(value, result_type)
+        self._record(working, done)
+        return value if result_type is None else done.value(result_type)
 
     def _recorded_at(
         self, invocation: ActionInvocation, working: _Invocation, requested: CallSignature

@@ -7,7 +7,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from flink_agents.api.context import Reconciler, RunnerContext
+from flink_agents.api.context import (
+    IN_DOUBT_POLICIES,
+    InDoubtPolicy,
+    Reconciler,
+    RunnerContext,
+)
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
@@ -64,6 +69,7 @@ class ActionContext(RunnerContext):
         self._child_runner = child_runner
         self._sessions = 0
         self._session_calls: dict[str, int] = {}
+        self._invocation_tag: str | None = None
         self.sent_events: list[Event] = []
 
     @property
@@ -110,9 +116,15 @@ class ActionContext(RunnerContext):
         return f"session-{digest(parts)}"
 
     def next_call_id(self, session_id: str) -> str:
+        # Ordinals restart in every invocation; the invocation's tag keeps a session continued
+        # by a later run (or by another event, action or key) from sending an id again. No
+        # counter in memory: a run that fails drops its memory writes, not its sent calls.
         ordinal = self._session_calls.get(session_id, 0) + 1
         self._session_calls[session_id] = ordinal
-        return str(ordinal)
+        if self._invocation_tag is None:
+            parts = ["calls", self._run.run_id.as_list(), self._event.id, self._action.name]
+            self._invocation_tag = digest(parts)[:16]
+        return f"{ordinal}@{self._invocation_tag}"
 
     def durable_call_key(self, call_id: str) -> str:
         return CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id).digest()
@@ -130,7 +142,10 @@ class ActionContext(RunnerContext):
         call_id: str | None,
         reconciler: Reconciler | None,
         result_type: type | None,
+        in_doubt: InDoubtPolicy,
     ) -> DurableCall:
+        if in_doubt not in IN_DOUBT_POLICIES:
+            raise ValueError(f"in_doubt {in_doubt!r}: expected one of {IN_DOUBT_POLICIES}")
         if call_id is None:
             call_id = f"{AUTO_CALL_PREFIX}{len(self._call_ids)}"
         elif call_id.startswith(AUTO_CALL_PREFIX):
@@ -144,7 +159,7 @@ class ActionContext(RunnerContext):
             )
         self._call_ids.add(call_id)
         identity = CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id)
-        return DurableCall(identity, fn, args, kwargs, reconciler, result_type)
+        return DurableCall(identity, fn, args, kwargs, reconciler, result_type, in_doubt)
 
     def durable_execute(
         self,
@@ -153,11 +168,12 @@ class ActionContext(RunnerContext):
         call_id: str | None = None,
         reconciler: Reconciler | None = None,
         result_type: type | None = None,
+        in_doubt: InDoubtPolicy = "resend",
         **kwargs: Any,
     ) -> T:
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{fn!r} is async; use durable_execute_async")
-        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type)
+        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type, in_doubt)
         return self._call_runner.run(call)
 
     async def durable_execute_async(
@@ -167,7 +183,8 @@ class ActionContext(RunnerContext):
         call_id: str | None = None,
         reconciler: Reconciler | None = None,
         result_type: type | None = None,
+        in_doubt: InDoubtPolicy = "resend",
         **kwargs: Any,
     ) -> T:
-        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type)
+        call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type, in_doubt)
         return await self._call_runner.run_async(call)

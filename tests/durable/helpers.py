@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from flink_agents.api import NOT_DONE, Agent, Event, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api import (
+    NOT_DONE,
+    Agent,
+    Event,
+    InputEvent,
+    OutputEvent,
+    ReconcileRequest,
+    RunnerContext,
+    action,
+)
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
-from flink_agents.plan import compile_agent
+from flink_agents.plan import compile_agent, compile_yaml
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 
@@ -47,6 +58,7 @@ class Probe:
         self.use_reconciler = True
         self.variant = "a"
         self.fail_attempts = 0
+        self.reconciled: list[ReconcileRequest] = []
 
     def reset(self) -> None:
         self.__init__()  # type: ignore[misc]
@@ -59,8 +71,9 @@ class Probe:
             await asyncio.Event().wait()  # until the engine is closed
         return value + 1 if isinstance(value, int) else value
 
-    def reconcile(self, name: str, value: Any) -> Any:
-        self.counts[f"reconcile:{name}"] += 1
+    def reconcile(self, request: ReconcileRequest) -> Any:
+        self.counts[f"reconcile:{request.args[0]}"] += 1
+        self.reconciled.append(request)
         if isinstance(self.reconcile_with, Exception):
             raise self.reconcile_with
         return self.reconcile_with
@@ -163,19 +176,116 @@ async def crash_mid_run(
     key: Any,
     value: Any,
     memory: dict[str, Any] | None = None,
+    *,
+    restoring: KeyState | None = None,
 ) -> KeyState:
     """Run ``value`` (the key's memory being ``memory``) until the held call starts, then throw
-    the engine away; returns the key state a checkpoint would hold (the input still pending)."""
+    the engine away; returns the key state a checkpoint would hold (the input still pending).
+
+    With ``restoring`` (a checkpointed key state), the engine replays its pending input instead.
+    """
     PROBE.reached = asyncio.Event()
     engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
-    engine.restore_key(key, KeyState(short_term_memory=memory or {}))
-    engine.submit(key, value)
+    engine.restore_key(key, restoring or KeyState(short_term_memory=memory or {}))
+    if restoring is None:
+        engine.submit(key, value)
     engine.pump()
     await asyncio.wait_for(PROBE.reached.wait(), 10)
     state = engine.snapshot_key(key)
     await engine.close()
     PROBE.hold = None
     return state
+
+
+def yaml_plan(
+    directory: Path, name: str, action_ref: str, subagent: str, class_ref: str, arguments: str
+) -> AgentPlan:
+    """The plan of a YAML agent ``name`` running ``action_ref`` with the sub-agent ``subagent``
+    declared by class and (YAML flow-style) arguments."""
+    path = directory / "agents.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            agents:
+              - name: {name}
+                actions:
+                  - function: {action_ref}
+                subagents:
+                  {subagent}:
+                    class: {class_ref}
+                    arguments: {arguments}
+            """)
+    )
+    return compile_yaml(path, name)
+
+
+def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k") -> None:
+    """Run ``value`` to its end (no crash) through ``StoreCallRunner`` over ``store``."""
+
+    async def scenario() -> None:
+        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+        engine.submit(key, value)
+        await engine.drain()
+
+    asyncio.run(scenario())
+
+
+class Stores:
+    """Stores over one log: ``first`` for the live run, ``restored()`` for a new process's."""
+
+    def __init__(self, make: Callable[[], ActionStateStore]) -> None:
+        self._make = make
+        self._built: list[ActionStateStore] = []
+        self.first = self._new()
+        self.marker = self.first.recovery_marker()  # the checkpoint before the input arrived
+
+    def _new(self) -> ActionStateStore:
+        store = self._make()
+        self._built.append(store)
+        return store
+
+    def restored(self) -> ActionStateStore:
+        store = self._new()
+        store.restore(self.marker)
+        return store
+
+    @property
+    def latest(self) -> ActionStateStore:
+        return self._built[-1]
+
+    def close(self) -> None:
+        for store in self._built:
+            store.close()
+
+
+def crash_then_replay(
+    plan: AgentPlan,
+    stores: Stores,
+    value: Any,
+    *,
+    hold: str,
+    key: Any = "k",
+    then: Sequence[str] = (),
+    between: Callable[[], Any] | None = None,
+    replay_plan: AgentPlan | None = None,
+) -> tuple[RunResult, KeyState]:
+    """Run ``value`` until the ``hold`` call and crash; a replay crashes at each call of
+    ``then`` in turn, each on a store restored from the checkpoint taken before the input. Then
+    ``between`` is called and a last replay (with ``replay_plan``) finishes the run; returns its
+    result and the checkpointed key state."""
+
+    async def scenario() -> tuple[RunResult, KeyState]:
+        PROBE.hold = hold
+        state = await crash_mid_run(plan, stores.first, key, value)
+        for held in then:
+            PROBE.hold = held
+            await crash_mid_run(plan, stores.restored(), key, None, restoring=state)
+        PROBE.counts.clear()
+        if between is not None:
+            between()
+        result, _ = await replay(replay_plan or plan, stores.restored(), key, state)
+        return result, state
+
+    return asyncio.run(scenario())
 
 
 async def replay(

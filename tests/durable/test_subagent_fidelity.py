@@ -16,8 +16,7 @@ in-memory store and over Kafka (the same ``LogStore`` and codec), after a crash 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,24 +33,20 @@ from flink_agents.api import (
 from flink_agents.api.subagents.delegation import MAX_ERROR_BYTES, Subagent, SubagentResult
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.replay import ReplayMismatchError
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     MAX_TRACE_BYTES,
     ActionStateStore,
     CallStatus,
-    InMemoryActionStateStore,
-    InMemoryLog,
     PayloadError,
     RunKey,
     StoreWriteError,
 )
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.scripted import ScriptedChatModelConnection
-from flink_agents.runtime import ActionError, RunEngine, RunResult, run_local
+from flink_agents.runtime import ActionError, RunResult, run_local
 from tests.durable import helpers as h
-from tests.durable.helpers import PROBE
+from tests.durable.helpers import PROBE, Stores
 from tests.subagent_samples import FakeSubagent, add_subagents, model_agent
 
 FAKE = "tests.subagent_samples:FakeSubagent"
@@ -72,53 +67,6 @@ def _reset() -> Iterator[None]:
     yield
     PROBE.reset()
     OVERRIDES.clear()
-
-
-class Stores:
-    """Stores over one log: ``first`` for the live run, ``restored()`` for a new process's."""
-
-    def __init__(self, make: Callable[[], ActionStateStore]) -> None:
-        self._make = make
-        self._built: list[ActionStateStore] = []
-        self.first = self._new()
-        self.marker = self.first.recovery_marker()  # the checkpoint before the input arrived
-
-    def _new(self) -> ActionStateStore:
-        store = self._make()
-        self._built.append(store)
-        return store
-
-    def restored(self) -> ActionStateStore:
-        store = self._new()
-        store.restore(self.marker)
-        return store
-
-    @property
-    def latest(self) -> ActionStateStore:
-        return self._built[-1]
-
-    def close(self) -> None:
-        for store in self._built:
-            store.close()
-
-
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
-def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
-    if request.param == "memory":
-        log = InMemoryLog()
-        built = Stores(lambda: InMemoryActionStateStore(log))
-    else:
-        config = StoreConfig(
-            kind="kafka",
-            bootstrap_servers=request.getfixturevalue("kafka_bootstrap"),
-            topic=f"test-fidelity-{uuid.uuid4().hex[:12]}",
-            partitions=2,
-        )
-        built = Stores(config.build)
-    try:
-        yield built
-    finally:
-        built.close()
 
 
 # --- agents -------------------------------------------------------------------------------
@@ -167,15 +115,15 @@ def _crash_change_replay(
     :data:`OVERRIDES`) and replay with ``replay_plan`` on a store restored from the checkpoint
     taken before the input."""
 
-    async def scenario() -> RunResult:
-        PROBE.hold = hold
-        state = await h.crash_mid_run(plan, stores.first, "k", value)
-        PROBE.counts.clear()
-        OVERRIDES.update(change or {})
-        result, _ = await h.replay(replay_plan or plan, stores.restored(), "k", state)
-        return result
-
-    return asyncio.run(scenario())
+    result, _ = h.crash_then_replay(
+        plan,
+        stores,
+        value,
+        hold=hold,
+        between=lambda: OVERRIDES.update(change or {}),
+        replay_plan=replay_plan,
+    )
+    return result
 
 
 def _failed_calls(store: ActionStateStore) -> list[str]:
@@ -307,15 +255,6 @@ def failing_store_tool(topic: str) -> str:
     raise StoreWriteError(f"1 write not acknowledged while looking up {topic}")
 
 
-def _run_live(plan: AgentPlan, stores: Stores, value: Any) -> None:
-    async def scenario() -> None:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(stores.first, agent=plan.name))
-        engine.submit("k", value)
-        await engine.drain()
-
-    asyncio.run(scenario())
-
-
 def test_a_store_error_inside_a_tool_fails_the_run_not_the_tool_call(stores):
     turns = [
         {"tool_calls": [{"name": "failing_store_tool", "arguments": {"topic": "x"}}]},
@@ -326,14 +265,14 @@ def test_a_store_error_inside_a_tool_fails_the_run_not_the_tool_call(stores):
     )
     ScriptedChatModelConnection.reset_stats("fidelity_tool")
     with pytest.raises(ActionError) as caught:
-        _run_live(plan.model_copy(update={"name": "fidelity"}), stores, "go")
+        h.run_live(plan.model_copy(update={"name": "fidelity"}), stores.first, "go")
     assert isinstance(caught.value.__cause__, StoreWriteError)
     assert _failed_calls(stores.first) == []  # the tool call's outcome is unknown, not failed
 
 
 def test_a_store_error_inside_a_sub_agent_is_no_failed_delegation(stores):
     with pytest.raises(ActionError) as caught:
-        _run_live(_plan(rev=_fake(mode="store_error")), stores, {"calls": [["rev", "x"]]})
+        h.run_live(_plan(rev=_fake(mode="store_error")), stores.first, {"calls": [["rev", "x"]]})
     assert isinstance(caught.value.__cause__, StoreWriteError)
     assert SEEN == []
     assert _failed_calls(stores.first) == []

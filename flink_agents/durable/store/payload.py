@@ -1,7 +1,12 @@
 """Call payloads: JSON with a recorded type, so values keep their type across replay.
 
-`encode_payload(value)` returns `(json_payload, type_tag)`:
+`encode_payload(value, result_type)` returns `(json_payload, type_tag)`:
 
+- with a declared `result_type` (anything pydantic validates: a model, a dataclass, a datetime,
+  an Enum, a UUID, a Decimal, `list[Model]`, ...): the value is validated as that type and
+  dumped in JSON mode by its `TypeAdapter`; decoding validates it back, so the value has the
+  same type live and replayed (a value that does not fit is a `PayloadError`). Tagged like
+  below when it is a model or dataclass instance; never pickled.
 - JSON primitives, lists and dicts: the value itself, tag `None`.
 - a pydantic model or dataclass instance: its JSON form, tag `"module:qualname"`.
 - other values pydantic can render as JSON (datetime, tuples, lists of models, ...): that form,
@@ -34,8 +39,11 @@ PICKLE_TAG = "!cloudpickle"
 _PRIMITIVES = (type(None), bool, int, float, str)
 
 
-def encode_payload(value: Any) -> tuple[Any, str | None]:
-    """Encode a call result value as `(json_payload, type_tag)`."""
+def encode_payload(value: Any, result_type: Any = None) -> tuple[Any, str | None]:
+    """Encode a call result value (of the declared `result_type`, if given) as
+    `(json_payload, type_tag)`."""
+    if result_type is not None:
+        return _encode_declared(value, result_type)
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json"), canonical.type_tag(type(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -47,6 +55,17 @@ def encode_payload(value: Any) -> tuple[Any, str | None]:
         return pydantic_core.to_jsonable_python(value), None
     except pydantic_core.PydanticSerializationError:
         return base64.b64encode(cloudpickle.dumps(value)).decode("ascii"), PICKLE_TAG
+
+
+def _encode_declared(value: Any, result_type: Any) -> tuple[Any, str | None]:
+    adapter = pydantic.TypeAdapter(result_type)
+    try:
+        typed = adapter.validate_python(value)
+        payload = adapter.dump_python(typed, mode="json", warnings="error")
+    except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
+        raise PayloadError(f"result does not encode as {result_type!r}: {exc}") from exc
+    typed_class = isinstance(typed, pydantic.BaseModel) or dataclasses.is_dataclass(typed)
+    return payload, canonical.type_tag(type(typed)) if typed_class else None
 
 
 def decode_payload(

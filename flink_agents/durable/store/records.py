@@ -126,9 +126,12 @@ class CallResult(BaseModel):
             started_at=now_ms() if started_at is None else started_at,
         )
 
-    def succeed(self, value: Any, *, finished_at: float | None = None) -> CallResult:
-        """A copy of this result marked SUCCEEDED with `value` as payload."""
-        payload, tag = encode_payload(value)
+    def succeed(
+        self, value: Any, result_type: Any = None, *, finished_at: float | None = None
+    ) -> CallResult:
+        """A copy of this result marked SUCCEEDED with `value` (of the declared `result_type`,
+        if given: see `encode_payload`) as payload."""
+        payload, tag = encode_payload(value, result_type)
         done = self.model_copy(
             update={
                 "status": CallStatus.SUCCEEDED,

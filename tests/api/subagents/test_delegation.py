@@ -6,7 +6,7 @@
 | 2  | submit / await a ``SubagentResult``                   | test_r02_submit_await     |
 | 3  | a durable call with explicit call id and result type  | test_r03_durable_call     |
 | 4  | session ids deterministic, or the caller's (continued); | test_r04_session_ids      |
-|    | call ids are the per-session ordinal                  |                           |
+|    | call ids are the per-session ordinal @ the invocation |                           |
 | 5  | a declared result type survives replay                | test_r05_typed_replay     |
 | 6  | own durable identity per sub-agent, session and call; | test_r06_own_identity     |
 |    | the call id encodes name, session and ordinal         |                           |
@@ -55,6 +55,17 @@ FAKE = "tests.subagent_samples:FakeSubagent"
 
 def _fake(**arguments: Any) -> ResourceDescriptor:
     return ResourceDescriptor.of(FAKE, **arguments)
+
+
+def _ordinal(call_id: str) -> str:
+    """The ordinal part of a sub-agent call id (``<ordinal>@<invocation>``)."""
+    ordinal, _, invocation = call_id.partition("@")
+    assert len(invocation) == 16
+    return ordinal
+
+
+def _invocation(call_id: str) -> str:
+    return call_id.partition("@")[2]
 
 
 def _run(agent, calls: list[list[Any]], runner=None, key: str = "k") -> list[Any]:
@@ -108,7 +119,8 @@ def test_r04_session_ids():
     assert first == second
     generated = {first[0][0], first[1][0]}
     assert len(generated) == 2 and all(s.startswith("session-") for s in generated)
-    assert [(s, c) for s, c, _ in first[2:]] == [("mine", "1"), ("mine", "2")]
+    assert [(s, _ordinal(c)) for s, c, _ in first[2:]] == [("mine", "1"), ("mine", "2")]
+    assert len({_invocation(c) for _, c, _ in first}) == 1  # one action invocation
     FakeSubagent.reset()
     _run(caller_agent(rev=_fake()), calls, key="other")
     other = [r.session_id for r in FakeSubagent.requests["fake"]][:2]
@@ -134,7 +146,7 @@ def test_r06_own_identity():
     digests = [call.identity.digest() for call in runner.identities]
     assert len(set(digests)) == len(calls)
     call_ids = [json.loads(call.identity.call_id) for call in runner.identities]
-    assert call_ids[2:] == [
+    assert [[*ids[:3], _ordinal(ids[3])] for ids in call_ids[2:]] == [
         ["subagent", "a", "s", "1"],
         ["subagent", "a", "s", "2"],
         ["subagent", "b", "s", "3"],
@@ -161,7 +173,11 @@ def test_r07_reconciler():
     _run(
         caller_agent(plain=_fake(), rec=reconciling), [["plain", 1, None], ["rec", 2, None]], runner
     )
-    assert [call.reconciler for call in runner.identities] == [None, _marker]
+    plain, rec = runner.identities
+    assert plain.reconciler is None
+    # the callable's reconcile, which asks _marker and records its failure as the delegation's
+    assert rec.reconciler.__func__ is BaseSubagentCallable.reconcile
+    assert rec.reconciler.__self__.reconciler is _marker
 
 
 def test_r08_failure_recorded():
@@ -212,7 +228,7 @@ def test_r10_http_subagent():
         assert set(server.requests.values()) == {1}
         # The four calls run concurrently: find the echo call's body whatever the arrival order.
         (body,) = [b for b in server.bodies if b["input"] == {"q": "echo"}]
-        assert body["call_id"] == "1"
+        assert _ordinal(body["call_id"]) == "1"
         assert body["session_id"].startswith("session-")
         _run(agent, calls, RecordingCallRunner(dict(runner.records)))
         assert set(server.requests.values()) == {1}  # replay sent nothing

@@ -1,0 +1,32 @@
+"""The ``stores`` fixture: the durable tests' store pairs, in memory and on the real Kafka."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
+from flink_agents.durable.store.config import StoreConfig
+from tests.durable.helpers import Stores
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
+    """A live store and restorable successors over one log: in memory, then over Kafka."""
+    if request.param == "memory":
+        log = InMemoryLog()
+        built = Stores(lambda: InMemoryActionStateStore(log))
+    else:
+        config = StoreConfig(
+            kind="kafka",
+            bootstrap_servers=request.getfixturevalue("kafka_bootstrap"),
+            topic=f"test-fidelity-{uuid.uuid4().hex[:12]}",
+            partitions=2,
+        )
+        built = Stores(config.build)
+    try:
+        yield built
+    finally:
+        built.close()
