@@ -28,7 +28,9 @@ the durable layer records the call as FAILED; :meth:`BaseSubagentCallable.result
 :data:`MAX_ERROR_BYTES` (summary first, then the end of the trace); the full trace goes to the log.
 A replayed failure carries the recorded message, so it is byte-identical to the live one.
 Infrastructure errors (:class:`~flink_agents.api.context.InfrastructureError`: replay mismatch,
-store, codec) and cancellation are not the work's failure: they propagate to the action.
+store, codec) and cancellation are not the work's failure: they propagate to the action, and a
+cancelled delegation stays PENDING, to be sent again on replay. A timeout is the work's failure
+(``InternalSubagent.timeout_seconds``; ``HttpSubagent`` retries a timed-out attempt first).
 """
 
 from __future__ import annotations
