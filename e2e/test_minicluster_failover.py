@@ -1,12 +1,16 @@
 """`make run`'s demo keeps its promise: one injected failure, every ticket answered exactly once,
-no completed call made again.
+no completed call made again, no recorded failure sent again, and every ticket's model
+conversation the same as without the failure.
 
 ``python -m examples.demo`` runs the support-desk job on the PyFlink mini-cluster
 with a Kafka action-state store and the example services (the witness) in its own process. After
 a checkpoint it fails once on purpose (FailOnce, in the job itself); Flink restores the
-checkpoint and replays. The demo exits 0 only if its report holds: 24 distinct answers for 24
-tickets, no error, and zero calls re-invoked that had completed before the failure. This test runs
-it as a subprocess, as a user would, and checks the exit code, the printed report and its JSON.
+checkpoint and replays. The billing service refuses the tickets of two customers (404, final), so
+six delegations fail. The demo exits 0 only if its report holds: 24 distinct answers for 24
+tickets, no error, zero calls re-invoked that had completed before the failure (failed ones
+included), and each ticket's model requests byte-identical to those of a no-fault run of the same
+agent (the local runner, before the job). This test runs it as a subprocess, as a user would, and
+checks the exit code, the printed report and its JSON.
 """
 
 from __future__ import annotations
@@ -76,3 +80,10 @@ def test_demo_answers_every_ticket_once_and_reinvokes_nothing(
     assert (summary["outputs"], summary["distinct_answers"], summary["errors"]) == (24, 24, 0)
     assert summary["reinvoked_total"] == 0, summary
     assert summary["delegations"] == {"researcher": 24, "billing": 24}, summary
+
+    # Two unknown customers of eight, three tickets each: six final billing failures, each sent
+    # once; the model saw the same conversation for every ticket as in the no-fault run.
+    assert "0 re-invoked (expected 0)" in report, failure
+    assert "conversations equal to the no-fault run: 24/24" in report, failure
+    assert (summary["billing_failures"], summary["billing_failures_reinvoked"]) == (6, 0), summary
+    assert (summary["conversations_equal"], summary["conversations_compared"]) == (24, 24)

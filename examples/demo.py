@@ -2,9 +2,13 @@
 
 The job (examples/jobs/support_desk.yaml) runs on the PyFlink mini-cluster with a Kafka action-state
 store. The example services (model, tool, billing sub-agent) run in this process and count every
-request by its idempotency key. After a few answers the job fails once on purpose; Flink
-restores the last checkpoint and replays the inputs since then. The report shows what the
-witness saw: a call made twice would be counted twice.
+request by its idempotency key. The billing service does not know two customers
+(:data:`~examples.services.UNKNOWN_CUSTOMERS`): their delegations fail for good (404), and the
+desk's model is told so. After a few answers the job fails once on purpose; Flink restores the
+last checkpoint and replays the inputs since then. The report shows what the witness saw: a call
+made twice would be counted twice, a recorded failure sent again too, and every ticket's model
+conversation is compared byte for byte with a no-fault run's (the same agent over the same tickets
+on the local runner, before the job: no Flink, no store, no failure).
 
     python -m examples.demo [--fail-after 8] [--job JOB.yaml] [--json FILE]
 """
@@ -16,15 +20,18 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyflink.common import Types
 from pyflink.datastream import MapFunction
 
-from examples.services import Counters, ExampleServices
+from examples.services import UNKNOWN_CUSTOMER, UNKNOWN_CUSTOMERS, ExampleServices
 from flink_agents.flink.job import FileSinkSpec, JobSpec, load_job
 from flink_agents.flink.job_runner import build, environment
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import run_local
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"
@@ -75,6 +82,24 @@ def demo_spec(job: Path, work: Path) -> JobSpec:
     return updated
 
 
+def no_fault_conversations(
+    spec: JobSpec, records: list[dict[str, Any]], port: int
+) -> dict[str, list[str]]:
+    """The model conversations of a run without a failure: the job's agent over the same records
+    on the local runner (the engine the Flink operator runs per key; no store), against services
+    of its own on ``port`` that refuse the same customers."""
+    # The plan as the job ships it to its operators: through its JSON form, which orders the
+    # keys of every schema a model is sent.
+    plan = AgentPlan.from_json(spec.plan().to_json())
+    services = ExampleServices(port, unknown_customers=UNKNOWN_CUSTOMERS).start()
+    try:
+        run_local(plan, records, key=spec.key)
+    finally:
+        services.shutdown()
+        services.server_close()
+    return services.conversations.by_ticket()
+
+
 def read_outputs(folder: Path) -> list[dict[str, Any]]:
     return [
         json.loads(line)
@@ -88,13 +113,17 @@ def read_outputs(folder: Path) -> list[dict[str, Any]]:
 def summarize(
     inputs: int,
     outputs: list[dict[str, Any]],
-    services: Counters,
+    witness: ExampleServices,
+    reference: Mapping[str, list[str]],
     failed_at: float | None,
+    restart_delay: float,
     seconds: float,
 ) -> dict[str, Any]:
     """What the run did, as numbers (``--json`` writes this); ``ok`` is whether it kept its
-    promise: every input answered exactly once, and no call that had completed before the
-    failure made again."""
+    promise: every input answered exactly once, no call that had completed before the failure
+    made again (a recorded failure included), and every ticket's model conversation equal to
+    the no-fault run's (``reference``), byte for byte."""
+    services = witness.counters
     counts = services.snapshot()
     answered = {(o["key"], o["seq"]) for o in outputs if "output" in o}
     errors = [o for o in outputs if "error" in o]
@@ -105,6 +134,22 @@ def summarize(
     # A call completed at least a second before the failure has certainly been recorded.
     reinvoked = services.repeated_after(failed_at - 1.0) if failed_at else {}
     total_reinvoked = sum(reinvoked.values())
+    failures_reinvoked = services.failures_repeated_after(failed_at - 1.0) if failed_at else {}
+    # A billing failure answered once before the failure whose ticket's model was told about it
+    # by the restarted job: the replay handed the recorded failure back.
+    handed_back = (
+        [
+            ticket
+            for ticket in services.failed_once_before("billing", failed_at)
+            if witness.conversations.received_after(
+                ticket, failed_at + restart_delay, UNKNOWN_CUSTOMER
+            )
+        ]
+        if failed_at
+        else []
+    )
+    conversations = witness.conversations.by_ticket()
+    equal = sum(1 for ticket, bodies in reference.items() if conversations.get(ticket) == bodies)
     return {
         "inputs": inputs,
         "outputs": len(outputs),
@@ -119,23 +164,23 @@ def summarize(
         "reinvoked": reinvoked,
         "reinvoked_total": total_reinvoked,
         "in_flight_sent_again": sum(resent.values()) - total_reinvoked,
+        "billing_failures": services.failures().get("billing", 0),
+        "billing_failures_reinvoked": failures_reinvoked.get("billing", 0),
+        "billing_failures_handed_back": len(handed_back),
+        "conversations_equal": equal,
+        "conversations_compared": len(reference),
         "seconds": round(seconds, 1),
         "ok": failed_at is not None
         and len(answered) == inputs == len(outputs)
         and not errors
-        and total_reinvoked == 0,
+        and total_reinvoked == 0
+        and equal == inputs == len(reference) == len(conversations),
     }
 
 
-def report(
-    inputs: int,
-    outputs: list[dict[str, Any]],
-    services: Counters,
-    failed_at: float | None,
-    seconds: float,
-) -> tuple[str, bool]:
-    """The report text, and whether the run kept its promise (see :func:`summarize`)."""
-    data = summarize(inputs, outputs, services, failed_at, seconds)
+def report(data: dict[str, Any]) -> str:
+    """The report text of :func:`summarize`'s numbers."""
+    inputs, seconds = data["inputs"], data["seconds"]
     researcher, billing = data["delegations"]["researcher"], data["delegations"]["billing"]
 
     def per_service(values: dict[str, int]) -> str:
@@ -146,17 +191,26 @@ def report(
         f"outputs:      {data['outputs']} ({data['distinct_answers']} distinct answers, "
         f"{data['errors']} errors)",
         "failure:      "
-        + ("injected once; the job restarted from its last checkpoint" if failed_at else "NONE"),
+        + (
+            "injected once; the job restarted from its last checkpoint"
+            if data["failure_injected"]
+            else "NONE"
+        ),
         f"delegations:  {researcher + billing} (researcher {researcher}, billing {billing})",
         f"calls seen by the services: {per_service(data['calls'])}",
         f"calls re-invoked after the failure: {data['reinvoked_total']} (expected 0) "
         f"[{per_service(data['reinvoked'])}]",
         f"calls in flight at the failure, sent again: {data['in_flight_sent_again']} "
         "(allowed: their outcome was not recorded yet)",
+        f"billing failures: {data['billing_failures']} final (unknown customer), "
+        f"{data['billing_failures_reinvoked']} re-invoked (expected 0), "
+        f"{data['billing_failures_handed_back']} handed to the model again by the replay",
+        f"conversations equal to the no-fault run: {data['conversations_equal']}/{inputs} "
+        "(every model request of every ticket, byte for byte)",
         f"wall time:    {seconds:.1f} s",
         f"result:       {'OK' if data['ok'] else 'FAILED'}",
     ]
-    return "\n".join(lines), data["ok"]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,10 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     work = REPO / ".cache" / "demo" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
     spec = demo_spec(args.job, work)
-    inputs = sum(
-        1 for line in spec.resolve(spec.source.path).read_text().splitlines() if line.strip()
-    )
-    services = ExampleServices(args.port, args.latency).start()
+    records = [
+        json.loads(line)
+        for line in spec.resolve(spec.source.path).read_text().splitlines()
+        if line.strip()
+    ]
+    inputs = len(records)
+    print(f"no-fault reference run of {spec.name} on the local runner", flush=True)
+    reference = no_fault_conversations(spec, records, args.port)
+    services = ExampleServices(args.port, args.latency, UNKNOWN_CUSTOMERS).start()
     marker = work / "failure-injected"
     print(
         f"running {spec.name}: {inputs} inputs, "
@@ -201,13 +260,17 @@ def main(argv: list[str] | None = None) -> int:
 
     failed_at = float(marker.read_text()) if marker.exists() else None
     outputs = read_outputs(work / "out")
-    text, ok = report(inputs, outputs, services.counters, failed_at, seconds)
+    restart_delay = spec.restart_strategy.delay_ms / 1000
+    summary = summarize(inputs, outputs, services, reference, failed_at, restart_delay, seconds)
+    text = report(summary)
     print("\n" + text)
     (work / "report.txt").write_text(text + "\n")
+    # What was compared, for a look at any difference.
+    for name, compared in (("no-fault", reference), ("job", services.conversations.by_ticket())):
+        (work / f"conversations-{name}.json").write_text(json.dumps(compared, indent=1) + "\n")
     if args.json:
-        summary = summarize(inputs, outputs, services.counters, failed_at, seconds)
         args.json.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return 0 if ok else 1
+    return 0 if summary["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ They stand in for the outside world of a deployment: an OpenAI-compatible model 
 API and an external sub-agent service. They also are the independent witness of replay: every
 request is counted under its idempotency key (model requests under a digest of their body,
 which is the same when a call is sent again), so a call repeated after a failover shows up as
-a count of 2, whatever happened inside the Flink job.
+a count of 2, whatever happened inside the Flink job. The model service also keeps every request
+body it gets, by ticket (:class:`Conversations`), so two runs' conversations can be compared
+byte for byte. The billing service can be told to refuse some customers (404, a final failure),
+the same ones on every run: ``make run`` refuses :data:`UNKNOWN_CUSTOMERS`.
 
     python -m examples.services --port 8765      # GET /counts shows the counters
 
@@ -18,8 +21,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -46,12 +51,23 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
+UNKNOWN_CUSTOMERS: frozenset[str] = frozenset({"cobalt-88", "dunmore-5"})
+"""Customers the demo's billing service does not know: it answers 404, which no retry fixes."""
+
+UNKNOWN_CUSTOMER = "unknown customer"
+"""How the billing service's refusal begins (the model is handed it as the failure's reason)."""
+
+_TICKET = re.compile(r"ticket (T-\d+)")
+_CUSTOMER = re.compile(r"customer ([\w-]+)")
+
+
 class Counters:
     """Requests per (service, idempotency key), with when each was served; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._served: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        self._failed: dict[str, dict[str, str]] = {}  # per service: key -> what it was about
         self._open: dict[str, int] = {}
 
     def opened(self, route: str, delta: int) -> None:
@@ -64,9 +80,36 @@ class Counters:
         with self._lock:
             return {route: n for route, n in self._open.items() if n}
 
-    def add(self, service: str, key: str, started: float, finished: float) -> None:
+    def add(
+        self,
+        service: str,
+        key: str,
+        started: float,
+        finished: float,
+        *,
+        failure: str | None = None,
+    ) -> None:
+        """Count a request; ``failure`` says what it was about (a ticket) when the service
+        answered it with a final failure."""
         with self._lock:
             self._served.setdefault(service, {}).setdefault(key, []).append((started, finished))
+            if failure is not None:
+                self._failed.setdefault(service, {})[key] = failure
+
+    def failures(self) -> dict[str, int]:
+        """Per service, calls (idempotency keys) it answered with a final failure."""
+        with self._lock:
+            return {service: len(keys) for service, keys in self._failed.items()}
+
+    def failed_once_before(self, service: str, moment: float) -> list[str]:
+        """What the failed calls of ``service`` answered once, before ``moment``, were about."""
+        with self._lock:
+            served = self._served.get(service, {})
+            return sorted(
+                about
+                for key, about in self._failed.get(service, {}).items()
+                if len(served[key]) == 1 and served[key][0][1] < moment
+            )
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         """Requests per key, per service."""
@@ -82,12 +125,16 @@ class Counters:
         sent again: its outcome could not be recorded.)"""
         with self._lock:
             return {
-                service: sum(
-                    len(times) - 1
-                    for times in per_key.values()
-                    if len(times) > 1 and min(end for _, end in times) < moment
-                )
+                service: _repeated(per_key.values(), moment)
                 for service, per_key in self._served.items()
+            }
+
+    def failures_repeated_after(self, moment: float) -> dict[str, int]:
+        """Per service, like :meth:`repeated_after`, for the calls it answered with a failure."""
+        with self._lock:
+            return {
+                service: _repeated((self._served[service][key] for key in keys), moment)
+                for service, keys in self._failed.items()
             }
 
     def in_flight_at(self, moment: float) -> dict[str, int]:
@@ -102,6 +149,44 @@ class Counters:
                 )
                 for service, per_key in self._served.items()
             }
+
+
+def _repeated(served: Iterable[list[tuple[float, float]]], moment: float) -> int:
+    """Requests repeating a call whose first answer was sent before ``moment``."""
+    return sum(
+        len(times) - 1 for times in served if len(times) > 1 and min(e for _, e in times) < moment
+    )
+
+
+def ticket_of(text: str) -> str:
+    """The ticket a prompt names (``?`` if none): a desk's prompt names its ticket, and the
+    sub-agents are handed that prompt."""
+    found = _TICKET.search(text)
+    return found.group(1) if found else "?"
+
+
+class Conversations:
+    """Every distinct request body the model service got, as received, by ticket, with when it
+    last arrived; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bodies: dict[str, dict[str, float]] = {}
+
+    def add(self, body: str, at: float) -> None:
+        with self._lock:
+            self._bodies.setdefault(ticket_of(body), {})[body] = at
+
+    def by_ticket(self) -> dict[str, list[str]]:
+        """Per ticket, its request bodies in a fixed order (a request sent again counts once)."""
+        with self._lock:
+            return {ticket: sorted(bodies) for ticket, bodies in self._bodies.items()}
+
+    def received_after(self, ticket: str, moment: float, containing: str) -> bool:
+        """Whether a request of ``ticket`` holding ``containing`` arrived after ``moment``."""
+        with self._lock:
+            bodies = self._bodies.get(ticket, {})
+            return any(at > moment and containing in body for body, at in bodies.items())
 
 
 def _digest(value: Any) -> str:
@@ -154,13 +239,21 @@ def lookup_fact_answer(topic: str) -> str:
 
 
 class ExampleServices(ThreadingHTTPServer):
-    """The three services on one loopback port."""
+    """The three services on one loopback port; the billing service refuses
+    ``unknown_customers``."""
 
     daemon_threads = True
 
-    def __init__(self, port: int = 0, latency_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        latency_seconds: float = 0.0,
+        unknown_customers: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
+        self.unknown_customers = unknown_customers
         self.counters = Counters()
+        self.conversations = Conversations()
         self.latency_seconds = latency_seconds
         self.models = {
             name: ScriptedChatModelConnection(name=f"service-{name}", turns=turns)
@@ -190,8 +283,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(raw or b"{}")
         except ValueError:
             self._answer(400, {"error": "body is not JSON"})
             return
@@ -202,6 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.latency_seconds:
                 time.sleep(self.server.latency_seconds)
             if self.path == "/v1/chat/completions":
+                self.server.conversations.add(raw.decode(), started)
                 counted = self._chat(body)
             elif self.path.startswith("/tools/"):
                 counted = self._tool(self.path.removeprefix("/tools/"), body)
@@ -213,30 +308,40 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.counters.opened(route, -1)
         if counted is not None:
-            self.server.counters.add(*counted, started, time.time())
+            service, key, failure = counted
+            self.server.counters.add(service, key, started, time.time(), failure=failure)
 
-    # Each route answers and returns (service, key) to count, or None for a refused request.
+    # Each route answers and returns (service, key, failure) to count (failure: what a final
+    # failure was about), or None for a request that reached no service (unknown route or model).
 
-    def _chat(self, body: dict[str, Any]) -> tuple[str, str] | None:
+    def _chat(self, body: dict[str, Any]) -> tuple[str, str, str | None] | None:
         model = self.server.models.get(body.get("model", ""))
         if model is None:
             self._answer(404, {"error": {"message": f"unknown model {body.get('model')!r}"}})
             return None
         reply = model.reply(_messages(body))
         self._answer(200, _openai_completion(reply, body["model"]))
-        return "model", _digest(body)
+        return "model", _digest(body), None
 
-    def _tool(self, name: str, body: dict[str, Any]) -> tuple[str, str] | None:
+    def _tool(self, name: str, body: dict[str, Any]) -> tuple[str, str, str | None] | None:
         if name != "lookup_fact":
             self._answer(404, {"error": f"no tool {name!r}"})
             return None
         self._answer(200, {"result": lookup_fact_answer(str(body.get("topic", "")))})
-        return f"tool:{name}", self.headers.get(IDEMPOTENCY_HEADER) or _digest([name, body])
+        key = self.headers.get(IDEMPOTENCY_HEADER) or _digest([name, body])
+        return f"tool:{name}", key, None
 
-    def _billing(self, body: dict[str, Any]) -> tuple[str, str]:
-        customer = body.get("input", {}).get("customer", "?")
+    def _billing(self, body: dict[str, Any]) -> tuple[str, str, str | None]:
+        customer = str(body.get("input", {}).get("customer", "?"))
+        # The desk's model passes its whole prompt, which names the customer.
+        found = _CUSTOMER.search(customer)
+        customer_id = found.group(1) if found else customer
+        key = self.headers.get(IDEMPOTENCY_HEADER) or _digest(body)
+        if customer_id in self.server.unknown_customers:
+            self._answer(404, {"error": f"{UNKNOWN_CUSTOMER} {customer_id}"})
+            return "billing", key, ticket_of(customer)
         self._answer(200, {"result": {"customer": customer, "status": "paid", "balance": 0}})
-        return "billing", self.headers.get(IDEMPOTENCY_HEADER) or _digest(body)
+        return "billing", key, None
 
     def _answer(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()

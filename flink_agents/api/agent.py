@@ -212,12 +212,14 @@ class Agent:
         input_schema: Mapping[str, Any] | None = None,
         input_type: type | str | None = None,
         result_type: type | str | None = None,
+        timeout_seconds: float | None = None,
     ) -> Agent:
         """Register ``agent`` as the internal sub-agent ``name`` (an AGENT resource).
 
         The metadata belongs to this registration, so one agent may be registered under several
         names with different descriptions and schemas. The child is compiled into this agent's
-        plan as the scope named after ``agent.name`` and runs inside it.
+        plan as the scope named after ``agent.name`` and runs inside it, for at most
+        ``timeout_seconds`` (default ``InternalSubagent``'s).
         """
         known = self._children.get(agent.name)
         if known is not None and known is not agent:
@@ -229,6 +231,8 @@ class Agent:
             arguments["description"] = description
         if input_schema is not None:
             arguments["input_schema"] = dict(input_schema)
+        if timeout_seconds is not None:
+            arguments["timeout_seconds"] = timeout_seconds
         for field_name, reference in (("input_type", input_type), ("result_type", result_type)):
             if reference is not None:
                 arguments[field_name] = (

@@ -1,100 +1,21 @@
 """What went wrong with a model call: one failed attempt, or the whole call.
 
-Providers turn whatever their client raises into an :class:`AttemptFailure` (status, reason,
-whether it is worth retrying, how long the server asked us to wait). The retry loop turns the
+Providers turn whatever their client raises into an
+:class:`~flink_agents.api.attempts.AttemptFailure` (status, reason, whether it is worth retrying,
+how long the server asked us to wait; shared with external sub-agents). The retry loop turns the
 last one into a :class:`ModelCallError`, which is what the agent sees as the call's failure.
 Neither ever carries credentials: reasons come from response bodies and transport errors.
 """
 
 from __future__ import annotations
 
-import email.utils
-import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from flink_agents.api.attempts import AttemptFailure
+
 T = TypeVar("T")
-
-_MAX_REASON_CHARS = 500
-
-
-def is_retryable_status(status: int) -> bool:
-    """Rate limits, request timeouts and server errors are worth another attempt."""
-    return status in (408, 429) or status >= 500
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date), if any."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_REASON_CHARS else text[:_MAX_REASON_CHARS] + "..."
-
-
-class AttemptFailure(Exception):
-    """One attempt of a model call failed."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        retryable: bool,
-        status: int | None = None,
-        retry_after: float | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(_short(reason))
-        self.reason = _short(reason)
-        self.retryable = retryable
-        self.status = status
-        self.retry_after = retry_after
-        self.request_id = request_id
-
-    @classmethod
-    def from_status(
-        cls,
-        status: int,
-        headers: Mapping[str, str],
-        message: str,
-        request_id: str | None = None,
-    ) -> AttemptFailure:
-        """A failure from an HTTP error response."""
-        request_id = request_id or headers.get("x-request-id") or headers.get("request-id") or None
-        return cls(
-            f"HTTP {status}: {message}" if message else f"HTTP {status}",
-            retryable=is_retryable_status(status),
-            status=status,
-            retry_after=parse_retry_after(headers.get("retry-after")),
-            request_id=request_id,
-        )
-
-    @classmethod
-    def transport(cls, what: str, error: BaseException) -> AttemptFailure:
-        """The connection failed, timed out or the body was cut short: worth another attempt."""
-        cause = error.__cause__ or error.__context__
-        detail = f"{type(error).__name__}: {error}"
-        if cause is not None:
-            detail += f" ({type(cause).__name__}: {cause})"
-        return cls(f"{what}: {detail}", retryable=True)
-
-    @classmethod
-    def malformed(cls, detail: str) -> AttemptFailure:
-        """The server answered 2xx with a body that does not follow the protocol."""
-        return cls(f"malformed response body: {detail}", retryable=False)
 
 
 @dataclass(frozen=True)

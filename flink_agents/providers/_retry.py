@@ -1,60 +1,21 @@
-"""Retries with exponential backoff and jitter, counted against the durable call's budget.
+"""Model calls retried within the durable call's attempt budget.
 
-The budget is ``max_attempts`` per durable call, not per process: when the durable layer provides
-an :class:`~flink_agents.api.attempts.AttemptTracker`, attempts made before a restart count, and
-each attempt is recorded before it is sent (so a crash mid-attempt still spends it).
+The loop, the policy and the budget (attempts made before a restart count) are
+:mod:`flink_agents.api.attempts`, shared with external sub-agents; this module names a model
+call's final failure as a :class:`ModelCallError`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from flink_agents.api.attempts import AttemptTracker, current_attempt_tracker
-from flink_agents.providers._http_errors import AttemptFailure, CallLabel, ModelCallError
+from flink_agents.api.attempts import AttemptsFailed, RetryPolicy, retry_within_budget
+from flink_agents.providers._http_errors import CallLabel, ModelCallError
 
 T = TypeVar("T")
 
-
-class RetryPolicy(BaseModel):
-    """How often and how patiently to retry a model call."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_attempts: int = Field(default=3, ge=1, description="Attempts per durable call, in all.")
-    initial_backoff_seconds: float = Field(default=0.5, ge=0)
-    max_backoff_seconds: float = Field(default=20.0, ge=0)
-    multiplier: float = Field(default=2.0, ge=1)
-    jitter: float = Field(
-        default=0.25, ge=0, le=1, description="Fraction of each backoff drawn at random."
-    )
-    max_retry_after_seconds: float = Field(
-        default=60.0, ge=0, description="Cap on a server's Retry-After."
-    )
-
-    def delay(self, retry: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number ``retry`` (1 for the first retry)."""
-        if retry_after is not None:
-            return min(retry_after, self.max_retry_after_seconds)
-        base = min(
-            self.initial_backoff_seconds * self.multiplier ** (retry - 1), self.max_backoff_seconds
-        )
-        # Jitter spreads retries of many keys that failed together (a rate limit, say).
-        return base * (1 - self.jitter * random.random())
-
-
-class _LocalTracker:
-    """Counts attempts in memory when no durable call is tracking them."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
+__all__ = ["RetryPolicy", "call_with_retries"]
 
 
 async def call_with_retries(
@@ -62,32 +23,17 @@ async def call_with_retries(
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempt budget is spent.
 
-    ``attempt`` raises :class:`AttemptFailure` on failure; anything else propagates unchanged.
-    Raises :class:`ModelCallError` when the call fails.
+    ``attempt`` raises :class:`~flink_agents.api.attempts.AttemptFailure` on failure; anything
+    else propagates unchanged. Raises :class:`ModelCallError` when the call fails.
     """
-    tracker: AttemptTracker = current_attempt_tracker.get() or _LocalTracker()
-    if tracker.attempts >= policy.max_attempts:
+    try:
+        return await retry_within_budget(attempt, policy)
+    except AttemptsFailed as failed:
+        last = failed.last
         raise ModelCallError(
             label,
-            f"the attempt budget of {policy.max_attempts} was spent before a restart",
-            attempts=tracker.attempts,
-        )
-    retry = 0
-    while True:
-        tracker.record_attempt()
-        try:
-            return await attempt()
-        except AttemptFailure as failure:
-            if not failure.retryable or tracker.attempts >= policy.max_attempts:
-                reason = failure.reason
-                if failure.retryable:
-                    reason += f" (attempt budget of {policy.max_attempts} spent)"
-                raise ModelCallError(
-                    label,
-                    reason,
-                    attempts=tracker.attempts,
-                    status=failure.status,
-                    request_id=failure.request_id,
-                ) from None
-            retry += 1
-            await asyncio.sleep(policy.delay(retry, failure.retry_after))
+            failed.reason,
+            attempts=failed.attempts,
+            status=last.status if last else None,
+            request_id=last.request_id if last else None,
+        ) from None

@@ -30,7 +30,9 @@ the durable layer records the call as FAILED; :meth:`BaseSubagentCallable.result
 :data:`MAX_ERROR_BYTES` (summary first, then the end of the trace); the full trace goes to the log.
 A replayed failure carries the recorded message, so it is byte-identical to the live one.
 Infrastructure errors (:class:`~flink_agents.api.context.InfrastructureError`: replay mismatch,
-store, codec) and cancellation are not the work's failure: they propagate to the action.
+store, codec) and cancellation are not the work's failure: they propagate to the action, and a
+cancelled delegation stays PENDING, to be sent again on replay. A timeout is the work's failure
+(``InternalSubagent.timeout_seconds``; ``HttpSubagent`` retries a timed-out attempt first).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ Not above the store's cap of a recorded message, so a recorded message is never 
 replayed failure reads exactly like the live one."""
 
 _ELLIPSIS = "…"
+
+DEFAULT_CHILD_TIMEOUT_SECONDS = 600.0
+"""Default limit of an internal sub-agent's whole run (``InternalSubagent.timeout_seconds``)."""
 
 TEXT_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -391,11 +396,25 @@ class InternalSubagent(SubagentSetup):
 
     Registered with :meth:`flink_agents.api.agent.Agent.add_subagent`. The result is the list
     of the child run's outputs.
+
+    The child run has ``timeout_seconds`` in all; past it the child is cancelled (its call in
+    flight stays unrecorded) and the delegation fails for good. It is not attempted again: the
+    child's own model and tool calls already retry their transient failures.
     """
 
     agent: str = Field(min_length=1, description="The child scope (the child agent's name).")
+    timeout_seconds: float = Field(
+        default=DEFAULT_CHILD_TIMEOUT_SECONDS, gt=0, description="Limit of the whole child run."
+    )
 
     async def invoke(self, request: SubagentRequest, ctx: RunnerContext) -> list[Any]:
-        return await ctx.run_child_scope(
+        child = ctx.run_child_scope(
             self.agent, request.input, delegation_key=request.delegation_key
         )
+        try:
+            return await asyncio.wait_for(child, self.timeout_seconds)
+        except asyncio.TimeoutError:
+            # The message is fixed text (no elapsed time): a replay hands back the same bytes.
+            raise SubagentError(
+                f"sub-agent {request.name!r} did not finish within {self.timeout_seconds} s"
+            ) from None

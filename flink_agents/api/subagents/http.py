@@ -1,19 +1,35 @@
 """An external sub-agent behind HTTP.
 
-Protocol: one ``POST`` to ``url`` per call with the JSON body
+Protocol: one ``POST`` to ``url`` per attempt with the JSON body
 ``{"input": ..., "session_id": ..., "call_id": ...}`` and the header ``Idempotency-Key``, the
-digest of the call's durable identity (the same on every replay of the call, different for
-every other call). The service answers ``2xx`` with ``{"result": ...}``, or with
-``{"error": "..."}`` for a failure it reports itself; any other answer is a failed call.
+digest of the call's durable identity (the same on every attempt and every replay of the call,
+different for every other call). The service answers ``2xx`` with ``{"result": ...}``, or with
+``{"error": "..."}`` for a failure it reports itself.
+
+Faults. Each attempt has ``timeout_seconds``. A connection error, a timeout and the statuses
+408, 429 and 5xx are transient: the call is attempted again (with backoff, honouring
+``Retry-After``) within the durable attempt budget ``retry.max_attempts``, counted across
+restarts. Any other status, an ``{"error": ...}`` answer, a body outside the protocol and a spent
+budget fail the call for good: a FAILED delegation. A cancelled caller leaves the call PENDING;
+it is sent again on replay with the same idempotency key.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
 from pydantic import Field
 
+from flink_agents.api.attempts import (
+    AttemptFailure,
+    AttemptsFailed,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    retry_within_budget,
+)
 from flink_agents.api.context import RunnerContext
 from flink_agents.api.subagents.delegation import SubagentError, SubagentRequest, SubagentSetup
 
@@ -24,12 +40,18 @@ _MAX_BODY_CHARS = 500
 class HttpSubagent(SubagentSetup):
     """A sub-agent served by an HTTP endpoint (see the module docstring for the protocol).
 
-    A call is sent again after a failover only if its outcome was not recorded; the service
-    should use the idempotency key to answer a repeated call without repeating its work.
+    A call is sent again (after a transient failure, or after a failover when its outcome was
+    not recorded) with the same idempotency key: the service must use it to answer a repeated
+    call without repeating its work.
     """
 
     url: str = Field(min_length=1)
-    timeout_seconds: float = Field(default=60.0, gt=0)
+    timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Limit of one attempt, from connecting to the last byte."
+    )
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy, description="Attempts and backoff for transient failures."
+    )
     headers: dict[str, str] = Field(
         default_factory=dict, description='Extra headers; secrets as {"env": "NAME"} references.'
     )
@@ -42,11 +64,44 @@ class HttpSubagent(SubagentSetup):
         }
         headers = {**self.headers, IDEMPOTENCY_HEADER: request.delegation_key}
         async with httpx.AsyncClient(timeout=self.timeout_seconds) as client:
-            response = await client.post(self.url, json=body, headers=headers)
-        if not response.is_success:
-            raise SubagentError(
-                f"{self.url} answered {response.status_code}: {response.text[:_MAX_BODY_CHARS]}"
+            try:
+                response = await retry_within_budget(
+                    lambda: self._attempt(client, body, headers), self.retry
+                )
+            except AttemptsFailed as failed:
+                raise SubagentError(
+                    f"{self.url} failed after {failed.attempts} attempt(s): {failed.reason}"
+                ) from None
+        return self._result(response)
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
+    ) -> httpx.Response:
+        """One POST within ``timeout_seconds``; a failed one raises :class:`AttemptFailure`."""
+        try:
+            # httpx limits each read, not the whole exchange: a trickling answer would not end.
+            response = await asyncio.wait_for(
+                client.post(self.url, json=body, headers=headers), self.timeout_seconds
             )
+        except asyncio.TimeoutError:
+            raise AttemptFailure(
+                f"no answer within {self.timeout_seconds} s", retryable=True
+            ) from None
+        except httpx.TransportError as exc:
+            raise AttemptFailure.transport("request failed", exc) from None
+        if not response.is_success:
+            status = response.status_code
+            raise AttemptFailure(
+                f"answered {status}: {response.text[:_MAX_BODY_CHARS]}",
+                retryable=is_retryable_status(status),
+                status=status,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+            )
+        return response
+
+    def _result(self, response: httpx.Response) -> Any:
+        """The ``result`` of a 2xx answer; a reported error or a body outside the protocol
+        raises :class:`SubagentError` (final: the service answered)."""
         try:
             answer = response.json()
         except ValueError:

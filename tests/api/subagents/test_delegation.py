@@ -50,6 +50,9 @@ from tests.subagent_samples import (
     restored,
 )
 
+FAST_RETRY: dict[str, Any] = {"max_attempts": 3, "initial_backoff_seconds": 0.01}
+"""The default budget of attempts, without the default's waits."""
+
 FAKE = "tests.subagent_samples:FakeSubagent"
 
 
@@ -213,7 +216,9 @@ def test_r10_http_subagent():
     server = SubagentServer()
     with server.running():
         subs = {
-            path: ResourceDescriptor.of(HttpSubagent, url=f"{server.base_url}/{path}")
+            path: ResourceDescriptor.of(
+                HttpSubagent, url=f"{server.base_url}/{path}", retry=FAST_RETRY
+            )
             for path in ("echo", "refuse", "broken", "garbage")
         }
         runner = RecordingCallRunner()
@@ -225,6 +230,13 @@ def test_r10_http_subagent():
         assert "answered 500: internal trouble" in broken.reason
         assert "answered with no JSON" in garbage.reason
         assert sorted(server.requests) == sorted(c.identity.digest() for c in runner.identities)
+        # A 500 is transient: attempted until the budget is spent, always under the same key;
+        # the other answers are final after one attempt.
+        broken_key = next(
+            c.identity.digest() for c in runner.identities if "broken" in c.identity.call_id
+        )
+        assert server.requests.pop(broken_key) == FAST_RETRY["max_attempts"]
+        assert "attempt budget of 3 spent" in broken.reason
         assert set(server.requests.values()) == {1}
         # The four calls run concurrently: find the echo call's body whatever the arrival order.
         (body,) = [b for b in server.bodies if b["input"] == {"q": "echo"}]
@@ -232,6 +244,7 @@ def test_r10_http_subagent():
         assert body["session_id"].startswith("session-")
         _run(agent, calls, RecordingCallRunner(dict(runner.records)))
         assert set(server.requests.values()) == {1}  # replay sent nothing
+        assert broken_key not in server.requests
 
 
 def test_blank_input_schema_is_refused_at_construction():
