@@ -2,7 +2,7 @@
 
 Each execution of a run (a replay after a restore is a second one) is a tree::
 
-    run weather_react "Oslo" #0  succeeded  41.2 ms  (1 output)
+    run weather_react "Oslo" #0  succeeded  41.2 ms  outputs 1
       action chat_action on InputEvent 1f2e3d4c  12.0 ms
         call chat  model  live  10.1 ms  attempts 1  tokens 12/7
         event ToolRequestEvent 9a8b7c6d
@@ -113,7 +113,7 @@ def _run_lines(execution: RunExecution) -> Iterator[str]:
     if end is None:
         summary = "unfinished"
     else:
-        summary = f"{end.status}  {_ms(end.latency_ms)}  ({end.outputs} outputs)"
+        summary = f"{end.status}  {_ms(end.latency_ms)}  outputs {end.outputs}"
         if end.error:
             summary += f"  error: {end.error}"
     yield f"run {agent} {key_json} #{seq}  {summary}"
