@@ -129,9 +129,9 @@ class EventLog:
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
         """A completed action's record was reapplied instead of running it."""
-        self._action_finished(run, event, action, time.perf_counter(), sent, None, replayed=True)
+        self.action_finished(run, event, action, time.perf_counter(), sent, None, replayed=True)
 
-    def _action_finished(
+    def action_finished(
         self,
         run: RunRef,
         event: Event,
@@ -142,6 +142,8 @@ class EventLog:
         *,
         replayed: bool = False,
     ) -> None:
+        """Record the events an action sent, then its end; ``started`` is its
+        ``time.perf_counter()`` start (see :class:`ActionWatch`)."""
         for item in sent:
             self.emit(
                 EventSent(
@@ -219,10 +221,10 @@ class ActionWatch:
     started: float
 
     def finished(self, sent: Sequence[Event]) -> None:
-        self.log._action_finished(self.run, self.event, self.action, self.started, sent, None)
+        self.log.action_finished(self.run, self.event, self.action, self.started, sent, None)
 
     def failed(self, error: BaseException) -> None:
-        self.log._action_finished(self.run, self.event, self.action, self.started, (), error)
+        self.log.action_finished(self.run, self.event, self.action, self.started, (), error)
 
 
 def _run_fields(run: RunRef) -> dict[str, Any]:

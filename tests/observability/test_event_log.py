@@ -23,6 +23,7 @@ from flink_agents.observability.trace import read_records
 from flink_agents.runtime import ActionError, run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET, Collector
+from tests.subagent_samples import ShoutAgent, caller_agent
 
 CITIES = [{"city": "Oslo"}, {"city": "Lisbon"}]
 
@@ -144,3 +145,15 @@ def test_without_a_listener_nothing_is_built(monkeypatch):
         monkeypatch.setattr(EventLog, name, forbidden)
     [result] = run_local(build_agent(), CITIES[:1], key="city")
     assert result.output_values == [{"city": "Oslo", "advice": "coat"}]
+
+
+def test_a_delegation_is_a_subagent_call_and_the_child_actions_are_recorded_under_the_run():
+    parent = caller_agent(shouter=ShoutAgent(name="shout"))
+    run_local(
+        parent, [{"calls": [["shouter", "hi", None]]}], key=lambda _: "k", listeners=[Collector()]
+    )
+    [call] = [r for r in Collector.records if isinstance(r, CallFinished)]
+    assert (call.call_kind, call.outcome, call.error) == ("subagent", "live", None)
+    actions = [r.action for r in Collector.records if isinstance(r, ActionStarted)]
+    assert actions == ["delegate", "shout"]  # the child's action, in the parent's run
+    assert {(r.agent, r.key, r.seq) for r in Collector.records} == {("caller", "k", 0)}
