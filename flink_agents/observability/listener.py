@@ -13,8 +13,9 @@ class EventListener(Protocol):
 
     It must return quickly and never block on I/O (the engine's loop waits for it): queue the
     record and write it from a thread, as
-    :class:`~flink_agents.observability.file_sink.JsonLinesSink` does. An exception it raises is logged and otherwise ignored. A listener with
-    a ``close()`` method is closed when its host stops.
+    :class:`~flink_agents.observability.file_sink.JsonLinesSink` does. An exception it raises
+    is logged and otherwise ignored. A listener with a ``close()`` method is closed when its
+    host stops.
     """
 
     def on_record(self, record: LogRecord) -> None: ...
