@@ -82,12 +82,13 @@ def review(language: str) -> str:
 
 
 class HttpServer:
-    """The server over streamable HTTP on 127.0.0.1, on a free port, in a daemon thread."""
+    """An MCP server (this module's by default) over streamable HTTP on 127.0.0.1, on a free
+    port, in a daemon thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, served: MCPServer = server) -> None:
         self.port = 0  # the port the system picked, once started
         config = uvicorn.Config(
-            server.streamable_http_app(), host="127.0.0.1", port=0, log_level="warning"
+            served.streamable_http_app(), host="127.0.0.1", port=0, log_level="warning"
         )
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._uvicorn.run, daemon=True)
