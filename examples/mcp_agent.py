@@ -10,12 +10,11 @@ it is offered as ``units__convert``, and answers with the result::
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
-from flink_agents.providers.mcp import McpPrompt, McpServer
+from flink_agents.providers.mcp import PYTHON_COMMAND, McpPrompt, McpServer
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
@@ -53,7 +52,8 @@ def build_agent() -> ReActAgent:
         ResourceType.TOOL,
         McpServer,
         namespace="units",
-        transport={"type": "stdio", "command": sys.executable, "args": [str(SERVER_SCRIPT)]},
+        # The worker's own interpreter (sys.executable), which has the mcp SDK the server needs.
+        transport={"type": "stdio", "command": PYTHON_COMMAND, "args": [str(SERVER_SCRIPT)]},
         timeout_seconds=20,
     )
     agent.add_resource(

@@ -23,6 +23,7 @@ from flink_agents.api.tools import FunctionTool
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers.mcp import (
     IDEMPOTENCY_KEY_META,
+    PYTHON_COMMAND,
     HttpTransport,
     McpPrompt,
     McpServer,
@@ -96,6 +97,16 @@ def test_stdio_server_calls_return_the_result_text(log: Path) -> None:
     server = stdio_server(log)
     assert asyncio.run(tool(server, "add").call({"a": 2, "b": 3})) == "5"
     assert asyncio.run(tool(server, "text.upper").call_with_key({"text": "mcp"}, "k")) == "MCP"
+
+
+def test_the_python_command_runs_the_server_with_the_workers_interpreter(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `python` to be found
+    transport = {"type": "stdio", "command": PYTHON_COMMAND, "args": [SERVER_SCRIPT]}
+    server = McpServer(namespace="local", transport=transport)
+    server.open()
+    assert asyncio.run(tool(server, "add").call({"a": 2, "b": 3})) == "5"
 
 
 def test_a_tool_error_result_raises_the_tools_own_failure_without_retrying(

@@ -3,7 +3,6 @@ stdio server, and ``flink-agents inspect`` lists what the model is offered from 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,10 +37,10 @@ def test_the_servers_prompt_is_the_models_system_prompt() -> None:
 
 
 def test_the_yaml_twin_declares_the_same_server_and_prompt(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.chdir(EXAMPLES.parent)  # the YAML names the server script by a relative path
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{Path('/usr/bin')}")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `python` on it: "${python}" needs none
     agent = load_yaml_agent(EXAMPLES / "mcp_agent.yaml")
     plan = compile_agent(agent)
     server = plan.resources["units"]

@@ -4,7 +4,12 @@ See docs/mcp.md. :class:`McpServer` is a TOOL resource offering the server's too
 as ``<namespace>__<tool>``; :class:`McpPrompt` is a PROMPT resource rendered by the server.
 """
 
-from flink_agents.providers.mcp.connection import MCP_EXTRA, HttpTransport, StdioTransport
+from flink_agents.providers.mcp.connection import (
+    MCP_EXTRA,
+    PYTHON_COMMAND,
+    HttpTransport,
+    StdioTransport,
+)
 from flink_agents.providers.mcp.names import offered_name
 from flink_agents.providers.mcp.prompt import McpPrompt
 from flink_agents.providers.mcp.server import (
@@ -17,6 +22,7 @@ from flink_agents.providers.mcp.server import (
 __all__ = [
     "IDEMPOTENCY_KEY_META",
     "MCP_EXTRA",
+    "PYTHON_COMMAND",
     "HttpTransport",
     "McpPrompt",
     "McpServer",

@@ -11,6 +11,7 @@ ever written into a plan, the store or a log.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Literal, TypeVar
@@ -35,6 +36,10 @@ T = TypeVar("T")
 
 _RETRYABLE_MCP_CODES = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT})
 
+PYTHON_COMMAND = "${python}"
+"""A stdio ``command`` that stands for the worker's own Python interpreter (``sys.executable``),
+so a Python server runs with the job's environment whatever ``python`` is on the ``PATH``."""
+
 
 class StdioTransport(BaseModel):
     """A server run as a subprocess, spoken to over its stdin and stdout."""
@@ -42,7 +47,9 @@ class StdioTransport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["stdio"] = "stdio"
-    command: str = Field(description="The executable, e.g. 'python' or 'npx'.")
+    command: str = Field(
+        description=f"The executable, e.g. 'npx'; {PYTHON_COMMAND!r} is the worker's own Python."
+    )
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -102,20 +109,23 @@ class McpConnection:
             self._headers = resolved_headers(transport)
         else:
             self._env = resolve_env_references(transport.env)
+            self._command = (
+                sys.executable if transport.command == PYTHON_COMMAND else transport.command
+            )
 
     @property
     def target(self) -> str:
         """What the server is, for messages (a URL or a command; never a header or env value)."""
         if isinstance(self._transport, HttpTransport):
             return self._transport.url
-        return " ".join([self._transport.command, *self._transport.args])
+        return " ".join([self._command, *self._transport.args])
 
     @asynccontextmanager
     async def _client(self) -> AsyncIterator[Client]:
         transport = self._transport
         if isinstance(transport, StdioTransport):
             parameters = StdioServerParameters(
-                command=transport.command, args=transport.args, env=self._env, cwd=transport.cwd
+                command=self._command, args=transport.args, env=self._env, cwd=transport.cwd
             )
             async with Client(parameters, cache=None) as client:
                 yield client
