@@ -74,7 +74,8 @@ def test_at_most_n_calls_are_at_the_server_whatever_the_runs_in_flight() -> None
 def test_the_cap_is_in_the_plan_and_checked() -> None:
     plan = compile_agent(_agent(OpenAICompatibleChatModelConnection, max_concurrent_calls=2))
     assert plan.resources["llm"].arguments["max_concurrent_calls"] == 2
-    with pytest.raises(ValueError, match="max_concurrent_calls"):
+    assert OpenAICompatibleChatModelConnection(max_concurrent_calls=2).max_concurrent_calls == 2
+    with pytest.raises(ValueError, match="max_concurrent_calls\n  Input should be greater than"):
         OpenAICompatibleChatModelConnection(max_concurrent_calls=0)
 
 
