@@ -30,6 +30,7 @@ from flink_agents.api.subagents.delegation import (
     Subagent,
     SubagentError,
     SubagentRequest,
+    SubagentResult,
     SubagentSetup,
 )
 from flink_agents.durable.call import DurableCall
@@ -99,6 +100,10 @@ class NotASubagent(Resource):
     resource_type = ResourceType.AGENT
 
 
+DELEGATED: list[SubagentResult] = []
+"""Every result :func:`delegate` was handed, as it was handed (outputs hold their JSON form)."""
+
+
 @action(InputEvent)
 async def delegate(event: InputEvent, ctx: RunnerContext) -> None:
     """Submits ``input["calls"]``: ``[sub-agent, input, session or None]`` each, all at once."""
@@ -107,7 +112,13 @@ async def delegate(event: InputEvent, ctx: RunnerContext) -> None:
         for name, payload, session in event.input["calls"]
     ]
     for result in await asyncio.gather(*futures):
+        DELEGATED.append(result)
         ctx.send_event(OutputEvent(output=result))
+
+
+def delegation_results(outputs: list[Any]) -> list[SubagentResult]:
+    """The outputs of :func:`delegate` (in JSON form, as every output) read back as results."""
+    return [SubagentResult.model_validate(output) for output in outputs]
 
 
 def model_agent(

@@ -18,9 +18,9 @@ import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -196,11 +196,17 @@ class _LocalTracker:
         self.attempts += 1
 
 
-async def retry_within_budget(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+async def retry_within_budget(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    gate: Callable[[], AbstractAsyncContextManager[Any]] = nullcontext,
+) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempt budget is spent.
 
     ``attempt`` raises :class:`AttemptFailure` on failure; anything else (cancellation too)
-    propagates unchanged. Raises :class:`AttemptsFailed` when the call fails.
+    propagates unchanged. Raises :class:`AttemptsFailed` when the call fails. Each attempt runs
+    inside ``gate()`` (a connection's concurrency cap), entered before the attempt is recorded:
+    waiting at the gate spends no attempt, and no slot is held between attempts.
     """
     tracker: AttemptTracker = current_attempt_tracker.get() or _LocalTracker()
     if tracker.attempts >= policy.max_attempts:
@@ -211,9 +217,10 @@ async def retry_within_budget(attempt: Callable[[], Awaitable[T]], policy: Retry
         )
     retry = 0
     while True:
-        tracker.record_attempt()
         try:
-            return await attempt()
+            async with gate():
+                tracker.record_attempt()
+                return await attempt()
         except AttemptFailure as failure:
             if not failure.retryable or tracker.attempts >= policy.max_attempts:
                 reason = failure.reason

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, cast
 
 from pydantic import Field, PrivateAttr
@@ -21,12 +23,42 @@ from flink_agents.api.tools import Tool, tools_of
 
 
 class ChatModelConnection(Resource):
-    """An endpoint that answers chat requests. Providers subclass this."""
+    """An endpoint that answers chat requests. Providers subclass this.
+
+    ``max_concurrent_calls`` caps the calls in flight through this connection (one resource
+    instance: one per operator subtask, shared by every key and run of it). A provider makes each
+    call, or each attempt of it, inside :meth:`call_slot`.
+    """
 
     resource_type: ClassVar[ResourceType] = ResourceType.CHAT_MODEL_CONNECTION
 
+    max_concurrent_calls: int | None = Field(
+        default=None,
+        ge=1,
+        description="Calls in flight at once through this connection; none: no cap.",
+    )
+
+    # The semaphore belongs to the loop it was made on; the loop itself is kept (not its id,
+    # which a later loop may reuse) so a connection used from a new loop gets a new one.
+    _slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = PrivateAttr(default=None)
+
     async def chat(self, request: ChatRequest) -> ChatMessage:
         raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def call_slot(self) -> AsyncIterator[None]:
+        """Hold one of the ``max_concurrent_calls`` slots for the block (no cap: at once).
+
+        Waiting here is not a call: a provider enters the slot before it counts an attempt.
+        """
+        if self.max_concurrent_calls is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.max_concurrent_calls))
+        async with self._slots[1]:
+            yield
 
 
 class ChatModelSetup(Resource):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flink_agents.api.chat import ChatMessage, ToolCall
+from flink_agents.api.json_values import json_generic
 
 
 class Event(BaseModel):
@@ -75,11 +76,21 @@ class ActionFailure(BaseModel):
 
 
 class OutputEvent(Event):
-    """A result of the run; ``error`` is set instead of ``output`` when the run failed (emit)."""
+    """A result of the run; ``error`` is set instead of ``output`` when the run failed (emit).
+
+    ``output`` is kept in its JSON form: a pydantic model or a dataclass (also inside dicts and
+    lists) becomes the data it dumps in JSON mode, so a run's outputs are the same whether it
+    ran or was replayed, and every sink can write them. A value JSON cannot hold is refused.
+    """
 
     EVENT_TYPE: ClassVar[str | None] = "OutputEvent"
     output: Any = None
     error: ActionFailure | None = None
+
+    @field_validator("output")
+    @classmethod
+    def _json_output(cls, output: Any) -> Any:
+        return json_generic(output)
 
 
 class ChatRequestEvent(Event):

@@ -33,7 +33,8 @@ class NotJsonError(ValueError):
         self.reason = reason
 
 
-def _child_path(path: str, key: str) -> str:
+def member_path(path: str, key: str) -> str:
+    """The path of member ``key`` of the object at ``path`` (``$.a``, ``$["a b"]``)."""
     return f"{path}.{key}" if _IDENTIFIER.match(key) else f"{path}[{json.dumps(key)}]"
 
 
@@ -54,7 +55,7 @@ def json_generic(value: Any, path: str = "$") -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotJsonError(path, f"key {key!r} is a {type(key).__name__}, not a string")
-            result[key] = json_generic(item, _child_path(path, key))
+            result[key] = json_generic(item, member_path(path, key))
         return result
     if isinstance(value, list | tuple):
         return [json_generic(item, f"{path}[{index}]") for index, item in enumerate(value)]

@@ -3,7 +3,11 @@
 * sensory memory lives for one run and is dropped when the run ends;
 * short-term memory belongs to a key and survives from run to run (and in Flink state).
 
-Keep values JSON-like (dicts, lists, strings, numbers) so they snapshot and restore faithfully.
+Values are kept in their JSON form, so they snapshot, checkpoint and restore faithfully:
+:meth:`Memory.set` stores a pydantic model or a dataclass (also inside dicts and lists) as the
+data it dumps in JSON mode, a tuple as a list, and refuses what JSON cannot hold (a set, an
+arbitrary object, ``nan``) with a :class:`~flink_agents.api.json_values.NotJsonError` naming the
+key. Read a model back with ``MyModel.model_validate(memory.get("key"))``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from flink_agents.api.json_values import json_generic, member_path
 
 
 class Memory:
@@ -23,7 +29,8 @@ class Memory:
         return self._content.get(key, default)
 
     def set(self, key: str, value: Any) -> None:
-        self._content[key] = value
+        """Store ``value``'s JSON form (a copy) under ``key``."""
+        self._content[key] = json_generic(value, member_path("$", key))
 
     def delete(self, key: str) -> None:
         self._content.pop(key, None)

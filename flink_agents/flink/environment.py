@@ -4,25 +4,32 @@
     outputs = agents.from_list(records, key="user").apply(agent).to_datastream()
     env.execute("my agents")
 
-Records are JSON values (dicts, usually). Each output is a JSON string with the run's agent,
-key, seq and either ``output`` or ``error`` (see
-:class:`~flink_agents.runtime.records.OutputRecord`).
+Records are JSON text, or Python records (dicts, pydantic models, dataclasses) that become JSON
+at the boundary; a key is a field name or a function of the record
+(``key=lambda r: r.customer``). Each output is a JSON string with the run's agent, key, seq and
+either ``output`` or ``error`` (see :class:`~flink_agents.runtime.records.OutputRecord`).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.common.serialization import SimpleStringSchema
-from pyflink.datastream import DataStream, MapFunction, StreamExecutionEnvironment
+from pyflink.datastream import (
+    DataStream,
+    KeyedProcessFunction,
+    MapFunction,
+    StreamExecutionEnvironment,
+)
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 from pyflink.java_gateway import get_gateway
 
@@ -35,9 +42,14 @@ from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.options import OperatorOptions
-from flink_agents.runtime.records import key_selector
-
-KeySpec = str | Callable[[Any], Any]
+from flink_agents.runtime.records import (
+    BadRecord,
+    KeySpec,
+    bad_input_record,
+    encode_input,
+    key_selector,
+    object_key_selector,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,17 +80,22 @@ class AgentsExecutionEnvironment:
     def from_list(
         self, records: Iterable[Any], key: KeySpec, *, records_per_second: float | None = None
     ) -> AgentInput:
-        """A bounded input of JSON-serializable records, keyed by field ``key`` (or a function).
+        """A bounded input of records (JSON values, pydantic models, dataclasses), keyed by
+        field ``key`` or a function of the record.
 
-        The records are written to a JSON-lines file read by :meth:`from_file`, because a
-        collection source starts over after a restore, while a file source resumes where its
-        last checkpoint was (the same inputs must get the same ``seq`` on replay). For local
-        runs: the file is on this machine.
+        The records are written as JSON lines read like :meth:`from_file`, because a collection
+        source starts over after a restore, while a file source resumes where its last
+        checkpoint was (the same inputs must get the same ``seq`` on replay). When every record
+        is of one pydantic model or dataclass, a key function is given records of that type.
+        For local runs: the file is on this machine. A record JSON cannot hold fails here.
         """
+        records = list(records)
         folder = Path(tempfile.mkdtemp(prefix="flink-agents-list-"))
         path = folder / "records.jsonl"
-        path.write_text("".join(json.dumps(record) + "\n" for record in records))
-        return self.from_file(path, key, records_per_second=records_per_second)
+        path.write_text("".join(encode_input(record) + "\n" for record in records))
+        agent_input = self.from_file(path, key, records_per_second=records_per_second)
+        agent_input.record_type = _common_record_type(records)
+        return agent_input
 
     def from_file(
         self, path: str | Path, key: KeySpec, *, records_per_second: float | None = None
@@ -99,10 +116,14 @@ class AgentsExecutionEnvironment:
         return AgentInput(self, stream, key)
 
     def from_datastream(self, stream: DataStream, key: KeySpec) -> AgentInput:
-        """An existing stream of JSON strings (or JSON-serializable values)."""
-        if stream.get_type() != Types.STRING():
-            stream = stream.map(json.dumps, output_type=Types.STRING())
-        return AgentInput(self, stream, key)
+        """An existing stream: of JSON strings, or of Python records (dicts, pydantic models,
+        dataclasses: any other type than ``Types.STRING()``).
+
+        A key function is given each Python record as it is (``key=lambda r: r.customer``); the
+        record becomes JSON when the agent's operator takes it. A record JSON cannot hold, or
+        whose key cannot be read, is reported as a ``BadRecord`` output and the job goes on.
+        """
+        return AgentInput(self, stream, key, python_records=stream.get_type() != Types.STRING())
 
     def from_kafka(
         self,
@@ -208,23 +229,58 @@ def _timer_safe_bundles(env: StreamExecutionEnvironment) -> None:
     env.configure(setting)
 
 
+def _common_record_type(records: list[Any]) -> type | None:
+    """The pydantic model or dataclass every record is an instance of, if they share one."""
+    types = {type(record) for record in records}
+    if len(types) != 1:
+        return None
+    (kind,) = types
+    return kind if issubclass(kind, BaseModel) or dataclasses.is_dataclass(kind) else None
+
+
+class PythonRecordsFunction(AgentFunction):
+    """The agent operator over a stream of Python records: each becomes JSON text first."""
+
+    def __init__(self, plan: AgentPlan, *settings: Any) -> None:
+        super().__init__(plan.to_json(), *settings)
+        self._plan_name = plan.name
+
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Sequence[str]:
+        try:
+            text = encode_input(value)
+        except BadRecord as exc:
+            return [bad_input_record(self._plan_name, None, str(exc)).to_json()]
+        return super().process_element(text, ctx)
+
+
 @dataclass
 class AgentInput:
-    """A keyed input waiting for an agent; :meth:`apply` one."""
+    """A keyed input waiting for an agent; :meth:`apply` one.
+
+    ``python_records``: the stream holds Python records rather than JSON text.
+    ``record_type``: the model or dataclass the JSON records were written from (a key function
+    is given records of that type).
+    """
 
     agents: AgentsExecutionEnvironment
     stream: DataStream
     key: KeySpec
+    python_records: bool = False
+    record_type: type | None = None
     _outputs: DataStream | None = field(default=None, init=False)
 
     def apply(self, agent: Agent | AgentPlan) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
         plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
         _timer_safe_bundles(self.agents.env)
-        function = AgentFunction(
-            plan.to_json(), self.agents.options, self.agents.store, self.agents.event_log
-        )
-        keyed = self.stream.key_by(key_selector(self.key), key_type=Types.STRING())
+        settings = (self.agents.options, self.agents.store, self.agents.event_log)
+        if self.python_records:
+            function: AgentFunction = PythonRecordsFunction(plan, *settings)
+            selector: Callable[[Any], str] = object_key_selector(self.key)
+        else:
+            function = AgentFunction(plan.to_json(), *settings)
+            selector = key_selector(self.key, self.record_type)
+        keyed = self.stream.key_by(selector, key_type=Types.STRING())
         self._outputs = keyed.process(function, output_type=Types.STRING()).name(
             f"agent:{plan.name}"
         )

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from flink_agents.api.resources import ResourceType
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
@@ -124,6 +126,11 @@ class JobSpec(_Spec):
         default=None,
         description="A record of every run, action, event and durable call (docs/operations.md).",
     )
+    max_concurrent_calls: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict,
+        description="Calls in flight at once per chat model connection of the agent (by "
+        "resource name), in each subtask; overrides the connection's own max_concurrent_calls.",
+    )
 
     _base_dir: Path = PrivateAttr(default=Path("."))
 
@@ -142,7 +149,7 @@ class JobSpec(_Spec):
         agent = self.agent
         if not _is_reference(agent):
             agent = str(self.resolve(agent))
-        return load_plan(agent, self.agent_name)
+        return with_call_caps(load_plan(agent, self.agent_name), self.max_concurrent_calls)
 
     def event_log_config(self) -> EventLogConfig | None:
         """The event log with its file's path resolved against the spec's folder."""
@@ -186,6 +193,29 @@ class JobSpec(_Spec):
             )
             config["restart-strategy.exponential-delay.initial-backoff"] = f"{restart.delay_ms} ms"
         return config
+
+
+def with_call_caps(plan: AgentPlan, caps: Mapping[str, int]) -> AgentPlan:
+    """``plan`` with ``max_concurrent_calls`` set on the chat model connections ``caps`` names.
+
+    Raises ``ValueError`` for a name that is not a chat model connection of the agent.
+    """
+    resources = dict(plan.resources)
+    for name, cap in caps.items():
+        resource = resources.get(name)
+        if resource is None or resource.type is not ResourceType.CHAT_MODEL_CONNECTION:
+            connections = sorted(
+                key
+                for key, declared in plan.resources.items()
+                if declared.type is ResourceType.CHAT_MODEL_CONNECTION
+            )
+            raise ValueError(
+                f"max_concurrent_calls: {name!r} is not a chat model connection of agent "
+                f"{plan.name!r}; its connections: {connections}"
+            )
+        arguments = {**resource.arguments, "max_concurrent_calls": cap}
+        resources[name] = resource.model_copy(update={"arguments": arguments})
+    return plan.model_copy(update={"resources": resources})
 
 
 def _import_roots() -> list[str]:

@@ -103,7 +103,7 @@ class HttpChatModelConnection(ChatModelConnection):
         self._stats.calls += 1
         try:
             reply = await call_with_retries(
-                lambda: self._counted_attempt(request, model), self.retry, label
+                lambda: self._counted_attempt(request, model), self.retry, label, self.call_slot
             )
         except ModelCallError:
             self._stats.failed_calls += 1

@@ -8,7 +8,8 @@ call's final failure as a :class:`ModelCallError`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any, TypeVar
 
 from flink_agents.api.attempts import AttemptsFailed, RetryPolicy, retry_within_budget
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
@@ -19,15 +20,19 @@ __all__ = ["RetryPolicy", "call_with_retries"]
 
 
 async def call_with_retries(
-    attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, label: CallLabel
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    label: CallLabel,
+    gate: Callable[[], AbstractAsyncContextManager[Any]] = nullcontext,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempt budget is spent.
 
     ``attempt`` raises :class:`~flink_agents.api.attempts.AttemptFailure` on failure; anything
-    else propagates unchanged. Raises :class:`ModelCallError` when the call fails.
+    else propagates unchanged. Each attempt runs inside ``gate()``, entered before it is
+    counted. Raises :class:`ModelCallError` when the call fails.
     """
     try:
-        return await retry_within_budget(attempt, policy)
+        return await retry_within_budget(attempt, policy, gate)
     except AttemptsFailed as failed:
         last = failed.last
         raise ModelCallError(

@@ -140,6 +140,10 @@ class ScriptedChatModelConnection(ChatModelConnection):
             cls._stats.pop(name, None)
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
+        async with self.call_slot():
+            return await self._play(request)
+
+    async def _play(self, request: ChatRequest) -> ChatMessage:
         stats = self.stats(self.name)
         stats.total += 1
         stats.in_flight += 1

@@ -4,6 +4,9 @@ Inputs are JSON objects (or any JSON value) carried as strings, so the same job 
 file or a Kafka topic alike. The key (Flink's, for the operator) is the canonical JSON of the key
 value, so keys of any JSON type (and containing any character) stay distinct and decode back
 exactly. No Flink here: the keyed logic decodes inputs and encodes outputs with these.
+
+Python records (dicts, pydantic models, dataclasses) become JSON text at the boundary
+(:func:`encode_input`), keyed by a field or by a function of the record as it is.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from flink_agents.api.events import ActionFailure
+from flink_agents.api.json_values import NotJsonError, json_generic
 from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.engine import RunResult
+
+KeySpec = str | Callable[[Any], Any]
+"""What keys input records: a field name, or a function of the record."""
 
 
 class BadRecord(ValueError):
@@ -45,18 +52,48 @@ def decode_input(text: str | bytes) -> Any:
         raise BadRecord(f"input record is not JSON ({exc}): {preview!r}") from exc
 
 
-def key_selector(field: str | Callable[[Any], Any]) -> Callable[[str], str]:
+def encode_input(record: Any) -> str:
+    """A Python input record (a dict, a pydantic model, a dataclass, ...) as JSON text.
+
+    Raises :class:`BadRecord` when JSON cannot hold the record, naming where.
+    """
+    try:
+        return canonical_json(json_generic(record))
+    except NotJsonError as exc:
+        raise BadRecord(f"input record ({type(record).__name__}): {exc}") from exc
+
+
+def key_selector(field: KeySpec, record_type: type | None = None) -> Callable[[str], str]:
     """A Flink key selector over JSON input records: the canonical JSON of the key value.
 
-    A record that cannot be keyed gets the key ``null`` and is reported by the operator (the
-    selector must not raise, or the whole job fails on one bad record).
+    ``field`` names a field of the record or is a function of it; with ``record_type`` (a
+    pydantic model or a dataclass the records were written from) the function is given the
+    record validated back into that type, so ``lambda r: r.customer`` works on it.
     """
+    adapter: TypeAdapter[Any] | None = None if record_type is None else TypeAdapter(record_type)
 
-    def select(text: str) -> str:
+    def parse(text: str) -> Any:
+        record = json.loads(text)
+        return (
+            adapter.validate_python(record) if adapter is not None and callable(field) else record
+        )
+
+    return _selector(field, parse)
+
+
+def object_key_selector(field: KeySpec) -> Callable[[Any], str]:
+    """A Flink key selector over Python records: a function is given the record as it is
+    (``lambda r: r.customer``); a field name is read from the record's JSON form."""
+    return _selector(field, lambda record: record if callable(field) else json_generic(record))
+
+
+def _selector(field: KeySpec, prepare: Callable[[Any], Any]) -> Callable[[Any], str]:
+    # A record that cannot be keyed gets the key ``null`` and is reported by the operator (the
+    # selector must not raise, or the whole job fails on one bad record).
+    def select(value: Any) -> str:
         try:
-            record = json.loads(text)
-            value = field(record) if callable(field) else record[field]
-            return canonical_json(value)
+            record = prepare(value)
+            return canonical_json(json_generic(field(record) if callable(field) else record[field]))
         except Exception:
             return "null"
 

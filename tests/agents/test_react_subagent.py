@@ -35,6 +35,7 @@ from tests.subagent_samples import (
     Review,
     caller_agent,
     counted_lookup,
+    delegation_results,
     model_agent,
     react_child,
 )
@@ -49,7 +50,9 @@ def _run(agent: Agent, value: Any, runner: RecordingCallRunner | None = None) ->
 
 
 def _call(child: Agent, value: Any) -> Any:
-    [result] = _run(caller_agent(child=child), {"calls": [["child", value, None]]})
+    [result] = delegation_results(
+        _run(caller_agent(child=child), {"calls": [["child", value, None]]})
+    )
     return result
 
 

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -63,6 +63,9 @@ class FakeModelServer:
     def __init__(self, fallback: Responder = _unscripted) -> None:
         self.fallback = fallback
         self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Requests being answered now, and the most at once (a concurrency cap's witness)."""
         self._queue: deque[ScriptedResponse] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -101,6 +104,17 @@ class FakeModelServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
     def _next(self, request: RecordedRequest) -> ScriptedResponse:
         with self._lock:
             self.requests.append(request)
@@ -121,12 +135,13 @@ class FakeModelServer:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=self.rfile.read(length),
                 )
-                response = server._next(request)
-                if response.delay_seconds:
-                    time.sleep(response.delay_seconds)
-                # The client may have given up (a timeout test): then there is nobody to answer.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self._respond(response)
+                with server._answering():
+                    response = server._next(request)
+                    if response.delay_seconds:
+                        time.sleep(response.delay_seconds)
+                    # The client may have given up (a timeout test): nobody to answer then.
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self._respond(response)
 
             def _respond(self, response: ScriptedResponse) -> None:
                 payload = response.payload()

@@ -26,6 +26,7 @@ from tests.subagent_samples import (
     SubagentServer,
     caller_agent,
     counted_lookup,
+    delegation_results,
     model_agent,
     react_child,
 )
@@ -48,7 +49,9 @@ def _is_delegation(call_id: str) -> bool:
 
 def test_caller_driven_internal_child_returns_its_outputs_and_reads_its_own_config():
     parent = caller_agent(shouter=ShoutAgent(name="shout"))
-    [ok, failed] = _outputs(parent, {"calls": [["shouter", "hi", None], ["shouter", "fail", None]]})
+    [ok, failed] = delegation_results(
+        _outputs(parent, {"calls": [["shouter", "hi", None], ["shouter", "fail", None]]})
+    )
     assert ok == SubagentResult(success=True, result=["HI!"])  # the child's own action config
     assert failed.success is False
     assert "sub-agent 'shout'" in failed.reason and "cannot shout 'fail'" in failed.reason
@@ -88,7 +91,7 @@ def test_child_falls_back_to_parent_resources():
     )
     child = ReActAgent(name="bare", chat_model="shared_model")  # declares no model of its own
     parent.add_subagent("bare", child)
-    [result] = _outputs(parent, {"calls": [["bare", "hello", None]]})
+    [result] = delegation_results(_outputs(parent, {"calls": [["bare", "hello", None]]}))
     assert result.result == ["child says hello"]
 
 

@@ -41,11 +41,13 @@ from flink_agents.durable.store import CallStatus, InMemoryActionStateStore, InM
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 from tests.subagent_samples import (
+    DELEGATED,
     FakeSubagent,
     RecordingCallRunner,
     Review,
     SubagentServer,
     caller_agent,
+    delegation_results,
     replaying_runner,
     restored,
 )
@@ -74,7 +76,7 @@ def _invocation(call_id: str) -> str:
 def _run(agent, calls: list[list[Any]], runner=None, key: str = "k") -> list[Any]:
     [result] = run_local(agent, [{"calls": calls}], key=lambda _: key, call_runner=runner)
     assert result.error is None, result.error
-    return result.output_values
+    return delegation_results(result.output_values)
 
 
 @pytest.fixture(autouse=True)
@@ -135,8 +137,10 @@ def test_r05_typed_replay():
     first = InMemoryActionStateStore(log)
     marker = first.recovery_marker()
     agent = caller_agent(rev=_fake(mode="review", result_type="tests.subagent_samples:Review"))
-    [live] = _run(agent, [["rev", "x", None]], replaying_runner(first))
-    [replayed] = _run(agent, [["rev", "x", None]], replaying_runner(restored(log, marker)))
+    DELEGATED.clear()
+    _run(agent, [["rev", "x", None]], replaying_runner(first))
+    _run(agent, [["rev", "x", None]], replaying_runner(restored(log, marker)))
+    [live, replayed] = DELEGATED  # as the action was handed them
     assert FakeSubagent.calls["fake"] == 1
     assert isinstance(live.result, Review) and isinstance(replayed.result, Review)
     assert replayed.result == live.result == Review(verdict="approve", score=7)
