@@ -16,7 +16,7 @@ from flink_agents.runtime.engine import RunEngine, RunResult
 KeySelector = str | Callable[[Any], Any]
 
 
-def _key_of(record: Any, key: KeySelector) -> Any:
+def key_of(record: Any, key: KeySelector) -> Any:
     if callable(key):
         return key(record)
     if not isinstance(record, Mapping) or key not in record:
@@ -36,7 +36,7 @@ async def run_local_async(
     """Async form of :func:`run_local`."""
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
     engine = RunEngine(plan, max_in_flight=max_in_flight, call_runner=call_runner, environ=environ)
-    order: list[RunId] = [engine.submit(_key_of(record, key), record) for record in inputs]
+    order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
     try:
         await engine.drain()
     finally:
