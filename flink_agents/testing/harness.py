@@ -68,8 +68,8 @@ class CountingCallRunner:
     def journal(self) -> ActionJournal | None:
         return self._inner.journal
 
-    def run_admitted(self, run: RunId) -> None:
-        self._inner.run_admitted(run)
+    def run_admitted(self, run: RunId, input: Any) -> None:
+        self._inner.run_admitted(run, input)
 
     def run_finished(self, run: RunId) -> None:
         self._inner.run_finished(run)
