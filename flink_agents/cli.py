@@ -5,6 +5,8 @@ flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --ke
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
+flink-agents store export --topic T [--key K] -o FILE       (a store topic's records to a file)
+flink-agents replay AGENT (--topic T | --file F) [...]      (recorded runs against the agent now)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from flink_agents.api.refs import UnresolvableReference
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import YamlAgentError
+from flink_agents.replay import commands as replay_commands
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -187,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser = commands.add_parser("inspect", help="list what each chat model is offered")
     _add_source(inspect_parser, "a plan .json, a YAML agents file or module:attr")
     inspect_parser.set_defaults(handler=cmd_inspect)
+    replay_commands.add_commands(commands)
     return parser
 
 

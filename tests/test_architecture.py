@@ -22,7 +22,7 @@ LAYER_TIERS: tuple[tuple[str, ...], ...] = (
     ("agents", "plan", "providers"),
     ("durable",),
     ("runtime",),
-    ("testing",),  # public test helpers: they drive the engine over stores
+    ("testing", "replay"),  # test helpers; replaying recorded runs: both drive the engine
     ("flink",),
     ("cli",),
 )
