@@ -2,8 +2,8 @@
 
 A store topic holds, per run, one :class:`ActionState` per action invocation; the state of the
 first action invoked on the run's input event carries the input (:class:`RunInput`). Export
-writes the latest state of every key as JSON lines (what a restore of the whole topic sees);
-replay reads either.
+writes the latest state of every key as JSON lines, states of runs already pruned included while
+compaction has not removed them; replay reads either.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from typing import Any
 from flink_agents.api.events import OutputEvent
 from flink_agents.durable.identity import RunId, event_id
 from flink_agents.durable.journal_codec import read_action
-from flink_agents.durable.store import ActionState, RunInput, RunKey
+from flink_agents.durable.store import ActionState, ActionStateKey, RunInput, RunKey
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.log import LogStore
-from flink_agents.runtime.recovery import from_start
 
 
 @dataclass(frozen=True)
@@ -61,10 +60,12 @@ class RecordedRun:
 
 
 def read_store(store: LogStore) -> list[ActionState]:
-    """Every state in ``store``'s topic (the whole topic read, as a restore from its start)."""
-    store.restore(from_start(store.recovery_marker()))
-    states = (store.get(key) for key in store.state_keys())
-    return [state for state in states if state is not None]
+    """The latest state of every key in ``store``'s topic, states of pruned runs included as
+    long as compaction has not removed them (see :meth:`LogStore.history`)."""
+    latest: dict[ActionStateKey, ActionState] = {}
+    for state in store.history():
+        latest[state.key] = state  # in the order keys were first written, as `get_run` gives
+    return list(latest.values())
 
 
 def write_states(states: Iterable[ActionState], path: Path) -> int:

@@ -113,3 +113,12 @@ def test_a_keys_runs_replay_in_order_each_from_the_memory_the_previous_one_left(
     ]
     assert report.runs[1].outputs == ["It is nice in Lima. (12 degrees) visit 2"]
     assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
+
+
+def test_runs_pruned_by_the_job_are_still_read_until_compaction_removes_them() -> None:
+    store = InMemoryActionStateStore()
+    record(store)
+    assert store.prune(store.recovery_marker()) == 3  # every run had ended: tombstoned
+    assert store.state_count == 0
+    report = replay(read_store(store))
+    assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
