@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.durable.store import ActionStateKey
+from flink_agents.durable.store import ActionState, ActionStateKey
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.replay.recorded import RecordedRun
@@ -116,7 +116,7 @@ async def _replay_one(
         note = "its input was not recorded (written by an older version)"
         return RunReport(run, Verdict.NOT_REPLAYABLE, note=note), memory
     recorded_outputs = run.outputs()
-    states: dict[ActionStateKey, Any] = {state.key: state for state in run.states}
+    states: dict[ActionStateKey, ActionState] = {state.key: state for state in run.states}
     runner = RecordedCallRunner(states, allow_live=allow_live)
     engine = RunEngine(resolved, call_runner=runner)
     key = run.run_id.key
