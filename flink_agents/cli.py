@@ -5,6 +5,7 @@ flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --ke
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
+flink-agents trace EVENT_LOG [--key K] [--run SEQ]          (each run's tree from an event log)
 flink-agents store export --topic T [--key K] -o FILE       (a store topic's records to a file)
 flink-agents replay AGENT (--topic T | --file F) [...]      (recorded runs against the agent now)
 """
@@ -64,6 +65,7 @@ def _records(path: str) -> Iterator[Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an agent over JSON lines and print one JSON line per output."""
     # Imported here so that `compile` works without loading the engine.
+    from flink_agents.observability import EventLogConfig
     from flink_agents.runtime.engine import ActionError
     from flink_agents.runtime.local import run_local
 
@@ -74,8 +76,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     plan = load_plan(args.source, args.agent)
     records = list(_records(args.input))
+    event_log = EventLogConfig(path=args.event_log) if args.event_log else None
     try:
-        results = run_local(plan, records, key=args.key, max_in_flight=args.max_in_flight)
+        results = run_local(
+            plan, records, key=args.key, max_in_flight=args.max_in_flight, event_log=event_log
+        )
     except ActionError as exc:
         print(f"flink-agents run: {exc}", file=sys.stderr)
         return 1
@@ -155,6 +160,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    """Print each run's tree (actions, their calls and events) from an event log file."""
+    from flink_agents.observability.trace import read_records, render_trace
+
+    try:
+        text = render_trace(read_records(args.event_log), key=args.key, seq=args.run)
+    except OSError as exc:
+        print(f"flink-agents trace: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if text:
+        print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -177,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser.add_argument(
         "--output", help="--local: write the output JSON lines to this file instead of stdout"
     )
+    run_parser.add_argument("--event-log", help="--local: append the event log to this file")
     run_parser.set_defaults(handler=cmd_run)
 
     submit_parser = commands.add_parser("submit", help="submit a job spec to a Flink cluster")
@@ -190,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser = commands.add_parser("inspect", help="list what each chat model is offered")
     _add_source(inspect_parser, "a plan .json, a YAML agents file or module:attr")
     inspect_parser.set_defaults(handler=cmd_inspect)
+
+    trace_parser = commands.add_parser("trace", help="print each run's tree from an event log")
+    trace_parser.add_argument("event_log", help="an event log file (JSON lines)")
+    trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
+    trace_parser.add_argument("--run", type=int, help="only the run with this seq")
+    trace_parser.set_defaults(handler=cmd_trace)
     replay_commands.add_commands(commands)
     return parser
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from flink_agents.api.context import InDoubtPolicy, Reconciler, ReconcileRequest
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.durable.journal import ActionJournal
+from flink_agents.observability import EventLog, observed_direct, observed_direct_async
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class CallRunner(Protocol):
     means every action runs and nothing is recorded.
     """
 
+    event_log: EventLog | None
+    """Where the outcome of every call is recorded (the engine sets it), or None."""
+
     # Read-only, so a runner may narrow it: StoreCallRunner is its own journal.
     @property
     def journal(self) -> ActionJournal | None:
@@ -73,13 +77,16 @@ class DirectCallRunner:
     """Calls the function and records nothing."""
 
     journal: ActionJournal | None = None
+    event_log: EventLog | None = None
 
     def run_admitted(self, run: RunId, input: Any) -> None:
         return None
 
+    @observed_direct
     def run(self, call: DurableCall) -> Any:
         return call.invoke()
 
+    @observed_direct_async
     async def run_async(self, call: DurableCall) -> Any:
         result = call.invoke()
         if inspect.isawaitable(result):

@@ -47,6 +47,7 @@ from flink_agents.durable.store import (
     RunInput,
     RunKey,
 )
+from flink_agents.observability import EventLog, observed_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ class StoreCallRunner:
     ``agent`` is the plan name (the agent part of every run id); ``mismatch_policy`` decides
     what a replay that differs from the record does (see :data:`MismatchPolicy`).
     """
+
+    event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
 
     def __init__(
         self, store: ActionStateStore, *, agent: str, mismatch_policy: MismatchPolicy = "fail"
@@ -204,6 +207,7 @@ class StoreCallRunner:
                 stepper.fail(exc)
         return stepper.value
 
+    @observed_protocol(reconcile_step=_Op.RECONCILE)
     def _protocol(self, call: DurableCall) -> Generator[_Op | _Attempts, Any, Any]:
         """The steps of one call, the same for the sync and the async driver."""
         identity = call.identity

@@ -31,6 +31,7 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
 from flink_agents.flink.operator import AgentFunction
+from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.options import OperatorOptions
@@ -45,7 +46,9 @@ class AgentsExecutionEnvironment:
     """Builds agent pipelines on a :class:`StreamExecutionEnvironment`.
 
     ``store`` makes every model, tool and sub-agent call durable (see docs/durable-execution.md);
-    without one, a replay after a failure calls everything again.
+    without one, a replay after a failure calls everything again. ``event_log`` keeps a record
+    of every run, action, event and call (a JSON-lines file on each worker, listeners by
+    reference; see docs/operations.md). Metrics are always published to Flink.
     """
 
     def __init__(
@@ -54,10 +57,12 @@ class AgentsExecutionEnvironment:
         *,
         options: OperatorOptions | None = None,
         store: StoreConfig | None = None,
+        event_log: EventLogConfig | None = None,
     ) -> None:
         self.env = env
         self.options = options or OperatorOptions()
         self.store = store
+        self.event_log = event_log
         self._kafka_jar_added = False
 
     def from_list(
@@ -216,7 +221,9 @@ class AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
         plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
         _timer_safe_bundles(self.agents.env)
-        function = AgentFunction(plan.to_json(), self.agents.options, self.agents.store)
+        function = AgentFunction(
+            plan.to_json(), self.agents.options, self.agents.store, self.agents.event_log
+        )
         keyed = self.stream.key_by(key_selector(self.key), key_type=Types.STRING())
         self._outputs = keyed.process(function, output_type=Types.STRING()).name(
             f"agent:{plan.name}"

@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import load_yaml_model
@@ -119,6 +120,10 @@ class JobSpec(_Spec):
         default=None,
         description="The action-state store that makes calls durable; none: replays call again.",
     )
+    event_log: EventLogConfig | None = Field(
+        default=None,
+        description="A record of every run, action, event and durable call (docs/operations.md).",
+    )
 
     _base_dir: Path = PrivateAttr(default=Path("."))
 
@@ -138,6 +143,10 @@ class JobSpec(_Spec):
         if not _is_reference(agent):
             agent = str(self.resolve(agent))
         return load_plan(agent, self.agent_name)
+
+    def event_log_config(self) -> EventLogConfig | None:
+        """The event log with its file's path resolved against the spec's folder."""
+        return None if self.event_log is None else self.event_log.resolved(self._base_dir)
 
     def checkpoint_dir(self) -> Path:
         if self.checkpointing.dir:

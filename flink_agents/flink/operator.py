@@ -16,25 +16,34 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
   the same ``seq`` -- the action-state store then hands back every call that had completed.
 * An event-time timer at the end of time fires when a bounded input ends (the final watermark):
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
+* Metrics are counted from the event log's records by a
+  :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
+  published into the operator's metric group (group ``flink_agents``) from the operator thread,
+  after every input and timer: PyFlink's metrics may only be touched from there.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.metrics import Counter, Distribution, MetricGroup
 
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.observability import EventLogConfig, MetricsListener
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit
 from flink_agents.runtime.options import OperatorOptions
 
 END_OF_INPUT = (1 << 63) - 2
 """Event-time timer that only the final watermark of a bounded input reaches."""
+
+METRIC_GROUP = "flink_agents"
+"""The operator's metric group; metric names below it are in docs/operations.md."""
 
 
 class AgentFunction(KeyedProcessFunction):
@@ -49,17 +58,30 @@ class AgentFunction(KeyedProcessFunction):
         plan_json: str,
         options: OperatorOptions | None = None,
         store: StoreConfig | None = None,
+        event_log: EventLogConfig | None = None,
     ) -> None:
         self._plan_json = plan_json
         self._options = options or OperatorOptions()
         self._store_config = store
+        self._event_log = event_log
         self._logic: KeyedAgentLogic | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         # Before any client exists: records below this level are then dropped at the call site.
         logging.getLogger().setLevel(self._options.python_log_level)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
-        self._logic = KeyedAgentLogic(plan, self._options, self._store_config)
+        self._metrics = MetricsListener()
+        self._metrics_sink = FlinkMetrics(
+            runtime_context.get_metrics_group().add_group(METRIC_GROUP)
+        )
+        self._metrics.publish(self._metrics_sink)
+        self._logic = KeyedAgentLogic(
+            plan,
+            self._options,
+            self._store_config,
+            event_log=self._event_log,
+            listeners=[self._metrics],
+        )
         self._logic.open(
             attempt=_attempt_number(runtime_context), subtask=_subtask_index(runtime_context)
         )
@@ -79,6 +101,7 @@ class AgentFunction(KeyedProcessFunction):
         visit = self._require_logic().on_input(
             ctx.get_current_key(), value, self._state, timers.current_processing_time
         )
+        self._metrics.publish(self._metrics_sink)
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Sequence[str]:
@@ -90,12 +113,49 @@ class AgentFunction(KeyedProcessFunction):
             timers.current_processing_time,
             end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
         )
+        self._metrics.publish(self._metrics_sink)
         return _apply(visit, timers)
 
     def _require_logic(self) -> KeyedAgentLogic:
         if self._logic is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._logic
+
+
+class FlinkMetrics:
+    """A :class:`~flink_agents.observability.metrics.MetricsSink` on a PyFlink metric group:
+    a dotted name (``calls.model.live``) is a metric in nested groups (``calls`` > ``model``)."""
+
+    def __init__(self, group: MetricGroup) -> None:
+        self._group = group
+        self._counters: dict[str, Counter] = {}
+        self._distributions: dict[str, Distribution] = {}
+
+    def register_gauge(self, name: str, read: Callable[[], int]) -> None:
+        group, leaf = self._place(name)
+        group.gauge(leaf, read)
+
+    def increment(self, name: str, amount: int) -> None:
+        counter = self._counters.get(name)
+        if counter is None:
+            group, leaf = self._place(name)
+            counter = self._counters[name] = group.counter(leaf)
+        if amount:
+            counter.inc(amount)
+
+    def sample(self, name: str, value: int) -> None:
+        distribution = self._distributions.get(name)
+        if distribution is None:
+            group, leaf = self._place(name)
+            distribution = self._distributions[name] = group.distribution(leaf)
+        distribution.update(value)
+
+    def _place(self, name: str) -> tuple[MetricGroup, str]:
+        *groups, leaf = name.split(".")
+        group = self._group
+        for part in groups:
+            group = group.add_group(part)
+        return group, leaf
 
 
 def _apply(visit: Visit, timers: TimerService) -> Sequence[str]:

@@ -42,7 +42,10 @@ def compile_agent(agent: Agent) -> AgentPlan:
     :class:`~flink_agents.plan.errors.PlanValidationError` names each problem's JSON pointer.
     """
     source = f"agent {agent.name!r}"
-    return check_plan(AgentPlan.from_dict(_plan_data(agent, ()), source=source), source)
+    plan = AgentPlan.from_dict(_plan_data(agent, ()), source=source)
+    # The compiled plan is its canonical JSON form: key order (which reaches a model in tool
+    # schemas) is then the same whether the plan was compiled here or read from JSON.
+    return check_plan(AgentPlan.from_json(plan.to_json(), source=source), source)
 
 
 def _builtin(function: Any) -> ActionDeclaration:

@@ -18,6 +18,7 @@ from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.replay import CallSignature, arguments_diff
 from flink_agents.durable.store import ActionState, ActionStateKey, CallResult, CallStatus, RunKey
+from flink_agents.observability import EventLog
 
 CallKind = Literal["model", "tool", "sub-agent", "call"]
 
@@ -105,6 +106,7 @@ class RecordedCallRunner:
     live_calls: int = 0
     divergence: Divergence | None = None
     journal: None = None  # every action runs again: that is the point of a replay
+    event_log: EventLog | None = None  # not written: a replay records nothing
     _positions: dict[ActionStateKey, _Position] = field(default_factory=dict)
     _made: int = 0
 

@@ -25,6 +25,7 @@ from flink_agents.api.memory import Memory
 from flink_agents.durable.call import CallRunner, DirectCallRunner
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import MemoryWatch, RecordedAction
+from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.context import ActionContext, RunState
@@ -83,6 +84,7 @@ class RunEngine:
         on_result: Callable[[RunResult], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         environ: Mapping[str, str] | None = None,
+        event_log: EventLog | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -90,6 +92,9 @@ class RunEngine:
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
         self._call_runner: CallRunner = call_runner or DirectCallRunner()
+        self._log = event_log  # None: every hook below is one check, nothing is recorded
+        if event_log is not None:
+            self._call_runner.event_log = event_log
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight
@@ -135,6 +140,8 @@ class RunEngine:
         self._mark_ready(canonical_json(key))
         run = RunId(self._plan.name, key, pending.seq)
         self._call_runner.run_admitted(run, value)
+        if self._log is not None:
+            self._log.run_admitted(run)
         return run
 
     def pump(self) -> None:
@@ -213,6 +220,8 @@ class RunEngine:
         # already hold its recorded states (a store lets go of restored runs never admitted).
         for pending in state.pending:
             self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq), pending.input)
+            if self._log is not None:
+                self._log.run_admitted(RunId(self._plan.name, key, pending.seq))
 
     # --- scheduling ----------------------------------------------------------------------------
 
@@ -237,7 +246,10 @@ class RunEngine:
                 RunId(self._plan.name, self._keys[token], slot.queue[0].seq),
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
             )
-            task = asyncio.get_running_loop().create_task(self._execute(run, slot.queue[0]))
+            work = self._execute(run, slot.queue[0])
+            if self._log is not None:
+                work = self._log.observe_run(run.run_id, slot.queue[0].input, work, _result)
+            task = asyncio.get_running_loop().create_task(work)
             self._active[task] = token
             task.add_done_callback(self._on_done)
 
@@ -337,7 +349,10 @@ class RunEngine:
                 invocation = ActionInvocation(run.run_id, event.id, action.name)
                 recorded = journal.recorded(invocation) if journal is not None else None
                 if recorded is not None:  # completed before a failover: not run again
-                    events.extend(recorded.replay(run))
+                    replayed = recorded.replay(run)
+                    if self._log is not None:
+                        self._log.action_replayed(run.run_id, event, action.name, replayed)
+                    events.extend(replayed)
                     continue
                 watch = MemoryWatch(run) if journal is not None else None
                 ctx = ActionContext(
@@ -349,6 +364,11 @@ class RunEngine:
                     self._call_runner,
                     functools.partial(self._run_child, scope, run.run_id),
                 )
+                watched = (
+                    self._log.action_started(run.run_id, event, action.name)
+                    if self._log is not None
+                    else None
+                )
                 try:
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if inspect.isawaitable(outcome):
@@ -357,7 +377,11 @@ class RunEngine:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())
                         await journal.completed(invocation, done)
                 except Exception as exc:
+                    if watched is not None:
+                        watched.failed(exc)
                     raise _ActionRaised(_failure(action, event, exc)) from exc
+                if watched is not None:
+                    watched.finished(ctx.sent_events)
                 events.extend(ctx.sent_events)
 
     async def _run_child(
@@ -401,6 +425,10 @@ class _ActionRaised(Exception):
     def __init__(self, failure: ActionFailure) -> None:
         super().__init__(failure.describe())
         self.failure = failure
+
+
+def _result(outcome: _Outcome) -> RunResult:
+    return outcome[0]
 
 
 def _failure(action: ActionPlan, event: Event, error: Exception) -> ActionFailure:

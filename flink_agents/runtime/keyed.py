@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.observability import EventListener, EventLog, EventLogConfig, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
@@ -84,9 +85,18 @@ class KeyedAgentLogic:
     """
 
     def __init__(
-        self, plan: AgentPlan, options: OperatorOptions, store: StoreConfig | None = None
+        self,
+        plan: AgentPlan,
+        options: OperatorOptions,
+        store: StoreConfig | None = None,
+        *,
+        event_log: EventLogConfig | None = None,
+        listeners: Sequence[EventListener] = (),
     ) -> None:
         self._plan = plan
+        self._event_log_config = event_log
+        self._listeners = listeners
+        self._event_log: EventLog | None = None
         self._options = options
         self._store_config = store
         self._identity = plan.name
@@ -119,8 +129,18 @@ class KeyedAgentLogic:
                 plan.config,
                 default_policy=self._store_config.mismatch_policy,
             )
+        self._event_log = build_event_log(
+            self._event_log_config,
+            self._listeners,
+            plan_data=plan.model_dump(mode="json"),
+            subtask=subtask,
+        )
         factory = partial(
-            RunEngine, plan, max_in_flight=self._options.max_in_flight, call_runner=call_runner
+            RunEngine,
+            plan,
+            max_in_flight=self._options.max_in_flight,
+            call_runner=call_runner,
+            event_log=self._event_log,
         )
         # Stop the previous attempt's engine first, or its runs would go on calling models
         # beside ours.
@@ -143,6 +163,9 @@ class KeyedAgentLogic:
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._event_log is not None:
+            self._event_log.close()
+            self._event_log = None
 
     # --- inputs and timers -----------------------------------------------------------------------
 

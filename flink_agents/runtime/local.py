@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from flink_agents.api.agent import Agent
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.identity import RunId
+from flink_agents.observability import EventListener, EventLogConfig, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine, RunResult
@@ -32,15 +33,28 @@ async def run_local_async(
     max_in_flight: int = 128,
     call_runner: CallRunner | None = None,
     environ: Mapping[str, str] | None = None,
+    event_log: EventLogConfig | None = None,
+    listeners: Sequence[EventListener] = (),
 ) -> list[RunResult]:
     """Async form of :func:`run_local`."""
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
-    engine = RunEngine(plan, max_in_flight=max_in_flight, call_runner=call_runner, environ=environ)
+    log = build_event_log(
+        event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
+    )
+    engine = RunEngine(
+        plan,
+        max_in_flight=max_in_flight,
+        call_runner=call_runner,
+        environ=environ,
+        event_log=log,
+    )
     order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
     try:
         await engine.drain()
     finally:
         await engine.close()
+        if log is not None:
+            log.close()
     by_run = {result.run_id: result for result in engine.take_results()}
     return [by_run[run_id] for run_id in order]
 
@@ -53,8 +67,14 @@ def run_local(
     max_in_flight: int = 128,
     call_runner: CallRunner | None = None,
     environ: Mapping[str, str] | None = None,
+    event_log: EventLogConfig | None = None,
+    listeners: Sequence[EventListener] = (),
 ) -> list[RunResult]:
     """Run every input (keyed by field ``key`` or a function) and return results in input order.
+
+    ``event_log`` (a JSON-lines file, listeners by reference, the payload size) and
+    ``listeners`` receive a record of every run, action, event and durable call (see
+    docs/operations.md).
 
     Raises :class:`~flink_agents.runtime.engine.ActionError` if an action fails under the
     ``fail`` policy.
@@ -67,5 +87,7 @@ def run_local(
             max_in_flight=max_in_flight,
             call_runner=call_runner,
             environ=environ,
+            event_log=event_log,
+            listeners=listeners,
         )
     )

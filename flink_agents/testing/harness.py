@@ -21,6 +21,7 @@ from flink_agents.durable.identity import CallIdentity, RunId, canonical_json
 from flink_agents.durable.journal import ActionJournal
 from flink_agents.durable.replay import function_label
 from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.local import KeySelector, key_of
@@ -67,6 +68,14 @@ class CountingCallRunner:
     @property
     def journal(self) -> ActionJournal | None:
         return self._inner.journal
+
+    @property
+    def event_log(self) -> EventLog | None:
+        return self._inner.event_log
+
+    @event_log.setter
+    def event_log(self, log: EventLog | None) -> None:
+        self._inner.event_log = log  # the wrapped runner records the calls' outcomes
 
     def run_admitted(self, run: RunId, input: Any) -> None:
         self._inner.run_admitted(run, input)

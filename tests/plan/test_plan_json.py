@@ -130,3 +130,13 @@ def test_local_functions_cannot_be_actions():
     agent.add_action(local, "InputEvent")
     with pytest.raises(ValueError, match="defined inside a function"):
         compile_agent(agent)
+
+
+def test_a_compiled_plan_is_its_json_form_down_to_key_order() -> None:
+    # Key order reaches a model (tool input schemas): a plan run straight after compiling must
+    # offer exactly what the same plan read back from JSON offers.
+    from examples.research import build_agent
+
+    compiled = compile_agent(build_agent())
+    read_back = AgentPlan.from_json(compiled.to_json())
+    assert json.dumps(compiled.model_dump()) == json.dumps(read_back.model_dump())

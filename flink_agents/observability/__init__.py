@@ -1,0 +1,51 @@
+"""Observability: the event log (typed records with lineage), its listeners and sinks, metrics
+counted from it, and the trace tree (see docs/operations.md).
+
+The engine and the call runners emit into an :class:`EventLog`; a host builds one from an
+:class:`EventLogConfig` and its own listeners (:func:`build_event_log`), or passes none.
+"""
+
+from flink_agents.observability.calls import (
+    observed_direct,
+    observed_direct_async,
+    observed_protocol,
+)
+from flink_agents.observability.config import EventLogConfig, build_event_log
+from flink_agents.observability.file_sink import JsonLinesSink
+from flink_agents.observability.listener import EventListener
+from flink_agents.observability.log import ActionWatch, EventLog
+from flink_agents.observability.metrics import MetricsListener, MetricsSink
+from flink_agents.observability.records import (
+    ActionFinished,
+    ActionStarted,
+    CallFinished,
+    EventSent,
+    LogRecord,
+    RunAdmitted,
+    RunFinished,
+    RunStarted,
+    parse_record,
+)
+
+__all__ = [
+    "ActionFinished",
+    "ActionStarted",
+    "ActionWatch",
+    "CallFinished",
+    "EventListener",
+    "EventLog",
+    "EventLogConfig",
+    "EventSent",
+    "JsonLinesSink",
+    "LogRecord",
+    "MetricsListener",
+    "MetricsSink",
+    "RunAdmitted",
+    "RunFinished",
+    "RunStarted",
+    "build_event_log",
+    "observed_direct",
+    "observed_direct_async",
+    "observed_protocol",
+    "parse_record",
+]

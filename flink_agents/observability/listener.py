@@ -1,0 +1,21 @@
+"""The listener API: what the event log hands every record to."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from flink_agents.observability.records import LogRecord
+
+
+@runtime_checkable
+class EventListener(Protocol):
+    """Receives every record of the event log, on the engine's thread, as it happens.
+
+    It must return quickly and never block on I/O (the engine's loop waits for it): queue the
+    record and write it from a thread, as
+    :class:`~flink_agents.observability.file_sink.JsonLinesSink` does. An exception it raises
+    is logged and otherwise ignored. A listener with a ``close()`` method is closed when its
+    host stops.
+    """
+
+    def on_record(self, record: LogRecord) -> None: ...

@@ -1,0 +1,235 @@
+"""The emission point: the engine and the call runners tell an :class:`EventLog` what happens;
+it builds the records and hands them to its listeners.
+
+Hosts that configure no listener pass no event log, and every hook is then a single ``is not
+None`` check at its call site: nothing is built or timed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from flink_agents.api.chat import ChatMessage
+from flink_agents.api.events import ActionFailure, Event
+from flink_agents.observability.listener import EventListener
+from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.observability.records import (
+    ActionFinished,
+    ActionStarted,
+    CallFinished,
+    CallOutcome,
+    EventSent,
+    LogRecord,
+    RunAdmitted,
+    RunFinished,
+    RunStarted,
+)
+from flink_agents.observability.refs import CallRef, RunRef, call_kind, function_name
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class RunSummary(Protocol):
+    """What a finished run reports (:class:`~flink_agents.runtime.engine.RunResult` fits)."""
+
+    @property
+    def outputs(self) -> Sequence[Any]: ...
+    @property
+    def error(self) -> ActionFailure | None: ...
+
+
+class EventLog:
+    """Builds event-log records and hands each to every listener.
+
+    ``payloads`` writes the payload fields (inputs, events, call arguments and results) and
+    scrubs error messages; with ``include_payloads=False`` (a host that only counts) payload
+    fields stay empty and nothing is serialized.
+    """
+
+    def __init__(
+        self,
+        listeners: Sequence[EventListener],
+        *,
+        payloads: PayloadWriter | None = None,
+        include_payloads: bool = True,
+    ) -> None:
+        self.listeners = tuple(listeners)
+        self.payloads = payloads or PayloadWriter()
+        self.include_payloads = include_payloads
+
+    def emit(self, record: LogRecord) -> None:
+        for listener in self.listeners:
+            try:
+                listener.on_record(record)
+            except Exception:
+                logger.exception("event listener %r failed on a %s record", listener, record.kind)
+
+    def close(self) -> None:
+        """Close the listeners that can be closed (a file sink writes what it holds)."""
+        for listener in self.listeners:
+            close: Callable[[], None] | None = getattr(listener, "close", None)
+            if close is not None:
+                close()
+
+    # --- runs ------------------------------------------------------------------------------------
+
+    def run_admitted(self, run: RunRef) -> None:
+        self.emit(RunAdmitted(**_run_fields(run)))
+
+    async def observe_run(
+        self,
+        run: RunRef,
+        input: Any,
+        work: Coroutine[Any, Any, T],
+        summary: Callable[[T], RunSummary],
+    ) -> T:
+        """Await ``work`` (one run), recording its start and its end."""
+        self.emit(RunStarted(**_run_fields(run), input=self._payload(input)))
+        started = time.perf_counter()
+        try:
+            outcome = await work
+        except BaseException as exc:
+            cancelled = not isinstance(exc, Exception)
+            self.emit(
+                RunFinished(
+                    **_run_fields(run),
+                    status="cancelled" if cancelled else "failed",
+                    latency_ms=_ms_since(started),
+                    error=None if cancelled else self._error(exc),
+                )
+            )
+            raise
+        result = summary(outcome)
+        self.emit(
+            RunFinished(
+                **_run_fields(run),
+                status="succeeded" if result.error is None else "failed",
+                latency_ms=_ms_since(started),
+                outputs=len(result.outputs),
+                error=None if result.error is None else self.payloads.text(result.error.describe()),
+            )
+        )
+        return outcome
+
+    # --- actions and events ----------------------------------------------------------------------
+
+    def action_started(self, run: RunRef, event: Event, action: str) -> ActionWatch:
+        self.emit(
+            ActionStarted(
+                **_run_fields(run), action=action, event_id=event.id, event_type=event.type
+            )
+        )
+        return ActionWatch(self, run, event, action, time.perf_counter())
+
+    def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
+        """A completed action's record was reapplied instead of running it."""
+        self.action_finished(run, event, action, time.perf_counter(), sent, None, replayed=True)
+
+    def action_finished(
+        self,
+        run: RunRef,
+        event: Event,
+        action: str,
+        started: float,
+        sent: Sequence[Event],
+        error: BaseException | None,
+        *,
+        replayed: bool = False,
+    ) -> None:
+        """Record the events an action sent, then its end; ``started`` is its
+        ``time.perf_counter()`` start (see :class:`ActionWatch`)."""
+        for item in sent:
+            self.emit(
+                EventSent(
+                    **_run_fields(run),
+                    event_id=item.id,
+                    event_type=item.type,
+                    upstream_id=item.upstream_id,
+                    action=item.upstream_action,
+                    payload=self._payload(item),
+                )
+            )
+        self.emit(
+            ActionFinished(
+                **_run_fields(run),
+                action=action,
+                event_id=event.id,
+                event_type=event.type,
+                latency_ms=_ms_since(started),
+                replayed=replayed,
+                events_sent=len(sent),
+                error=None if error is None else self._error(error),
+            )
+        )
+
+    # --- durable calls ---------------------------------------------------------------------------
+
+    def call_finished(
+        self,
+        call: CallRef,
+        outcome: CallOutcome,
+        started: float,
+        *,
+        attempts: int | None = None,
+        value: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Record ``call``'s outcome; ``started`` is its ``time.perf_counter()`` start."""
+        identity = call.identity
+        usage = value.usage if isinstance(value, ChatMessage) else None
+        self.emit(
+            CallFinished(
+                **_run_fields(identity.run),
+                event_id=identity.event_id,
+                action=identity.action,
+                call_id=identity.call_id,
+                call_kind=call_kind(call.function),
+                function=function_name(call.function),
+                outcome=outcome,
+                attempts=attempts,
+                latency_ms=_ms_since(started),
+                usage=usage,
+                arguments=self._payload({"args": call.args, "kwargs": call.kwargs}),
+                result=self._payload(value) if error is None else None,
+                error=None if error is None else self._error(error),
+            )
+        )
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _payload(self, value: Any) -> Any:
+        return self.payloads(value) if self.include_payloads else None
+
+    def _error(self, error: BaseException) -> str:
+        return self.payloads.text(f"{type(error).__name__}: {error}")
+
+
+@dataclass
+class ActionWatch:
+    """One action invocation being timed; :meth:`finished` or :meth:`failed` ends it."""
+
+    log: EventLog
+    run: RunRef
+    event: Event
+    action: str
+    started: float
+
+    def finished(self, sent: Sequence[Event]) -> None:
+        self.log.action_finished(self.run, self.event, self.action, self.started, sent, None)
+
+    def failed(self, error: BaseException) -> None:
+        self.log.action_finished(self.run, self.event, self.action, self.started, (), error)
+
+
+def _run_fields(run: RunRef) -> dict[str, Any]:
+    return {"time": time.time(), "agent": run.agent, "key": run.key, "seq": run.seq}
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,131 @@
+"""Metrics counted from the event log's records, for a host to publish (Flink's metric group).
+
+:class:`MetricsListener` is an ordinary listener, so the metrics and the event log come from the
+same emission point. It counts on the engine's thread in plain Python; the host calls
+:meth:`MetricsListener.publish` from its own thread (Flink's operator thread, the only one that
+may touch PyFlink metrics) to push what changed into a :class:`MetricsSink`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Protocol, get_args
+
+from flink_agents.observability.records import (
+    CallFinished,
+    CallKind,
+    CallOutcome,
+    LogRecord,
+    RunAdmitted,
+    RunFinished,
+    RunStarted,
+)
+
+RUNS_STARTED = "runs.started"
+RUNS_FINISHED = "runs.finished"
+RUNS_FAILED = "runs.failed"
+TOKENS_INPUT = "tokens.input"
+TOKENS_OUTPUT = "tokens.output"
+RUNS_IN_FLIGHT = "runs.in_flight"
+RUNS_QUEUED = "runs.queued"
+RUN_LATENCY = "runs.latency_ms"
+CALL_LATENCY = "calls.latency_ms"
+
+
+def call_counter(kind: CallKind, outcome: CallOutcome) -> str:
+    """The counter of ``kind`` calls with ``outcome``: ``calls.<kind>.<outcome>``."""
+    return f"calls.{kind}.{outcome}"
+
+
+COUNTERS: tuple[str, ...] = (
+    RUNS_STARTED,
+    RUNS_FINISHED,
+    RUNS_FAILED,
+    *(call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)),
+    TOKENS_INPUT,
+    TOKENS_OUTPUT,
+)
+GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED)
+DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY)
+_MAX_SAMPLES = 10_000  # between two publishes; later samples are dropped
+
+
+class MetricsSink(Protocol):
+    """Where metrics go; names are dotted (``calls.model.live``). Flink's adapter nests a group
+    per dot."""
+
+    def register_gauge(self, name: str, read: Callable[[], int]) -> None:
+        """``read`` gives the gauge's current value whenever the host reports it."""
+
+    def increment(self, name: str, amount: int) -> None: ...
+
+    def sample(self, name: str, value: int) -> None:
+        """One value of the distribution ``name``."""
+
+
+class MetricsListener:
+    """Counts runs, calls by kind and outcome, tokens (live model calls), runs in flight and
+    queued, and samples run and call latencies (ms)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changes: Counter[str] = Counter()
+        self._samples: list[tuple[str, int]] = []
+        self._totals: Counter[str] = Counter()
+        self.in_flight = 0
+        self.queued = 0
+        self._sink: MetricsSink | None = None
+
+    def on_record(self, record: LogRecord) -> None:
+        with self._lock:
+            if isinstance(record, RunAdmitted):
+                self.queued += 1
+            elif isinstance(record, RunStarted):
+                self.queued = max(0, self.queued - 1)
+                self.in_flight += 1
+                self._count(RUNS_STARTED)
+            elif isinstance(record, RunFinished):
+                self.in_flight = max(0, self.in_flight - 1)
+                if record.status != "cancelled":
+                    self._count(RUNS_FINISHED)
+                    self._sample(RUN_LATENCY, record.latency_ms)
+                if record.status == "failed":
+                    self._count(RUNS_FAILED)
+            elif isinstance(record, CallFinished):
+                self._count(call_counter(record.call_kind, record.outcome))
+                self._sample(CALL_LATENCY, record.latency_ms)
+                if record.usage is not None and record.outcome == "live":
+                    self._count(TOKENS_INPUT, record.usage.input_tokens)
+                    self._count(TOKENS_OUTPUT, record.usage.output_tokens)
+
+    def _count(self, name: str, amount: int = 1) -> None:
+        self._changes[name] += amount
+        self._totals[name] += amount
+
+    def _sample(self, name: str, value: float) -> None:
+        if len(self._samples) < _MAX_SAMPLES:
+            self._samples.append((name, round(value)))
+
+    def total(self, name: str) -> int:
+        """A counter's value so far (published or not)."""
+        with self._lock:
+            return self._totals[name]
+
+    def publish(self, sink: MetricsSink) -> None:
+        """Push the counts and samples since the last call into ``sink``; the first call
+        registers every metric (so all show from the start, at zero) and the gauges."""
+        if self._sink is not sink:
+            self._sink = sink
+            for name in COUNTERS:
+                sink.increment(name, 0)
+            sink.register_gauge(RUNS_IN_FLIGHT, lambda: self.in_flight)
+            sink.register_gauge(RUNS_QUEUED, lambda: self.queued)
+        with self._lock:
+            changes, self._changes = self._changes, Counter()
+            samples, self._samples = self._samples, []
+        for name, amount in changes.items():
+            sink.increment(name, amount)
+        for name, value in samples:
+            sink.sample(name, value)

@@ -1,0 +1,94 @@
+"""Payloads for the event log: JSON values, cut at a size, with secrets taken out.
+
+Secrets are kept out three ways: an object that is not plain data is written as its type name
+(never its ``repr``, which could hold a client or a key); a mapping entry whose name says secret
+(``api_key``, ``password``...) is redacted; and the values of the environment variables the
+plan's resources reference (``{"env": "NAME"}``, ``"${env:NAME}"``: how API keys reach a
+connection, see :func:`~flink_agents.api.resources.resolve_env_references`) are replaced
+wherever they appear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from flink_agents.api.resources import env_reference
+
+REDACTED = "<redacted>"
+DEFAULT_MAX_PAYLOAD_CHARS = 2000
+_SECRET_FIELD = re.compile(r"api_?key|secret|password|passwd|authorization|credential", re.I)
+_SHORTEST_SECRET = 6  # shorter values would scrub ordinary words out of payloads
+
+
+class PayloadWriter:
+    """Turns values into event-log payloads of at most ``max_chars`` characters of JSON.
+
+    A payload longer than that becomes ``{"truncated": <its first max_chars characters>,
+    "chars": <its full length>}``.
+    """
+
+    def __init__(self, max_chars: int = DEFAULT_MAX_PAYLOAD_CHARS, secrets: Iterable[str] = ()):
+        self.max_chars = max_chars
+        self._secrets: set[str] = set()
+        self.add_secrets(secrets)
+
+    def add_secrets(self, values: Iterable[str]) -> None:
+        """Values to replace by ``<redacted>`` wherever they appear in a payload."""
+        self._secrets.update(v for v in values if len(v) >= _SHORTEST_SECRET)
+
+    def text(self, message: str) -> str:
+        """``message`` (an error's text) with secrets replaced, cut at ``max_chars``."""
+        return self._scrub(message)[: self.max_chars]
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def __call__(self, value: Any) -> Any:
+        data = _redact_fields(to_jsonable_python(value, fallback=_opaque))
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        scrubbed = self._scrub(text)
+        if len(scrubbed) > self.max_chars:
+            return {"truncated": scrubbed[: self.max_chars], "chars": len(scrubbed)}
+        return data if scrubbed == text else json.loads(scrubbed)
+
+
+def _opaque(value: Any) -> str:
+    return f"<{type(value).__name__}>"
+
+
+def _redact_fields(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {
+            name: REDACTED if _SECRET_FIELD.search(str(name)) else _redact_fields(item)
+            for name, item in data.items()
+        }
+    if isinstance(data, list):
+        return [_redact_fields(item) for item in data]
+    return data
+
+
+def referenced_secrets(plan_data: Any, environ: Mapping[str, str] | None = None) -> set[str]:
+    """The values of the environment variables referenced anywhere in ``plan_data`` (a plan's
+    JSON value: resource arguments, sub-agent scopes)."""
+    environ = os.environ if environ is None else environ
+    return {environ[name] for name in _references(plan_data) if name in environ}
+
+
+def _references(data: Any) -> Iterator[str]:
+    name = env_reference(data)
+    if name is not None:
+        yield name
+    elif isinstance(data, Mapping):
+        for item in data.values():
+            yield from _references(item)
+    elif isinstance(data, list):
+        for item in data:
+            yield from _references(item)

@@ -1,0 +1,140 @@
+"""The event log's records: one typed record per thing that happened, told apart by ``kind``.
+
+Lineage runs through the ids: a run is ``(agent, key, seq)``; an action invocation is the run,
+the ``event_id`` it handled and its ``action``; an event names the ``upstream_id`` it was sent in
+response to and the ``action`` that sent it; a durable call is the invocation plus its
+``call_id``. Ids are the engine's deterministic ids, so a replay's records line up with the
+first attempt's. Payloads are JSON values cut at the configured size (see
+:class:`~flink_agents.observability.payloads.PayloadWriter`): never secrets.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from flink_agents.api.chat import TokenUsage
+
+CallKind = Literal["model", "tool", "subagent", "function"]
+"""What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
+
+CallOutcome = Literal["live", "replayed", "reconciled", "failed"]
+"""How a durable call got its result: made now (``live``), handed back from the action-state
+store (``replayed``, a recorded failure included), found by its reconciler (``reconciled``), or
+made now or reconciled and raised (``failed``)."""
+
+RunStatus = Literal["succeeded", "failed", "cancelled"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: float = Field(description="Wall clock (seconds since the epoch) when it happened.")
+    agent: str
+    key: Any = Field(description="The run's key (a JSON value).")
+    seq: int = Field(description="The key's input number: with agent and key, the run.")
+
+
+class RunAdmitted(_Record):
+    """An input was queued to run (first time, or again after a restore)."""
+
+    kind: Literal["run_admitted"] = "run_admitted"
+
+
+class RunStarted(_Record):
+    """A run began executing."""
+
+    kind: Literal["run_started"] = "run_started"
+    input: Any = None
+
+
+class RunFinished(_Record):
+    """A run ended: ``failed`` when an action raised (either error policy)."""
+
+    kind: Literal["run_finished"] = "run_finished"
+    status: RunStatus
+    latency_ms: float
+    outputs: int = Field(default=0, description="Output events the run emitted.")
+    error: str | None = None
+
+
+class ActionStarted(_Record):
+    """An action began handling an event."""
+
+    kind: Literal["action_started"] = "action_started"
+    action: str
+    event_id: str
+    event_type: str
+
+
+class ActionFinished(_Record):
+    """An action returned or raised; ``replayed`` when its recorded completion was reapplied
+    instead of running it (it then has no ``action_started``)."""
+
+    kind: Literal["action_finished"] = "action_finished"
+    action: str
+    event_id: str
+    event_type: str
+    latency_ms: float
+    replayed: bool = False
+    events_sent: int = 0
+    error: str | None = None
+
+
+class EventSent(_Record):
+    """An action sent an event (or a replayed action's recorded event was reapplied)."""
+
+    kind: Literal["event_sent"] = "event_sent"
+    event_id: str
+    event_type: str
+    upstream_id: str | None = Field(description="The event whose handling sent this one.")
+    action: str | None = Field(description="The action that sent it.")
+    payload: Any = None
+
+
+class CallFinished(_Record):
+    """A durable call's outcome."""
+
+    kind: Literal["call"] = "call"
+    event_id: str
+    action: str
+    call_id: str
+    call_kind: CallKind
+    function: str = Field(description="``module:qualname`` of what was called.")
+    outcome: CallOutcome
+    attempts: int | None = Field(
+        default=None,
+        description="Attempts a retry loop reported (model calls; 0 for a function that does "
+        "not retry); none when the outcome was handed back or reconciled.",
+    )
+    latency_ms: float
+    usage: TokenUsage | None = Field(default=None, description="Tokens of a model call.")
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+
+
+LogRecord = Annotated[
+    RunAdmitted
+    | RunStarted
+    | RunFinished
+    | ActionStarted
+    | ActionFinished
+    | EventSent
+    | CallFinished,
+    Field(discriminator="kind"),
+]
+"""Any record of the event log."""
+
+_RECORD = TypeAdapter[LogRecord](LogRecord)
+
+
+def parse_record(line: str | bytes) -> LogRecord:
+    """A record from one JSON line of an event log file."""
+    return _RECORD.validate_json(line)
+
+
+def record_json(record: LogRecord) -> str:
+    """One JSON line (without the newline) for ``record``."""
+    return record.model_dump_json()

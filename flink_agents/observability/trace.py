@@ -1,0 +1,157 @@
+"""``flink-agents trace``: an event log file as one tree per run.
+
+Each execution of a run (a replay after a restore is a second one) is a tree::
+
+    run weather_react "Oslo" #0  succeeded  41.2 ms  outputs 1
+      action chat_action on InputEvent 1f2e3d4c  12.0 ms
+        call chat  model  live  10.1 ms  attempts 1  tokens 12/7
+        event ToolRequestEvent 9a8b7c6d
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flink_agents.observability.records import (
+    ActionFinished,
+    ActionStarted,
+    CallFinished,
+    EventSent,
+    LogRecord,
+    RunFinished,
+    RunStarted,
+    parse_record,
+)
+
+RunKey = tuple[str, str, int]  # agent, key as JSON, seq
+
+
+def read_records(path: str | Path) -> Iterator[LogRecord]:
+    """The records of an event log file, in order (blank lines skipped)."""
+    with Path(path).open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield parse_record(line)
+
+
+@dataclass
+class _Invocation:
+    action: str
+    event_id: str
+    event_type: str
+    started: ActionStarted | None = None
+    finished: ActionFinished | None = None
+    calls: list[CallFinished] = field(default_factory=list)
+    events: list[EventSent] = field(default_factory=list)
+
+
+@dataclass
+class RunExecution:
+    """One execution of a run: what its records say, grouped by action invocation."""
+
+    run: RunKey
+    started: RunStarted
+    finished: RunFinished | None = None
+    invocations: dict[tuple[str, str], _Invocation] = field(default_factory=dict)
+
+    def invocation(self, event_id: str, action: str, event_type: str = "?") -> _Invocation:
+        found = self.invocations.get((event_id, action))
+        if found is None:
+            found = self.invocations[(event_id, action)] = _Invocation(action, event_id, event_type)
+        return found
+
+
+def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
+    """Group records into run executions; a ``run_started`` opens a new one for its run."""
+    found: list[RunExecution] = []
+    current: dict[RunKey, RunExecution] = {}
+    for record in records:
+        run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
+        if isinstance(record, RunStarted):
+            current[run] = RunExecution(run, record)
+            found.append(current[run])
+            continue
+        execution = current.get(run)
+        if execution is None:
+            continue  # run_admitted, or records of an execution the file does not start
+        if isinstance(record, RunFinished):
+            execution.finished = record
+        elif isinstance(record, ActionStarted):
+            execution.invocation(record.event_id, record.action, record.event_type).started = record
+        elif isinstance(record, ActionFinished):
+            invocation = execution.invocation(record.event_id, record.action, record.event_type)
+            invocation.finished = record
+        elif isinstance(record, CallFinished):
+            execution.invocation(record.event_id, record.action).calls.append(record)
+        elif isinstance(record, EventSent) and record.upstream_id and record.action:
+            execution.invocation(record.upstream_id, record.action).events.append(record)
+    return found
+
+
+def render_trace(
+    records: Iterable[LogRecord], *, key: str | None = None, seq: int | None = None
+) -> str:
+    """The trees of the runs in ``records``; ``key`` (as written in the input, or as JSON) and
+    ``seq`` select runs."""
+    lines: list[str] = []
+    for execution in executions(records):
+        _, key_json, run_seq = execution.run
+        if key is not None and key not in (key_json, str(execution.started.key)):
+            continue
+        if seq is not None and run_seq != seq:
+            continue
+        lines.extend(_run_lines(execution))
+    return "\n".join(lines)
+
+
+def _run_lines(execution: RunExecution) -> Iterator[str]:
+    agent, key_json, seq = execution.run
+    end = execution.finished
+    if end is None:
+        summary = "unfinished"
+    else:
+        summary = f"{end.status}  {_ms(end.latency_ms)}  outputs {end.outputs}"
+        if end.error:
+            summary += f"  error: {end.error}"
+    yield f"run {agent} {key_json} #{seq}  {summary}"
+    for invocation in execution.invocations.values():
+        yield "  " + _invocation_line(invocation)
+        for call in invocation.calls:
+            yield "    " + _call_line(call)
+        for event in invocation.events:
+            yield f"    event {_short_type(event.event_type)} {event.event_id[:8]}"
+
+
+def _invocation_line(invocation: _Invocation) -> str:
+    head = (
+        f"action {invocation.action} on {_short_type(invocation.event_type)} "
+        f"{invocation.event_id[:8]}"
+    )
+    done = invocation.finished
+    if done is None:
+        return f"{head}  unfinished"
+    text = f"{head}  {'replayed' if done.replayed else _ms(done.latency_ms)}"
+    return f"{text}  error: {done.error}" if done.error else text
+
+
+def _call_line(call: CallFinished) -> str:
+    parts = [f"call {call.call_id}", call.call_kind, call.outcome, _ms(call.latency_ms)]
+    if call.attempts is not None:
+        parts.append(f"attempts {call.attempts}")
+    if call.usage is not None:
+        parts.append(f"tokens {call.usage.input_tokens}/{call.usage.output_tokens}")
+    if call.error:
+        parts.append(f"error: {call.error}")
+    return "  ".join(parts)
+
+
+def _short_type(event_type: str) -> str:
+    """``package.module:ChatRequestEvent`` -> ``ChatRequestEvent``."""
+    return event_type.rpartition(":")[2]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.1f} ms"

@@ -1,0 +1,46 @@
+"""The JSON-lines sink queues records and writes them from its own thread; a listener that
+raises never breaks a run."""
+
+from __future__ import annotations
+
+import logging
+
+from examples.weather import build_agent
+from flink_agents.observability import JsonLinesSink, RunAdmitted, RunFinished, parse_record
+from flink_agents.runtime import run_local
+
+
+def test_records_are_written_in_order_and_all_are_there_after_close(tmp_path):
+    path = tmp_path / "logs" / "events.jsonl"
+    sink = JsonLinesSink(path)
+    records = [RunAdmitted(time=0.0, agent="a", key={"user": n}, seq=n) for n in range(500)]
+    for record in records:
+        sink.on_record(record)
+    sink.close()
+    assert [parse_record(line) for line in path.read_text().splitlines()] == records
+
+    again = JsonLinesSink(path)  # appended to, as after a failover
+    again.on_record(records[0])
+    again.close()
+    assert len(path.read_text().splitlines()) == 501
+
+
+def test_a_failing_listener_is_logged_and_the_others_still_get_every_record(caplog):
+    class Broken:
+        def on_record(self, record):
+            raise RuntimeError("listener bug")
+
+    finished = []
+
+    class Keep:
+        def on_record(self, record):
+            if isinstance(record, RunFinished):
+                finished.append(record.status)
+
+    with caplog.at_level(logging.ERROR, logger="flink_agents.observability.log"):
+        [result] = run_local(
+            build_agent(), [{"city": "Oslo"}], key="city", listeners=[Broken(), Keep()]
+        )
+    assert result.error is None
+    assert finished == ["succeeded"]
+    assert "event listener" in caplog.text and "listener bug" in caplog.text

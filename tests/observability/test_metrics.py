@@ -1,0 +1,67 @@
+"""Metrics counted from the event log's records and published into a host's sink."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+
+from examples.weather import build_agent
+from flink_agents.observability import MetricsListener
+from flink_agents.observability.metrics import COUNTERS
+from flink_agents.runtime import run_local
+from tests.observability import agents
+from tests.observability.agents import KEY_VARIABLE, SECRET
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.counters: Counter[str] = Counter()
+        self.gauges: dict[str, Callable[[], int]] = {}
+        self.samples: defaultdict[str, list[int]] = defaultdict(list)
+
+    def register_gauge(self, name: str, read: Callable[[], int]) -> None:
+        self.gauges[name] = read
+
+    def increment(self, name: str, amount: int) -> None:
+        self.counters[name] += amount
+
+    def sample(self, name: str, value: int) -> None:
+        self.samples[name].append(value)
+
+
+def test_runs_calls_by_kind_and_outcome_and_latencies_are_counted():
+    metrics, sink = MetricsListener(), RecordingSink()
+    metrics.publish(sink)
+    assert set(sink.counters) == set(COUNTERS)  # every counter shows from the start, at zero
+    assert sink.gauges["runs.in_flight"]() == 0
+
+    cities = [{"city": "Oslo"}, {"city": "Lisbon"}, {"city": "Oslo"}]
+    run_local(build_agent(), cities, key="city", listeners=[metrics])
+    metrics.publish(sink)
+
+    changed = {name: n for name, n in sink.counters.items() if n}
+    assert changed == {
+        "runs.started": 3,
+        "runs.finished": 3,
+        "calls.model.live": 9,
+        "calls.tool.live": 6,
+    }
+    assert len(sink.samples["runs.latency_ms"]) == 3
+    assert len(sink.samples["calls.latency_ms"]) == 15
+    assert (sink.gauges["runs.in_flight"](), sink.gauges["runs.queued"]()) == (0, 0)
+
+    metrics.publish(sink)  # nothing new: nothing added twice
+    assert sink.counters["runs.started"] == 3
+
+
+def test_tokens_in_and_out_and_failed_runs_are_counted(monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, SECRET)
+    metrics, sink = MetricsListener(), RecordingSink()
+    run_local(
+        agents.leaky_agent(), [{"k": 1, "q": "a"}, {"k": 2, "q": "b"}], key="k", listeners=[metrics]
+    )
+    run_local(agents.failing_agent(), [{"k": 1, "q": "c"}], key="k", listeners=[metrics])
+    metrics.publish(sink)
+    assert (sink.counters["tokens.input"], sink.counters["tokens.output"]) == (14, 6)
+    assert sink.counters["calls.function.failed"] == 1
+    assert (sink.counters["runs.finished"], sink.counters["runs.failed"]) == (3, 1)

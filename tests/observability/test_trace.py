@@ -1,0 +1,161 @@
+"""`flink-agents trace`: each run's tree, from the weather example and from a crash and replay
+through the action-state store (the second execution's recorded calls show ``replayed``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from examples.weather import build_agent
+from flink_agents.cli import main
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import InMemoryActionStateStore
+from flink_agents.observability import CallFinished, EventLogConfig, JsonLinesSink, build_event_log
+from flink_agents.observability.trace import executions, read_records
+from flink_agents.runtime import RunEngine, run_local
+from flink_agents.testing import agent_plan
+from tests.durable import helpers as h
+from tests.durable.helpers import PROBE
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe():
+    PROBE.reset()
+    yield
+    PROBE.reset()
+
+
+def test_the_weather_runs_print_as_trees(tmp_path: Path, capsys):
+    path = tmp_path / "events.jsonl"
+    inputs = [{"city": "Oslo"}, {"city": "Berlin"}]
+    run_local(build_agent(), inputs, key="city", event_log=EventLogConfig(path=str(path)))
+
+    assert main(["trace", str(path), "--key", "Oslo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith('run weather_react "Oslo" #0  succeeded  ')
+    step = [
+        "  action chat_action on ToolResponseEvent",
+        "    call chat model live",
+        "    event ToolRequestEvent",
+    ]
+    assert [_shape(line) for line in lines[1:]] == [
+        "  action react_start on InputEvent",
+        "    event ChatRequestEvent",
+        "  action chat_action on ChatRequestEvent",
+        "    call chat model live",
+        "    event ToolRequestEvent",
+        "  action tool_call_action on ToolRequestEvent",
+        "    call tool:call_0_0 tool live",
+        "    event ToolResponseEvent",
+        *step,
+        "  action tool_call_action on ToolRequestEvent",
+        "    call tool:call_1_0 tool live",
+        "    event ToolResponseEvent",
+        *step[:2],
+        "    event ChatResponseEvent",
+        "  action react_finish on ChatResponseEvent",
+        "    event OutputEvent",
+    ]
+    assert " ms" in lines[3]  # latency of the first model call
+
+    assert main(["trace", str(path), "--run", "1"]) == 0
+    assert capsys.readouterr().out == ""  # each city has one run, seq 0
+
+
+def _shape(line: str) -> str:
+    """A tree line without its short id and timings: ``call <id> <kind> <outcome>`` for a call,
+    else its head (``action <name> on <event type>``, ``event <type>``)."""
+    indent = line[: len(line) - len(line.lstrip())]
+    fields = line.strip().split("  ")
+    if fields[0].startswith("call "):
+        return indent + " ".join(fields[:3])
+    head = fields[0].split(" ")
+    return indent + " ".join(head[:-1])  # the last word is the event's short id
+
+
+def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, capsys):
+    plan = agent_plan(h.three_calls)
+    store = InMemoryActionStateStore()
+    path = tmp_path / "events.jsonl"
+
+    async def attempt(state=None):
+        log = build_event_log(None, [JsonLinesSink(path)])
+        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), event_log=log)
+        try:
+            if state is None:  # the first attempt: crash while the third call is in flight
+                PROBE.hold, PROBE.reached = "third", asyncio.Event()
+                engine.submit("k", {"n": 1})
+                engine.pump()
+                await asyncio.wait_for(PROBE.reached.wait(), 10)
+                return engine.snapshot_key("k")
+            PROBE.hold = None
+            engine.restore_key("k", state)
+            await engine.drain()
+            return None
+        finally:
+            await engine.close()
+            log.close()
+
+    async def scenario():
+        state = await attempt()
+        await attempt(state)
+
+    asyncio.run(scenario())
+    first, second = executions(read_records(path))
+    assert first.finished is not None and first.finished.status == "cancelled"
+    assert second.finished is not None and second.finished.status == "succeeded"
+
+    def outcomes(execution):
+        return [
+            (call.call_id, call.outcome)
+            for invocation in execution.invocations.values()
+            for call in invocation.calls
+        ]
+
+    assert outcomes(first) == [("#0", "live"), ("#1", "live")]  # the third never finished
+    assert outcomes(second) == [("#0", "replayed"), ("#1", "replayed"), ("#2", "live")]
+
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert 'run durable "k" #0  cancelled' in out
+    assert 'run durable "k" #0  succeeded' in out
+    assert "call #0  function  replayed" in out
+    assert "call #2  function  live" in out
+
+
+def test_a_reconciled_call_is_recorded_as_reconciled():
+    plan = agent_plan(h.reconciled_call)
+    store = InMemoryActionStateStore()
+    seen = []
+
+    class Keep:
+        def on_record(self, record):
+            if isinstance(record, CallFinished):
+                seen.append(record.outcome)
+
+    async def scenario():
+        PROBE.hold = "charge"
+        state = await h.crash_mid_run(plan, store, "k", {"n": 7})
+        PROBE.reconcile_with = "found"
+        engine = RunEngine(
+            plan,
+            call_runner=StoreCallRunner(store, agent=plan.name),
+            event_log=build_event_log(None, [Keep()]),
+        )
+        engine.restore_key("k", state)
+        await engine.drain()
+        return engine.take_results()
+
+    [result] = asyncio.run(scenario())
+    assert result.output_values == ["found"]
+    assert seen == ["reconciled"]
+
+
+def test_an_unreadable_event_log_is_a_usage_error(tmp_path: Path, capsys):
+    assert main(["trace", str(tmp_path / "missing.jsonl")]) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "nothing"}\n')
+    assert main(["trace", str(bad)]) == 2
+    assert "flink-agents trace" in capsys.readouterr().err
