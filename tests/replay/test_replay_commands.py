@@ -49,7 +49,7 @@ def test_a_divergence_exits_one_and_shows_the_first_differing_call(exported, cap
     assert main(["replay", AGENT, "--file", str(exported)]) == 1
     out = capsys.readouterr().out
     assert "first differing call: #0 of the run, #0 of action 'answer'" in out
-    assert '+    "content": "You answer in French.",' in out
+    assert '+    "content": "You answer in French."' in out
     assert out.endswith("3 runs: 3 diverged; 0 calls made\n")
 
 

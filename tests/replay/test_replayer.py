@@ -49,8 +49,8 @@ def test_a_changed_prompt_diverges_at_the_first_model_call_showing_both_requests
     assert divergence.recorded.args_digest != divergence.requested.args_digest
     text = report.runs[0].describe()
     assert f"model {agents.__name__}.chat" in text
-    assert '-    "content": "You answer in one sentence.",' in text
-    assert '+    "content": "You answer in French.",' in text
+    assert '-    "content": "You answer in one sentence."' in text
+    assert '+    "content": "You answer in French."' in text
 
 
 def test_a_change_after_the_last_call_gives_different_outputs_with_identical_calls() -> None:
