@@ -6,6 +6,8 @@ flink-agents run JOB.yaml                                  (PyFlink local mini-c
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
 flink-agents trace EVENT_LOG [--key K] [--run SEQ]          (each run's tree from an event log)
+flink-agents store export --topic T [--key K] -o FILE       (a store topic's records to a file)
+flink-agents replay AGENT (--topic T | --file F) [...]      (recorded runs against the agent now)
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flink_agents.api.refs import UnresolvableReference
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import YamlAgentError
+from flink_agents.replay import commands as replay_commands
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -213,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)
+    replay_commands.add_commands(commands)
     return parser
 
 

@@ -203,7 +203,7 @@ class RecordingCallRunner:
     replayed: int = 0
     journal: None = None  # no action journal: every action runs, only calls are recorded
 
-    def run_admitted(self, run: RunId) -> None:
+    def run_admitted(self, run: RunId, input: Any) -> None:
         return None
 
     def run(self, call: DurableCall) -> Any:

@@ -25,6 +25,7 @@ LAYER_TIERS: tuple[tuple[str, ...], ...] = (
     ("observability",),
     ("durable",),
     ("runtime",),
+    ("testing", "replay"),  # test helpers; replaying recorded runs: both drive the engine
     ("flink",),
     ("cli",),
 )

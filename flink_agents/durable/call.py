@@ -59,8 +59,9 @@ class CallRunner(Protocol):
     def journal(self) -> ActionJournal | None:
         """The hook for replaying completed actions, or None."""
 
-    def run_admitted(self, run: RunId) -> None:
-        """The run's input is queued to execute (first time or replay), perhaps behind others."""
+    def run_admitted(self, run: RunId, input: Any) -> None:
+        """The run's ``input`` is queued to execute (first time or replay), perhaps behind
+        others."""
 
     def run(self, call: DurableCall) -> Any:
         """Execute a call from a synchronous action."""
@@ -78,7 +79,7 @@ class DirectCallRunner:
     journal: ActionJournal | None = None
     event_log: EventLog | None = None
 
-    def run_admitted(self, run: RunId) -> None:
+    def run_admitted(self, run: RunId, input: Any) -> None:
         return None
 
     @observed_direct

@@ -3,19 +3,28 @@
 A durable call is described by its :class:`CallSignature`: call id, a human label of the
 function and a digest of its arguments. The label and digest are never part of the identity;
 they only let replay notice that the code now makes a different call where a recorded one was.
+The arguments' JSON (capped, recorded with the call) is kept to show what changed:
+:func:`arguments_diff`.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from flink_agents.api.context import InfrastructureError
 from flink_agents.durable.identity import ActionInvocation
-from flink_agents.durable.store import ArgumentDigestError, CallResult, digest_arguments
+from flink_agents.durable.store import (
+    ArgumentDigestError,
+    CallResult,
+    arguments_text,
+    canonical_arguments,
+)
+from flink_agents.durable.store.canonical import digest_canonical
 
 logger = logging.getLogger(__name__)
 
@@ -33,26 +42,30 @@ class CallSignature:
     """A call as replay compares it: id, function label and argument digest.
 
     An empty ``args_digest`` means the arguments had no stable JSON form; it is not compared.
+    ``arguments`` (their JSON as text, capped; None if unknown) is shown, never compared.
     """
 
     call_id: str
     function: str
     args_digest: str
+    arguments: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(
         cls, call_id: str, fn: Callable[..., Any], args: tuple[Any, ...], kw: Mapping[str, Any]
     ) -> CallSignature:
         try:
-            args_digest = digest_arguments(args, kw)
+            arguments = canonical_arguments(args, kw)
         except ArgumentDigestError as exc:
             logger.debug("call %s: arguments not compared on replay: %s", call_id, exc)
-            args_digest = ""
-        return cls(call_id, function_label(fn), args_digest)
+            return cls(call_id, function_label(fn), "")
+        return cls(
+            call_id, function_label(fn), digest_canonical(arguments), arguments_text(arguments)
+        )
 
     @classmethod
     def recorded(cls, result: CallResult) -> CallSignature:
-        return cls(result.call_id, result.function, result.args_digest)
+        return cls(result.call_id, result.function, result.args_digest, result.arguments)
 
     def matches(self, other: CallSignature) -> bool:
         digests_known = bool(self.args_digest and other.args_digest)
@@ -102,11 +115,32 @@ def describe_mismatch(
     recorded: CallSignature,
     requested: CallSignature | None,
 ) -> str:
-    """Both sides of a mismatch, for the error and the warning."""
+    """Both sides of a mismatch and the diff of their arguments, for the error and the
+    warning."""
     now = requested.describe() if requested is not None else "no call (the code stopped here)"
+    diff = arguments_diff(recorded, requested) if requested is not None else ""
     return (
         f"replay of run {invocation.run}, action {invocation.action!r} on event "
         f"{invocation.event_id} differs from the record at call #{position}:\n"
         f"  recorded: {recorded.describe()}\n"
-        f"  now:      {now}"
+        f"  now:      {now}" + (f"\n{diff}" if diff else "")
     )
+
+
+def arguments_diff(recorded: CallSignature, requested: CallSignature) -> str:
+    """A unified diff of the two calls' arguments (JSON, one field per line); empty when they
+    are the same, and a note when a side's arguments are unknown (recorded by an older version,
+    or without a JSON form)."""
+    if recorded.arguments is None or requested.arguments is None:
+        missing = "recorded" if recorded.arguments is None else "requested"
+        if recorded.args_digest == requested.args_digest:
+            return ""
+        return f"  (arguments not shown: the {missing} call's arguments are unknown)"
+    lines = difflib.unified_diff(
+        recorded.arguments.splitlines(),
+        requested.arguments.splitlines(),
+        fromfile="recorded arguments",
+        tofile="arguments now",
+        lineterm="",
+    )
+    return "\n".join(lines)

@@ -27,7 +27,7 @@ from flink_agents.api.context import (
 )
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.group_flush import GroupFlusher
-from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.journal_codec import read_action, write_action
 from flink_agents.durable.replay import (
@@ -44,6 +44,7 @@ from flink_agents.durable.store import (
     ActionStateStore,
     CallResult,
     CallStatus,
+    RunInput,
     RunKey,
 )
 from flink_agents.observability import EventLog, observed_protocol
@@ -110,6 +111,8 @@ class StoreCallRunner:
         # Keyed by invocation: its state key is built once, when it is opened.
         self._open: dict[ActionInvocation, _Invocation] = {}
         self._by_run: defaultdict[RunId, set[ActionInvocation]] = defaultdict(set)
+        # Inputs of admitted runs, until their first action's state takes one.
+        self._inputs: dict[RunId, RunInput] = {}
 
     @classmethod
     def for_plan(
@@ -126,12 +129,19 @@ class StoreCallRunner:
 
     # --- run lifecycle ---------------------------------------------------------------------
 
-    def run_admitted(self, run: RunId) -> None:
+    def run_admitted(self, run: RunId, input: Any) -> None:
         self.store.begin_run(_run_key(run))
+        try:
+            canonical_json(input)
+        except (TypeError, ValueError):
+            logger.debug("run %s: its input has no JSON form and is not recorded", run)
+            return
+        self._inputs[run] = RunInput(value=input)
 
     def run_finished(self, run: RunId) -> None:
         for invocation in self._by_run.pop(run, ()):
             self._open.pop(invocation, None)
+        self._inputs.pop(run, None)
         self.store.end_run(_run_key(run))
 
     # --- the action journal ----------------------------------------------------------------
@@ -142,7 +152,9 @@ class StoreCallRunner:
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
-        self._open[invocation] = _Invocation(state or ActionState(key=key))
+        if state is None:
+            state = ActionState(key=key, run_input=self._input_for(invocation))
+        self._open[invocation] = _Invocation(state)
         self._by_run[invocation.run].add(invocation)
         return None
 
@@ -237,6 +249,7 @@ class StoreCallRunner:
                 identity.call_id,
                 function=signature.function,
                 args_digest=signature.args_digest,
+                arguments=signature.arguments,
                 attempts=recorded.attempts if recorded is not None else 0,
             ),
         )
@@ -263,6 +276,14 @@ class StoreCallRunner:
         return value
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _input_for(self, invocation: ActionInvocation) -> RunInput | None:
+        """The run's input, for the first action invoked on its input event (so a recorded run
+        can be replayed elsewhere: one small field, no record of its own)."""
+        run = invocation.run
+        if run not in self._inputs or invocation.event_id != event_id(run, None, None, 0):
+            return None
+        return self._inputs.pop(run)
 
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
         working = self._open.get(invocation)

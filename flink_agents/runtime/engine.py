@@ -139,7 +139,7 @@ class RunEngine:
         slot.queue.append(pending)
         self._mark_ready(canonical_json(key))
         run = RunId(self._plan.name, key, pending.seq)
-        self._call_runner.run_admitted(run)
+        self._call_runner.run_admitted(run, value)
         if self._log is not None:
             self._log.run_admitted(run)
         return run
@@ -219,7 +219,7 @@ class RunEngine:
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
         # already hold its recorded states (a store lets go of restored runs never admitted).
         for pending in state.pending:
-            self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq))
+            self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq), pending.input)
             if self._log is not None:
                 self._log.run_admitted(RunId(self._plan.name, key, pending.seq))
 

@@ -17,7 +17,7 @@ from flink_agents.runtime.engine import RunEngine, RunResult
 KeySelector = str | Callable[[Any], Any]
 
 
-def _key_of(record: Any, key: KeySelector) -> Any:
+def key_of(record: Any, key: KeySelector) -> Any:
     if callable(key):
         return key(record)
     if not isinstance(record, Mapping) or key not in record:
@@ -48,7 +48,7 @@ async def run_local_async(
         environ=environ,
         event_log=log,
     )
-    order: list[RunId] = [engine.submit(_key_of(record, key), record) for record in inputs]
+    order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
     try:
         await engine.drain()
     finally:

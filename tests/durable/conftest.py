@@ -7,17 +7,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.durable.store.config import StoreConfig
-from tests.durable.helpers import Stores
+from flink_agents.testing import Stores
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
 def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
     """A live store and restorable successors over one log: in memory, then over Kafka."""
     if request.param == "memory":
-        log = InMemoryLog()
-        built = Stores(lambda: InMemoryActionStateStore(log))
+        built = Stores.in_memory()
     else:
         config = StoreConfig(
             kind="kafka",

@@ -18,7 +18,6 @@ from pydantic import BaseModel
 
 from flink_agents.api import (
     NOT_DONE,
-    Agent,
     Event,
     InputEvent,
     OutputEvent,
@@ -28,9 +27,10 @@ from flink_agents.api import (
 )
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
-from flink_agents.plan import compile_agent, compile_yaml
+from flink_agents.plan import compile_yaml
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
+from flink_agents.testing import Stores, replay
 
 
 class Reply(BaseModel):
@@ -163,13 +163,6 @@ async def _boom(message: str) -> None:
     raise ValueError(message)
 
 
-def agent_plan(*actions: Any, name: str = "durable", **options: Any) -> AgentPlan:
-    agent = Agent(name=name, **options)
-    for fn in actions:
-        agent.add_action(fn)
-    return compile_agent(agent)
-
-
 async def crash_mid_run(
     plan: AgentPlan,
     store: ActionStateStore,
@@ -218,45 +211,6 @@ def yaml_plan(
     return compile_yaml(path, name)
 
 
-def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k") -> None:
-    """Run ``value`` to its end (no crash) through ``StoreCallRunner`` over ``store``."""
-
-    async def scenario() -> None:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
-        engine.submit(key, value)
-        await engine.drain()
-
-    asyncio.run(scenario())
-
-
-class Stores:
-    """Stores over one log: ``first`` for the live run, ``restored()`` for a new process's."""
-
-    def __init__(self, make: Callable[[], ActionStateStore]) -> None:
-        self._make = make
-        self._built: list[ActionStateStore] = []
-        self.first = self._new()
-        self.marker = self.first.recovery_marker()  # the checkpoint before the input arrived
-
-    def _new(self) -> ActionStateStore:
-        store = self._make()
-        self._built.append(store)
-        return store
-
-    def restored(self) -> ActionStateStore:
-        store = self._new()
-        store.restore(self.marker)
-        return store
-
-    @property
-    def latest(self) -> ActionStateStore:
-        return self._built[-1]
-
-    def close(self) -> None:
-        for store in self._built:
-            store.close()
-
-
 def crash_then_replay(
     plan: AgentPlan,
     stores: Stores,
@@ -286,15 +240,3 @@ def crash_then_replay(
         return result, state
 
     return asyncio.run(scenario())
-
-
-async def replay(
-    plan: AgentPlan, store: ActionStateStore, key: Any, state: KeyState, **runner: Any
-) -> tuple[RunResult, KeyState]:
-    """A new engine over ``store`` restores ``state`` and finishes the run."""
-    call_runner = StoreCallRunner.for_plan(store, plan.name, plan.config, **runner)
-    engine = RunEngine(plan, call_runner=call_runner)
-    engine.restore_key(key, state)
-    await engine.drain()
-    [result] = engine.take_results()
-    return result, engine.snapshot_key(key)

@@ -60,8 +60,9 @@ from flink_agents.durable.store import (
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import ActionError
+from flink_agents.testing import Stores, agent_plan
 from tests.durable import helpers as h
-from tests.durable.helpers import PROBE, Stores
+from tests.durable.helpers import PROBE
 from tests.durable.test_typed_results import RECEIPT, RECEIPT_JSON, Receipt
 from tests.subagent_samples import Review
 
@@ -112,7 +113,7 @@ async def charge_then_hold(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def _charge_plan() -> AgentPlan:
-    return h.agent_plan(charge_then_hold, name="charge")
+    return agent_plan(charge_then_hold, name="charge")
 
 
 def test_a_reconciler_gets_the_calls_identity_and_arguments(stores: Stores) -> None:

@@ -22,6 +22,7 @@ from flink_agents.durable.store import (
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
 from flink_agents.runtime import ActionError, RunEngine, run_local
+from flink_agents.testing import agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -63,7 +64,7 @@ async def _crash_then_restore(plan, value: Any) -> tuple[Any, InMemoryActionStat
 
 @pytest.mark.parametrize("restored", [False, True], ids=["same-store", "restored-store"])
 def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
-    plan = h.agent_plan(h.three_calls)
+    plan = agent_plan(h.three_calls)
     log = InMemoryLog()
     store = InMemoryActionStateStore(log)
     marker = store.recovery_marker()  # the checkpoint before the input arrived
@@ -75,7 +76,7 @@ def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
         assert PROBE.counts == {"first": 1, "second": 1, "third": 1}
         PROBE.counts.clear()
         again = _store_after_crash(restored, log, store, marker)
-        return await h.replay(plan, again, "k", state)
+        return await replay(plan, again, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}  # first and second were not called again
@@ -87,7 +88,7 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
     # After a restore, a key's pending input is handed back to the engine but may wait behind
     # the in-flight bound; the store must count it as begun, or the first prune after the
     # restore lets its states go and the replay calls everything again.
-    plan = h.agent_plan(h.three_calls)
+    plan = agent_plan(h.three_calls)
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {"n": 1})
@@ -103,7 +104,7 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
 
 
 def test_a_run_begins_and_ends_in_the_store():
-    plan = h.agent_plan(h.three_calls)
+    plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
     run = RunKey(agent=plan.name, key=canonical_json("k"), seq=0)
     runner = StoreCallRunner(store, agent=plan.name)
@@ -116,7 +117,7 @@ def test_a_run_begins_and_ends_in_the_store():
 
 
 def test_completed_actions_are_not_rerun_their_events_and_memory_are_reapplied():
-    plan = h.agent_plan(h.prepare, h.finish)
+    plan = agent_plan(h.prepare, h.finish)
     store = InMemoryActionStateStore()
 
     async def scenario():
@@ -124,7 +125,7 @@ def test_completed_actions_are_not_rerun_their_events_and_memory_are_reapplied()
         state = await h.crash_mid_run(plan, store, "k", {"n": 5}, {"stale": "earlier run"})
         assert state.short_term_memory == {"stale": "earlier run"}  # the run did not commit
         PROBE.counts.clear()
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     result, key_state = asyncio.run(scenario())
     # prepare completed before the crash: not called, and neither was its durable call
@@ -148,7 +149,7 @@ def test_completed_actions_are_not_rerun_their_events_and_memory_are_reapplied()
     ids=["result", "raise", "not-done", "no-reconciler"],
 )
 def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, expected_counts):
-    plan = h.agent_plan(h.reconciled_call, error_policy="emit")
+    plan = agent_plan(h.reconciled_call, error_policy="emit")
     store = InMemoryActionStateStore()
     key = _input_state_key(plan.name, "k", "reconciled_call")
 
@@ -162,7 +163,7 @@ def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, exp
             PROBE.use_reconciler = False
         elif answer != "NOT_DONE":
             PROBE.reconcile_with = answer
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == expected_counts
@@ -177,7 +178,7 @@ def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, exp
 
 @pytest.mark.parametrize(("variant", "what"), [("b", "order"), ("c", "arguments")])
 def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
-    plan = h.agent_plan(h.variant_calls)
+    plan = agent_plan(h.variant_calls)
     store = InMemoryActionStateStore()
 
     async def scenario():
@@ -185,7 +186,7 @@ def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
         state = await h.crash_mid_run(plan, store, "k", {})
         PROBE.variant = variant
         PROBE.counts.clear()
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     with pytest.raises(ActionError) as info:
         asyncio.run(scenario())
@@ -206,7 +207,7 @@ def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
 
 
 def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):
-    plan = h.agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
+    plan = agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
     store = InMemoryActionStateStore()
 
     async def scenario():
@@ -214,7 +215,7 @@ def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(ca
         state = await h.crash_mid_run(plan, store, "k", {})
         PROBE.variant = "c"
         PROBE.counts.clear()
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     with caplog.at_level(logging.WARNING, logger="flink_agents.durable.runner"):
         result, _ = asyncio.run(scenario())
@@ -237,14 +238,14 @@ async def shrinking(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_recorded_calls_the_code_no_longer_makes_are_a_mismatch():
-    plan = h.agent_plan(shrinking)
+    plan = agent_plan(shrinking)
     store = InMemoryActionStateStore()
 
     async def scenario():
         PROBE.hold = "third"
         state = await h.crash_mid_run(plan, store, "k", {})
         PROBE.variant = "gone"
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     with pytest.raises(ActionError) as info:
         asyncio.run(scenario())
@@ -272,7 +273,7 @@ async def flaky_model(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_a_restart_does_not_reset_the_retry_budget():
-    plan = h.agent_plan(flaky_model, error_policy="emit")
+    plan = agent_plan(flaky_model, error_policy="emit")
     store = InMemoryActionStateStore()
     key = _input_state_key(plan.name, "k", "flaky_model")
 
@@ -282,7 +283,7 @@ def test_a_restart_does_not_reset_the_retry_budget():
         assert store.get(key).calls[0].attempts == 3  # counted before each attempt was sent
         PROBE.counts.clear()
         PROBE.hold = None
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts["attempt"] == 2  # 5 in all, 3 spent before the restart
@@ -292,11 +293,11 @@ def test_a_restart_does_not_reset_the_retry_budget():
 
 
 def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_types():
-    plan = h.agent_plan(h.typed_and_failed)
+    plan = agent_plan(h.typed_and_failed)
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {})
-        return await h.replay(plan, again, "k", state)
+        return await replay(plan, again, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}
@@ -345,14 +346,14 @@ async def sync_then_held(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_synchronous_durable_calls_are_recorded_and_replayed():
-    plan = h.agent_plan(sync_then_held)
+    plan = agent_plan(sync_then_held)
     store = InMemoryActionStateStore()
 
     async def scenario():
         PROBE.hold = "third"
         state = await h.crash_mid_run(plan, store, "k", {})
         PROBE.counts.clear()
-        return await h.replay(plan, store, "k", state)
+        return await replay(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.testing import agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -26,7 +27,7 @@ def _config(bootstrap: str) -> StoreConfig:
 
 
 def test_replay_from_a_restored_kafka_store_calls_nothing_twice(kafka_bootstrap):
-    plan = h.agent_plan(h.three_calls, h.prepare, h.finish)
+    plan = agent_plan(h.three_calls, h.prepare, h.finish)
     config = _config(kafka_bootstrap)
     first = config.build()
     marker = first.recovery_marker()  # the checkpoint taken before the inputs arrived
@@ -40,7 +41,7 @@ def test_replay_from_a_restored_kafka_store_calls_nothing_twice(kafka_bootstrap)
         try:
             report = second.restore(marker)
             assert report.loaded > 0 and not report.corrupt
-            return await h.replay(plan, second, "k", state)
+            return await replay(plan, second, "k", state)
         finally:
             second.close()
 
@@ -55,7 +56,7 @@ def test_replay_from_a_restored_kafka_store_calls_nothing_twice(kafka_bootstrap)
 
 
 def test_a_call_interrupted_mid_action_is_replayed_from_kafka(kafka_bootstrap):
-    plan = h.agent_plan(h.three_calls)
+    plan = agent_plan(h.three_calls)
     config = _config(kafka_bootstrap)
     first = config.build()
     marker = first.recovery_marker()
@@ -67,7 +68,7 @@ def test_a_call_interrupted_mid_action_is_replayed_from_kafka(kafka_bootstrap):
         second = config.build()
         try:
             second.restore(marker)
-            return await h.replay(plan, second, "k", state)
+            return await replay(plan, second, "k", state)
         finally:
             second.close()
 

@@ -34,8 +34,9 @@ from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import RunEngine
+from flink_agents.testing import Stores
 from tests.durable import helpers as h
-from tests.durable.helpers import PROBE, Stores
+from tests.durable.helpers import PROBE
 
 SENT: list[tuple[str, str, str]] = []
 """``(session_id, call_id, idempotency key)`` of every request that reached the service."""

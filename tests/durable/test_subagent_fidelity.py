@@ -45,8 +45,9 @@ from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, RunResult, run_local
+from flink_agents.testing import Stores, run_live
 from tests.durable import helpers as h
-from tests.durable.helpers import PROBE, Stores
+from tests.durable.helpers import PROBE
 from tests.subagent_samples import FakeSubagent, add_subagents, model_agent
 
 FAKE = "tests.subagent_samples:FakeSubagent"
@@ -265,14 +266,14 @@ def test_a_store_error_inside_a_tool_fails_the_run_not_the_tool_call(stores):
     )
     ScriptedChatModelConnection.reset_stats("fidelity_tool")
     with pytest.raises(ActionError) as caught:
-        h.run_live(plan.model_copy(update={"name": "fidelity"}), stores.first, "go")
+        run_live(plan.model_copy(update={"name": "fidelity"}), stores.first, "go")
     assert isinstance(caught.value.__cause__, StoreWriteError)
     assert _failed_calls(stores.first) == []  # the tool call's outcome is unknown, not failed
 
 
 def test_a_store_error_inside_a_sub_agent_is_no_failed_delegation(stores):
     with pytest.raises(ActionError) as caught:
-        h.run_live(_plan(rev=_fake(mode="store_error")), stores.first, {"calls": [["rev", "x"]]})
+        run_live(_plan(rev=_fake(mode="store_error")), stores.first, {"calls": [["rev", "x"]]})
     assert isinstance(caught.value.__cause__, StoreWriteError)
     assert SEEN == []
     assert _failed_calls(stores.first) == []

@@ -45,8 +45,9 @@ from flink_agents.durable.store import CallStatus, PayloadError, RunKey
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import ActionError
+from flink_agents.testing import Stores, agent_plan, run_live
 from tests.durable import helpers as h
-from tests.durable.helpers import PROBE, Stores
+from tests.durable.helpers import PROBE
 
 HERE = "tests.durable.test_typed_results"
 
@@ -188,7 +189,7 @@ async def fetch_then_hold(event: InputEvent, ctx: RunnerContext) -> None:
 def test_a_durable_call_gets_its_declared_type_live_and_replayed(
     stores: Stores, kind: str, expected: Any
 ) -> None:
-    plan = h.agent_plan(fetch_then_hold, name="typed")
+    plan = agent_plan(fetch_then_hold, name="typed")
     result, _ = h.crash_then_replay(plan, stores, kind, hold="after")
     assert result.error is None
     assert PROBE.counts["fetch"] == 0  # the replay handed the recorded value back
@@ -201,7 +202,7 @@ def test_a_value_that_does_not_fit_the_declared_type_is_no_recorded_outcome(
     stores: Stores,
 ) -> None:
     with pytest.raises(ActionError) as caught:
-        h.run_live(h.agent_plan(fetch_then_hold, name="typed"), stores.first, "bad")
+        run_live(agent_plan(fetch_then_hold, name="typed"), stores.first, "bad")
     assert isinstance(caught.value.__cause__, PayloadError)
     assert SEEN == []
     run = RunKey(agent="typed", key=canonical_json("k"), seq=0)

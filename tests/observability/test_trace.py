@@ -15,6 +15,7 @@ from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.observability import CallFinished, EventLogConfig, JsonLinesSink, build_event_log
 from flink_agents.observability.trace import executions, read_records
 from flink_agents.runtime import RunEngine, run_local
+from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -75,7 +76,7 @@ def _shape(line: str) -> str:
 
 
 def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, capsys):
-    plan = h.agent_plan(h.three_calls)
+    plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
     path = tmp_path / "events.jsonl"
 
@@ -125,7 +126,7 @@ def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, cap
 
 
 def test_a_reconciled_call_is_recorded_as_reconciled():
-    plan = h.agent_plan(h.reconciled_call)
+    plan = agent_plan(h.reconciled_call)
     store = InMemoryActionStateStore()
     seen = []
 

@@ -9,6 +9,8 @@ from flink_agents.durable.store.base import (
 )
 from flink_agents.durable.store.canonical import (
     ArgumentDigestError,
+    arguments_text,
+    canonical_arguments,
     canonical_json,
     digest_arguments,
 )
@@ -30,6 +32,7 @@ from flink_agents.durable.store.records import (
     CallError,
     CallResult,
     CallStatus,
+    RunInput,
     RunKey,
 )
 
@@ -53,10 +56,13 @@ __all__ = [
     "RecordCodec",
     "RecoveryMarker",
     "RestoreReport",
+    "RunInput",
     "RunKey",
     "StoreError",
     "StoreWriteError",
     "UntrustedPickleError",
+    "arguments_text",
+    "canonical_arguments",
     "canonical_json",
     "decode_payload",
     "digest_arguments",

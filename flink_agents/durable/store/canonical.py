@@ -109,7 +109,35 @@ def type_tag(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def canonical_arguments(
+    args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A call's arguments as plain JSON: `{"args": [...], "kwargs": {...}}` (see `to_canonical`)."""
+    return {"args": to_canonical(list(args)), "kwargs": to_canonical(kwargs)}
+
+
+def digest_canonical(arguments: dict[str, Any]) -> str:
+    """sha256 hex digest of the canonical JSON of `canonical_arguments`' result."""
+    return hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
+
+
 def digest_arguments(args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
     """sha256 hex digest of the canonical JSON of `{"args": [...], "kwargs": {...}}`."""
-    body = canonical_json({"args": to_canonical(list(args)), "kwargs": to_canonical(kwargs)})
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    return digest_canonical(canonical_arguments(args, kwargs))
+
+
+#: Upper bound (UTF-8 bytes) of a call's arguments as recorded for humans (`arguments_text`).
+MAX_ARGUMENTS_BYTES = 8192
+_ARGUMENTS_CUT = "\n[... cut: {n} bytes in total, the first part kept ...]"
+
+
+def arguments_text(arguments: dict[str, Any], limit: int = MAX_ARGUMENTS_BYTES) -> str:
+    """`canonical_arguments`' result as indented JSON, one field per line (so that two of them
+    diff readably), capped at `limit` UTF-8 bytes keeping the head (where a prompt starts).
+
+    Keys keep the order the values have (a model's field order): pydantic's serializer is
+    about 10x faster than `json.dumps` with an indent, and this runs for every call."""
+    data = pydantic_core.to_json(arguments, indent=1)
+    if len(data) <= limit:
+        return data.decode("utf-8")
+    return data[:limit].decode("utf-8", errors="ignore") + _ARGUMENTS_CUT.format(n=len(data))

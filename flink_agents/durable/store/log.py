@@ -244,6 +244,24 @@ class LogStore(abc.ABC):
             del self._states[key]
         return keys
 
+    def history(self) -> Iterator[ActionState]:
+        """Every action state still in the topic, in log order per partition, states of pruned
+        runs included (a tombstone hides a record from restores, but the record stays readable
+        until compaction removes it). For tools (`flink-agents store export`); corrupt records
+        are logged and skipped. Reads without touching the view."""
+        for partition, offset, key, value in self._read(dict.fromkeys(range(self.partitions), 0)):
+            if value is None:
+                continue
+            try:
+                record = self._codec.decode(
+                    key or b"", value, topic=self.topic, partition=partition, offset=offset
+                )
+            except CorruptRecordError as exc:
+                logger.error("skipping %s", exc)
+                continue
+            if isinstance(record, ActionState):
+                yield record
+
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""
         return list(self._states)

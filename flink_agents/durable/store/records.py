@@ -78,8 +78,9 @@ class CallResult(BaseModel):
 
     `call_id` is the identity (deterministic, chosen by the engine). `function` is a label for
     humans and `args_digest` (see `digest_arguments`) lets replay detect a changed call; neither
-    is part of the identity. The payload is stored as JSON plus `payload_type` (see
-    `encode_payload`); read it back with `value()`.
+    is part of the identity. `arguments` is the arguments' JSON as text (`arguments_text`,
+    capped): it only shows what changed when a replay finds another call. The payload is
+    stored as JSON plus `payload_type` (see `encode_payload`); read it back with `value()`.
     """
 
     call_id: str
@@ -90,6 +91,7 @@ class CallResult(BaseModel):
     attempts: int = Field(default=0, ge=0)
     function: str = ""
     args_digest: str = ""
+    arguments: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
 
@@ -113,6 +115,7 @@ class CallResult(BaseModel):
         *,
         function: str = "",
         args_digest: str = "",
+        arguments: str | None = None,
         attempts: int = 1,
         started_at: float | None = None,
     ) -> CallResult:
@@ -122,6 +125,7 @@ class CallResult(BaseModel):
             status=CallStatus.PENDING,
             function=function,
             args_digest=args_digest,
+            arguments=arguments,
             attempts=attempts,
             started_at=now_ms() if started_at is None else started_at,
         )
@@ -213,10 +217,24 @@ class ActionStateKey(BaseModel):
         return RunKey(agent=self.agent, key=self.key, seq=self.seq)
 
 
+class RunInput(BaseModel):
+    """The input record a run started from, and when it was admitted (epoch ms).
+
+    Kept in the state of the run's first action invocation (no record of its own), so a
+    recorded run can be re-executed outside its job (`flink-agents replay`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: Any = None
+    admitted_at: float = Field(default_factory=now_ms)
+
+
 class ActionState(BaseModel):
     """What one action of one run has done so far: its events, memory writes and calls.
 
     `calls` keeps the order in which calls were recorded; call ids are unique within it.
+    `run_input` is set on the state of the first action invoked on the run's input event.
     """
 
     key: ActionStateKey
@@ -224,6 +242,7 @@ class ActionState(BaseModel):
     events: list[dict[str, Any]] = Field(default_factory=list)
     memory_updates: list[dict[str, Any]] = Field(default_factory=list)
     calls: list[CallResult] = Field(default_factory=list)
+    run_input: RunInput | None = None
 
     @pydantic.model_validator(mode="after")
     def _unique_call_ids(self) -> ActionState:

@@ -1,0 +1,9 @@
+"""Replaying recorded runs against the agent as it is now, outside the job (docs/replay.md).
+
+* :mod:`.recorded` -- the states of a store topic or an exported file, grouped into runs;
+* :mod:`.serving` -- :class:`RecordedCallRunner`: every durable call served from its record;
+* :mod:`.replayer` -- :func:`replay_runs`: re-execute each run and compare it with its record;
+* :mod:`.commands` -- ``flink-agents store export`` and ``flink-agents replay``.
+
+Nothing is imported here, so the command line loads the engine only when a replay runs.
+"""

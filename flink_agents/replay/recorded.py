@@ -1,0 +1,124 @@
+"""Recorded runs: the action states of a store topic (or an exported file), grouped by run.
+
+A store topic holds, per run, one :class:`ActionState` per action invocation; the state of the
+first action invoked on the run's input event carries the input (:class:`RunInput`). Export
+writes the latest state of every key as JSON lines, states of runs already pruned included while
+compaction has not removed them; replay reads either.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flink_agents.api.events import OutputEvent
+from flink_agents.durable.identity import RunId, event_id
+from flink_agents.durable.journal_codec import read_action
+from flink_agents.durable.store import ActionState, ActionStateKey, RunInput, RunKey
+from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store.log import LogStore
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One run as recorded: its identity, its input (None if not recorded) and its states in
+    the order they were first written."""
+
+    key: RunKey
+    input: RunInput | None
+    states: tuple[ActionState, ...]
+
+    @property
+    def run_id(self) -> RunId:
+        """The engine's id of this run (the key decoded from its canonical JSON)."""
+        return RunId(self.key.agent, json.loads(self.key.key), self.key.seq)
+
+    def outputs(self) -> list[Any] | None:
+        """The output values the run emitted, in the engine's order; None if an action that
+        received an event never completed (the run did not finish as recorded)."""
+        by_event: dict[str | None, list[ActionState]] = {}
+        for state in self.states:
+            by_event.setdefault(state.key.event_id, []).append(state)
+        # The engine's dispatch: breadth-first from the input event, listeners in plan order
+        # (the order their states were first written). Sub-agents' events are not reachable.
+        queue: list[Any] = [event_id(self.run_id, None, None, 0)]
+        outputs: list[Any] = []
+        while queue:
+            item = queue.pop(0)
+            if isinstance(item, OutputEvent):
+                if item.error is None:
+                    outputs.append(item.output)
+                item = item.id
+            for state in by_event.get(item, []):
+                if not state.completed:
+                    return None
+                queue.extend(read_action(state).events)
+        return outputs
+
+
+def read_store(store: LogStore) -> list[ActionState]:
+    """The latest state of every key in ``store``'s topic, states of pruned runs included as
+    long as compaction has not removed them (see :meth:`LogStore.history`)."""
+    latest: dict[ActionStateKey, ActionState] = {}
+    for state in store.history():
+        latest[state.key] = state  # in the order keys were first written, as `get_run` gives
+    return list(latest.values())
+
+
+def write_states(states: Iterable[ActionState], path: Path) -> int:
+    """Write ``states`` to ``path`` as JSON lines; returns how many."""
+    count = 0
+    with path.open("w") as handle:
+        for state in states:
+            handle.write(state.model_dump_json() + "\n")
+            count += 1
+    return count
+
+
+def read_states(path: Path) -> list[ActionState]:
+    """The states of an exported file (see :func:`write_states`)."""
+    with path.open() as handle:
+        return [ActionState.model_validate_json(line) for line in handle if line.strip()]
+
+
+def key_matches(state: ActionState, key: str | None) -> bool:
+    """Whether ``state`` belongs to the Flink key ``key`` (a JSON value, or else a string)."""
+    if key is None:
+        return True
+    try:
+        value = json.loads(key)
+    except json.JSONDecodeError:
+        value = key
+    return state.key.key in (canonical_json(value), canonical_json(key))
+
+
+def group_runs(states: Iterable[ActionState]) -> list[RecordedRun]:
+    """``states`` grouped by run, runs ordered by agent, key and seq."""
+    by_run: dict[RunKey, list[ActionState]] = {}
+    for state in states:
+        by_run.setdefault(state.key.run, []).append(state)
+    return [
+        RecordedRun(run, _input_of(by_run[run]), tuple(by_run[run]))
+        for run in sorted(by_run, key=lambda r: (r.agent, r.key, r.seq))
+    ]
+
+
+def _input_of(states: list[ActionState]) -> RunInput | None:
+    return next((s.run_input for s in states if s.run_input is not None), None)
+
+
+def in_window(run: RecordedRun, since_ms: float | None, until_ms: float | None) -> bool:
+    """Whether the run was admitted in ``[since_ms, until_ms)`` (a run without a recorded
+    input has no time and is kept, to be reported)."""
+    if run.input is None:
+        return True
+    at = run.input.admitted_at
+    return (since_ms is None or at >= since_ms) and (until_ms is None or at < until_ms)
+
+
+def runs_of(states: Iterable[ActionState], agent: str) -> Iterator[RecordedRun]:
+    """The recorded runs of ``agent``."""
+    return (run for run in group_runs(states) if run.key.agent == agent)

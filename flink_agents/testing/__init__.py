@@ -1,0 +1,56 @@
+"""Testing agents and their durable execution: public helpers (see docs/testing.md).
+
+* scripted chat models (:class:`ScriptedChatModelConnection`): deterministic replies and tool
+  calls, with call counters;
+* :func:`run_local` (an agent over a list of inputs in this process), :func:`agent_plan`,
+  :func:`run_live` and :func:`replay` (one run over a store, and finishing a checkpointed one);
+* :class:`InMemoryActionStateStore` and :class:`Stores` (a live store and restorable
+  successors over one log, in memory or on Kafka);
+* :func:`crash_and_replay`: run inputs, crash at a chosen durable call, restore, replay, and
+  count every call's invocations;
+* :func:`assert_no_completed_call_reinvoked`, :func:`assert_replay_equals_live`.
+"""
+
+from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
+from flink_agents.providers.scripted import (
+    ScriptedChatModelConnection,
+    ScriptedModelError,
+    ScriptedToolCall,
+    ScriptedTurn,
+)
+from flink_agents.runtime.local import run_local, run_local_async
+from flink_agents.testing.assertions import (
+    assert_no_completed_call_reinvoked,
+    assert_replay_equals_live,
+)
+from flink_agents.testing.harness import (
+    CallLog,
+    CountingCallRunner,
+    CrashPoint,
+    CrashReplayResult,
+    crash_and_replay,
+)
+from flink_agents.testing.plans import agent_plan, replay, run_live
+from flink_agents.testing.stores import Stores
+
+__all__ = [
+    "CallLog",
+    "CountingCallRunner",
+    "CrashPoint",
+    "CrashReplayResult",
+    "InMemoryActionStateStore",
+    "InMemoryLog",
+    "ScriptedChatModelConnection",
+    "ScriptedModelError",
+    "ScriptedToolCall",
+    "ScriptedTurn",
+    "Stores",
+    "agent_plan",
+    "assert_no_completed_call_reinvoked",
+    "assert_replay_equals_live",
+    "crash_and_replay",
+    "replay",
+    "run_live",
+    "run_local",
+    "run_local_async",
+]

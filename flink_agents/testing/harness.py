@@ -1,0 +1,225 @@
+"""The crash-and-replay harness: run inputs, crash at a chosen durable call, restore, replay.
+
+:func:`crash_and_replay` runs the inputs through a :class:`StoreCallRunner` until the chosen
+call starts, throws the engine away there (the call never finishes, as in a process killed
+mid-call), restores a new store from the checkpoint taken before the inputs and lets a new
+engine finish every unfinished run. Every durable call is counted by identity, so a test can
+say exactly which calls were made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.identity import CallIdentity, RunId, canonical_json
+from flink_agents.durable.journal import ActionJournal
+from flink_agents.durable.replay import function_label
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.observability import EventLog
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.local import KeySelector, key_of
+from flink_agents.runtime.state import KeyState
+from flink_agents.testing.stores import Stores
+
+CrashPoint = int | Callable[[DurableCall], bool]
+"""Where to crash: the n-th durable call to start (1-based, over all inputs), or the first call
+a predicate accepts (e.g. ``lambda call: call.identity.call_id == "chat"``)."""
+
+
+@dataclass
+class CallLog:
+    """Durable calls by identity: how often each was invoked, and which ones completed."""
+
+    invoked: Counter[CallIdentity] = field(default_factory=Counter)
+    completed: set[CallIdentity] = field(default_factory=set)
+    labels: dict[CallIdentity, str] = field(default_factory=dict)
+
+    def by_function(self) -> Counter[str]:
+        """Invocations per function label (``module.qualname``)."""
+        counts: Counter[str] = Counter()
+        for identity, times in self.invoked.items():
+            counts[self.labels[identity]] += times
+        return counts
+
+    @property
+    def total(self) -> int:
+        """Invocations of all calls."""
+        return sum(self.invoked.values())
+
+
+class CountingCallRunner:
+    """Wraps a :class:`StoreCallRunner`: logs every invocation of a call's function and, at the
+    crash point, holds the call open until the engine is closed (async calls only)."""
+
+    def __init__(self, inner: StoreCallRunner, log: CallLog, crash_at: CrashPoint | None) -> None:
+        self._inner = inner
+        self._log = log
+        self._crash_at = crash_at
+        self._started = 0
+        self.crashed = asyncio.Event()
+
+    @property
+    def journal(self) -> ActionJournal | None:
+        return self._inner.journal
+
+    @property
+    def event_log(self) -> EventLog | None:
+        return self._inner.event_log
+
+    @event_log.setter
+    def event_log(self, log: EventLog | None) -> None:
+        self._inner.event_log = log  # the wrapped runner records the calls' outcomes
+
+    def run_admitted(self, run: RunId, input: Any) -> None:
+        self._inner.run_admitted(run, input)
+
+    def run_finished(self, run: RunId) -> None:
+        self._inner.run_finished(run)
+
+    def run(self, call: DurableCall) -> Any:
+        return self._inner.run(self._counted(call, hold=False))
+
+    async def run_async(self, call: DurableCall) -> Any:
+        return await self._inner.run_async(self._counted(call, hold=True))
+
+    def _counted(self, call: DurableCall, *, hold: bool) -> DurableCall:
+        self._started += 1
+        crash = self._is_crash_point(call)
+        identity, log = call.identity, self._log
+        log.labels[identity] = function_label(call.function)
+        crashed = self.crashed
+
+        def sync_function(*args: Any, **kwargs: Any) -> Any:
+            log.invoked[identity] += 1
+            value = call.function(*args, **kwargs)
+            log.completed.add(identity)
+            return value
+
+        async def async_function(*args: Any, **kwargs: Any) -> Any:
+            log.invoked[identity] += 1
+            if crash:
+                crashed.set()
+                await asyncio.Event().wait()  # until the engine is closed: the "crash"
+            value = call.function(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            log.completed.add(identity)
+            return value
+
+        if crash and not hold:
+            raise NotImplementedError("the harness crashes only at calls of async actions")
+        # The signature (label, arguments) is the original call's: only the function is wrapped.
+        wrapped = async_function if hold else sync_function
+        return _relabelled(call, wrapped)
+
+    def _is_crash_point(self, call: DurableCall) -> bool:
+        if self._crash_at is None or self.crashed.is_set():
+            return False
+        if isinstance(self._crash_at, int):
+            return self._started == self._crash_at
+        return self._crash_at(call)
+
+
+def _relabelled(call: DurableCall, wrapper: Callable[..., Any]) -> DurableCall:
+    """``call`` with ``wrapper`` as its function but the original function's label."""
+    wrapper.__module__ = getattr(call.function, "__module__", None) or wrapper.__module__
+    wrapper.__qualname__ = function_label(call.function).removeprefix(f"{wrapper.__module__}.")
+    return DurableCall(
+        call.identity,
+        wrapper,
+        call.args,
+        call.kwargs,
+        call.reconciler,
+        call.result_type,
+        call.in_doubt,
+    )
+
+
+@dataclass
+class CrashReplayResult:
+    """What :func:`crash_and_replay` saw: results in input order and the calls of each phase."""
+
+    results: list[RunResult]
+    live: CallLog
+    replay: CallLog
+    crashed: bool
+
+    def reinvoked(self) -> set[CallIdentity]:
+        """Calls that had completed before the crash and were invoked again on replay."""
+        return self.live.completed & set(self.replay.invoked)
+
+    def outputs(self) -> list[list[Any]]:
+        """Each run's output values, in input order."""
+        return [result.output_values for result in self.results]
+
+
+def crash_and_replay(
+    plan: AgentPlan,
+    inputs: Iterable[Any],
+    *,
+    key: KeySelector,
+    crash_at: CrashPoint,
+    stores: Stores | None = None,
+    replay_plan: AgentPlan | None = None,
+) -> CrashReplayResult:
+    """Run ``inputs`` until the ``crash_at`` call starts, crash, restore and replay.
+
+    ``stores`` default to :meth:`Stores.in_memory` (pass Kafka-backed ones to test the real
+    store); ``replay_plan`` is the plan the restarted job runs (the same one by default).
+    If no call matches ``crash_at`` the inputs simply finish and ``crashed`` is False.
+    """
+    records = list(inputs)
+    own = stores is None
+    stores = stores or Stores.in_memory()
+    try:
+        return asyncio.run(_scenario(plan, replay_plan or plan, records, key, crash_at, stores))
+    finally:
+        if own:
+            stores.close()
+
+
+async def _scenario(
+    plan: AgentPlan,
+    replay_plan: AgentPlan,
+    records: list[Any],
+    key: KeySelector,
+    crash_at: CrashPoint,
+    stores: Stores,
+) -> CrashReplayResult:
+    live, replayed = CallLog(), CallLog()
+    runner = CountingCallRunner(StoreCallRunner(stores.first, agent=plan.name), live, crash_at)
+    engine = RunEngine(plan, call_runner=runner)
+    order = [engine.submit(key_of(record, key), record) for record in records]
+    done = asyncio.ensure_future(engine.drain())
+    crash = asyncio.ensure_future(runner.crashed.wait())
+    await asyncio.wait({done, crash}, return_when=asyncio.FIRST_COMPLETED)
+    crash.cancel()
+    finished = {r.run_id: r for r in engine.take_results()}
+    if done.done():
+        done.result()  # an action's failure is the test's to see
+        await engine.close()
+        return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=False)
+    # Checkpointed key states: inputs whose runs had not finished stay pending.
+    states: dict[str, tuple[Any, KeyState]] = {}
+    for run in order:
+        states[canonical_json(run.key)] = (run.key, engine.snapshot_key(run.key))
+    done.cancel()
+    await engine.close()
+    store = stores.restored()
+    runner = CountingCallRunner(
+        StoreCallRunner.for_plan(store, replay_plan.name, replay_plan.config), replayed, None
+    )
+    engine = RunEngine(replay_plan, call_runner=runner)
+    for run_key, state in states.values():
+        engine.restore_key(run_key, state)
+    await engine.drain()
+    finished.update((r.run_id, r) for r in engine.take_results())
+    await engine.close()
+    return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=True)

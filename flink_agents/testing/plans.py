@@ -1,0 +1,49 @@
+"""Building plans and running them in tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from flink_agents.api.agent import Agent
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import ActionStateStore
+from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.state import KeyState
+
+
+def agent_plan(*actions: Any, name: str = "durable", **options: Any) -> AgentPlan:
+    """The plan of an agent ``name`` made of ``actions`` (``@action`` functions)."""
+    agent = Agent(name=name, **options)
+    for fn in actions:
+        agent.add_action(fn)
+    return compile_agent(agent)
+
+
+def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k") -> RunResult:
+    """Run ``value`` under ``key`` to its end (no crash), recording into ``store``."""
+
+    async def scenario() -> RunResult:
+        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+        engine.submit(key, value)
+        await engine.drain()
+        [result] = engine.take_results()
+        return result
+
+    return asyncio.run(scenario())
+
+
+async def replay(
+    plan: AgentPlan, store: ActionStateStore, key: Any, state: KeyState, **runner: Any
+) -> tuple[RunResult, KeyState]:
+    """A new engine over ``store`` restores the checkpointed ``state`` of ``key`` and finishes
+    its pending run; returns the result and the key state afterwards. ``runner`` goes to
+    :meth:`StoreCallRunner.for_plan` (e.g. ``default_policy="warn"``)."""
+    call_runner = StoreCallRunner.for_plan(store, plan.name, plan.config, **runner)
+    engine = RunEngine(plan, call_runner=call_runner)
+    engine.restore_key(key, state)
+    await engine.drain()
+    [result] = engine.take_results()
+    return result, engine.snapshot_key(key)

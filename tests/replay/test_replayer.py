@@ -1,0 +1,124 @@
+"""Replaying recorded runs against the agent as it is now: the verdicts and what they show.
+
+Runs are recorded through a StoreCallRunner into an in-memory store, as a job records them;
+the same contract over Kafka and the command line is in test_replay_commands.py.
+"""
+
+from __future__ import annotations
+
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import ActionState, InMemoryActionStateStore
+from flink_agents.replay.recorded import group_runs, read_store
+from flink_agents.replay.replayer import ReplayReport, Verdict, replay_runs
+from flink_agents.runtime import run_local
+from tests.replay import agents
+
+
+def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
+    """Run the inputs live into ``store``; returns every state of the topic."""
+    store = store or InMemoryActionStateStore()
+    plan = agents.plan()
+    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    store.flush()
+    return read_store(store)
+
+
+def replay(states: list[ActionState], **options: bool) -> ReplayReport:
+    agents.CALLS.clear()
+    return replay_runs(agents.plan(), group_runs(states), **options)
+
+
+def test_unchanged_code_replays_every_run_the_same_making_no_call() -> None:
+    report = replay(record())
+    assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
+    assert sum(run.served for run in report.runs) == 6
+    assert report.ok and report.live_calls == 0 and not agents.CALLS
+    assert report.summary() == "3 runs: 3 same outputs; 0 calls made"
+
+
+def test_a_changed_prompt_diverges_at_the_first_model_call_showing_both_requests() -> None:
+    states = record()
+    agents.NOW.prompt = "You answer in French."
+    report = replay(states)
+    assert not report.ok and not agents.CALLS
+    assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
+    divergence = report.runs[0].divergence
+    assert divergence is not None
+    assert (divergence.index, divergence.position, divergence.kind) == (0, 0, "model")
+    assert divergence.recorded is not None and divergence.requested is not None
+    assert divergence.recorded.args_digest != divergence.requested.args_digest
+    text = report.runs[0].describe()
+    assert f"model {agents.__name__}.chat" in text
+    assert '-    "content": "You answer in one sentence."' in text
+    assert '+    "content": "You answer in French."' in text
+
+
+def test_a_change_after_the_last_call_gives_different_outputs_with_identical_calls() -> None:
+    states = record()
+    agents.NOW.output_format = "{weather}: {reply}"
+    report = replay(states)
+    assert [run.verdict for run in report.runs] == [Verdict.DIFFERENT] * 3
+    assert all(run.divergence is None and run.served == 2 for run in report.runs)
+    first = report.runs[0]
+    assert first.recorded_outputs == ["It is nice in Oslo. (12 degrees)"]
+    assert first.outputs == ["12 degrees: It is nice in Oslo."]
+    assert not report.ok and not agents.CALLS
+
+
+def test_a_new_tool_call_with_no_record_is_reported_and_not_made() -> None:
+    states = record()
+    agents.NOW.ask_time_too = True
+    report = replay(states)
+    assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
+    divergence = report.runs[0].divergence
+    assert divergence is not None and divergence.recorded is None
+    assert (divergence.index, divergence.position, divergence.kind) == (2, 2, "tool")
+    assert "a call with no record (not made)" in report.runs[0].describe()
+    assert agents.CALLS["local_time"] == 0 and not agents.CALLS
+
+
+def test_allow_live_makes_the_new_call_and_still_reports_it() -> None:
+    states = record()
+    agents.NOW.ask_time_too = True
+    report = replay(states, allow_live=True)
+    assert report.live_calls == 3 and agents.CALLS == {"local_time": 3}
+    assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
+
+
+def test_a_call_the_code_no_longer_makes_is_a_divergence() -> None:
+    agents.NOW.ask_time_too = True
+    states = record()
+    agents.NOW.ask_time_too = False
+    report = replay(states)
+    divergence = report.runs[0].divergence
+    assert divergence is not None and divergence.requested is None
+    assert divergence.recorded is not None and divergence.recorded.call_id == "tool:time"
+
+
+def test_runs_without_a_recorded_input_are_reported_not_replayed() -> None:
+    states = [s.model_copy(update={"run_input": None}) for s in record()]
+    report = replay(states)
+    assert {run.verdict for run in report.runs} == {Verdict.NOT_REPLAYABLE}
+    assert report.ok  # nothing could be checked, nothing differs
+
+
+def test_a_keys_runs_replay_in_order_each_from_the_memory_the_previous_one_left() -> None:
+    agents.NOW.count_visits = True
+    states = record()
+    report = replay(states)
+    assert [(run.run.run_id.key, run.run.run_id.seq) for run in report.runs] == [
+        ("ann", 0),
+        ("ann", 1),
+        ("bob", 0),
+    ]
+    assert report.runs[1].outputs == ["It is nice in Lima. (12 degrees) visit 2"]
+    assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
+
+
+def test_runs_pruned_by_the_job_are_still_read_until_compaction_removes_them() -> None:
+    store = InMemoryActionStateStore()
+    record(store)
+    assert store.prune(store.recovery_marker()) == 3  # every run had ended: tombstoned
+    assert store.state_count == 0
+    report = replay(read_store(store))
+    assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
