@@ -1,13 +1,16 @@
 """An in-memory vector store: exact cosine search over a dict, for unit tests and small demos.
 
-Its records live in the resource instance, so they are gone when the process ends.
+The runtime builds resources from descriptors, so records live in a class-level registry keyed
+by ``collection``: every store of one collection in a process sees the same records (an
+ingestion agent's and a question-answering agent's). They are gone when the process ends.
 """
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
-from pydantic import PrivateAttr
+from pydantic import Field
 
 from flink_agents.api.embeddings import Vector
 from flink_agents.api.vector_stores import (
@@ -29,7 +32,21 @@ def cosine(a: Vector, b: Vector) -> float:
 class InMemoryVectorStore(VectorStore):
     """Records by id, searched exhaustively."""
 
-    _records: dict[str, VectorRecord] = PrivateAttr(default_factory=dict)
+    _collections: ClassVar[dict[str, dict[str, VectorRecord]]] = {}
+
+    collection: str = Field(default="default", min_length=1)
+
+    @classmethod
+    def reset(cls, collection: str | None = None) -> None:
+        """Forget the records of ``collection``, or of every collection."""
+        if collection is None:
+            cls._collections.clear()
+        else:
+            cls._collections.pop(collection, None)
+
+    @property
+    def _records(self) -> dict[str, VectorRecord]:
+        return self._collections.setdefault(self.collection, {})
 
     async def upsert(self, records: list[VectorRecord]) -> int:
         for record in records:

@@ -26,7 +26,8 @@ RECORDS = [
 @pytest.fixture(params=["memory", "chroma"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
     if request.param == "memory":
-        opened: VectorStore = InMemoryVectorStore(dimensions=3)
+        InMemoryVectorStore.reset("contract")
+        opened: VectorStore = InMemoryVectorStore(collection="contract", dimensions=3)
     else:
         opened = ChromaVectorStore(collection="contract", path=str(tmp_path), dimensions=3)
     opened.open()
@@ -79,6 +80,14 @@ def test_a_vector_of_the_wrong_dimension_is_refused(store: VectorStore) -> None:
         asyncio.run(store.query([1.0, 0.0]))
     with pytest.raises(ValueError, match="dimension 2"):
         asyncio.run(store.upsert([VectorRecord(id="e", document="e", embedding=[1.0, 0.0])]))
+
+
+def test_in_memory_stores_of_one_collection_share_their_records() -> None:
+    InMemoryVectorStore.reset("shared")
+    asyncio.run(InMemoryVectorStore(collection="shared").upsert(RECORDS))
+
+    assert asyncio.run(InMemoryVectorStore(collection="shared").count()) == 4
+    assert asyncio.run(InMemoryVectorStore(collection="other").count()) == 0
 
 
 def test_chroma_keeps_the_collection_in_its_folder(tmp_path: Path) -> None:
