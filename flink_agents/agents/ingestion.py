@@ -134,7 +134,7 @@ async def ingest_document(event: InputEvent, ctx: RunnerContext) -> None:
     await ctx.durable_execute_async(store.upsert, records, call_id="ingest:upsert")
     kept = [record.id for record in records]
     previous: list[str] = ctx.short_term_memory.get(CHUNK_IDS_KEY) or []
-    stale = [old for old in previous if old not in set(kept)]
+    stale = sorted(set(previous) - set(kept))
     if stale:
         await ctx.durable_execute_async(store.delete, stale, call_id="ingest:delete")
     ctx.short_term_memory.set(CHUNK_IDS_KEY, kept)

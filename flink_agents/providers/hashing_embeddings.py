@@ -13,7 +13,6 @@ import hashlib
 import math
 import re
 from collections import Counter
-from typing import ClassVar
 
 from pydantic import Field
 
@@ -79,8 +78,6 @@ def hashed_vector(text: str, dimensions: int) -> Vector:
 
 class HashingEmbeddingModelConnection(EmbeddingModelConnection):
     """Embeds in-process by feature hashing; ``model`` is ignored."""
-
-    provider: ClassVar[str] = "hashing"
 
     dimensions: int = Field(
         default=256, ge=1, description="Vector length when the setup does not ask for one."
