@@ -1,24 +1,20 @@
 """Failover of retrieval and ingestion through the real store path (``StoreCallRunner`` over the
-in-memory store and over Kafka): an embedding or search call whose outcome was recorded is
-handed back on replay, never made again."""
+in-memory store and over Kafka, the ``stores`` fixture): an embedding or search call whose
+outcome was recorded is handed back on replay, never made again."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from flink_agents.api.prompts import Prompt
 from flink_agents.plan import compile_agent
-from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
-from flink_agents.runtime import RunResult, run_local
+from flink_agents.runtime import run_local
 from tests.agents.retrieval_samples import DOCS, ProbedChatConnection, ingestion_agent, qa_agent
-from tests.durable import helpers as h
-from tests.durable.helpers import PROBE
-from tests.durable.test_subagent_fidelity import Stores, stores  # noqa: F401 (fixture)
+from tests.durable.helpers import PROBE, Stores, crash_then_replay
 
 COLLECTION = "failover-test"
 
@@ -33,28 +29,14 @@ def _clean() -> Iterator[None]:
     InMemoryVectorStore.reset(COLLECTION)
 
 
-def crash_then_replay(plan: AgentPlan, built: Stores, value: Any, hold: str) -> RunResult:
-    """Run ``value`` until the ``hold`` call starts, crash, and replay on a restored store;
-    ``PROBE.counts`` then holds the replay's calls only."""
-
-    async def scenario() -> RunResult:
-        PROBE.hold = hold
-        state = await h.crash_mid_run(plan, built.first, "k", value)
-        PROBE.counts.clear()
-        result, _ = await h.replay(plan, built.restored(), "k", state)
-        return result
-
-    return asyncio.run(scenario())
-
-
-def test_a_replayed_question_makes_no_embedding_or_search_call_again(stores: Stores) -> None:  # noqa: F811
+def test_a_replayed_question_makes_no_embedding_or_search_call_again(stores: Stores) -> None:
     run_local(ingestion_agent(COLLECTION), DOCS, key="id")
     turns = [{"match": r"source: guide/flink\.md", "content": "From the checkpoint."}]
     prompt = Prompt(text="{context}\n\nQuestion: {input}")
     plan = compile_agent(qa_agent(COLLECTION, [*turns, {"content": "unknown"}], prompt=prompt))
     PROBE.counts.clear()
 
-    result = crash_then_replay(plan, stores, "Where does the job restart from?", hold="chat")
+    result, _ = crash_then_replay(plan, stores, "Where does the job restart from?", hold="chat")
 
     assert result.output_values == ["From the checkpoint."]
     assert (PROBE.counts["embed"], PROBE.counts["search"], PROBE.counts["chat"]) == (0, 0, 1)
@@ -68,10 +50,10 @@ def test_a_replayed_question_makes_no_embedding_or_search_call_again(stores: Sto
         assert live.messages == replayed.messages
 
 
-def test_a_replayed_ingestion_makes_no_embedding_call_again(stores: Stores) -> None:  # noqa: F811
+def test_a_replayed_ingestion_makes_no_embedding_call_again(stores: Stores) -> None:
     plan = compile_agent(ingestion_agent(COLLECTION, batch_size=1))
 
-    result = crash_then_replay(plan, stores, DOCS[1], hold="upsert")
+    result, _ = crash_then_replay(plan, stores, DOCS[1], hold="upsert")
 
     assert result.output_values == [{"source": "guide/flink.md", "chunks": 2, "deleted": 0}]
     # Two embedding batches completed before the crash: handed back. The upsert had only
