@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench kafka-start kafka-stop flink-start flink-stop services-stop clean
+.PHONY: install venv test test-unit lint run example bench kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean
 
 venv: $(PY)
 $(PY):
@@ -15,7 +15,7 @@ $(PY):
 # protobuf that Beam (under apache-flink) forbids.
 install: $(STAMP)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[test,providers,mcp]"
+	$(PY) -m pip install -q -e ".[test,providers,mcp,retrieval]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -45,11 +45,15 @@ kafka-start:
 	scripts/kafka.sh start
 kafka-stop:
 	scripts/kafka.sh stop
+chroma-start: install
+	scripts/chroma.sh start
+chroma-stop:
+	scripts/chroma.sh stop
 flink-start: install
 	scripts/flink-cluster.sh start
 flink-stop:
 	scripts/flink-cluster.sh stop
-services-stop: kafka-stop flink-stop
+services-stop: kafka-stop chroma-stop flink-stop
 
 clean: services-stop
 	rm -rf $(VENV) .cache .pytest_cache

@@ -29,4 +29,6 @@ EXAMPLES: dict[str, Example] = {
         "examples.reviews:build_workflow_agent", EXAMPLES_DIR / "reviews.yaml"
     ),
     "review_react": Example("examples.reviews:build_react_agent", EXAMPLES_DIR / "reviews.yaml"),
+    "docs_ingest": Example("examples.docs_qa:build_ingest_agent", EXAMPLES_DIR / "docs_qa.yaml"),
+    "docs_qa": Example("examples.docs_qa:build_qa_agent", EXAMPLES_DIR / "docs_qa.yaml"),
 }

@@ -10,6 +10,12 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_ROUNDS, chat_action, tool_call_action
+from flink_agents.agents.retrieval import (
+    RetrievalSettings,
+    RetrievedInputEvent,
+    context_message,
+    retrieve_input,
+)
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.context import RunnerContext
@@ -52,18 +58,27 @@ def _user_message(value: Any) -> str:
     sends=[ChatRequestEvent],
     resource_keys={"chat_model": ResourceType.CHAT_MODEL, "prompt": ResourceType.PROMPT},
 )
-def react_start(event: InputEvent, ctx: RunnerContext) -> None:
+def react_start(event: InputEvent | RetrievedInputEvent, ctx: RunnerContext) -> None:
     """Turn the input into the first chat request (prompt filled with the input's fields).
 
     The prompt and output schema come from this action's own config only, never from resources
-    of the same name in an enclosing scope: a child never inherits its parent's.
+    of the same name in an enclosing scope: a child never inherits its parent's. With retrieval
+    the action handles the :class:`RetrievedInputEvent` instead: a prompt's ``{context}`` is
+    filled with the passages, or, without that placeholder, a system message hands them over.
     """
     config = ctx.action_config
+    context = event.context if isinstance(event, RetrievedInputEvent) else None
+    placed = False
     if config.get("prompt"):
         prompt = cast(Prompt, ctx.get_resource(config["prompt"], ResourceType.PROMPT))
-        messages = prompt.format_messages(**_prompt_values(event.input))
+        values = _prompt_values(event.input)
+        if context is not None and "context" in prompt.placeholders:
+            values["context"], placed = context, True
+        messages = prompt.format_messages(**values)
     else:
         messages = [ChatMessage(role="user", content=_user_message(event.input))]
+    if context is not None and not placed:
+        messages.insert(0, context_message(context))
     if config.get("output_schema"):
         schema = cast(type[BaseModel], import_reference(config["output_schema"]))
         schema_json = json.dumps(schema.model_json_schema(), sort_keys=True)
@@ -101,6 +116,8 @@ class ReActAgent(Agent):
     ``"chat_model"`` (the ``tools`` are then added to its offer). ``prompt`` is a prompt resource
     name or a :class:`Prompt`, filled with ``{input}`` and, for dict inputs, their fields.
     ``subagents`` names AGENT resources the model may delegate to (descriptor form only).
+    ``retrieval`` retrieves passages for the input before the model is asked (see
+    :mod:`flink_agents.agents.retrieval`).
     """
 
     def __init__(
@@ -116,6 +133,7 @@ class ReActAgent(Agent):
         error_policy: ErrorPolicy = "fail",
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         description: str | None = None,
+        retrieval: RetrievalSettings | None = None,
     ) -> None:
         super().__init__(
             name=name, config=config, error_policy=error_policy, description=description
@@ -149,7 +167,11 @@ class ReActAgent(Agent):
             prompt = "prompt"
         schema = class_path(output_schema) if output_schema else None
         start_config = {"chat_model": chat_model, "prompt": prompt, "output_schema": schema}
-        self.add_action(react_start, config=start_config)
+        if retrieval is None:
+            self.add_action(react_start, config=start_config)
+        else:
+            self.add_action(retrieve_input, config=retrieval.model_dump(exclude_none=True))
+            self.add_action(react_start, RetrievedInputEvent, config=start_config)
         self.add_action(chat_action, config={"max_tool_rounds": max_tool_rounds})
         self.add_action(tool_call_action)
         self.add_action(react_finish, config={"output_schema": schema})

@@ -28,6 +28,10 @@ class ResourceType(str, enum.Enum):
     PROMPT = "prompt"
     AGENT = "agent"
     """A sub-agent (see :mod:`flink_agents.api.subagents.delegation`)."""
+    EMBEDDING_MODEL_CONNECTION = "embedding_model_connection"
+    EMBEDDING_MODEL = "embedding_model"
+    VECTOR_STORE = "vector_store"
+    """Embeddings and vector search (see :mod:`flink_agents.api.embeddings`, ``vector_stores``)."""
 
 
 _ENV_STRING = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")

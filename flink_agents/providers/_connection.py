@@ -1,6 +1,7 @@
 """What the three HTTP providers share: configuration, credentials, retries and usage counters.
 
-A provider subclasses :class:`HttpChatModelConnection` and implements two things: building its
+A provider subclasses :class:`HttpChatModelConnection` (configuration and client come from
+:class:`~flink_agents.providers._endpoint.HttpEndpoint`) and implements two things: building its
 client (:meth:`~HttpChatModelConnection._make_client`) and one attempt of a call
 (:meth:`~HttpChatModelConnection._attempt`), which converts the request to the provider's wire
 format, sends it, and converts the reply back, raising
@@ -9,23 +10,18 @@ format, sends it, and converts the reply back, raising
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import Field, PrivateAttr, SecretStr, field_validator
+from pydantic import PrivateAttr
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage
 from flink_agents.api.chat_models import ChatModelConnection
-from flink_agents.api.resources import resolve_env_references
-from flink_agents.providers._http_errors import AttemptFailure, CallLabel, ModelCallError
-from flink_agents.providers._retry import RetryPolicy, call_with_retries
+from flink_agents.providers._endpoint import HttpEndpoint, MissingCredentialError
+from flink_agents.providers._http_errors import AttemptFailure, ModelCallError
 
-
-class MissingCredentialError(ValueError):
-    """A connection that needs an API key was opened without one."""
+__all__ = ["HttpChatModelConnection", "MissingCredentialError", "UsageStats"]
 
 
 @dataclass
@@ -44,66 +40,26 @@ class UsageStats:
             self.output_tokens += usage.output_tokens
 
 
-class HttpChatModelConnection(ChatModelConnection):
-    """Base of connections that talk to a model server over HTTP."""
+class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
+    """Base of chat connections that talk to a model server over HTTP."""
 
-    provider: ClassVar[str]
-    default_base_url: ClassVar[str]
-    requires_api_key: ClassVar[bool] = False
-    api_key_hint: ClassVar[str] = "API_KEY"
-
-    base_url: str | None = Field(default=None, description="Server URL; the provider's default.")
-    api_key: SecretStr | None = Field(
-        default=None,
-        exclude=True,
-        repr=False,
-        description='An environment reference such as {"env": "NAME"}; never a literal in a plan.',
-    )
-    model: str | None = Field(default=None, description="Model used when a request names none.")
-    timeout_seconds: float = Field(default=60.0, gt=0, description="Per attempt.")
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
-
-    _ordinals: itertools.count[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
-    _client_loop: tuple[asyncio.AbstractEventLoop, Any] | None = PrivateAttr(default=None)
     _stats: UsageStats = PrivateAttr(default_factory=UsageStats)
-
-    @field_validator("api_key", mode="before")
-    @classmethod
-    def _resolve_reference(cls, value: Any) -> Any:
-        # The plan runtime resolves references before validation; this covers direct Python use.
-        return resolve_env_references(value)
-
-    @property
-    def url(self) -> str:
-        return (self.base_url or self.default_base_url).rstrip("/")
 
     @property
     def stats(self) -> UsageStats:
         """Calls, attempts and tokens of this connection so far."""
         return self._stats
 
-    def open(self) -> None:
-        """Fail now, not at the first record, when a required credential is missing."""
-        if self.requires_api_key and self.api_key is None:
-            raise MissingCredentialError(
-                f"{self.provider} connection needs api_key: give it as an environment reference, "
-                f'e.g. {{"env": "{self.api_key_hint}"}}, and set that variable'
-            )
-
-    def secret(self) -> str:
-        """The API key (for the client only; never log it)."""
-        return self.api_key.get_secret_value() if self.api_key is not None else ""
-
     async def chat(self, request: ChatRequest) -> ChatMessage:
         model = request.model or self.model
-        label = CallLabel(self.provider, model or "<none>", next(self._ordinals))
-        if model is None:
-            reason = "no model named by the request or the connection"
-            raise ModelCallError(label, reason, attempts=0)
+        label = self.call_label(model)
+        assert model is not None
         self._stats.calls += 1
         try:
-            reply = await call_with_retries(
-                lambda: self._counted_attempt(request, model), self.retry, label, self.call_slot
+            reply = await self.call(
+                lambda client: self._counted_attempt(client, request, model),
+                label,
+                self.call_slot,
             )
         except ModelCallError:
             self._stats.failed_calls += 1
@@ -111,20 +67,9 @@ class HttpChatModelConnection(ChatModelConnection):
         self._stats.add(reply.usage)
         return reply
 
-    async def _counted_attempt(self, request: ChatRequest, model: str) -> ChatMessage:
+    async def _counted_attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
         self._stats.attempts += 1
-        return await self._attempt(self._client(), request, model)
-
-    def _client(self) -> Any:
-        # Async HTTP clients belong to the event loop that created them. The loop itself is kept
-        # (not its id, which a later loop may reuse).
-        loop = asyncio.get_running_loop()
-        if self._client_loop is None or self._client_loop[0] is not loop:
-            self._client_loop = (loop, self._make_client())
-        return self._client_loop[1]
-
-    def _make_client(self) -> Any:
-        raise NotImplementedError
+        return await self._attempt(client, request, model)
 
     async def _attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
         raise NotImplementedError

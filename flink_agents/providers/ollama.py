@@ -19,6 +19,7 @@ from flink_agents.providers._connection import (
     parse_arguments,
     tool_names,
 )
+from flink_agents.providers._endpoint import HttpEndpoint
 from flink_agents.providers._http_errors import AttemptFailure
 from flink_agents.providers.openai_compatible import to_openai_tool
 
@@ -93,6 +94,33 @@ def _error_message(response: httpx.Response) -> str:
         return response.text
 
 
+async def post_json(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
+    """One attempt: POST ``body`` to an Ollama API ``path``; the reply's JSON, or an
+    :class:`AttemptFailure`."""
+    try:
+        # Reads the whole body, so a body cut short fails here, as a transport error.
+        response = await client.post(path, json=body)
+    except httpx.TransportError as exc:
+        raise AttemptFailure.transport("request failed", exc) from None
+    if response.status_code >= 400:
+        raise AttemptFailure.from_status(
+            response.status_code, response.headers, _error_message(response)
+        )
+    try:
+        return json.loads(response.content)
+    except ValueError as exc:
+        raise AttemptFailure.malformed(f"{type(exc).__name__}: {exc}") from None
+
+
+def ollama_client(endpoint: HttpEndpoint) -> httpx.AsyncClient:
+    """A client of an Ollama server; a key is only sent when configured (Ollama behind an
+    authenticating proxy)."""
+    headers = {"Authorization": f"Bearer {endpoint.secret()}"} if endpoint.api_key else {}
+    return httpx.AsyncClient(
+        base_url=endpoint.url, headers=headers, timeout=endpoint.timeout_seconds
+    )
+
+
 class OllamaChatModelConnection(HttpChatModelConnection):
     """An Ollama server's native chat API. ``base_url`` is the host, e.g. http://127.0.0.1:11434."""
 
@@ -101,25 +129,11 @@ class OllamaChatModelConnection(HttpChatModelConnection):
     api_key_hint: ClassVar[str] = "OLLAMA_API_KEY"
 
     def _make_client(self) -> httpx.AsyncClient:
-        # A key is only sent when configured (Ollama behind an authenticating proxy).
-        headers = {"Authorization": f"Bearer {self.secret()}"} if self.api_key else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=self.timeout_seconds)
+        return ollama_client(self)
 
     async def _attempt(
         self, client: httpx.AsyncClient, request: ChatRequest, model: str
     ) -> ChatMessage:
-        try:
-            # Reads the whole body, so a body cut short fails here, as a transport error.
-            response = await client.post("/api/chat", json=ollama_body(request, model))
-        except httpx.TransportError as exc:
-            raise AttemptFailure.transport("request failed", exc) from None
-        if response.status_code >= 400:
-            raise AttemptFailure.from_status(
-                response.status_code, response.headers, _error_message(response)
-            )
-        try:
-            data = json.loads(response.content)
-        except ValueError as exc:
-            raise AttemptFailure.malformed(f"{type(exc).__name__}: {exc}") from None
+        data = await post_json(client, "/api/chat", ollama_body(request, model))
         turn = sum(1 for m in request.messages if m.role == "assistant")
         return from_ollama_reply(data, turn)

@@ -17,6 +17,7 @@ from flink_agents.providers._connection import (
     parse_arguments,
     schema_name,
 )
+from flink_agents.providers._endpoint import HttpEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call
 from flink_agents.providers._sdk import sdk_from_extra
 
@@ -106,6 +107,16 @@ def from_openai_completion(completion: Any) -> ChatMessage:
     )
 
 
+def openai_client(endpoint: HttpEndpoint) -> openai.AsyncOpenAI:
+    """A client of ``endpoint`` whose own retries are off (ours count against the budget)."""
+    return openai.AsyncOpenAI(
+        base_url=endpoint.url,
+        api_key=endpoint.secret() or _NO_KEY,
+        timeout=endpoint.timeout_seconds,
+        max_retries=0,
+    )
+
+
 class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     """A chat-completions endpoint. ``base_url`` includes the ``/v1`` prefix."""
 
@@ -114,12 +125,7 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     api_key_hint: ClassVar[str] = "OPENAI_API_KEY"
 
     def _make_client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            base_url=self.url,
-            api_key=self.secret() or _NO_KEY,
-            timeout=self.timeout_seconds,
-            max_retries=0,
-        )
+        return openai_client(self)
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: ChatRequest, model: str

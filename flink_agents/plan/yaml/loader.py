@@ -124,7 +124,14 @@ def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
         found.append((("actions", index, "function"), action.function))
     for name, tool in spec.tools.items():
         found.append((("tools", name, "function"), tool.function))
-    for block in ("connections", "chat_models", "resources"):
+    for block in (
+        "connections",
+        "chat_models",
+        "resources",
+        "embedding_connections",
+        "embedding_models",
+        "vector_stores",
+    ):
         for name, resource in getattr(spec, block).items():
             found.append(((block, name, "class"), resource.class_path))
     for name, subagent in spec.subagents.items():
@@ -163,6 +170,25 @@ def _add_mcp_server(agent: Agent, name: str, spec: McpServerSpec) -> None:
             prompt=prompt.prompt,
             arguments=prompt.arguments,
         )
+
+
+def _add_retrieval_resources(agent: Agent, spec: AgentSpec) -> None:
+    """Embedding connections and models, and vector stores (docs/retrieval.md)."""
+    for name, connection in spec.embedding_connections.items():
+        agent.add_resource(
+            name,
+            ResourceType.EMBEDDING_MODEL_CONNECTION,
+            connection.class_path,
+            **connection.arguments,
+        )
+    for name, model in spec.embedding_models.items():
+        typed = model.model_dump(exclude={"class_path", "arguments"}, exclude_none=True)
+        descriptor = ResourceDescriptor(
+            class_path=model.class_path, arguments={**typed, **model.arguments}
+        )
+        agent.add_resource(name, ResourceType.EMBEDDING_MODEL, descriptor)
+    for name, store in spec.vector_stores.items():
+        agent.add_resource(name, ResourceType.VECTOR_STORE, store.class_path, **store.arguments)
 
 
 def _chat_model_descriptor(spec: ChatModelSpec) -> ResourceDescriptor:
@@ -211,6 +237,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             output_schema=schema,
             max_tool_rounds=spec.react.max_tool_rounds,
             description=spec.description,
+            retrieval=spec.react.retrieval,
         )
     else:
         agent = Agent(
@@ -246,6 +273,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
         agent.add_resource(name, resource.type, resource.class_path, **resource.arguments)
     for name, server in spec.mcp_servers.items():
         _add_mcp_server(agent, name, server)
+    _add_retrieval_resources(agent, spec)
     for action in spec.actions:
         agent.add_action(
             import_reference(action.function),

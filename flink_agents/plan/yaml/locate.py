@@ -51,7 +51,14 @@ def _resource_location(spec: AgentSpec, name: str, rest: list[str]) -> list[str 
         ):
             inner = inner[1:]
         return ["chat_models", name, *inner]
-    for block in ("connections", "resources", "subagents"):
+    for block in (
+        "connections",
+        "resources",
+        "subagents",
+        "embedding_connections",
+        "embedding_models",
+        "vector_stores",
+    ):
         if name in getattr(spec, block):
             return [block, name, *inner]
     for block in ("prompts", "tools"):
@@ -65,6 +72,9 @@ def _action_location(spec: AgentSpec, agent: Agent, index: int, rest: list[str])
     if index >= len(actions):
         return []
     name = actions[index].name
+    if spec.react and spec.react.retrieval and name == "retrieve_input":
+        key = rest[1:2] if rest[:1] == ["config"] else []
+        return ["react", "retrieval", *key]
     if spec.react and name in _REACT_ACTIONS:
         key = rest[1:2] if rest[:1] == ["config"] else []
         return ["react", *key]

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.resources import ResourceType
@@ -131,6 +132,83 @@ class McpServerSpec(_Strict):
     )
 
 
+# --- retrieval: embedding models and vector stores (docs/retrieval.md) ---------------------------
+
+EMBEDDING_PROVIDER_ALIASES: dict[str, str] = {
+    "openai": "flink_agents.providers.openai_embeddings:OpenAICompatibleEmbeddingModelConnection",
+    "ollama": "flink_agents.providers.ollama_embeddings:OllamaEmbeddingModelConnection",
+    "hashing": "flink_agents.providers.hashing_embeddings:HashingEmbeddingModelConnection",
+}
+"""Short names of the built-in embedding connection classes."""
+
+VECTOR_STORE_ALIASES: dict[str, str] = {
+    "memory": "flink_agents.providers.memory_vector_store:InMemoryVectorStore",
+    "chroma": "flink_agents.providers.chroma:ChromaVectorStore",
+}
+"""Short names of the built-in vector store classes."""
+
+
+def _expander(aliases: dict[str, str]) -> BeforeValidator:
+    """Expands a short name of ``aliases`` to its ``module:Class`` when validated."""
+    return BeforeValidator(lambda v: aliases.get(v, v) if isinstance(v, str) else v)
+
+
+def _alias_schema(aliases: dict[str, str], kind: str) -> WithJsonSchema:
+    return WithJsonSchema(
+        {
+            "anyOf": [{"enum": sorted(aliases)}, {"type": "string", "pattern": REFERENCE_PATTERN}],
+            "description": f"module:Class, or a built-in {kind}'s short name",
+        }
+    )
+
+
+EmbeddingClassReference = Annotated[
+    str,
+    _expander(EMBEDDING_PROVIDER_ALIASES),
+    Field(pattern=REFERENCE_PATTERN),
+    _alias_schema(EMBEDDING_PROVIDER_ALIASES, "embedding connection"),
+]
+VectorStoreClassReference = Annotated[
+    str,
+    _expander(VECTOR_STORE_ALIASES),
+    Field(pattern=REFERENCE_PATTERN),
+    _alias_schema(VECTOR_STORE_ALIASES, "vector store"),
+]
+
+
+class EmbeddingConnectionSpec(_Strict):
+    """An embedding model connection: class (or ``openai``, ``ollama``, ``hashing``) and
+    arguments."""
+
+    class_path: EmbeddingClassReference = Field(alias="class")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class EmbeddingModelSpec(_Strict):
+    """An embedding model setup on top of a connection."""
+
+    class_path: str = Field(
+        default="flink_agents.api.embeddings:EmbeddingModelSetup",
+        alias="class",
+        pattern=REFERENCE_PATTERN,
+    )
+    connection: str
+    model: str | None = None
+    dimensions: int = Field(ge=1, description="Length of every vector; replies are checked.")
+    batch_size: int | None = Field(default=None, ge=1)
+    request_dimensions: bool | None = None
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Further arguments for a custom setup class."
+    )
+
+
+class VectorStoreSpec(_Strict):
+    """A vector store: class (or ``memory``, ``chroma``) and arguments."""
+
+    class_path: VectorStoreClassReference = Field(alias="class")
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class ActionSpec(_Strict):
     """An action: a function and the event types it handles.
 
@@ -152,6 +230,9 @@ class ReactSpec(_Strict):
         default=None, pattern=REFERENCE_PATTERN, description="A pydantic model as module:Class."
     )
     max_tool_rounds: int = Field(default=10, ge=1)
+    retrieval: RetrievalSettings | None = Field(
+        default=None, description="Retrieve passages for the input before asking the model."
+    )
 
 
 class InternalSubagentSpec(_Strict):
@@ -194,6 +275,9 @@ class AgentSpec(_Strict):
         default_factory=dict, description="MCP servers (TOOL resources) and their prompts."
     )
     actions: list[ActionSpec] = Field(default_factory=list)
+    embedding_connections: dict[str, EmbeddingConnectionSpec] = Field(default_factory=dict)
+    embedding_models: dict[str, EmbeddingModelSpec] = Field(default_factory=dict)
+    vector_stores: dict[str, VectorStoreSpec] = Field(default_factory=dict)
 
 
 InternalSubagentSpec.model_rebuild()

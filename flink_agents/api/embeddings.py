@@ -1,0 +1,90 @@
+"""Embedding models, split in two resources like chat models.
+
+* An :class:`EmbeddingModelConnection` is the endpoint: a client, a base URL, credentials.
+  It turns one batch of texts into vectors.
+* An :class:`EmbeddingModelSetup` is one way of using it: the model, the vectors' dimension and
+  the batch size. It is what actions look up (``ResourceType.EMBEDDING_MODEL``), and it refuses
+  a reply whose vectors do not have the configured dimension.
+
+An action embeds through ``ctx.durable_execute_async`` one batch at a time (see
+:func:`flink_agents.agents.retrieval.embed_texts`), so a replay hands recorded vectors back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar, cast
+
+from pydantic import Field
+
+from flink_agents.api.resources import Resource, ResourceType
+
+Vector = list[float]
+
+
+class EmbeddingDimensionError(ValueError):
+    """An embedding reply whose vectors, or number of vectors, are not what was asked for."""
+
+
+class EmbeddingModelConnection(Resource):
+    """An endpoint that embeds texts. Providers subclass this."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.EMBEDDING_MODEL_CONNECTION
+
+    async def embed(
+        self, texts: list[str], model: str | None, dimensions: int | None
+    ) -> list[Vector]:
+        """One vector per text, in order. ``dimensions`` is passed on to models that can shorten
+        their vectors; the setup checks the result either way."""
+        raise NotImplementedError
+
+
+class EmbeddingModelSetup(Resource):
+    """A configured embedding model: what actions ask for by name."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.EMBEDDING_MODEL
+
+    connection: str = Field(description="Name of an embedding_model_connection resource.")
+    model: str | None = None
+    dimensions: int = Field(ge=1, description="Length of every vector; a reply is checked.")
+    batch_size: int = Field(default=64, ge=1, description="Texts per call to the connection.")
+    request_dimensions: bool = Field(
+        default=False,
+        description="Ask the server for vectors of ``dimensions`` (OpenAI text-embedding-3).",
+    )
+
+    def batches(self, texts: Sequence[str]) -> list[list[str]]:
+        """``texts`` cut into the batches :meth:`embed_batch` takes, in order."""
+        return [list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+
+    async def embed_batch(self, texts: list[str]) -> list[Vector]:
+        """Vectors of one batch (at most ``batch_size`` texts), their count and length checked."""
+        if len(texts) > self.batch_size:
+            raise ValueError(f"a batch holds at most {self.batch_size} texts, got {len(texts)}")
+        connection = cast(
+            EmbeddingModelConnection,
+            self.get_resource(self.connection, ResourceType.EMBEDDING_MODEL_CONNECTION),
+        )
+        asked = self.dimensions if self.request_dimensions else None
+        vectors = await connection.embed(texts, self.model, asked)
+        return check_vectors(vectors, len(texts), self.dimensions, self.model or self.connection)
+
+
+def check_vectors(vectors: list[Vector], count: int, dimensions: int, model: str) -> list[Vector]:
+    """``vectors`` when there are ``count`` of them, each of ``dimensions`` finite floats."""
+    if len(vectors) != count:
+        raise EmbeddingDimensionError(
+            f"embedding model {model!r} returned {len(vectors)} vectors for {count} texts"
+        )
+    for index, vector in enumerate(vectors):
+        if len(vector) != dimensions:
+            raise EmbeddingDimensionError(
+                f"embedding model {model!r} returned a vector of dimension {len(vector)} for "
+                f"text #{index}; the setup expects {dimensions} (check 'dimensions' and the model)"
+            )
+        if not all(math.isfinite(x) for x in vector):
+            raise EmbeddingDimensionError(
+                f"embedding model {model!r} returned a non-finite value in vector #{index}"
+            )
+    return [[float(x) for x in vector] for vector in vectors]

@@ -1,0 +1,54 @@
+"""Ollama's native embedding API (``POST {base_url}/api/embed``, a batch per request), over
+``httpx`` like the Ollama chat connection."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import httpx
+
+from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
+from flink_agents.providers._endpoint import HttpEndpoint
+from flink_agents.providers._http_errors import AttemptFailure
+from flink_agents.providers.ollama import ollama_client, post_json
+
+
+def ollama_embed_body(texts: list[str], model: str, dimensions: int | None) -> dict[str, Any]:
+    """The request body of an ``/api/embed`` call."""
+    body: dict[str, Any] = {"model": model, "input": texts}
+    if dimensions is not None:
+        body["dimensions"] = dimensions
+    return body
+
+
+def from_ollama_embed(data: Any) -> list[Vector]:
+    """The vectors of an ``/api/embed`` reply, in the order of the texts."""
+    try:
+        vectors = data["embeddings"]
+        return [[float(x) for x in vector] for vector in vectors]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AttemptFailure.malformed(f"not an /api/embed reply: missing or bad {exc}") from None
+
+
+class OllamaEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConnection):
+    """An Ollama server's embeddings. ``base_url`` is the host, e.g. http://127.0.0.1:11434."""
+
+    provider: ClassVar[str] = "ollama"
+    default_base_url: ClassVar[str] = "http://127.0.0.1:11434"
+    api_key_hint: ClassVar[str] = "OLLAMA_API_KEY"
+
+    def _make_client(self) -> httpx.AsyncClient:
+        return ollama_client(self)
+
+    async def embed(
+        self, texts: list[str], model: str | None, dimensions: int | None
+    ) -> list[Vector]:
+        model = model or self.model
+        label = self.call_label(model)
+        assert model is not None
+        body = ollama_embed_body(texts, model, dimensions)
+
+        async def attempt(client: httpx.AsyncClient) -> list[Vector]:
+            return from_ollama_embed(await post_json(client, "/api/embed", body))
+
+        return await self.call(attempt, label)

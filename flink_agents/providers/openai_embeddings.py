@@ -1,0 +1,56 @@
+"""OpenAI-compatible embeddings (``POST {base_url}/embeddings``): OpenAI, vLLM, llama.cpp
+server, LM Studio, Ollama's ``/v1``. Uses the official ``openai`` client with its own retries
+off, like the chat connection: every attempt counts against the durable call's budget."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
+from flink_agents.providers._endpoint import HttpEndpoint
+from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._sdk import sdk_from_extra
+from flink_agents.providers.openai_compatible import openai_client
+
+with sdk_from_extra("openai"):
+    import openai
+
+
+def from_openai_embeddings(reply: Any) -> list[Vector]:
+    """The vectors of an embeddings reply, put back in the order of the texts (by ``index``)."""
+    try:
+        items = sorted(reply.data, key=lambda item: item.index)
+        return [[float(x) for x in item.embedding] for item in items]
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise AttemptFailure.malformed(f"not an embeddings reply: {exc}") from None
+
+
+class OpenAICompatibleEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConnection):
+    """An embeddings endpoint. ``base_url`` includes the ``/v1`` prefix."""
+
+    provider: ClassVar[str] = "openai-compatible"
+    default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    api_key_hint: ClassVar[str] = "OPENAI_API_KEY"
+
+    def _make_client(self) -> openai.AsyncOpenAI:
+        return openai_client(self)
+
+    async def embed(
+        self, texts: list[str], model: str | None, dimensions: int | None
+    ) -> list[Vector]:
+        model = model or self.model
+        label = self.call_label(model)
+        assert model is not None
+        options: dict[str, Any] = {"dimensions": dimensions} if dimensions is not None else {}
+
+        async def attempt(client: openai.AsyncOpenAI) -> list[Vector]:
+            reply = await sdk_call(
+                client.embeddings.create(
+                    model=model, input=texts, encoding_format="float", **options
+                ),
+                status_error=openai.APIStatusError,
+                connection_error=openai.APIConnectionError,
+            )
+            return from_openai_embeddings(reply)
+
+        return await self.call(attempt, label)

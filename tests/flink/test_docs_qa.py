@@ -1,0 +1,103 @@
+"""The docs question-answering example end to end on the mini-cluster: the ingestion job puts
+docs/ into a real Chroma server (started by scripts/chroma.sh), then the QA job answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_agents.flink.ingestion import folder_documents, prepare_folder_source
+from flink_agents.flink.job import load_job
+
+pytest.importorskip("chromadb")
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "chroma.sh"
+
+
+def _chroma(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), command], env=env, capture_output=True, text=True, timeout=90
+    )
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Chroma server on CHROMA_PORT (default 8000): the running one, or one started here (with
+    its data in a temporary folder) and stopped afterwards."""
+    port = os.environ.get("CHROMA_PORT", "8000")
+    env = {
+        **os.environ,
+        "CHROMA_PORT": port,
+        "CHROMA_BIN": str(Path(sys.executable).parent / "chroma"),
+        "CHROMA_DATA_DIR": str(tmp_path_factory.mktemp("chroma-data")),
+    }
+    started = _chroma("status", env).returncode != 0
+    if started:
+        done = _chroma("start", env)
+        assert done.returncode == 0, done.stderr
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if started:
+            _chroma("stop", env)
+
+
+def _job(tmp_path: Path, name: str, source: str, out: Path) -> Path:
+    job = tmp_path / f"{name}.yaml"
+    job.write_text(
+        f"name: {name}\nagent: {REPO}/examples/docs_qa.yaml\nagent_name: {name}\n"
+        f"source: {{kind: list, path: {source}}}\nkey: id\nsink: {{kind: file, path: {out}}}\n"
+    )
+    return job
+
+
+def _outputs(folder: Path) -> dict[str, Any]:
+    lines = [
+        json.loads(line)
+        for part in folder.rglob("*")
+        if part.is_file() and not part.name.startswith(".")
+        for line in part.read_text().splitlines()
+    ]
+    return {line["key"]: line["output"] for line in lines}
+
+
+@pytest.mark.flink
+def test_ingest_the_docs_then_answer_from_them(
+    tmp_path: Path, fresh_flink_env: Any, chroma_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flink_agents.flink.job_runner import build
+    from flink_agents.providers.chroma import ChromaVectorStore
+
+    monkeypatch.setenv("CHROMA_URL", chroma_url)
+    ingest = load_job(_job(tmp_path, "docs_ingest", str(tmp_path / "docs.jsonl"), tmp_path / "in"))
+    prepare_folder_source(ingest, REPO / "docs")
+    build(ingest, fresh_flink_env)
+    fresh_flink_env.execute("docs_ingest")
+
+    ingested = _outputs(tmp_path / "in")
+    documents = folder_documents(REPO / "docs")
+    assert sorted(ingested) == sorted(d.id for d in documents)
+    chunks = sum(output["chunks"] for output in ingested.values())
+    store = ChromaVectorStore(collection="project-docs", url=chroma_url)
+    assert asyncio.run(store.count()) >= chunks > len(documents)
+
+    questions = REPO / "examples" / "jobs" / "data" / "docs_questions.jsonl"
+    build(load_job(_job(tmp_path, "docs_qa", str(questions), tmp_path / "qa")), fresh_flink_env)
+    fresh_flink_env.execute("docs_qa")
+
+    assert _outputs(tmp_path / "qa") == {
+        "q1": "A recorded call is handed back on replay, never made again "
+        "(docs/durable-execution.md).",
+        "q2": "Declare the prompt under prompts: with {placeholders} (docs/yaml.md).",
+        "q3": "The action-state store is a Kafka topic (docs/state-store.md).",
+        "q4": "The documentation does not answer that.",
+    }
