@@ -5,9 +5,10 @@
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
   key, so the key must identify one action's state). Partition: chosen by the store with
   `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
-- Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only enqueues,
-  `flush` waits for the acknowledgement of every write put before it (not for later ones) and
-  raises `StoreWriteError` for any that failed.
+- Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only buffers (see
+  `LogStore`), `flush` produces the buffered writes, waits for every acknowledgement and raises
+  `StoreWriteError` for any that failed. Only a flush produces and flushes run one at a time, so
+  `Producer.flush` waits for one batch, never for writes put after it was taken.
 - Restore reads each partition from the marker's low offset to its end at restore time.
 
 Why librdkafka: batching, compression, checksums and network I/O run in its own native threads,
@@ -40,8 +41,6 @@ client_logger = logging.getLogger(f"{__name__}.librdkafka")
 
 #: How long `put` waits for room in the producer's queue before it tries again.
 _QUEUE_FULL_WAIT_S = 0.05
-#: Longest single wait for delivery reports (a wait returns as soon as reports come).
-_REPORT_POLL_S = 0.1
 #: librdkafka's upper bound for its integer settings (a signed 32-bit int).
 _INT32_MAX = 2**31 - 1
 #: librdkafka's upper bound for `linger.ms` and `request.timeout.ms` (15 minutes).
@@ -217,7 +216,7 @@ class KafkaActionStateStore(LogStore):
                 self._producer.poll(_QUEUE_FULL_WAIT_S)
 
     def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
-        left = self._serve_reports(handles, timeout)
+        left = self._producer.flush() if timeout is None else self._producer.flush(timeout)
         offsets: list[int] = []
         failures: list[KafkaError | None] = []
         for delivery in handles:
@@ -226,30 +225,12 @@ class KafkaActionStateStore(LogStore):
             else:
                 offsets.append(delivery.offset)
         if failures:
-            first = failures[0] or f"not acknowledged in {timeout} s ({left} writes waiting)"
+            first = failures[0] or f"not acknowledged in {timeout} s ({left} writes queued)"
             raise StoreWriteError(
                 f"{len(failures)} of {len(handles)} writes to {self.topic!r} were not "
                 f"acknowledged; first error: {first}"
             )
         return offsets
-
-    def _serve_reports(self, handles: list[_Delivery], timeout: float | None) -> int:
-        """Serve delivery reports until each of ``handles`` has one (or ``timeout``); returns
-        how many have none.
-
-        Not ``Producer.flush``: that waits until the producer's whole queue is empty, so under
-        steady writes it also waits for the writes put after this batch was taken -- until a
-        lull. One wait is then the writes of one round trip, not of a busy spell.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        waiting = [handle for handle in handles if handle.waiting]
-        while waiting:
-            left = _REPORT_POLL_S if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                break
-            self._producer.poll(min(left, _REPORT_POLL_S))
-            waiting = [handle for handle in waiting if handle.waiting]
-        return len(waiting)
 
     def _end_offsets(self) -> dict[int, int]:
         return {p: self._end_offset(p) for p in range(self.partitions)}
@@ -346,11 +327,6 @@ class _Delivery:
     def __init__(self) -> None:
         self.offset: int | None = None
         self.error: KafkaError | None = None
-
-    @property
-    def waiting(self) -> bool:
-        """Whether no report came yet."""
-        return self.offset is None and self.error is None
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
