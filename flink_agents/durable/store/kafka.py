@@ -95,7 +95,7 @@ class KafkaStoreSettings(BaseModel):
         ge=1,
         # The producer queues twice as many writes (their delivery reports wait for a flush).
         le=_INT32_MAX // 2,
-        description="Unacknowledged writes allowed before `put` blocks on a flush.",
+        description="Buffered writes allowed before `put` blocks on a flush.",
     )
     request_timeout_ms: int = Field(
         default=30_000, ge=1, le=_MAX_MS, description="Timeout of one request to Kafka."
