@@ -204,16 +204,31 @@ class KafkaActionStateStore(LogStore):
                 "must match"
             )
 
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> _Delivery:
-        delivery = _Delivery()
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic, value=value, key=key, partition=partition, on_delivery=delivery
-                )
-                return delivery
-            except BufferError:  # the queue is full: serve reports until there is room
-                self._producer.poll(_QUEUE_FULL_WAIT_S)
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[_Delivery]:
+        """One `produce_batch` per partition for a flush's records: `produce` holds the GIL
+        while it waits for librdkafka's queue lock, once per record (bench/results/analysis.md).
+        Per partition, since this client ignores a message's own ``partition`` in a batch."""
+        deliveries = [_Delivery() for _ in records]
+        by_partition: dict[int, list[dict[str, Any]]] = {}
+        for (partition, key, value), delivery in zip(records, deliveries, strict=True):
+            message = {"key": key, "value": value, "callback": delivery}
+            by_partition.setdefault(partition, []).append(message)
+        for partition, messages in by_partition.items():
+            self._produce_batch(partition, messages)
+        return deliveries
+
+    def _produce_batch(self, partition: int, messages: list[dict[str, Any]]) -> None:
+        while messages:
+            queued = self._producer.produce_batch(self.topic, messages, partition=partition)
+            if queued == len(messages):
+                return
+            refused = [message for message in messages if "_error" in message]
+            for message in refused:
+                error = message.pop("_error")
+                if error.code() != KafkaError._QUEUE_FULL:
+                    raise StoreWriteError(f"cannot write to {self.topic!r}: {error}")
+            messages = refused  # the queue is full: serve reports until there is room
+            self._producer.poll(_QUEUE_FULL_WAIT_S)
 
     def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
         left = self._producer.flush() if timeout is None else self._producer.flush(timeout)

@@ -74,8 +74,9 @@ class LogStore(abc.ABC):
     # -- transport ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
-        """Start writing one record; return a handle for `_await`."""
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
+        """Start writing `(partition, key, value)` records, in order; return a handle per
+        record for `_await`."""
 
     @abc.abstractmethod
     def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
@@ -138,14 +139,15 @@ class LogStore(abc.ABC):
                 unsent, self._unsent = self._unsent, {}
             if not unsent:
                 return
-            # A tombstone does not count towards its run's first offset.
-            pending = [
-                (None if envelope is None else run, self._send_one(run, key, envelope))
-                for key, (run, envelope) in unsent.items()
-            ]
-            offsets = self._await([handle for _, handle in pending], timeout)
-            for (run, _), offset in zip(pending, offsets, strict=True):
-                if run is not None:
+            handles = self._send(
+                [
+                    (self.partition_of(run), key, self._seal(key, envelope))
+                    for key, (run, envelope) in unsent.items()
+                ]
+            )
+            offsets = self._await(handles, timeout)
+            for (run, envelope), offset in zip(unsent.values(), offsets, strict=True):
+                if envelope is not None:  # a tombstone does not count towards the first offset
                     self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
 
     async def aflush(self, timeout: float | None = None) -> None:
@@ -268,9 +270,8 @@ class LogStore(abc.ABC):
         with self._pending_lock:  # replaces an unsent earlier write of the same key
             self._unsent[key] = (run, envelope)
 
-    def _send_one(self, run: RunKey, key: bytes, envelope: bytes | None) -> Any:
-        value = None if envelope is None else self._codec.seal(key, envelope)
-        return self._send(self.partition_of(run), key, value)
+    def _seal(self, key: bytes, envelope: bytes | None) -> bytes | None:
+        return None if envelope is None else self._codec.seal(key, envelope)
 
     def _remember(self, key: ActionStateKey, run: RunKey, envelope: bytes) -> None:
         keys = self._runs.setdefault(run, [])
