@@ -15,7 +15,7 @@ $(PY):
 # protobuf that Beam (under apache-flink) forbids.
 install: $(STAMP)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[test,providers,mcp]"
+	$(PY) -m pip install -q -e ".[test,providers,mcp,otel]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -11,6 +11,7 @@ from flink_agents.observability.calls import (
     observed_protocol,
 )
 from flink_agents.observability.config import EventLogConfig, build_event_log
+from flink_agents.observability.exports import TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.listener import EventListener
 from flink_agents.observability.log import ActionWatch, EventLog
@@ -43,6 +44,7 @@ __all__ = [
     "RunAdmitted",
     "RunFinished",
     "RunStarted",
+    "TracesConfig",
     "build_event_log",
     "observed_direct",
     "observed_direct_async",

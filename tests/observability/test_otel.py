@@ -1,0 +1,276 @@
+"""Traces: OpenTelemetry spans of the event log (GenAI semantic conventions), a run's tree of
+action and call spans, ``flink_agents.replayed`` after a crash and replay through the
+action-state store, exported to an in-memory exporter and over OTLP/HTTP to a local receiver."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from examples.weather import build_agent
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import InMemoryActionStateStore
+from flink_agents.observability import EventListener, EventLogConfig, build_event_log
+from flink_agents.observability._extra import OTEL_EXTRA, otel_from_extra
+from flink_agents.observability.exports import TracesConfig
+from flink_agents.observability.otel import REPLAYED, SpanListener
+from flink_agents.runtime import RunEngine, run_local
+from tests.durable import helpers as h
+from tests.durable.helpers import PROBE
+from tests.observability import agents
+from tests.observability.agents import KEY_VARIABLE, SECRET
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probe():
+    PROBE.reset()
+    yield
+    PROBE.reset()
+
+
+@pytest.fixture
+def exported() -> Iterator[tuple[SpanListener, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield SpanListener(provider), exporter
+    provider.shutdown()
+
+
+def _children(spans: list[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
+    found = [
+        s for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id
+    ]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def test_a_run_is_an_agent_span_with_action_spans_and_genai_call_spans_under_them(exported):
+    listener, exporter = exported
+    run_local(build_agent(), [{"city": "Oslo"}], key="city", listeners=[listener])
+    listener.close()
+    spans = list(exporter.get_finished_spans())
+
+    [run] = [s for s in spans if s.parent is None]
+    assert run.name == "invoke_agent weather_react"
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["flink_agents.run.key"] == '"Oslo"'
+    assert {s.context.trace_id for s in spans} == {run.context.trace_id}
+    actions = _children(spans, run)
+    assert [a.name for a in actions] == [
+        "action react_start",
+        "action chat_action",
+        "action tool_call_action",
+        "action chat_action",
+        "action tool_call_action",
+        "action chat_action",
+        "action react_finish",
+    ]
+    calls = [(a.name, c) for a in actions for c in _children(spans, a)]
+    assert [(a, c.name) for a, c in calls] == [
+        ("action chat_action", "chat scripted-1"),
+        ("action tool_call_action", "execute_tool get_temperature"),
+        ("action chat_action", "chat scripted-1"),
+        ("action tool_call_action", "execute_tool get_advice"),
+        ("action chat_action", "chat scripted-1"),
+    ]
+    model = calls[0][1].attributes
+    assert model["gen_ai.operation.name"] == "chat"
+    assert model["gen_ai.request.model"] == "scripted-1"
+    assert model["gen_ai.provider.name"] == "ScriptedChatModelConnection"
+    assert model[REPLAYED] is False
+    tool = calls[1][1].attributes
+    assert (tool["gen_ai.operation.name"], tool["gen_ai.tool.name"]) == (
+        "execute_tool",
+        "get_temperature",
+    )
+    for _, call in calls:  # a call's span lies within its action's
+        [parent] = [a for a in actions if a.context.span_id == call.parent.span_id]
+        assert parent.start_time <= call.start_time <= call.end_time <= parent.end_time
+
+
+def test_model_spans_carry_token_usage_and_never_a_payload(exported, monkeypatch):
+    monkeypatch.setenv(KEY_VARIABLE, SECRET)
+    listener, exporter = exported
+    run_local(agents.leaky_agent(), [{"k": 1, "q": "hi"}], key="k", listeners=[listener])
+    [call] = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    assert call.attributes["gen_ai.usage.input_tokens"] == 7
+    assert call.attributes["gen_ai.usage.output_tokens"] == 3
+    assert call.attributes["gen_ai.provider.name"] == "LeakyConnection"
+    everything = repr([(s.name, dict(s.attributes)) for s in exporter.get_finished_spans()])
+    assert SECRET not in everything
+
+
+def test_a_failed_call_and_run_are_error_spans(exported):
+    listener, exporter = exported
+    run_local(agents.failing_agent(), [{"k": 1, "q": "why"}], key="k", listeners=[listener])
+    failed = {s.name: s for s in exporter.get_finished_spans() if not s.status.is_ok}
+    assert set(failed) == {
+        "invoke_agent failing",
+        "action explode",
+        "call tests.observability.agents:_fail",
+    }
+    call = failed["call tests.observability.agents:_fail"]
+    assert call.status.description == "ValueError: cannot answer 'why'"
+    assert call.attributes["error.type"] == "ValueError"
+
+
+def _crash_and_replay(listener: EventListener) -> None:
+    """Run three durable calls through the store; crash while the third is in flight; replay
+    on a new engine over the same store (the first two are handed back)."""
+    plan = h.agent_plan(h.three_calls)
+    store = InMemoryActionStateStore()
+
+    async def attempt(state=None):
+        log = build_event_log(None, [listener])
+        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), event_log=log)
+        try:
+            if state is None:
+                PROBE.hold, PROBE.reached = "third", asyncio.Event()
+                engine.submit("k", {"n": 1})
+                engine.pump()
+                await asyncio.wait_for(PROBE.reached.wait(), 10)
+                return engine.snapshot_key("k")
+            PROBE.hold = None
+            engine.restore_key("k", state)
+            await engine.drain()
+            return None
+        finally:
+            await engine.close()
+
+    async def scenario():
+        await attempt(await attempt())
+
+    asyncio.run(scenario())
+
+
+def _calls_by_trace(spans: list[Any]) -> list[list[tuple[str, bool]]]:
+    """Per run span (in start order): its calls' ``(flink_agents.call.id, replayed)``."""
+    runs = sorted((s for s in spans if s.parent is None), key=lambda s: s.start_time)
+    return [
+        [
+            (c.attributes["flink_agents.call.id"], c.attributes[REPLAYED])
+            for a in _children(spans, run)
+            for c in _children(spans, a)
+        ]
+        for run in runs
+    ]
+
+
+def test_after_a_crash_the_replayed_calls_are_marked_replayed(exported):
+    listener, exporter = exported
+    _crash_and_replay(listener)
+    spans = list(exporter.get_finished_spans())
+    assert _calls_by_trace(spans) == [
+        [("#0", False), ("#1", False)],  # the third never finished: no span
+        [("#0", True), ("#1", True), ("#2", False)],
+    ]
+    runs = sorted((s for s in spans if s.parent is None), key=lambda s: s.start_time)
+    assert [r.attributes["flink_agents.run.status"] for r in runs] == ["cancelled", "succeeded"]
+
+
+# --- over OTLP/HTTP --------------------------------------------------------------------------
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """Accepts ``POST /v1/traces`` and keeps each decoded export request."""
+
+    requests: list[ExportTraceServiceRequest]
+    paths: list[str]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.paths.append(self.path)
+        if self.path == "/v1/traces":
+            self.requests.append(ExportTraceServiceRequest.FromString(body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep the test output quiet
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, type[_Receiver]]]:
+    handler = type("Receiver", (_Receiver,), {"requests": [], "paths": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_spans_are_exported_over_otlp_http_with_their_tree_and_replayed_flag(receiver):
+    endpoint, handler = receiver
+    listener = SpanListener.exporting(TracesConfig(endpoint=endpoint, service_name="tickets"))
+    _crash_and_replay(listener)
+    listener.close()  # flushes the batch processor
+
+    assert handler.paths and set(handler.paths) == {"/v1/traces"}
+    spans, services = [], set()
+    for request in handler.requests:
+        for resource_spans in request.resource_spans:
+            attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            services.add(attributes["service.name"])
+            for scope_spans in resource_spans.scope_spans:
+                assert scope_spans.scope.name == "flink_agents"
+                spans.extend(scope_spans.spans)
+    assert services == {"tickets"}
+
+    by_id = {s.span_id: s for s in spans}
+    runs = sorted((s for s in spans if not s.parent_span_id), key=lambda s: s.start_time_unix_nano)
+    assert [r.name for r in runs] == ["invoke_agent durable", "invoke_agent durable"]
+    replayed = []
+    for run in runs:
+        calls = [
+            s
+            for s in spans
+            if s.parent_span_id in by_id and by_id[s.parent_span_id].parent_span_id == run.span_id
+        ]
+        assert {by_id[c.parent_span_id].name for c in calls} == {"action three_calls"}
+        assert {c.trace_id for c in calls} == {run.trace_id}
+        attributes = [{a.key: a.value for a in c.attributes} for c in calls]
+        replayed.append(
+            sorted(
+                (a["flink_agents.call.id"].string_value, a[REPLAYED].bool_value) for a in attributes
+            )
+        )
+    assert replayed == [
+        [("#0", False), ("#1", False)],
+        [("#0", True), ("#1", True), ("#2", False)],
+    ]
+
+
+def test_traces_configured_in_the_event_log_config_build_an_exporting_listener(receiver):
+    endpoint, handler = receiver
+    config = EventLogConfig(traces=TracesConfig(endpoint=endpoint))
+    run_local(build_agent(), [{"city": "Oslo"}], key="city", event_log=config)
+    names = {
+        span.name
+        for request in handler.requests
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    }
+    assert {"invoke_agent weather_react", "chat scripted-1", "execute_tool get_advice"} <= names
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    hint = f"pip install '{OTEL_EXTRA}'"
+    with pytest.raises(ModuleNotFoundError, match=re.escape(hint)), otel_from_extra():
+        import opentelemetry  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="no_such_module"), otel_from_extra():
+        import no_such_module  # noqa: F401
