@@ -5,7 +5,7 @@ flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --ke
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
-flink-agents trace EVENT_LOG [--key K] [--run SEQ]          (each run's tree from an event log)
+flink-agents trace EVENT_LOG|--topic T [--key K] [--run SEQ] (each run's tree from an event log)
 """
 
 from __future__ import annotations
@@ -158,11 +158,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    """Print each run's tree (actions, their calls and events) from an event log file."""
+    """Print each run's tree (actions, their calls and events) from an event log file or
+    topic."""
     from flink_agents.observability.trace import read_records, render_trace
 
+    if (args.event_log is None) == (args.topic is None):
+        print("flink-agents trace needs an event log file or --topic", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        text = render_trace(read_records(args.event_log), key=args.key, seq=args.run)
+        if args.topic is not None:
+            from flink_agents.observability import KafkaEventLogConfig
+            from flink_agents.observability.kafka_log import read_topic
+
+            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap)
+            records = read_topic(config)
+        else:
+            records = read_records(args.event_log)
+        text = render_trace(records, key=args.key, seq=args.run)
     except OSError as exc:
         print(f"flink-agents trace: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -209,7 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.set_defaults(handler=cmd_inspect)
 
     trace_parser = commands.add_parser("trace", help="print each run's tree from an event log")
-    trace_parser.add_argument("event_log", help="an event log file (JSON lines)")
+    trace_parser.add_argument("event_log", nargs="?", help="an event log file (JSON lines)")
+    trace_parser.add_argument("--topic", help="read the event log from this Kafka topic instead")
+    trace_parser.add_argument(
+        "--bootstrap", default="127.0.0.1:9092", help="--topic: the Kafka brokers"
+    )
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)

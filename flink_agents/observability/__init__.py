@@ -11,7 +11,7 @@ from flink_agents.observability.calls import (
     observed_protocol,
 )
 from flink_agents.observability.config import EventLogConfig, build_event_log
-from flink_agents.observability.exports import TracesConfig
+from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.listener import EventListener
 from flink_agents.observability.log import ActionWatch, EventLog
@@ -38,6 +38,7 @@ __all__ = [
     "EventLogConfig",
     "EventSent",
     "JsonLinesSink",
+    "KafkaEventLogConfig",
     "LogRecord",
     "MetricsListener",
     "MetricsSink",

@@ -4,6 +4,8 @@ one is configured."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -24,3 +26,28 @@ class TracesConfig(BaseModel):
         'reference ("${env:NAME}"), the way to pass a token.',
     )
     timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one export request.")
+
+
+class KafkaEventLogConfig(BaseModel):
+    """The event log on a Kafka topic: one JSON record per value, keyed by run (``[agent, key,
+    seq]`` as JSON) so that a run's records keep their order in one partition. The topic is
+    created if absent (``cleanup.policy=delete``: a log, not a table)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str = Field(min_length=1)
+    bootstrap_servers: str | list[str] = "127.0.0.1:9092"
+    partitions: int = Field(default=4, ge=1, description="For a created topic.")
+    replication_factor: int = Field(default=1, ge=1, description="For a created topic.")
+    retention_ms: int | None = Field(
+        default=None, ge=1, description="``retention.ms`` of a created topic (none: the broker's)."
+    )
+    linger_ms: int = Field(default=50, ge=0, le=900_000, description="Producer batching delay.")
+    compression_type: Literal["gzip", "zstd", "lz4", "snappy"] | None = "zstd"
+    client_id: str = Field(default="flink-agents-event-log", min_length=1)
+
+    @property
+    def servers(self) -> str:
+        """``bootstrap_servers`` as librdkafka takes them (comma-separated)."""
+        servers = self.bootstrap_servers
+        return servers if isinstance(servers, str) else ",".join(servers)
