@@ -5,6 +5,7 @@ flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --ke
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
+flink-agents store inspect --topic T --key K [--payloads]    (a key's action states and calls)
 flink-agents trace EVENT_LOG|--topic T [--key K] [--run SEQ] (each run's tree from an event log)
 """
 
@@ -183,6 +184,59 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_store_inspect(args: argparse.Namespace) -> int:
+    """List a key's action states and call results in a store topic."""
+    from flink_agents.durable.store.errors import StoreError
+    from flink_agents.durable.store.inspect import key_states, open_store, render_states
+    from flink_agents.observability.payloads import PayloadWriter
+
+    try:
+        store, corrupt = open_store(args.bootstrap, args.topic, args.secret_env)
+    except StoreError as exc:
+        print(f"flink-agents store inspect: {exc}", file=sys.stderr)
+        return 1
+    try:
+        states = key_states(store, args.key, args.agent)
+    finally:
+        store.close()
+    payloads = PayloadWriter(args.payload_chars) if args.payloads else None
+    for line in render_states(states, payloads=payloads):
+        print(line)
+    if not states:
+        print(f"no action state for key {args.key!r} in {args.topic!r}", file=sys.stderr)
+    if corrupt:
+        print(f"{corrupt} corrupt records skipped (see the log)", file=sys.stderr)
+    return 0
+
+
+def _add_store_commands(commands: Any) -> None:
+    """``flink-agents store <command>``: commands over an action-state store topic."""
+    store_parser = commands.add_parser("store", help="look into an action-state store topic")
+    store_commands = store_parser.add_subparsers(dest="store_command", required=True)
+
+    inspect_parser = store_commands.add_parser(
+        "inspect", help="list a key's action states and call results"
+    )
+    inspect_parser.add_argument("--topic", required=True, help="the store topic")
+    inspect_parser.add_argument(
+        "--key", required=True, help="the Flink key (as in the input, or JSON)"
+    )
+    inspect_parser.add_argument("--agent", help="only this agent's states")
+    inspect_parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="the Kafka brokers")
+    inspect_parser.add_argument(
+        "--secret-env",
+        default="FLINK_AGENTS_STORE_SECRET",
+        help="variable holding the store's HMAC secret (signed records)",
+    )
+    inspect_parser.add_argument(
+        "--payloads", action="store_true", help="also print each call's payload (or error)"
+    )
+    inspect_parser.add_argument(
+        "--payload-chars", type=int, default=2000, help="--payloads: cut each at this size"
+    )
+    inspect_parser.set_defaults(handler=cmd_store_inspect)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flink-agents", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -229,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)
+
+    _add_store_commands(commands)
     return parser
 
 

@@ -111,7 +111,10 @@ def read_topic(
         }
     )
     try:
-        metadata = consumer.list_topics(config.topic, timeout=timeout_s).topics[config.topic]
+        # Every topic's metadata: asking for one by name lets a broker auto-create it.
+        metadata = consumer.list_topics(timeout=timeout_s).topics.get(config.topic)
+        if metadata is None:
+            raise ConnectionError(f"no event log topic {config.topic!r} at {config.servers}")
         if metadata.error is not None:
             raise KafkaException(metadata.error)
         for partition in sorted(metadata.partitions):

@@ -67,3 +67,9 @@ def test_trace_needs_a_file_or_a_topic_but_not_both(tmp_path: Path, capsys):
     assert main(["trace"]) == 2
     assert main(["trace", str(tmp_path / "x.jsonl"), "--topic", "t"]) == 2
     assert "needs an event log file or --topic" in capsys.readouterr().err
+
+
+def test_trace_of_a_missing_topic_is_a_usage_error(kafka_bootstrap, capsys):
+    topic = f"test-event-log-none-{uuid.uuid4().hex[:12]}"
+    assert main(["trace", "--topic", topic, "--bootstrap", kafka_bootstrap]) == 2
+    assert f"no event log topic {topic!r}" in capsys.readouterr().err
