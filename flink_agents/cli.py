@@ -64,6 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an agent over JSON lines and print one JSON line per output."""
     # Imported here so that `compile` works without loading the engine.
     from flink_agents.observability import EventLogConfig
+    from flink_agents.observability.status import StatusLine
     from flink_agents.runtime.engine import ActionError
     from flink_agents.runtime.local import run_local
 
@@ -75,9 +76,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.source, args.agent)
     records = list(_records(args.input))
     event_log = EventLogConfig(path=args.event_log) if args.event_log else None
+    status = [StatusLine(sys.stderr)] if sys.stderr.isatty() else []  # a terminal only
     try:
         results = run_local(
-            plan, records, key=args.key, max_in_flight=args.max_in_flight, event_log=event_log
+            plan,
+            records,
+            key=args.key,
+            max_in_flight=args.max_in_flight,
+            event_log=event_log,
+            listeners=status,
         )
     except ActionError as exc:
         print(f"flink-agents run: {exc}", file=sys.stderr)
