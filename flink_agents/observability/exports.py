@@ -22,7 +22,7 @@ class TracesConfig(BaseModel):
     service_name: str = Field(default="flink-agents", description="The ``service.name`` resource.")
     headers: dict[str, str] = Field(
         default_factory=dict,
-        description="HTTP headers sent with each export; a value may be an environment "
+        description="HTTP headers sent with each export; a whole value may be an environment "
         'reference ("${env:NAME}"), the way to pass a token.',
     )
     timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one export request.")
