@@ -98,14 +98,8 @@ class SpanListener:
         elif isinstance(record, RunFinished):
             self._finish_run(run, record)
         elif isinstance(record, ActionStarted):
-            self._actions.setdefault(run, {})[(record.event_id, record.action)] = (
-                self._tracer.start_span(
-                    f"action {record.action}",
-                    context=self._context(run),
-                    attributes=_action_attributes(record),
-                    start_time=_ns(record.time),
-                )
-            )
+            span = self._start_action(run, record, _ns(record.time))
+            self._actions.setdefault(run, {})[(record.event_id, record.action)] = span
         elif isinstance(record, ActionFinished):
             self._finish_action(run, record)
         elif isinstance(record, CallFinished):
@@ -152,15 +146,24 @@ class SpanListener:
         span.set_attribute("flink_agents.run.outputs", record.outputs)
         span.end(end)
 
+    def _start_action(
+        self, run: RunKey, record: ActionStarted | ActionFinished, start_ns: int
+    ) -> Span:
+        return self._tracer.start_span(
+            f"action {record.action}",
+            context=self._context(run),
+            attributes={
+                "flink_agents.action": record.action,
+                "flink_agents.event.id": record.event_id,
+                "flink_agents.event.type": record.event_type,
+            },
+            start_time=start_ns,
+        )
+
     def _finish_action(self, run: RunKey, record: ActionFinished) -> None:
         span = self._actions.get(run, {}).pop((record.event_id, record.action), None)
         if span is None:  # a replayed completion has no start: its span is its own
-            span = self._tracer.start_span(
-                f"action {record.action}",
-                context=self._context(run),
-                attributes=_action_attributes(record),
-                start_time=_ns(record.time) - round(record.latency_ms * _NS_PER_MS),
-            )
+            span = self._start_action(run, record, _ns_before(record.time, record.latency_ms))
         span.set_attribute(REPLAYED, record.replayed)
         span.set_attribute("flink_agents.action.events_sent", record.events_sent)
         if record.error is not None:
@@ -175,7 +178,7 @@ class SpanListener:
             _call_span_name(record),
             context=context,
             attributes=_call_attributes(record),
-            start_time=end - round(record.latency_ms * _NS_PER_MS),
+            start_time=_ns_before(record.time, record.latency_ms),
         )
         if record.outcome == "failed" or (record.outcome == "replayed" and record.error):
             _fail(span, record.error)
@@ -184,14 +187,6 @@ class SpanListener:
     def _context(self, run: RunKey) -> Any:
         span = self._runs.get(run)
         return trace.set_span_in_context(span if span is not None else trace.INVALID_SPAN)
-
-
-def _action_attributes(record: ActionStarted | ActionFinished) -> dict[str, Any]:
-    return {
-        "flink_agents.action": record.action,
-        "flink_agents.event.id": record.event_id,
-        "flink_agents.event.type": record.event_type,
-    }
 
 
 def _call_span_name(record: CallFinished) -> str:
@@ -233,3 +228,8 @@ def _fail(span: Span, error: str | None) -> None:
 
 def _ns(seconds: float) -> int:
     return round(seconds * _NS_PER_S)
+
+
+def _ns_before(seconds: float, latency_ms: float) -> int:
+    """The start (ns) of what ended at ``seconds`` after ``latency_ms``."""
+    return _ns(seconds) - round(latency_ms * _NS_PER_MS)

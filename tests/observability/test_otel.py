@@ -7,13 +7,10 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -30,6 +27,7 @@ from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET
+from tests.observability.otlp import Receiver
 
 
 @pytest.fixture(autouse=True)
@@ -182,52 +180,18 @@ def test_after_a_crash_the_replayed_calls_are_marked_replayed(exported):
 # --- over OTLP/HTTP --------------------------------------------------------------------------
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    """Accepts ``POST /v1/traces`` and keeps each decoded export request."""
-
-    requests: list[ExportTraceServiceRequest]
-    paths: list[str]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.paths.append(self.path)
-        if self.path == "/v1/traces":
-            self.requests.append(ExportTraceServiceRequest.FromString(body))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep the test output quiet
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[tuple[str, type[_Receiver]]]:
-    handler = type("Receiver", (_Receiver,), {"requests": [], "paths": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", handler
-    server.shutdown()
-    server.server_close()
-
-
-def test_spans_are_exported_over_otlp_http_with_their_tree_and_replayed_flag(receiver):
-    endpoint, handler = receiver
-    listener = SpanListener.exporting(TracesConfig(endpoint=endpoint, service_name="tickets"))
+def test_spans_are_exported_over_otlp_http_with_their_tree_and_replayed_flag(
+    otlp_receiver: Receiver,
+):
+    listener = SpanListener.exporting(
+        TracesConfig(endpoint=otlp_receiver.url, service_name="tickets")
+    )
     _crash_and_replay(listener)
     listener.close()  # flushes the batch processor
 
-    assert handler.paths and set(handler.paths) == {"/v1/traces"}
-    spans, services = [], set()
-    for request in handler.requests:
-        for resource_spans in request.resource_spans:
-            attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
-            services.add(attributes["service.name"])
-            for scope_spans in resource_spans.scope_spans:
-                assert scope_spans.scope.name == "flink_agents"
-                spans.extend(scope_spans.spans)
-    assert services == {"tickets"}
+    assert otlp_receiver.paths and set(otlp_receiver.paths) == {"/v1/traces"}
+    assert otlp_receiver.services() == {"tickets"}
+    spans = otlp_receiver.spans()
 
     by_id = {s.span_id: s for s in spans}
     runs = sorted((s for s in spans if not s.parent_span_id), key=lambda s: s.start_time_unix_nano)
@@ -253,17 +217,12 @@ def test_spans_are_exported_over_otlp_http_with_their_tree_and_replayed_flag(rec
     ]
 
 
-def test_traces_configured_in_the_event_log_config_build_an_exporting_listener(receiver):
-    endpoint, handler = receiver
-    config = EventLogConfig(traces=TracesConfig(endpoint=endpoint))
+def test_traces_configured_in_the_event_log_config_build_an_exporting_listener(
+    otlp_receiver: Receiver,
+):
+    config = EventLogConfig(traces=TracesConfig(endpoint=otlp_receiver.url))
     run_local(build_agent(), [{"city": "Oslo"}], key="city", event_log=config)
-    names = {
-        span.name
-        for request in handler.requests
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    }
+    names = {span.name for span in otlp_receiver.spans()}
     assert {"invoke_agent weather_react", "chat scripted-1", "execute_tool get_advice"} <= names
 
 
