@@ -4,7 +4,6 @@ action-state store, exported to an in-memory exporter and over OTLP/HTTP to a lo
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 from collections.abc import Iterator
@@ -16,18 +15,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples.weather import build_agent
-from flink_agents.durable.runner import StoreCallRunner
-from flink_agents.durable.store import InMemoryActionStateStore
-from flink_agents.observability import EventListener, EventLogConfig, build_event_log
+from flink_agents.observability import EventLogConfig
 from flink_agents.observability._extra import OTEL_EXTRA, otel_from_extra
 from flink_agents.observability.exports import TracesConfig
 from flink_agents.observability.otel import REPLAYED, SpanListener
-from flink_agents.runtime import RunEngine, run_local
-from tests.durable import helpers as h
+from flink_agents.runtime import run_local
 from tests.durable.helpers import PROBE
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET
 from tests.observability.otlp import Receiver
+from tests.observability.scenarios import crash_and_replay
 
 
 @pytest.fixture(autouse=True)
@@ -123,35 +120,6 @@ def test_a_failed_call_and_run_are_error_spans(exported):
     assert call.attributes["error.type"] == "ValueError"
 
 
-def _crash_and_replay(listener: EventListener) -> None:
-    """Run three durable calls through the store; crash while the third is in flight; replay
-    on a new engine over the same store (the first two are handed back)."""
-    plan = h.agent_plan(h.three_calls)
-    store = InMemoryActionStateStore()
-
-    async def attempt(state=None):
-        log = build_event_log(None, [listener])
-        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), event_log=log)
-        try:
-            if state is None:
-                PROBE.hold, PROBE.reached = "third", asyncio.Event()
-                engine.submit("k", {"n": 1})
-                engine.pump()
-                await asyncio.wait_for(PROBE.reached.wait(), 10)
-                return engine.snapshot_key("k")
-            PROBE.hold = None
-            engine.restore_key("k", state)
-            await engine.drain()
-            return None
-        finally:
-            await engine.close()
-
-    async def scenario():
-        await attempt(await attempt())
-
-    asyncio.run(scenario())
-
-
 def _calls_by_trace(spans: list[Any]) -> list[list[tuple[str, bool]]]:
     """Per run span (in start order): its calls' ``(flink_agents.call.id, replayed)``."""
     runs = sorted((s for s in spans if s.parent is None), key=lambda s: s.start_time)
@@ -167,7 +135,7 @@ def _calls_by_trace(spans: list[Any]) -> list[list[tuple[str, bool]]]:
 
 def test_after_a_crash_the_replayed_calls_are_marked_replayed(exported):
     listener, exporter = exported
-    _crash_and_replay(listener)
+    crash_and_replay(listener)
     spans = list(exporter.get_finished_spans())
     assert _calls_by_trace(spans) == [
         [("#0", False), ("#1", False)],  # the third never finished: no span
@@ -186,7 +154,7 @@ def test_spans_are_exported_over_otlp_http_with_their_tree_and_replayed_flag(
     listener = SpanListener.exporting(
         TracesConfig(endpoint=otlp_receiver.url, service_name="tickets")
     )
-    _crash_and_replay(listener)
+    crash_and_replay(listener)
     listener.close()  # flushes the batch processor
 
     assert otlp_receiver.paths and set(otlp_receiver.paths) == {"/v1/traces"}
