@@ -2,10 +2,10 @@
 # The cost of metrics + event log at 200 ms with the Kafka store, alternating 3 configurations
 # in each round: the tree before observability (d8799b5, `git archive` into $BASE: no metrics,
 # no event log), this tree with metrics only, this tree with metrics + the JSON-lines event log.
-base=${BASE:-/tmp/o2/base}; new=${NEW:-$(pwd)}; rounds=${ROUNDS:-3}
+base=${BASE:-/tmp/o2/base}; new=${NEW:-$(pwd)}; rounds=${ROUNDS:-3}  # CONFIGS: a subset
 out=${OUT:-bench/results/observability-ab.jsonl}; : > "$out"
 for round in $(seq "$rounds"); do
-  for config in before metrics metrics+log; do
+  for config in ${CONFIGS:-before metrics metrics+log}; do
     dir=$new; flags=""
     [ "$config" = before ] && dir=$base
     [ "$config" = metrics+log ] && flags="--event-log file"
