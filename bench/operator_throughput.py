@@ -7,6 +7,7 @@ not count. Peak RSS is read from /proc for this process (the client, which in lo
 runs the Python functions) and the JVM it started.
 
     .venv/bin/python -m bench.operator_throughput --keys 1000 --latency 0.2 --store kafka
+    .venv/bin/python -m bench.operator_throughput --latency 0.2 --store kafka --event-log file
 
 Prints one JSON line of results. The figures for the operator's targets (1,000 keys, Kafka
 store on) come from this script; `make bench` runs the wider matrix (see bench/README.md).
@@ -34,6 +35,7 @@ from bench.procs import java_children, peak_rss_mb  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.durable.store.config import StoreConfig  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
+from flink_agents.observability import EventLogConfig  # noqa: E402
 
 
 def stamp(line: str) -> str:
@@ -57,6 +59,13 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--store", choices=["none", "memory", "kafka"], default="none")
     parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka for --store kafka")
+    parser.add_argument(
+        "--event-log",
+        choices=["off", "file"],
+        default="off",
+        help="file: keep the event log (JSON lines with payloads) beside the outputs; Flink "
+        "metrics are on either way",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
@@ -75,7 +84,10 @@ def main() -> None:
             bootstrap_servers=args.bootstrap if args.store == "kafka" else None,
             topic=f"bench-operator-{work.name}",
         )
-    agents = AgentsExecutionEnvironment(env, options=options, store=store)
+    event_log = None
+    if args.event_log == "file":
+        event_log = EventLogConfig(path=str(work / "events-{subtask}.jsonl"))
+    agents = AgentsExecutionEnvironment(env, options=options, store=store, event_log=event_log)
     outputs = agents.from_list(records, key="k").apply(one_call(args.latency))
     sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)
@@ -100,6 +112,7 @@ def main() -> None:
         "mode": args.mode,
         "parallelism": args.parallelism,
         "store": args.store,
+        "event_log": args.event_log,
         "max_in_flight": args.max_in_flight,
         "outputs": n,
         "runs_per_s": round(rate, 1),

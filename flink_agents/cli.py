@@ -5,9 +5,10 @@ flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --ke
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
 flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
-flink-agents trace EVENT_LOG [--key K] [--run SEQ]          (each run's tree from an event log)
-flink-agents store export --topic T [--key K] -o FILE       (a store topic's records to a file)
-flink-agents replay AGENT (--topic T | --file F) [...]      (recorded runs against the agent now)
+flink-agents trace EVENT_LOG|--topic T [--key K] [--run SEQ] (each run's tree from an event log)
+flink-agents store inspect --topic T --key K [--payloads]    (a key's action states and calls)
+flink-agents store export --topic T [--key K] -o FILE        (a store topic's records to a file)
+flink-agents replay AGENT (--topic T | --file F) [...]       (recorded runs against the agent now)
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an agent over JSON lines and print one JSON line per output."""
     # Imported here so that `compile` works without loading the engine.
     from flink_agents.observability import EventLogConfig
+    from flink_agents.observability.status import StatusLine
     from flink_agents.runtime.engine import ActionError
     from flink_agents.runtime.local import run_local
 
@@ -77,9 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.source, args.agent)
     records = list(_records(args.input))
     event_log = EventLogConfig(path=args.event_log) if args.event_log else None
+    status = [StatusLine(sys.stderr)] if sys.stderr.isatty() else []  # a terminal only
     try:
         results = run_local(
-            plan, records, key=args.key, max_in_flight=args.max_in_flight, event_log=event_log
+            plan,
+            records,
+            key=args.key,
+            max_in_flight=args.max_in_flight,
+            event_log=event_log,
+            listeners=status,
         )
     except ActionError as exc:
         print(f"flink-agents run: {exc}", file=sys.stderr)
@@ -161,17 +169,84 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    """Print each run's tree (actions, their calls and events) from an event log file."""
+    """Print each run's tree (actions, their calls and events) from an event log file or
+    topic."""
     from flink_agents.observability.trace import read_records, render_trace
 
+    if (args.event_log is None) == (args.topic is None):
+        print("flink-agents trace needs an event log file or --topic", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        text = render_trace(read_records(args.event_log), key=args.key, seq=args.run)
+        if args.topic is not None:
+            from flink_agents.observability import KafkaEventLogConfig
+            from flink_agents.observability.kafka_log import read_topic
+
+            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap)
+            records = read_topic(config)
+        else:
+            records = read_records(args.event_log)
+        text = render_trace(records, key=args.key, seq=args.run)
     except OSError as exc:
         print(f"flink-agents trace: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if text:
         print(text)
     return 0
+
+
+def cmd_store_inspect(args: argparse.Namespace) -> int:
+    """List a key's action states and call results in a store topic."""
+    from flink_agents.durable.store.errors import StoreError
+    from flink_agents.durable.store.inspect import key_states, open_store, render_states
+    from flink_agents.observability.payloads import PayloadWriter
+
+    try:
+        store, corrupt = open_store(args.bootstrap, args.topic, args.secret_env)
+    except StoreError as exc:
+        print(f"flink-agents store inspect: {exc}", file=sys.stderr)
+        return 1
+    try:
+        states = key_states(store, args.key, args.agent)
+    finally:
+        store.close()
+    payloads = PayloadWriter(args.payload_chars) if args.payloads else None
+    for line in render_states(states, payloads=payloads):
+        print(line)
+    if not states:
+        print(f"no action state for key {args.key!r} in {args.topic!r}", file=sys.stderr)
+    if corrupt:
+        print(f"{corrupt} corrupt records skipped (see the log)", file=sys.stderr)
+    return 0
+
+
+def _add_store_commands(commands: Any) -> Any:
+    """``flink-agents store <command>``: commands over an action-state store topic; returns the
+    group, which other modules add their store commands to."""
+    store_parser = commands.add_parser("store", help="look into an action-state store topic")
+    store_commands = store_parser.add_subparsers(dest="store_command", required=True)
+
+    inspect_parser = store_commands.add_parser(
+        "inspect", help="list a key's action states and call results"
+    )
+    inspect_parser.add_argument("--topic", required=True, help="the store topic")
+    inspect_parser.add_argument(
+        "--key", required=True, help="the Flink key (as in the input, or JSON)"
+    )
+    inspect_parser.add_argument("--agent", help="only this agent's states")
+    inspect_parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="the Kafka brokers")
+    inspect_parser.add_argument(
+        "--secret-env",
+        default="FLINK_AGENTS_STORE_SECRET",
+        help="variable holding the store's HMAC secret (signed records)",
+    )
+    inspect_parser.add_argument(
+        "--payloads", action="store_true", help="also print each call's payload (or error)"
+    )
+    inspect_parser.add_argument(
+        "--payload-chars", type=int, default=2000, help="--payloads: cut each at this size"
+    )
+    inspect_parser.set_defaults(handler=cmd_store_inspect)
+    return store_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,11 +287,16 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_parser.set_defaults(handler=cmd_inspect)
 
     trace_parser = commands.add_parser("trace", help="print each run's tree from an event log")
-    trace_parser.add_argument("event_log", help="an event log file (JSON lines)")
+    trace_parser.add_argument("event_log", nargs="?", help="an event log file (JSON lines)")
+    trace_parser.add_argument("--topic", help="read the event log from this Kafka topic instead")
+    trace_parser.add_argument(
+        "--bootstrap", default="127.0.0.1:9092", help="--topic: the Kafka brokers"
+    )
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)
-    replay_commands.add_commands(commands)
+    store = _add_store_commands(commands)
+    replay_commands.add_commands(commands, store)
     return parser
 
 

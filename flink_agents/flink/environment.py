@@ -59,8 +59,9 @@ class AgentsExecutionEnvironment:
 
     ``store`` makes every model, tool and sub-agent call durable (see docs/durable-execution.md);
     without one, a replay after a failure calls everything again. ``event_log`` keeps a record
-    of every run, action, event and call (a JSON-lines file on each worker, listeners by
-    reference; see docs/operations.md). Metrics are always published to Flink.
+    of every run, action, event and call (a JSON-lines file on each worker, a Kafka topic,
+    OpenTelemetry spans, listeners by reference; see docs/operations.md). Metrics are always
+    published to Flink.
     """
 
     def __init__(

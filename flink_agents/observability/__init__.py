@@ -11,6 +11,7 @@ from flink_agents.observability.calls import (
     observed_protocol,
 )
 from flink_agents.observability.config import EventLogConfig, build_event_log
+from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.listener import EventListener
 from flink_agents.observability.log import ActionWatch, EventLog
@@ -37,12 +38,14 @@ __all__ = [
     "EventLogConfig",
     "EventSent",
     "JsonLinesSink",
+    "KafkaEventLogConfig",
     "LogRecord",
     "MetricsListener",
     "MetricsSink",
     "RunAdmitted",
     "RunFinished",
     "RunStarted",
+    "TracesConfig",
     "build_event_log",
     "observed_direct",
     "observed_direct_async",

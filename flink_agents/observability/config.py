@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.refs import import_reference
+from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.listener import EventListener
 from flink_agents.observability.log import EventLog
@@ -37,6 +38,12 @@ class EventLogConfig(BaseModel):
         description="Listeners as module:attr references: a class or function called with no "
         "arguments that returns an object with an on_record(record) method.",
     )
+    kafka: KafkaEventLogConfig | None = Field(
+        default=None, description="Also produce the records to a Kafka topic."
+    )
+    traces: TracesConfig | None = Field(
+        default=None, description="Also export the records as OpenTelemetry spans."
+    )
     max_payload_chars: int = Field(
         default=DEFAULT_MAX_PAYLOAD_CHARS,
         ge=0,
@@ -55,6 +62,14 @@ class EventLogConfig(BaseModel):
         found: list[EventListener] = []
         if self.path is not None:
             found.append(JsonLinesSink(self.path.replace(SUBTASK_PLACEHOLDER, str(subtask))))
+        if self.kafka is not None:
+            from flink_agents.observability.kafka_log import KafkaEventLogSink
+
+            found.append(KafkaEventLogSink(self.kafka))
+        if self.traces is not None:
+            from flink_agents.observability.otel import SpanListener  # the optional extra
+
+            found.append(SpanListener.exporting(self.traces))
         found.extend(_listener(ref) for ref in self.listeners)
         return found
 

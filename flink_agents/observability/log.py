@@ -28,7 +28,7 @@ from flink_agents.observability.records import (
     RunFinished,
     RunStarted,
 )
-from flink_agents.observability.refs import CallRef, RunRef, call_kind, function_name
+from flink_agents.observability.refs import CallRef, RunRef, call_target, function_name
 
 logger = logging.getLogger(__name__)
 
@@ -183,14 +183,17 @@ class EventLog:
         """Record ``call``'s outcome; ``started`` is its ``time.perf_counter()`` start."""
         identity = call.identity
         usage = value.usage if isinstance(value, ChatMessage) else None
+        target = call_target(call.function)
         self.emit(
             CallFinished(
                 **_run_fields(identity.run),
                 event_id=identity.event_id,
                 action=identity.action,
                 call_id=identity.call_id,
-                call_kind=call_kind(call.function),
+                call_kind=target.kind,
                 function=function_name(call.function),
+                target=target.name,
+                provider=target.provider,
                 outcome=outcome,
                 attempts=attempts,
                 latency_ms=_ms_since(started),

@@ -102,6 +102,14 @@ class CallFinished(_Record):
     call_id: str
     call_kind: CallKind
     function: str = Field(description="``module:qualname`` of what was called.")
+    target: str | None = Field(
+        default=None,
+        description="What was called, by name: the model a model call asked for, the tool's "
+        "name, the sub-agent's name.",
+    )
+    provider: str | None = Field(
+        default=None, description="A model call's provider (its connection's ``provider``)."
+    )
     outcome: CallOutcome
     attempts: int | None = Field(
         default=None,

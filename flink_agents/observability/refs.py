@@ -4,9 +4,11 @@ hold them (the protocols let this layer sit below ``durable``), and how a call i
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable
 from flink_agents.api.tools import Tool
 from flink_agents.observability.records import CallKind
@@ -49,16 +51,53 @@ class CallRef(Protocol):
     def kwargs(self) -> Mapping[str, Any]: ...
 
 
-def call_kind(function: Callable[..., Any]) -> CallKind:
-    """Whether ``function`` asks a chat model, runs a tool, delegates to a sub-agent, or other."""
+@dataclass(frozen=True)
+class CallTarget:
+    """What a durable call called: its kind, and by name what it asked (see
+    :class:`~flink_agents.observability.records.CallFinished`)."""
+
+    kind: CallKind
+    name: str | None = None
+    provider: str | None = None
+
+
+def call_target(function: Callable[..., Any]) -> CallTarget:
+    """Whether ``function`` asks a chat model, runs a tool, delegates to a sub-agent, or other;
+    the model, tool or sub-agent it names; a model's provider."""
     owner = getattr(function, "__self__", None)
-    if isinstance(owner, ChatModelSetup | ChatModelConnection):
-        return "model"
+    if isinstance(owner, ChatModelSetup):
+        return CallTarget("model", owner.model, _provider(owner))
+    if isinstance(owner, ChatModelConnection):
+        return CallTarget("model", None, _connection_provider(owner))
     if isinstance(owner, Tool):
-        return "tool"
+        return CallTarget("tool", _tool_name(owner))
     if isinstance(function, BaseSubagentCallable):
-        return "subagent"
-    return "function"
+        return CallTarget("subagent", function.request.name)
+    return CallTarget("function")
+
+
+def _provider(setup: ChatModelSetup) -> str | None:
+    try:
+        connection = setup.get_resource(setup.connection, ResourceType.CHAT_MODEL_CONNECTION)
+    except Exception:  # an unbound setup, or a connection that no longer opens: no provider
+        return None
+    return _connection_provider(connection)
+
+
+def _connection_provider(connection: object) -> str:
+    """A provider connection's ``provider`` (``openai-compatible``...), else its class name."""
+    provider = getattr(connection, "provider", None)
+    return provider if isinstance(provider, str) else type(connection).__name__
+
+
+def _tool_name(tool: Tool) -> str | None:
+    name = getattr(tool, "tool_name", None)  # a FunctionTool's, without building its schema
+    if isinstance(name, str):
+        return name
+    try:
+        return tool.spec().name
+    except NotImplementedError:
+        return None
 
 
 def function_name(function: Callable[..., Any]) -> str:

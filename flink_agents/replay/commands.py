@@ -26,10 +26,8 @@ EXIT_DIFFERENCES = 1
 EXIT_STORE = 3
 
 
-def add_commands(commands: Any) -> None:
-    """Add ``store export`` and ``replay`` to the ``flink-agents`` subcommands."""
-    store_parser = commands.add_parser("store", help="the action-state store topic")
-    store_commands = store_parser.add_subparsers(dest="store_command", required=True)
+def add_commands(commands: Any, store_commands: Any) -> None:
+    """Add ``replay`` to the ``flink-agents`` subcommands and ``export`` to its ``store`` group."""
     export = store_commands.add_parser("export", help="write a store topic's records to a file")
     _add_topic(export, required=True)
     export.add_argument("--key", help="only this Flink key (a JSON value, else a string)")

@@ -47,3 +47,29 @@ def test_nothing_configured_is_no_event_log_and_listeners_alone_only_count():
     assert build_event_log(None) is None
     log = build_event_log(None, [Collector()])
     assert log is not None and log.include_payloads is False
+
+
+def test_a_job_spec_sends_the_event_log_to_kafka_and_as_traces(tmp_path: Path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: j\nagent: examples.weather:build_agent\nsource: {kind: list, path: in.jsonl}\n"
+        "key: city\nevent_log:\n"
+        "  kafka: {topic: agent-events, bootstrap_servers: 'broker:9092', partitions: 2}\n"
+        "  traces:\n    endpoint: http://collector:4318/v1/traces\n    service_name: tickets\n"
+        "    headers: {authorization: '${env:OTEL_TOKEN}'}\n"
+    )
+    config = load_job(spec).event_log_config()
+    assert config is not None and config.kafka is not None and config.traces is not None
+    assert (config.kafka.topic, config.kafka.servers, config.kafka.partitions) == (
+        "agent-events",
+        "broker:9092",
+        2,
+    )
+    assert config.traces.endpoint == "http://collector:4318/v1/traces"
+    assert config.traces.service_name == "tickets"
+    assert config.traces.headers == {"authorization": "${env:OTEL_TOKEN}"}
+
+
+def test_an_unknown_setting_of_the_kafka_event_log_is_refused():
+    with pytest.raises(ValueError, match="extra"):
+        EventLogConfig.model_validate({"kafka": {"topic": "t", "acks": "all"}})

@@ -18,6 +18,7 @@ from flink_agents.runtime import RunEngine, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
+from tests.observability.scenarios import crash_and_replay
 
 
 @pytest.fixture(autouse=True)
@@ -76,33 +77,10 @@ def _shape(line: str) -> str:
 
 
 def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, capsys):
-    plan = agent_plan(h.three_calls)
-    store = InMemoryActionStateStore()
     path = tmp_path / "events.jsonl"
-
-    async def attempt(state=None):
-        log = build_event_log(None, [JsonLinesSink(path)])
-        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), event_log=log)
-        try:
-            if state is None:  # the first attempt: crash while the third call is in flight
-                PROBE.hold, PROBE.reached = "third", asyncio.Event()
-                engine.submit("k", {"n": 1})
-                engine.pump()
-                await asyncio.wait_for(PROBE.reached.wait(), 10)
-                return engine.snapshot_key("k")
-            PROBE.hold = None
-            engine.restore_key("k", state)
-            await engine.drain()
-            return None
-        finally:
-            await engine.close()
-            log.close()
-
-    async def scenario():
-        state = await attempt()
-        await attempt(state)
-
-    asyncio.run(scenario())
+    sink = JsonLinesSink(path)
+    crash_and_replay(sink)
+    sink.close()
     first, second = executions(read_records(path))
     assert first.finished is not None and first.finished.status == "cancelled"
     assert second.finished is not None and second.finished.status == "succeeded"

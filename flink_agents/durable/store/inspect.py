@@ -1,0 +1,126 @@
+"""``flink-agents store inspect``: a key's action states and call results, as the store holds them.
+
+The states are read with the store itself (a :class:`~flink_agents.durable.store.kafka.
+KafkaActionStateStore` restored from the start of its topic), so records are authenticated and
+decoded exactly as a restore does, and a corrupt one is skipped and counted. A summary shows
+status, attempts, payload type and sizes; payloads only on request, written like the event log's
+(secret-named fields redacted, cut at a size), and a pickled payload is never unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+
+import pydantic_core
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient
+
+from flink_agents.durable.store.base import PartitionMark, RecoveryMarker
+from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV
+from flink_agents.durable.store.errors import StoreError
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
+from flink_agents.durable.store.log import LogStore
+from flink_agents.durable.store.payload import PICKLE_TAG
+from flink_agents.durable.store.records import ActionState, ActionStateKey, CallResult
+from flink_agents.observability.payloads import PayloadWriter
+
+_METADATA_TIMEOUT_S = 10.0
+
+
+def open_store(
+    bootstrap_servers: str, topic: str, secret_env: str = DEFAULT_SECRET_ENV
+) -> tuple[KafkaActionStateStore, int]:
+    """The store of ``topic`` with every state of the topic loaded; and the count of corrupt
+    records skipped. The topic must exist (inspecting never creates one)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    # Every topic's metadata: asking for one by name lets a broker auto-create it.
+    metadata = admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        error = None if metadata is None else metadata.error
+        missing = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        problem = "no such topic" if missing else str(error)
+        raise StoreError(f"store topic {topic!r} at {bootstrap_servers}: {problem}")
+    partitions = len(metadata.partitions)
+    settings = KafkaStoreSettings(
+        bootstrap_servers=bootstrap_servers,
+        topic=topic,
+        partitions=partitions,
+        secret_env=secret_env,
+        client_id="flink-agents-inspect",
+    )
+    store = KafkaActionStateStore(settings)
+    # From offset 0 with no run open at the marker: every state on the topic is loaded.
+    start = {p: PartitionMark(low=0, end=0) for p in range(partitions)}
+    report = store.restore(
+        RecoveryMarker(topic=topic, store_id="inspect", taken=-1, partitions=start)
+    )
+    return store, len(report.corrupt)
+
+
+def key_states(store: LogStore, key: str, agent: str | None = None) -> list[ActionState]:
+    """The states of the Flink key ``key`` (as written in the input, or as JSON), of every run
+    and action, in run and first-put order."""
+    wanted = _key_forms(key)
+    found = [
+        k for k in store.state_keys() if k.key in wanted and (agent is None or k.agent == agent)
+    ]
+    states = [store.get(k) for k in sorted(found, key=lambda k: (k.agent, k.seq))]
+    return [state for state in states if state is not None]
+
+
+def _key_forms(key: str) -> set[str]:
+    """The store keeps a run's key as canonical JSON: ``Oslo`` and ``"Oslo"`` both mean the
+    string, ``42`` the number or the string."""
+    forms = {canonical_json(key)}
+    with contextlib.suppress(ValueError):  # not JSON: the string only
+        forms.add(canonical_json(json.loads(key)))
+    return forms
+
+
+def render_states(
+    states: list[ActionState], *, payloads: PayloadWriter | None = None
+) -> Iterator[str]:
+    """One line per state, one per call under it; with ``payloads``, each call's payload."""
+    for state in states:
+        yield _state_line(state.key, state)
+        for call in state.calls:
+            yield "  " + _call_line(call)
+            if payloads is not None:
+                yield "    payload " + _payload_text(call, payloads)
+
+
+def _state_line(key: ActionStateKey, state: ActionState) -> str:
+    on = f" on {key.event_id[:8]}" if key.event_id else ""
+    return "  ".join(
+        [
+            f"state {key.agent} {key.key} #{key.seq} {key.action}{on}",
+            "completed" if state.completed else "in progress",
+            f"events {len(state.events)}",
+            f"memory {len(state.memory_updates)}",
+            f"calls {len(state.calls)}",
+            f"{len(state.model_dump_json())} B",
+        ]
+    )
+
+
+def _call_line(call: CallResult) -> str:
+    parts = [f"call {call.call_id}", call.status.value, f"attempts {call.attempts}"]
+    if call.status.value == "succeeded":
+        size = len(pydantic_core.to_json(call.payload))
+        parts.append(f"payload {call.payload_type or 'json'} {size} B")
+    if call.error is not None:
+        parts.append(f"error {call.error.type}")
+    if call.function:
+        parts.append(call.function)
+    return "  ".join(parts)
+
+
+def _payload_text(call: CallResult, payloads: PayloadWriter) -> str:
+    if call.error is not None:
+        return json.dumps(payloads.text(call.error.message))
+    if call.payload_type == PICKLE_TAG:
+        return "<pickled: not shown>"
+    return json.dumps(payloads(call.payload), ensure_ascii=False)

@@ -1,0 +1,58 @@
+"""A listener that writes from its own thread: the base of the event log's sinks."""
+
+from __future__ import annotations
+
+import abc
+import queue
+import threading
+
+from flink_agents.observability.records import LogRecord
+
+_CLOSE = None
+
+
+class QueuedSink(abc.ABC):
+    """:meth:`on_record` only queues the record; a writer thread hands each to :meth:`_write`,
+    calls :meth:`_flush` whenever the queue runs empty, and :meth:`_finish` after
+    :meth:`close`, so the engine's loop never waits for the sink's I/O.
+
+    A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
+    """
+
+    def __init__(self, thread_name: str) -> None:
+        self._queue: queue.SimpleQueue[LogRecord | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
+        self._thread.start()
+
+    def on_record(self, record: LogRecord) -> None:
+        self._queue.put(record)
+
+    def close(self) -> None:
+        """Write what is queued, then release the sink's resources."""
+        if self._thread.is_alive():
+            self._queue.put(_CLOSE)
+            self._thread.join()
+
+    @abc.abstractmethod
+    def _write(self, record: LogRecord) -> None: ...
+
+    @abc.abstractmethod
+    def _flush(self) -> None: ...
+
+    @abc.abstractmethod
+    def _finish(self) -> None: ...
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                record = self._queue.get()
+                while record is not _CLOSE:
+                    self._write(record)
+                    if self._queue.empty():
+                        break
+                    record = self._queue.get()
+                self._flush()
+                if record is _CLOSE:
+                    return
+        finally:
+            self._finish()
