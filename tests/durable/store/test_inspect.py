@@ -13,6 +13,7 @@ from flink_agents.durable.store import ActionState, CallResult, InMemoryActionSt
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.inspect import key_states, render_states
 from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.testing import agent_plan, run_live
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -71,8 +72,8 @@ def test_the_command_reads_the_states_a_run_left_on_the_topic(kafka_bootstrap, c
     config = StoreConfig(kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic, partitions=2)
     store = config.build()
     try:
-        h.run_live(h.agent_plan(h.typed_and_failed), store, {"n": 1}, key="k1")
-        h.run_live(h.agent_plan(h.three_calls), store, {"n": 5}, key="k2")
+        run_live(agent_plan(h.typed_and_failed), store, {"n": 1}, key="k1")
+        run_live(agent_plan(h.three_calls), store, {"n": 5}, key="k2")
         store.flush()
     finally:
         store.close()
