@@ -13,9 +13,10 @@ A :class:`FaultPlan` fails the job at the ``n``-th time a point is reached, once
 :class:`KillPointReached`, a ``BaseException`` like a process death, which no action, error
 policy or durable call catches and records; the engine stops its runs and the Flink task fails,
 so Flink restarts the job from its last checkpoint. Whether a point already fired is kept in a
-marker file (``<marker_dir>/<point>.fired``, holding the epoch time of the fault) when a folder
-is given: a restarted Python worker (process mode, another TaskManager) then does not fire
-again, and a harness reads when the fault happened.
+marker file (``<marker_dir>/<point>.fired``, holding the epoch time of the fault; beside it
+``<point>.passages`` counts the passages) when a folder is given: a restarted Python worker
+(process mode, another TaskManager) then does not fire again, and a harness reads when the
+fault happened.
 
 A plan is armed from the environment (:data:`KILL_POINTS_ENV`, :data:`KILL_MARKERS_ENV`) when
 this module is first imported, or by :func:`arm` (the operator does, from its options, which
@@ -107,13 +108,28 @@ class FaultPlan:
         with self._lock:
             self._hits[point] += 1
             hit = self._hits[point]
+            if self.marker_dir is not None:
+                self.marker_dir.mkdir(parents=True, exist_ok=True)
+                (self.marker_dir / f"{point.value}.passages").write_text(str(hit))
             if hit < nth or self.fired_at(point) is not None:
                 return
             self._fired.add(point)
             if self.marker_dir is not None:
-                self.marker_dir.mkdir(parents=True, exist_ok=True)
                 self._marker(point).write_text(repr(time.time()))
         raise KillPointReached(point, hit)
+
+    def passages(self) -> dict[KillPoint, int]:
+        """How often each armed point was reached: in this process, or, with a marker folder,
+        by the last process that reached it (a Python worker is another process than the
+        client of a mini-cluster). A plan armed at a passage that never comes counts them."""
+        if self.marker_dir is None:
+            with self._lock:
+                return dict(self._hits)
+        return {
+            point: int(counted.read_text())
+            for point in self.kills
+            if (counted := self.marker_dir / f"{point.value}.passages").exists()
+        }
 
     def fired_at(self, point: KillPoint) -> float | None:
         """When ``point`` fired (epoch seconds; 0.0 if only this process knows), else None."""
