@@ -405,6 +405,34 @@ def render(baseline: RunReport, rows: Sequence[Row], command: str, seconds: floa
             "not recorded may be sent again, no other.",
             "- **recovery**: from the (last) crash to the first checkpoint completed after it.",
             "",
+            "## Named divergence: a final failure's attempt count",
+            "",
+            "A billing delegation for an unknown customer fails for good (404) on its first "
+            "attempt. When the crash catches one in flight (sent, its outcome not recorded), "
+            "the replay sends it again, and the attempt counter, durable by design so that a "
+            "crash loop cannot retry a call forever (`flink_agents/api/attempts.py`), is at 2: "
+            "the failure reads `failed after 2 attempt(s)` where the no-fault run says 1. The "
+            "model is handed that text, so that ticket's later request and its output differ "
+            "from the no-fault run's in this number only (**attempt count only**; the "
+            "conversations column shows the same tickets). No call is lost or re-invoked: the "
+            "resent call was in flight. Fixing it means leaving the count out of the text a "
+            "model sees (`api/subagents/http.py`, `providers/_http_errors.py`, outside this "
+            "change): the count is true, but it tells of the crash, not of the work.",
+            "",
+            "## Not covered here",
+            "",
+            "- Exactly-once outputs (Kafka transactions) and rescaling (savepoint at one "
+            "parallelism, restore at another) are not in this matrix.",
+            "- External faults (TaskManager SIGKILL, SIGSTOP beyond the heartbeat timeout, a "
+            "broker restart) run on the standalone cluster: `e2e/test_standalone_failover.py`.",
+            "- A crash here fails the Flink task from Python (a `BaseException` at the kill "
+            "point), the way an exception in the operator would; the mini-cluster's JVM and "
+            "Python interpreter survive it. In thread mode a failed attempt's engine is closed "
+            "when the next attempt opens (PyFlink skips `close()`), so runs that were not "
+            "stopped by the crash itself (kill points on the operator thread: `after-output`, "
+            "`during-snapshot`) may go on for the restart delay; their calls count as sent "
+            "again, and the table shows whether they stayed within the calls in flight.",
+            "",
             "## Every run",
             "",
             "| kill point | plan | re-invoked | lost | duplicates | other | attempt count only "
