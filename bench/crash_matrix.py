@@ -343,11 +343,10 @@ def _progress(report: RunReport) -> None:
     )
 
 
-def render(baseline: RunReport, rows: Sequence[Row], command: str, seconds: float) -> str:
+def render(
+    baseline: RunReport, rows: Sequence[Row], command: str, seconds: float, commit: str
+) -> str:
     """docs/reliability.md: the matrix table and how it was made."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
     table = [
         "| kill point | runs | re-invoked | lost | duplicate outputs | other outputs "
         "| attempt count only | sent again / in flight | recovery p50 / max (s) | result |",
@@ -444,6 +443,13 @@ def render(baseline: RunReport, rows: Sequence[Row], command: str, seconds: floa
     )
 
 
+def _head_commit() -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    )
+    return found.stdout.strip() or "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per kill point")
@@ -456,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the example services' port (not make run's, so both can run at once)",
     )
     parser.add_argument("--doc", type=Path, help="write the matrix here (docs/reliability.md)")
+    parser.add_argument("--commit", help="the commit measured (default: HEAD; for a copy)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run, in a subprocess
     parser.add_argument("--kill-points", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -472,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     baseline, rows = matrix(scenarios, args.runs, args.seed, args.port, logs)
     if args.doc:
         command = "python -m bench.crash_matrix " + " ".join(argv or sys.argv[1:])
-        text = render(baseline, rows, command, time.monotonic() - started)
+        commit = args.commit or _head_commit()
+        text = render(baseline, rows, command, time.monotonic() - started, commit)
         args.doc.write_text(text)
         print(f"wrote {args.doc}")
     return 0 if baseline.ok and all(row.ok for row in rows) else 1
