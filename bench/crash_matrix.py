@@ -14,7 +14,7 @@ mode), count every request by its idempotency key. The oracle of a run:
   runner) missing from the job's outputs; **extra**: outputs the no-fault run does not have
   (content differs); **duplicates**: outputs written twice: all must be 0;
 * **sent again** (all repeated requests) must not exceed the calls **in flight** at the crash
-  (started before it, not answered :data:`RECORD_SLACK_S` before it);
+  (reaching the services by :data:`RECORD_SLACK_S` after it, not answered that long before it);
 * **recovery**: from the (last) crash to the first checkpoint completed after it.
 
 Every run is a subprocess of its own (a fresh JVM and interpreter, so a kill point's counts and
@@ -196,11 +196,12 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
     counters = services.counters
     repeats = counters.snapshot()
     sent_again = sum(n - 1 for per_key in repeats.values() for n in per_key.values())
-    # Every crash (a second one while replaying too) may catch calls in flight.
+    # Every crash (a second one while replaying too) may catch calls in flight: sent before it
+    # (the services see a request on the wire at the crash a little later) and not recorded.
     in_flight = sum(
         n
         for at in fired.values()
-        for n in counters.in_flight_between(at - RECORD_SLACK_S, at).values()
+        for n in counters.in_flight_between(at - RECORD_SLACK_S, at + RECORD_SLACK_S).values()
     )
     reinvoked = sum(counters.repeated_after(crash - RECORD_SLACK_S).values()) if crash else 0
     last_crash = max(fired.values()) if fired else None
@@ -400,8 +401,9 @@ def render(
             "in a final failure's attempt count (see below); **duplicate outputs**: outputs "
             "written twice.",
             "- **sent again / in flight**: all repeated requests, and the calls in flight at the "
-            "crash (started before it, not answered before the slack): a call whose outcome was "
-            "not recorded may be sent again, no other.",
+            f"crash (reaching the services up to {RECORD_SLACK_S} s after it, a request already "
+            f"on the wire, and not answered {RECORD_SLACK_S} s before it): a call whose outcome "
+            "was not recorded may be sent again, no other.",
             "- **recovery**: from the (last) crash to the first checkpoint completed after it.",
             "",
             "## Named divergence: a final failure's attempt count",
@@ -430,7 +432,10 @@ def render(
             "when the next attempt opens (PyFlink skips `close()`), so runs that were not "
             "stopped by the crash itself (kill points on the operator thread: `after-output`, "
             "`during-snapshot`) may go on for the restart delay; their calls count as sent "
-            "again, and the table shows whether they stayed within the calls in flight.",
+            "again, and the table shows whether they stayed within the calls in flight. "
+            "Likewise a crash inside one of the calls a model asked for at once ends the run, "
+            "but the sibling calls of that tool-call batch finish on their own (nothing awaits "
+            "them any more): a real process death would stop them too.",
             "",
             "## Every run",
             "",
