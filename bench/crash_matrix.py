@@ -336,6 +336,21 @@ def matrix(
     return baseline, rows
 
 
+def read_matrix(logs: Path, scenarios: Sequence[Scenario]) -> tuple[RunReport, list[Row]]:
+    """The runs a (possibly interrupted) matrix wrote to ``logs``; scenarios without a finished
+    run are left out."""
+
+    def load(path: Path) -> RunReport:
+        return RunReport(**json.loads(path.read_text()))
+
+    rows = []
+    for scenario in scenarios:
+        found = sorted(logs.glob(f"{scenario.name}-*.json"))
+        if found:
+            rows.append(Row(scenario.name, [load(path) for path in found]))
+    return load(logs / "none.json"), rows
+
+
 def _progress(report: RunReport) -> None:
     print(
         f"{report.scenario:28} {report.kill_points or '(no fault)':55} "
@@ -468,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--doc", type=Path, help="write the matrix here (docs/reliability.md)")
     parser.add_argument("--commit", help="the commit measured (default: HEAD; for a copy)")
+    parser.add_argument(
+        "--report-only", type=Path, help="render the runs a matrix left in this log folder"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run, in a subprocess
     parser.add_argument("--kill-points", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -480,8 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     scenarios = [by_name[name] for name in args.points] if args.points else list(SCENARIOS)
     started = time.monotonic()
-    logs = REPO / ".cache" / "crash-matrix" / time.strftime("%Y%m%d-%H%M%S")
-    baseline, rows = matrix(scenarios, args.runs, args.seed, args.port, logs)
+    if args.report_only is not None:
+        baseline, rows = read_matrix(args.report_only, scenarios)
+    else:
+        logs = REPO / ".cache" / "crash-matrix" / time.strftime("%Y%m%d-%H%M%S")
+        baseline, rows = matrix(scenarios, args.runs, args.seed, args.port, logs)
     if args.doc:
         command = "python -m bench.crash_matrix " + " ".join(argv or sys.argv[1:])
         commit = args.commit or _head_commit()
