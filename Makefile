@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean
+.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean
 
 venv: $(PY)
 $(PY):
@@ -63,3 +63,10 @@ clean: services-stop
 bench: install
 	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
 	scripts/with-services.sh --kafka-only $(PY) -m bench.suite $(BENCH_ARGS)
+
+
+# The crash matrix (docs/reliability.md): the support-desk job crashed at every kill point, 5
+# times each, on the mini-cluster with the Kafka store; about 20 min on 2 cores. The test suite
+# runs one run per kill point (tests/flink/test_crash_matrix.py).
+crash-matrix: install
+	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_matrix --runs 5 --doc docs/reliability.md

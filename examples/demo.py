@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from flink_agents.flink.job import FileSinkSpec, JobSpec, load_job
 from flink_agents.flink.job_runner import build, environment
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import run_local
+from flink_agents.runtime.records import outputs_of
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"
@@ -82,22 +84,30 @@ def demo_spec(job: Path, work: Path) -> JobSpec:
     return updated
 
 
-def no_fault_conversations(
-    spec: JobSpec, records: list[dict[str, Any]], port: int
-) -> dict[str, list[str]]:
-    """The model conversations of a run without a failure: the job's agent over the same records
-    on the local runner (the engine the Flink operator runs per key; no store), against services
-    of its own on ``port`` that refuse the same customers."""
+@dataclass(frozen=True)
+class NoFaultRun:
+    """What a run without a failure did: each ticket's model conversation and the outputs."""
+
+    conversations: dict[str, list[str]]
+    outputs: list[str]
+    """Output records as the job writes them (JSON lines)."""
+
+
+def no_fault_run(spec: JobSpec, records: list[dict[str, Any]], port: int) -> NoFaultRun:
+    """A run without a failure: the job's agent over the same records on the local runner (the
+    engine the Flink operator runs per key; no store), against services of its own on ``port``
+    that refuse the same customers."""
     # The plan as the job ships it to its operators: through its JSON form, which orders the
     # keys of every schema a model is sent.
     plan = AgentPlan.from_json(spec.plan().to_json())
     services = ExampleServices(port, unknown_customers=UNKNOWN_CUSTOMERS).start()
     try:
-        run_local(plan, records, key=spec.key)
+        results = run_local(plan, records, key=spec.key)
     finally:
         services.shutdown()
         services.server_close()
-    return services.conversations.by_ticket()
+    outputs = [record.to_json() for result in results for record in outputs_of(result)]
+    return NoFaultRun(services.conversations.by_ticket(), outputs)
 
 
 def read_outputs(folder: Path) -> list[dict[str, Any]]:
@@ -234,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     inputs = len(records)
     print(f"no-fault reference run of {spec.name} on the local runner", flush=True)
-    reference = no_fault_conversations(spec, records, args.port)
+    reference = no_fault_run(spec, records, args.port).conversations
     services = ExampleServices(args.port, args.latency, UNKNOWN_CUSTOMERS).start()
     marker = work / "failure-injected"
     print(

@@ -139,13 +139,19 @@ class Counters:
 
     def in_flight_at(self, moment: float) -> dict[str, int]:
         """Per service, requests that had started but not been answered at ``moment``."""
+        return self.in_flight_between(moment, moment)
+
+    def in_flight_between(self, start: float, end: float) -> dict[str, int]:
+        """Per service, requests started by ``end`` and not answered before ``start``: the calls
+        whose outcome a crash at ``end`` may have caught unrecorded if recording one takes up to
+        ``end - start``."""
         with self._lock:
             return {
                 service: sum(
                     1
                     for times in per_key.values()
                     for started, finished in times
-                    if started <= moment < finished
+                    if started <= end and finished > start
                 )
                 for service, per_key in self._served.items()
             }

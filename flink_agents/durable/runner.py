@@ -25,7 +25,9 @@ from flink_agents.api.context import (
     InfrastructureError,
     RecordedCallError,
 )
+from flink_agents.durable import faults
 from flink_agents.durable.call import DurableCall
+from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import RecordedAction
@@ -168,6 +170,8 @@ class StoreCallRunner:
         # replay, and its calls' results (each acknowledged before it was used) are handed
         # back. Waiting here would add a store round trip to every action of every run.
         self._flusher.flush_soon()
+        if faults.ARMED is not None:
+            faults.ARMED.reached(KillPoint.AFTER_ACTION_COMPLETED)
 
     # --- durable calls -----------------------------------------------------------------------
 
@@ -215,6 +219,8 @@ class StoreCallRunner:
         signature = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
         recorded = self._recorded_at(identity.invocation, working, signature)
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
+            if faults.ARMED is not None:
+                faults.ARMED.reached(KillPoint.DURING_RESTORE)
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
             error = recorded.error
@@ -261,6 +267,8 @@ class StoreCallRunner:
         if call.reconciler is not None or call.in_doubt == "fail":
             self.store.put(working.state)
             yield _Op.FLUSH
+        if faults.ARMED is not None:
+            faults.ARMED.reached(KillPoint.BEFORE_CALL_SENT)
         try:
             value = yield tracker
         except InfrastructureError:
@@ -271,8 +279,12 @@ class StoreCallRunner:
             self._record(working, tracker.result.fail(exc))
             yield _Op.FLUSH
             raise
+        if faults.ARMED is not None:
+            faults.ARMED.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
         value = self._succeed(working, tracker.result, value, call.result_type)
         yield _Op.FLUSH
+        if faults.ARMED is not None:
+            faults.ARMED.reached(KillPoint.AFTER_RECORD_ACKED)
         return value
 
     # --- helpers -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,7 +246,7 @@ class PythonRecordsFunction(AgentFunction):
         super().__init__(plan.to_json(), *settings)
         self._plan_name = plan.name
 
-    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Sequence[str]:
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
         try:
             text = encode_input(value)
         except BadRecord as exc:

@@ -75,6 +75,15 @@ class KafkaSinkSpec(_Spec):
     bootstrap_servers: str = "127.0.0.1:9092"
 
 
+class DeadLetterSpec(_Spec):
+    """A Kafka topic that also receives every error record: a run that failed under the agent's
+    ``emit`` error policy (a poison input: its action fails on every attempt) and an input that
+    could not be read. They stay in the job's outputs too."""
+
+    topic: str
+    bootstrap_servers: str = "127.0.0.1:9092"
+
+
 SourceSpec = Annotated[ListSourceSpec | KafkaSourceSpec, Field(discriminator="kind")]
 SinkSpec = Annotated[StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec, Field(discriminator="kind")]
 
@@ -109,6 +118,9 @@ class JobSpec(_Spec):
     source: SourceSpec
     key: str = Field(description="Field of each input record that keys its runs.")
     sink: SinkSpec = Field(default_factory=lambda: StdoutSinkSpec(kind="stdout"))
+    dead_letter: DeadLetterSpec | None = Field(
+        default=None, description="Also write error records to this Kafka topic."
+    )
     parallelism: int = Field(default=1, ge=1)
     execution_mode: Literal["thread", "process"] = Field(
         default="thread",

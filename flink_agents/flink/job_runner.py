@@ -19,6 +19,7 @@ from pyflink.datastream.connectors.file_system import FileSink
 import flink_agents
 from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironment
 from flink_agents.flink.job import JobSpec, KafkaSourceSpec, ListSourceSpec, load_job
+from flink_agents.runtime.records import is_error_record
 
 
 def environment(spec: JobSpec, import_roots: Sequence[str] = ()) -> StreamExecutionEnvironment:
@@ -82,6 +83,11 @@ def build(
         outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
     else:
         agents.to_kafka(outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers)
+    if spec.dead_letter is not None:
+        errors = outputs.filter(is_error_record).name("error records")
+        agents.to_kafka(
+            errors, spec.dead_letter.topic, bootstrap_servers=spec.dead_letter.bootstrap_servers
+        )
 
 
 def run(spec: JobSpec, import_roots: Sequence[str] = ()) -> None:

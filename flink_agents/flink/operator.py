@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.metrics import Counter, Distribution, MetricGroup
 
+from flink_agents.durable import faults
+from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.observability import EventLogConfig, MetricsListener
 from flink_agents.plan.models import AgentPlan
@@ -96,7 +98,7 @@ class AgentFunction(KeyedProcessFunction):
         if self._logic is not None:
             self._logic.close()
 
-    def process_element(self, value: str, ctx: KeyedProcessFunction.Context) -> Sequence[str]:
+    def process_element(self, value: str, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
         timers = ctx.timer_service()
         visit = self._require_logic().on_input(
             ctx.get_current_key(), value, self._state, timers.current_processing_time
@@ -104,7 +106,7 @@ class AgentFunction(KeyedProcessFunction):
         self._metrics.publish(self._metrics_sink)
         return _apply(visit, timers)
 
-    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Sequence[str]:
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
         timers = ctx.timer_service()
         visit = self._require_logic().on_timer(
             ctx.get_current_key(),
@@ -158,13 +160,22 @@ class FlinkMetrics:
         return group, leaf
 
 
-def _apply(visit: Visit, timers: TimerService) -> Sequence[str]:
+def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:
     """Register the timers ``visit`` asks for; its outputs are what the function emits."""
     if visit.poll_at is not None:
         timers.register_processing_time_timer(visit.poll_at)
     if visit.until_end_of_input:
         timers.register_event_time_timer(END_OF_INPUT)
+    if faults.ARMED is not None and visit.outputs:
+        return _emitted_then_checked(visit.outputs, faults.ARMED)
     return visit.outputs
+
+
+def _emitted_then_checked(outputs: Sequence[str], plan: faults.FaultPlan) -> Iterator[str]:
+    """``outputs``, then the :attr:`~KillPoint.AFTER_OUTPUT` kill point: PyFlink emits each
+    output as it is yielded, so the point is reached once they have left the operator."""
+    yield from outputs
+    plan.reached(KillPoint.AFTER_OUTPUT)
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:

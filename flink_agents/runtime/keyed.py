@@ -27,6 +27,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from flink_agents.durable import faults
+from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
@@ -120,6 +122,8 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         """
         plan = self._plan
+        if self._options.kill_points:
+            faults.arm(self._options.kill_points, self._options.kill_markers_dir)
         call_runner = None
         if self._store_config is not None:
             self._store = self._store_config.build()
@@ -326,6 +330,8 @@ class KeyedAgentLogic:
         host, store = self._require_host(), self._store
         assert store is not None
         marker = host.call(store.recovery_marker)
+        if faults.ARMED is not None:
+            faults.ARMED.reached(KillPoint.DURING_SNAPSHOT)
         self._marker = compact(marker).to_json()
         ripe = self._clock.taken(marker)
         if ripe is not None:

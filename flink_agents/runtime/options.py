@@ -72,6 +72,17 @@ class OperatorOptions(BaseModel):
         "CPU (kafka-python's per-write DEBUG records took a third of the worker's).",
     )
 
+    kill_points: str | None = Field(
+        default=None,
+        description="Test only: fail the job at these kill points, ``point@n[,point@n...]`` "
+        "(flink_agents/durable/faults.py; docs/reliability.md). Never set in production.",
+    )
+    kill_markers_dir: str | None = Field(
+        default=None,
+        description="Test only: folder where each kill point that fired leaves a marker file, "
+        "so a restarted worker does not fire it again.",
+    )
+
     @property
     def unfinished_bound(self) -> int:
         return self.max_unfinished or 2 * self.max_in_flight

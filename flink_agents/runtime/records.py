@@ -122,5 +122,10 @@ def bad_input_record(agent: str, key: Any, problem: str) -> OutputRecord:
     )
 
 
+def is_error_record(text: str) -> bool:
+    """Whether an output record (JSON text) reports an error: a failed run or a bad input."""
+    return "error" in json.loads(text)
+
+
 def _error(failure: ActionFailure | None) -> dict[str, Any] | None:
     return None if failure is None else failure.model_dump(mode="json")

@@ -179,6 +179,7 @@ class LogStore(abc.ABC):
             )
         if self._pending:
             raise StoreError("restore with unflushed writes")
+        self._check_not_shorter(marker)
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
         for table in (*tables, self._restored_idle):
             table.clear()
@@ -206,6 +207,26 @@ class LogStore(abc.ABC):
             len(report.corrupt),
         )
         return report
+
+    def _check_not_shorter(self, marker: RecoveryMarker) -> None:
+        """A log's end offsets never go back (compaction keeps offsets): a partition ending
+        before the marker's end means the topic was deleted (and created again) since the marker
+        was taken. Restoring would find none of the records the marker covers and hand the
+        replay nothing back: every recorded call would silently run again."""
+        ends = self._end_offsets()
+        shorter = {
+            p: (mark.end, ends[p]) for p, mark in marker.partitions.items() if ends[p] < mark.end
+        }
+        if shorter:
+            found = ", ".join(
+                f"partition {p} ends at {end}, the marker at {marked}"
+                for p, (marked, end) in sorted(shorter.items())
+            )
+            raise StoreError(
+                f"store topic {self.topic!r} is shorter than the recovery marker ({found}): it "
+                "was deleted or recreated since the checkpoint, and its records are gone; "
+                "restore the topic or start the job afresh (without the checkpoint)"
+            )
 
     def prune(self, marker: RecoveryMarker) -> int:
         """Tombstone all states of runs ended before `marker` was taken; flush; return count."""

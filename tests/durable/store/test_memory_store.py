@@ -259,6 +259,16 @@ def test_restore_rejects_foreign_markers():
         store.restore(RecoveryMarker(topic="t", store_id="x", taken=0, partitions={}))
 
 
+def test_restore_refuses_a_log_shorter_than_the_marker():
+    store = InMemoryActionStateStore(InMemoryLog(partitions=2))
+    store.put(state(run("k")))
+    marker = store.recovery_marker()
+    # The topic deleted and created again: empty, so the marker's records are gone.
+    recreated = InMemoryActionStateStore(InMemoryLog(partitions=2))
+    with pytest.raises(StoreError, match="shorter than the recovery marker"):
+        recreated.restore(marker)
+
+
 def test_merge_takes_lowest_low_and_highest_end():
     a = RecoveryMarker(topic="t", store_id="a", taken=1, partitions={0: {"low": 5, "end": 9}})
     b = RecoveryMarker(

@@ -1,0 +1,166 @@
+"""Named kill points: a test-only way to fail a job at a chosen moment of the durable protocol.
+
+Each :class:`KillPoint` names a moment where a crash would leave a different trace behind (a call
+sent but not recorded, a record acknowledged but not yet used, an output emitted but not yet
+checkpointed, ...). The code at each moment reads::
+
+    if faults.ARMED is not None:
+        faults.ARMED.reached(KillPoint.AFTER_RECORD_ACKED)
+
+so a job without faults pays one module attribute read and a ``None`` check per moment.
+
+A :class:`FaultPlan` fails the job at the ``n``-th time a point is reached, once: it raises
+:class:`KillPointReached`, a ``BaseException`` like a process death, which no action, error
+policy or durable call catches and records; the engine stops its runs and the Flink task fails,
+so Flink restarts the job from its last checkpoint. Whether a point already fired is kept in a
+marker file (``<marker_dir>/<point>.fired``, holding the epoch time of the fault; beside it
+``<point>.passages`` counts the passages) when a folder is given: a restarted Python worker
+(process mode, another TaskManager) then does not fire again, and a harness reads when the
+fault happened.
+
+A plan is armed from the environment (:data:`KILL_POINTS_ENV`, :data:`KILL_MARKERS_ENV`) when
+this module is first imported, or by :func:`arm` (the operator does, from its options, which
+reach the Python workers of a cluster with the job).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class KillPoint(str, Enum):
+    """The moments a fault plan can fail a job at, in the order a call and its run pass them."""
+
+    BEFORE_CALL_SENT = "before-call-sent"
+    """A durable call is about to be sent; its record (if any) says PENDING."""
+    AFTER_REPLY_BEFORE_RECORD = "after-reply-before-record"
+    """The call's reply arrived; its outcome is not recorded yet."""
+    AFTER_RECORD_ACKED = "after-record-acked"
+    """The call's outcome is acknowledged by the store; the action has not used it yet."""
+    AFTER_ACTION_COMPLETED = "after-action-completed"
+    """An action's completion record is written; its events (and the run's output) are not
+    handled yet."""
+    AFTER_OUTPUT = "after-output"
+    """A run's outputs left the operator; no checkpoint covers them yet."""
+    DURING_SNAPSHOT = "during-snapshot"
+    """The action-state store's recovery marker is being taken for the key states a checkpoint
+    will hold (the Python part of a snapshot; Flink's own runs in the JVM)."""
+    DURING_RESTORE = "during-restore"
+    """A replay after a restart is handing back a recorded call: a second failure while
+    replaying."""
+
+
+KILL_POINTS_ENV = "FLINK_AGENTS_KILL_POINTS"
+"""``point@n[,point@n...]``: fail at the ``n``-th time each point is reached (``n`` >= 1)."""
+KILL_MARKERS_ENV = "FLINK_AGENTS_KILL_MARKERS"
+"""Folder of the ``<point>.fired`` marker files (optional: in memory without it)."""
+
+
+class KillPointReached(BaseException):
+    """The injected crash. A ``BaseException``: nothing that handles errors may catch it."""
+
+    def __init__(self, point: KillPoint, hit: int) -> None:
+        super().__init__(f"injected crash at kill point {point.value} (hit {hit})")
+        self.point = point
+        self.hit = hit
+
+
+@dataclass
+class FaultPlan:
+    """Fail once at the ``kills[point]``-th time each point is reached."""
+
+    kills: Mapping[KillPoint, int]
+    marker_dir: Path | None = None
+    _hits: Counter[KillPoint] = field(default_factory=Counter, init=False, repr=False)
+    _fired: set[KillPoint] = field(default_factory=set, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @classmethod
+    def parse(cls, spec: str, marker_dir: str | Path | None = None) -> FaultPlan:
+        """A plan from ``point@n[,point@n...]``; raises ``ValueError`` naming a bad part."""
+        kills: dict[KillPoint, int] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            name, _, nth = part.partition("@")
+            try:
+                point, hit = KillPoint(name), int(nth or "1")
+            except ValueError:
+                known = ", ".join(p.value for p in KillPoint)
+                raise ValueError(
+                    f"kill point {part!r}: expected NAME@N, NAME one of {known}"
+                ) from None
+            if hit < 1:
+                raise ValueError(f"kill point {part!r}: N counts from 1")
+            kills[point] = hit
+        return cls(kills, Path(marker_dir) if marker_dir else None)
+
+    def reached(self, point: KillPoint) -> None:
+        """Count one passage of ``point``; raises :class:`KillPointReached` at the chosen one."""
+        nth = self.kills.get(point)
+        if nth is None:
+            return
+        with self._lock:
+            self._hits[point] += 1
+            hit = self._hits[point]
+            if self.marker_dir is not None:
+                self.marker_dir.mkdir(parents=True, exist_ok=True)
+                (self.marker_dir / f"{point.value}.passages").write_text(str(hit))
+            if hit < nth or self.fired_at(point) is not None:
+                return
+            self._fired.add(point)
+            if self.marker_dir is not None:
+                self._marker(point).write_text(repr(time.time()))
+        raise KillPointReached(point, hit)
+
+    def passages(self) -> dict[KillPoint, int]:
+        """How often each armed point was reached: in this process, or, with a marker folder,
+        by the last process that reached it (a Python worker is another process than the
+        client of a mini-cluster). A plan armed at a passage that never comes counts them."""
+        if self.marker_dir is None:
+            with self._lock:
+                return dict(self._hits)
+        return {
+            point: int(counted.read_text())
+            for point in self.kills
+            if (counted := self.marker_dir / f"{point.value}.passages").exists()
+        }
+
+    def fired_at(self, point: KillPoint) -> float | None:
+        """When ``point`` fired (epoch seconds; 0.0 if only this process knows), else None."""
+        if self.marker_dir is not None and self._marker(point).exists():
+            return float(self._marker(point).read_text())
+        return 0.0 if point in self._fired else None
+
+    def _marker(self, point: KillPoint) -> Path:
+        assert self.marker_dir is not None
+        return self.marker_dir / f"{point.value}.fired"
+
+
+ARMED: FaultPlan | None = None
+"""The armed plan, or None (always, outside fault-injection tests)."""
+
+
+def arm(spec: str, marker_dir: str | Path | None = None) -> FaultPlan:
+    """Arm the plan ``spec``; the same plan again keeps its counts (a restarted attempt in the
+    same interpreter continues the count instead of starting over)."""
+    global ARMED
+    plan = FaultPlan.parse(spec, marker_dir)
+    if ARMED is None or (ARMED.kills, ARMED.marker_dir) != (plan.kills, plan.marker_dir):
+        ARMED = plan
+    return ARMED
+
+
+def disarm() -> None:
+    """No kill points from now on."""
+    global ARMED
+    ARMED = None
+
+
+if os.environ.get(KILL_POINTS_ENV):
+    arm(os.environ[KILL_POINTS_ENV], os.environ.get(KILL_MARKERS_ENV))

@@ -1,0 +1,23 @@
+"""The reduced crash matrix: the support-desk job crashed once at every kill point (one run
+each, a few minutes in all; ``make crash-matrix`` runs five each and writes
+docs/reliability.md). Each run is a subprocess with its own mini-cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.crash_matrix import REPO, SCENARIOS, matrix
+
+pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+
+
+def test_every_kill_point_loses_nothing_and_reinvokes_no_completed_call(kafka_bootstrap) -> None:
+    logs = REPO / ".cache" / "crash-matrix" / "test"
+    baseline, rows = matrix(SCENARIOS, runs=1, seed=14, port=8776, logs=logs)
+
+    assert (baseline.lost, baseline.extra, baseline.outputs) == (0, 0, baseline.inputs)
+    for row in rows:
+        (run,) = row.runs
+        assert run.fired, f"{row.scenario}: the kill point was never reached ({run.kill_points})"
+        assert (run.reinvoked, run.lost, run.duplicates, run.extra) == (0, 0, 0, 0), run
+        assert run.sent_again <= run.in_flight, run
