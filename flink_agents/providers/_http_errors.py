@@ -50,7 +50,9 @@ class ModelCallError(RuntimeError):
         self.status = status
         self.request_id = request_id
         where = f" (request id {request_id})" if request_id else ""
-        super().__init__(f"{label} failed after {attempts} attempt(s){where}: {reason}")
+        # The count stays an attribute, out of the text: after a crash it counts the attempt the
+        # crash cut off too, and a replayed conversation must read as the no-fault one.
+        super().__init__(f"{label} failed{where}: {reason}")
 
     def __reduce__(self) -> tuple[object, ...]:
         # Failures are recorded by the durable layer; keep them picklable despite keyword args.

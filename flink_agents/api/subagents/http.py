@@ -69,9 +69,9 @@ class HttpSubagent(SubagentSetup):
                     lambda: self._attempt(client, body, headers), self.retry
                 )
             except AttemptsFailed as failed:
-                raise SubagentError(
-                    f"{self.url} failed after {failed.attempts} attempt(s): {failed.reason}"
-                ) from None
+                # No attempt count in the text a model is shown: after a crash it would count
+                # the attempt the crash cut off too, and differ from the no-fault run's.
+                raise SubagentError(f"{self.url} failed: {failed.reason}") from None
         return self._result(response)
 
     async def _attempt(
