@@ -284,9 +284,17 @@ def run_in_subprocess(
         "--out",
         str(out),
     ]
+    # PyFlink marks a process that ran Python functions in loopback mode (a test process, if
+    # Flink tests ran before) with PYFLINK_GATEWAY_DISABLED; a run must not inherit that.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
     with log.open("w") as sink:
         subprocess.run(
-            command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S
+            command,
+            cwd=REPO,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            timeout=RUN_TIMEOUT_S,
         )
     if not out.exists():
         raise RuntimeError(f"run {scenario.name if scenario else 'none'}/{seed} failed: see {log}")

@@ -13,6 +13,7 @@ from flink_agents.durable.faults import FaultPlan, KillPoint, KillPointReached
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.runtime import run_local
+from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -68,7 +69,7 @@ def test_the_crash_is_no_exception_an_error_policy_could_turn_into_an_output() -
 
 
 def _run(store: InMemoryActionStateStore) -> list[Any]:
-    plan = h.agent_plan(h.three_calls, error_policy="emit")
+    plan = agent_plan(h.three_calls, error_policy="emit")
     results = run_local(
         plan, [{"n": 1}], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
     )
