@@ -40,8 +40,8 @@ from tests.providers.mcp_servers import HttpServer
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
 INPUTS = 30
-RECORDS_PER_SECOND = 10
-FAIL_AFTER = 12  # outputs before the injected failure
+RECORDS_PER_SECOND = 5  # inputs spread over 6 s: calls end well before the failure
+FAIL_AFTER = 15  # outputs before the injected failure
 TOOL_SECONDS = 0.3  # so that calls are in flight when the job fails
 RESTART_DELAY_S = 0.5
 # A call answered this long before the failure has had its outcome recorded in the store (the
