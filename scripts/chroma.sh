@@ -21,7 +21,11 @@ data_dir=${CHROMA_DATA_DIR:-$cache/chroma/data-$port}
 pid_file="$run_dir/chroma.pid"
 log_file="$run_dir/chroma.out"
 
+name=server
+
 log() { echo "chroma.sh: $*" >&2; }
+# shellcheck source=scripts/service-lib.sh
+source "$here/service-lib.sh"
 
 chroma_bin() {
   if [ -n "${CHROMA_BIN:-}" ]; then
@@ -36,23 +40,12 @@ chroma_bin() {
   fi
 }
 
-running_pid() {
-  [ -f "$pid_file" ] || return 1
-  local pid
-  pid=$(cat "$pid_file")
-  kill -0 "$pid" 2>/dev/null || return 1
-  echo "$pid"
-}
-
 ready() {
   curl -sf -o /dev/null "http://127.0.0.1:$port/api/v2/heartbeat"
 }
 
 start() {
-  if pid=$(running_pid); then
-    log "already running (pid $pid) on 127.0.0.1:$port"
-    return 0
-  fi
+  already_running && return 0
   local bin
   bin=$(chroma_bin)
   mkdir -p "$run_dir" "$data_dir"
@@ -60,53 +53,12 @@ start() {
   # Telemetry off: nothing leaves the machine.
   ANONYMIZED_TELEMETRY=False nohup "$bin" run --path "$data_dir" --host 127.0.0.1 --port "$port" \
     >"$log_file" 2>&1 </dev/null &
-  echo $! >"$pid_file"
-  for _ in $(seq 1 120); do
-    if ! running_pid >/dev/null; then
-      log "server exited during start-up; last lines of $log_file:"
-      tail -n 30 "$log_file" >&2
-      exit 1
-    fi
-    if ready; then
-      log "server ready on 127.0.0.1:$port (pid $(cat "$pid_file"))"
-      return 0
-    fi
-    sleep 0.5
-  done
-  log "server did not answer within 60 s; see $log_file"
-  exit 1
-}
-
-stop() {
-  local pid
-  if ! pid=$(running_pid); then
-    log "not running on port $port"
-    rm -f "$pid_file"
-    return 0
-  fi
-  log "stopping server (pid $pid)"
-  kill "$pid"
-  for _ in $(seq 1 40); do
-    kill -0 "$pid" 2>/dev/null || { rm -f "$pid_file"; return 0; }
-    sleep 0.25
-  done
-  log "server did not stop within 10 s; killing it"
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pid_file"
-}
-
-status() {
-  if pid=$(running_pid) && ready; then
-    echo "running (pid $pid) on 127.0.0.1:$port"
-  else
-    echo "not running on 127.0.0.1:$port"
-    return 1
-  fi
+  await_started $!
 }
 
 case "${1:-}" in
   start) start ;;
-  stop) stop ;;
-  status) status ;;
+  stop) stop_service 10 ;;
+  status) service_status ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

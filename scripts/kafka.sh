@@ -25,7 +25,11 @@ data_dir=${KAFKA_DATA_DIR:-$cache/kafka/data-$port}
 pid_file="$run_dir/kafka.pid"
 log_file="$run_dir/kafka.out"
 
+name=broker
+
 log() { echo "kafka.sh: $*" >&2; }
+# shellcheck source=scripts/service-lib.sh
+source "$here/service-lib.sh"
 
 fetch() {
   if [ ! -f "$lib/.complete" ]; then
@@ -46,14 +50,6 @@ fetch() {
   fi
 }
 
-
-running_pid() {
-  [ -f "$pid_file" ] || return 1
-  local pid
-  pid=$(cat "$pid_file")
-  kill -0 "$pid" 2>/dev/null || return 1
-  echo "$pid"
-}
 
 write_config() {
   mkdir -p "$run_dir" "$data_dir"
@@ -100,10 +96,7 @@ LOG
 }
 
 start() {
-  if pid=$(running_pid); then
-    log "already running (pid $pid) on 127.0.0.1:$port"
-    return 0
-  fi
+  already_running && return 0
   fetch
   write_config
   local java_opts=(-Xms128m "-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1
@@ -118,21 +111,7 @@ start() {
   log "starting broker on 127.0.0.1:$port (heap $heap, log $log_file)"
   nohup java "${java_opts[@]}" -cp "$lib/*" kafka.Kafka "$run_dir/server.properties" \
     >"$log_file" 2>&1 </dev/null &
-  echo $! >"$pid_file"
-  for _ in $(seq 1 120); do
-    if ! running_pid >/dev/null; then
-      log "broker exited during start-up; last lines of $log_file:"
-      tail -n 30 "$log_file" >&2
-      exit 1
-    fi
-    if ready; then
-      log "broker ready on 127.0.0.1:$port (pid $(cat "$pid_file"))"
-      return 0
-    fi
-    sleep 0.5
-  done
-  log "broker did not answer within 60 s; see $log_file"
-  exit 1
+  await_started $!
 }
 
 ready() {
@@ -140,37 +119,10 @@ ready() {
   grep -q "Kafka Server started" "$log_file" 2>/dev/null
 }
 
-stop() {
-  local pid
-  if ! pid=$(running_pid); then
-    log "not running on port $port"
-    rm -f "$pid_file"
-    return 0
-  fi
-  log "stopping broker (pid $pid)"
-  kill "$pid"
-  for _ in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || { rm -f "$pid_file"; return 0; }
-    sleep 0.5
-  done
-  log "broker did not stop within 30 s; killing it"
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$pid_file"
-}
-
-status() {
-  if pid=$(running_pid) && ready; then
-    echo "running (pid $pid) on 127.0.0.1:$port"
-  else
-    echo "not running on 127.0.0.1:$port"
-    return 1
-  fi
-}
-
 case "${1:-}" in
   fetch) fetch ;;
   start) start ;;
-  stop) stop ;;
-  status) status ;;
+  stop) stop_service 30 ;;
+  status) service_status ;;
   *) echo "usage: $0 fetch|start|stop|status" >&2; exit 2 ;;
 esac
