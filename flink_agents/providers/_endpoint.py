@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator
 
+from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
 from flink_agents.api.resources import Resource, resolve_env_references
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
@@ -98,4 +99,26 @@ class HttpEndpoint(Resource):
         return self._client_loop[1]
 
     def _make_client(self) -> Any:
+        raise NotImplementedError
+
+
+class HttpEmbeddingEndpoint(HttpEndpoint, EmbeddingModelConnection):
+    """An embeddings connection over HTTP: a provider implements one attempt,
+    :meth:`_embed_attempt`; the model default, labels and retries are shared."""
+
+    async def embed(
+        self, texts: list[str], model: str | None, dimensions: int | None
+    ) -> list[Vector]:
+        model = model or self.model
+        label = self.call_label(model)
+        assert model is not None  # call_label refused a missing model
+
+        async def attempt(client: Any) -> list[Vector]:
+            return await self._embed_attempt(client, texts, model, dimensions)
+
+        return await self.call(attempt, label)
+
+    async def _embed_attempt(
+        self, client: Any, texts: list[str], model: str, dimensions: int | None
+    ) -> list[Vector]:
         raise NotImplementedError

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
-from flink_agents.providers._endpoint import HttpEndpoint
+from flink_agents.api.embeddings import Vector
+from flink_agents.providers._endpoint import HttpEmbeddingEndpoint
 from flink_agents.providers._http_errors import AttemptFailure
 from flink_agents.providers.ollama import ollama_client, post_json
 
@@ -30,7 +30,7 @@ def from_ollama_embed(data: Any) -> list[Vector]:
         raise AttemptFailure.malformed(f"not an /api/embed reply: missing or bad {exc}") from None
 
 
-class OllamaEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConnection):
+class OllamaEmbeddingModelConnection(HttpEmbeddingEndpoint):
     """An Ollama server's embeddings. ``base_url`` is the host, e.g. http://127.0.0.1:11434."""
 
     provider: ClassVar[str] = "ollama"
@@ -40,15 +40,8 @@ class OllamaEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConnection):
     def _make_client(self) -> httpx.AsyncClient:
         return ollama_client(self)
 
-    async def embed(
-        self, texts: list[str], model: str | None, dimensions: int | None
+    async def _embed_attempt(
+        self, client: httpx.AsyncClient, texts: list[str], model: str, dimensions: int | None
     ) -> list[Vector]:
-        model = model or self.model
-        label = self.call_label(model)
-        assert model is not None
         body = ollama_embed_body(texts, model, dimensions)
-
-        async def attempt(client: httpx.AsyncClient) -> list[Vector]:
-            return from_ollama_embed(await post_json(client, "/api/embed", body))
-
-        return await self.call(attempt, label)
+        return from_ollama_embed(await post_json(client, "/api/embed", body))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
-from flink_agents.providers._endpoint import HttpEndpoint
+from flink_agents.api.embeddings import Vector
+from flink_agents.providers._endpoint import HttpEmbeddingEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call
 from flink_agents.providers._sdk import sdk_from_extra
 from flink_agents.providers.openai_compatible import openai_client
@@ -25,7 +25,7 @@ def from_openai_embeddings(reply: Any) -> list[Vector]:
         raise AttemptFailure.malformed(f"not an embeddings reply: {exc}") from None
 
 
-class OpenAICompatibleEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConnection):
+class OpenAICompatibleEmbeddingModelConnection(HttpEmbeddingEndpoint):
     """An embeddings endpoint. ``base_url`` includes the ``/v1`` prefix."""
 
     provider: ClassVar[str] = "openai-compatible"
@@ -35,22 +35,13 @@ class OpenAICompatibleEmbeddingModelConnection(HttpEndpoint, EmbeddingModelConne
     def _make_client(self) -> openai.AsyncOpenAI:
         return openai_client(self)
 
-    async def embed(
-        self, texts: list[str], model: str | None, dimensions: int | None
+    async def _embed_attempt(
+        self, client: openai.AsyncOpenAI, texts: list[str], model: str, dimensions: int | None
     ) -> list[Vector]:
-        model = model or self.model
-        label = self.call_label(model)
-        assert model is not None
         options: dict[str, Any] = {"dimensions": dimensions} if dimensions is not None else {}
-
-        async def attempt(client: openai.AsyncOpenAI) -> list[Vector]:
-            reply = await sdk_call(
-                client.embeddings.create(
-                    model=model, input=texts, encoding_format="float", **options
-                ),
-                status_error=openai.APIStatusError,
-                connection_error=openai.APIConnectionError,
-            )
-            return from_openai_embeddings(reply)
-
-        return await self.call(attempt, label)
+        reply = await sdk_call(
+            client.embeddings.create(model=model, input=texts, encoding_format="float", **options),
+            status_error=openai.APIStatusError,
+            connection_error=openai.APIConnectionError,
+        )
+        return from_openai_embeddings(reply)
