@@ -66,16 +66,25 @@ class ResourceSpec(DescriptorSpec):
     type: ResourceType
 
 
-class ChatModelSpec(_Strict):
-    """A chat model setup on top of a connection."""
+class _SetupSpec(_Strict):
+    """What every setup on top of a connection has (a subclass adds ``class`` and its own)."""
 
-    class_path: str = Field(
-        default="flink_agents.api.chat_models:ChatModelSetup",
-        alias="class",
-        pattern=REFERENCE_PATTERN,
-    )
     connection: str
     model: str | None = None
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Further arguments for a custom setup class."
+    )
+
+
+def _setup_class(default: str) -> Any:
+    """The ``class`` field of a setup block: a reference, ``default`` when not given."""
+    return Field(default=default, alias="class", pattern=REFERENCE_PATTERN)
+
+
+class ChatModelSpec(_SetupSpec):
+    """A chat model setup on top of a connection."""
+
+    class_path: str = _setup_class("flink_agents.api.chat_models:ChatModelSetup")
     prompt: str | None = Field(default=None, description="Name of a prompt used as system prompt.")
     tools: list[str] | None = None
     subagents: list[str] | None = Field(
@@ -83,9 +92,6 @@ class ChatModelSpec(_Strict):
     )
     temperature: float | None = None
     extra: dict[str, Any] | None = None
-    arguments: dict[str, Any] = Field(
-        default_factory=dict, description="Further arguments for a custom setup class."
-    )
 
 
 class PromptSpec(_Strict):
@@ -176,37 +182,26 @@ VectorStoreClassReference = Annotated[
 ]
 
 
-class EmbeddingConnectionSpec(_Strict):
+class EmbeddingConnectionSpec(DescriptorSpec):
     """An embedding model connection: class (or ``openai``, ``ollama``, ``hashing``) and
     arguments."""
 
     class_path: EmbeddingClassReference = Field(alias="class")
-    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class EmbeddingModelSpec(_Strict):
+class EmbeddingModelSpec(_SetupSpec):
     """An embedding model setup on top of a connection."""
 
-    class_path: str = Field(
-        default="flink_agents.api.embeddings:EmbeddingModelSetup",
-        alias="class",
-        pattern=REFERENCE_PATTERN,
-    )
-    connection: str
-    model: str | None = None
+    class_path: str = _setup_class("flink_agents.api.embeddings:EmbeddingModelSetup")
     dimensions: int = Field(ge=1, description="Length of every vector; replies are checked.")
     batch_size: int | None = Field(default=None, ge=1)
     request_dimensions: bool | None = None
-    arguments: dict[str, Any] = Field(
-        default_factory=dict, description="Further arguments for a custom setup class."
-    )
 
 
-class VectorStoreSpec(_Strict):
+class VectorStoreSpec(DescriptorSpec):
     """A vector store: class (or ``memory``, ``chroma``) and arguments."""
 
     class_path: VectorStoreClassReference = Field(alias="class")
-    arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class ActionSpec(_Strict):
