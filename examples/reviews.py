@@ -104,6 +104,13 @@ def build_workflow_agent() -> ReviewScoringAgent:
     )
     agent.add_shared(CONNECTIONS).add_tool(notify_team)
     agent.add_prompt("instructions", "You work for {shop}. " + INSTRUCTIONS)
+    _add_scorer(agent)
+    return agent
+
+
+def _add_scorer(agent: Agent) -> None:
+    """Declare the model both forms share: the ``llm`` connection, the ``instructions`` prompt
+    and the ``notify_team`` tool."""
     agent.add_resource(
         "scorer",
         ResourceType.CHAT_MODEL,
@@ -112,7 +119,6 @@ def build_workflow_agent() -> ReviewScoringAgent:
         prompt="instructions",
         tools=["notify_team"],
     )
-    return agent
 
 
 def build_react_agent() -> ReActAgent:
@@ -129,12 +135,5 @@ def build_react_agent() -> ReActAgent:
     agent.add_shared(CONNECTIONS)
     agent.add_prompt("review", "{input}")  # the review, as JSON
     agent.add_prompt("instructions", INSTRUCTIONS)
-    agent.add_resource(
-        "scorer",
-        ResourceType.CHAT_MODEL,
-        ChatModelSetup,
-        connection="llm",
-        prompt="instructions",
-        tools=["notify_team"],
-    )
+    _add_scorer(agent)
     return agent
