@@ -28,6 +28,13 @@ class Tool(Resource):
     def spec(self) -> ToolSpec:
         raise NotImplementedError
 
+    @property
+    def implementation(self) -> str:
+        """What runs when the tool is called, as ``module:qualname``: the label its durable
+        calls are recorded and logged under, so a replay notices another tool behind the same
+        offered name. Subclasses backed by something else (a function, a server) name it."""
+        return f"{type(self).__module__}:{type(self).__qualname__}"
+
     async def call(self, arguments: dict[str, Any]) -> Any:
         raise NotImplementedError
 
@@ -133,6 +140,10 @@ class FunctionTool(Tool):
     def tool_name(self) -> str:
         """The name the model is offered (and calls) this tool by."""
         return function_tool_name(self.function, self.name)
+
+    @property
+    def implementation(self) -> str:
+        return self.function
 
     def spec(self) -> ToolSpec:
         summary, _ = parse_docstring(self._callable.__doc__)

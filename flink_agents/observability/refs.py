@@ -101,6 +101,10 @@ def _tool_name(tool: Tool) -> str | None:
 
 
 def function_name(function: Callable[..., Any]) -> str:
-    """``module:qualname`` of a function, bound method or callable object."""
+    """``module:qualname`` of a function, bound method or callable object; for a tool's
+    method, the tool's implementation (the same label the store records)."""
+    owner = getattr(function, "__self__", None)
+    if isinstance(owner, Tool):
+        return owner.implementation
     target = function if hasattr(function, "__qualname__") else type(function)
     return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', '?')}"

@@ -9,6 +9,7 @@ import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.context import RecordedCallError
+from flink_agents.api.tools import FunctionTool
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.replay import ReplayMismatchError
 from flink_agents.durable.runner import StoreCallRunner
@@ -204,6 +205,51 @@ def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
     assert mismatch.recorded.args_digest[:16] in text
     assert mismatch.requested.args_digest[:16] in text
     assert PROBE.counts["third"] == 0
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def subtract(a: int, b: int) -> int:
+    """Subtract b from a."""
+    return a - b
+
+
+TOOLS = {
+    "add": FunctionTool(function=f"{__name__}:add", name="calc"),
+    "subtract": FunctionTool(function=f"{__name__}:subtract", name="calc"),
+}
+"""Two tools offered under one name, ``calc``: the one the code uses is ``PROBE.variant``."""
+
+
+@action(InputEvent)
+async def call_calc(event: InputEvent, ctx: RunnerContext) -> None:
+    tool = TOOLS[PROBE.variant]
+    value = await ctx.durable_execute_async(tool.call_with_key, {"a": 3, "b": 1}, "key")
+    held = await ctx.durable_execute_async(PROBE.call, "third", 0)
+    ctx.send_event(OutputEvent(output=[value, held]))
+
+
+def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
+    plan = agent_plan(call_calc)
+    store = InMemoryActionStateStore()
+
+    async def scenario():
+        PROBE.variant, PROBE.hold = "add", "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        PROBE.variant = "subtract"
+        return await replay(plan, store, "k", state)
+
+    with pytest.raises(ActionError) as info:
+        asyncio.run(scenario())
+    mismatch = info.value.__cause__
+    assert isinstance(mismatch, ReplayMismatchError) and mismatch.requested is not None
+    assert (mismatch.position, mismatch.recorded.call_id) == (0, "#0")
+    assert mismatch.recorded.function == f"{__name__}:add"
+    assert mismatch.requested.function == f"{__name__}:subtract"
+    assert f"{__name__}:subtract" in str(mismatch)
 
 
 def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):

@@ -77,7 +77,7 @@ def test_every_run_action_event_and_call_has_a_record_with_its_lineage(tmp_path)
             ("model", "live"),
         ]
         assert all(c.latency_ms >= 0 and c.error is None for c in calls)
-        assert calls[1].function == "flink_agents.api.tools:Tool.call_with_key"
+        assert calls[1].function == "examples.weather:get_temperature"  # the tool, not Tool
         assert calls[1].arguments["args"][0] == {"city": city}
 
 

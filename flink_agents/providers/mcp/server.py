@@ -202,6 +202,10 @@ class McpTool(Tool):
         tool._server = server
         return tool
 
+    @property
+    def implementation(self) -> str:
+        return f"mcp:{self.offered_name}"
+
     def spec(self) -> ToolSpec:
         return ToolSpec(
             name=self.offered_name,
