@@ -232,7 +232,7 @@ class Agent:
         if input_schema is not None:
             arguments["input_schema"] = dict(input_schema)
         if timeout_seconds is not None:
-            arguments["timeout_seconds"] = timeout_seconds
+            arguments["timeout_seconds"] = float(timeout_seconds)
         for field_name, reference in (("input_type", input_type), ("result_type", result_type)):
             if reference is not None:
                 arguments[field_name] = (

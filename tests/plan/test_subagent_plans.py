@@ -36,6 +36,7 @@ def _python_parent() -> Agent:
         description="Shouts.",
         input_schema=TEXT_INPUT_SCHEMA,
         result_type="tests.subagent_samples:Review",
+        timeout_seconds=30,
     )
     return parent
 
@@ -50,6 +51,7 @@ agents:
       shouter:
         description: Shouts.
         result_type: tests.subagent_samples:Review
+        timeout_seconds: 30
         input_schema:
           type: object
           properties: {input: {type: string, description: The task for the sub-agent.}}
@@ -69,6 +71,7 @@ def test_child_is_compiled_into_the_parent_plan_as_a_scope():
     assert list(plan.scopes) == ["shout"]
     assert plan.scopes["shout"].actions[0].config == {"suffix": "!"}
     assert plan.resources["shouter"].arguments["agent"] == "shout"
+    assert plan.resources["shouter"].arguments["timeout_seconds"] == 30
     assert AgentPlan.from_json(plan.to_json()).to_json() == plan.to_json()
     assert "scopes" not in json.loads(compile_agent(EchoAgent(name="e")).to_json())
 

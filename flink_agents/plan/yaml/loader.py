@@ -220,6 +220,7 @@ def _register_child(parent: Agent, name: str, spec: InternalSubagentSpec, child:
         input_schema=spec.input_schema,
         input_type=spec.input_type,
         result_type=spec.result_type,
+        timeout_seconds=spec.timeout_seconds,
     )
 
 

@@ -246,6 +246,9 @@ class InternalSubagentSpec(_Strict):
     result_type: str | None = Field(
         default=None, pattern=REFERENCE_PATTERN, description="A type as module:Class."
     )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, description="Limit of the whole child run (default 600)."
+    )
 
 
 class AgentSpec(_Strict):
