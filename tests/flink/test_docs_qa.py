@@ -1,5 +1,10 @@
 """The docs question-answering example end to end on the mini-cluster: the ingestion job puts
-docs/ into a real Chroma server (started by scripts/chroma.sh), then the QA job answers."""
+a folder of docs into a real Chroma server (started by scripts/chroma.sh), then the QA job
+answers.
+
+The folder is a small frozen corpus (``tests/flink/data/docs``, files named like the project's
+docs) rather than docs/ itself: which passage ranks first under the hashing embedding is what
+the answers pin, and it must not move whenever the documentation is edited."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ pytest.importorskip("chromadb")
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "chroma.sh"
+CORPUS = Path(__file__).parent / "data" / "docs"
 
 
 def _chroma(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -79,12 +85,12 @@ def test_ingest_the_docs_then_answer_from_them(
 
     monkeypatch.setenv("CHROMA_URL", chroma_url)
     ingest = load_job(_job(tmp_path, "docs_ingest", str(tmp_path / "docs.jsonl"), tmp_path / "in"))
-    prepare_folder_source(ingest, REPO / "docs")
+    prepare_folder_source(ingest, CORPUS)
     build(ingest, fresh_flink_env)
     fresh_flink_env.execute("docs_ingest")
 
     ingested = _outputs(tmp_path / "in")
-    documents = folder_documents(REPO / "docs")
+    documents = folder_documents(CORPUS)
     assert sorted(ingested) == sorted(d.id for d in documents)
     chunks = sum(output["chunks"] for output in ingested.values())
     store = ChromaVectorStore(collection="project-docs", url=chroma_url)
