@@ -136,6 +136,10 @@ class Resource(BaseModel):
         credential, say) fails the start rather than the first record. The default does nothing.
         """
 
+    async def aclose(self) -> None:
+        """Release what the resource holds (sessions, server processes); called on the event
+        loop of its calls when the engine stops. The default does nothing."""
+
     def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
         if self._lookup is None:
             raise RuntimeError(f"{type(self).__name__} is not bound to a resource registry")

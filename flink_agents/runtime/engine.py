@@ -171,10 +171,12 @@ class RunEngine:
         return results
 
     async def close(self) -> None:
-        """Cancel runs in flight (their inputs stay pending in the key state)."""
+        """Cancel runs in flight (their inputs stay pending in the key state), then close the
+        resources (an MCP server's session, say)."""
         for task in list(self._active):
             task.cancel()
         await asyncio.gather(*self._active, return_exceptions=True)
+        await self._root.aclose()
 
     # --- per-key state -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from pydantic import ValidationError
@@ -14,6 +15,8 @@ from flink_agents.api.resources import (
 )
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, issues_from_validation
 from flink_agents.plan.resolve import ResolvedPlan
+
+logger = logging.getLogger(__name__)
 
 
 class ResourceRegistry:
@@ -69,6 +72,16 @@ class ResourceRegistry:
         resource.bind(self.get)
         resource.open()
         return resource
+
+    async def aclose(self) -> None:
+        """Close the resources opened so far; one that fails to close is logged, not raised,
+        so the others still close."""
+        opened, self._open = self._open, {}
+        for name, resource in opened.items():
+            try:
+                await resource.aclose()
+            except Exception:
+                logger.warning("resource %r failed to close", name, exc_info=True)
 
     def open_all(self) -> None:
         """Open every declared resource now, so bad configuration fails at start-up."""

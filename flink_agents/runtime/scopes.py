@@ -55,3 +55,9 @@ class Scope:
         self.resources.open_all()
         for child in self.children.values():
             child.open_all()
+
+    async def aclose(self) -> None:
+        """Close the resources of every child scope, then of this one."""
+        for child in self.children.values():
+            await child.aclose()
+        await self.resources.aclose()

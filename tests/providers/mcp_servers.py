@@ -49,6 +49,12 @@ async def slow(seconds: float) -> str:
     return "done"
 
 
+@server.tool()
+def pid() -> int:
+    """The server process's id (tells whether calls share one stdio server)."""
+    return os.getpid()
+
+
 def invocations(log: Path) -> list[dict[str, Any]]:
     """The invocations of ``record`` logged in ``log``, in order."""
     if not log.exists():

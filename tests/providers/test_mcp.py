@@ -8,7 +8,9 @@ key in ``_meta`` and how the tools are offered to a chat model.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +84,7 @@ def test_stdio_server_tools_are_listed_under_namespaced_names(log: Path) -> None
     assert sorted(specs) == [
         "local__add",
         "local__fail",
+        "local__pid",
         "local__record",
         "local__slow",
         "local__text_upper",  # '.' is not allowed in OpenAI/Anthropic tool names
@@ -97,6 +100,57 @@ def test_stdio_server_calls_return_the_result_text(log: Path) -> None:
     server = stdio_server(log)
     assert asyncio.run(tool(server, "add").call({"a": 2, "b": 3})) == "5"
     assert asyncio.run(tool(server, "text.upper").call_with_key({"text": "mcp"}, "k")) == "MCP"
+
+
+def _pids_alive(*pids: int) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        alive.append(pid)
+    return alive
+
+
+async def _exited(pid: int) -> bool:
+    for _ in range(100):
+        if not _pids_alive(pid):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def test_a_stdio_server_serves_calls_on_one_kept_session_until_closed(log: Path) -> None:
+    server = stdio_server(log)
+    pid = tool(server, "pid")
+
+    async def scenario() -> None:
+        first = [int(await pid.call({})) for _ in range(3)]
+        assert len(set(first)) == 1  # one server process for all three calls
+        together = await asyncio.gather(*(pid.call({}) for _ in range(4)))
+        assert {int(p) for p in together} == set(first)  # concurrent calls share it too
+        await server.aclose()
+        assert await _exited(first[0])  # closing the resource ends the process
+        assert int(await pid.call({})) != first[0]  # the next call starts a new one
+        await server.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_stdio_server_that_died_is_started_again_within_the_attempt_budget(log: Path) -> None:
+    server = stdio_server(log, retry=QUICK_RETRY)
+    pid = tool(server, "pid")
+
+    async def scenario() -> None:
+        before = int(await pid.call({}))
+        os.kill(before, signal.SIGKILL)
+        assert await _exited(before)
+        after = int(await pid.call({}))
+        assert after != before
+        await server.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_the_python_command_runs_the_server_with_the_workers_interpreter(

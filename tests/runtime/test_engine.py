@@ -1,9 +1,10 @@
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceType, RunnerContext, action
+from flink_agents.api.tools import FunctionTool
 from flink_agents.durable import DirectCallRunner, DurableCall, RunId, event_id
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import (
@@ -207,3 +208,31 @@ def test_on_result_callback_and_wait_for_results():
     collected = asyncio.run(scenario())
     assert [r.key for r in collected] == [0, 1, 2]
     assert seen == collected
+
+
+class ClosingTool(FunctionTool):
+    """A tool that remembers that it was closed, and fails to close when told to."""
+
+    closed: ClassVar[list[str]] = []
+    fail_to_close: bool = False
+
+    async def aclose(self) -> None:
+        self.closed.append(self.tool_name)
+        if self.fail_to_close:
+            raise RuntimeError("cannot close")
+
+
+def test_closing_the_engine_closes_its_resources_even_when_one_fails_to(caplog):
+    ClosingTool.closed.clear()
+    add = "tests.sample_agents:add"
+    parent, child = EchoAgent(name="parent"), EchoAgent(name="child")
+    parent.add_resource(
+        "broken", ResourceType.TOOL, ClosingTool, function=add, name="one", fail_to_close=True
+    )
+    child.add_resource("tool", ResourceType.TOOL, ClosingTool, function=add, name="two")
+    parent.add_subagent("helper", child)
+    engine = RunEngine(compile_agent(parent))
+    engine.open_resources()
+    asyncio.run(engine.close())
+    assert sorted(ClosingTool.closed) == ["one", "two"]  # the parent's and the child scope's
+    assert "resource 'broken' failed to close" in caplog.text

@@ -1,19 +1,23 @@
 """How to reach an MCP server, and one attempt of a request to it.
 
-A request opens a session (spawning the stdio server, or connecting over streamable HTTP), makes
-its one request within ``timeout_seconds`` and closes the session. Whatever the transport or the
-session raises becomes an :class:`~flink_agents.providers._http_errors.AttemptFailure`, so the
-provider retry loop (:mod:`flink_agents.providers._retry`) counts it against the durable call's
-attempt budget. Header values come from the environment only, by variable name, so no secret is
-ever written into a plan, the store or a log.
+A session (spawning the stdio server, or connecting over streamable HTTP) is opened on first use
+and kept, one per event loop, for the requests that follow, until :meth:`McpConnection.aclose`
+(the engine closes its resources when it stops), its event loop ends, or a transport failure
+breaks it (the next attempt opens a new one). Each request runs within ``timeout_seconds``.
+Whatever the transport or the session raises becomes an
+:class:`~flink_agents.providers._http_errors.AttemptFailure`, so the provider retry loop
+(:mod:`flink_agents.providers._retry`) counts it against the durable call's attempt budget.
+Header values come from the environment only, by variable name, so no secret is ever written
+into a plan, the store or a log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Literal, TypeVar
 
 import anyio
@@ -99,12 +103,54 @@ def resolved_headers(
     return headers
 
 
+class _HeldSession:
+    """An open session, entered and left by one background task: the SDK's session is an async
+    context whose task groups must be exited by the task that entered them, while requests come
+    from many tasks."""
+
+    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
+        self._client: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._closing = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(opener))
+
+    async def _hold(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
+        try:
+            async with opener() as client:
+                self._client.set_result(client)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not self._client.done():
+                self._client.set_exception(exc if isinstance(exc, Exception) else TimeoutError())
+            if not isinstance(exc, Exception):
+                raise
+
+    @property
+    def opened(self) -> bool:
+        """The session was established (whether or not it still is)."""
+        return self._client.done() and self._client.exception() is None
+
+    @property
+    def usable(self) -> bool:
+        """Neither closed nor ended (a server that exited ends its session)."""
+        return not (self._closing.is_set() or self._task.done())
+
+    async def client(self) -> Client:
+        # Shielded: a request's timeout must not cancel the opening others wait for.
+        return await asyncio.shield(self._client)
+
+    async def close(self) -> None:
+        self._closing.set()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
 class McpConnection:
-    """Opens sessions to one server; secrets are resolved once, when it is built."""
+    """Opens and keeps sessions to one server; secrets are resolved once, when it is built."""
 
     def __init__(self, transport: StdioTransport | HttpTransport, timeout_seconds: float) -> None:
         self._transport = transport
         self._timeout_seconds = timeout_seconds
+        # By event loop (kept itself, not its id, which a later loop may reuse).
+        self._sessions: dict[asyncio.AbstractEventLoop, _HeldSession] = {}
         if isinstance(transport, HttpTransport):
             self._headers = resolved_headers(transport)
         else:
@@ -137,23 +183,51 @@ class McpConnection:
         ):
             yield client
 
+    def _session(self) -> _HeldSession:
+        loop = asyncio.get_running_loop()
+        for other in [known for known in self._sessions if known.is_closed()]:
+            del self._sessions[other]  # its loop ended, and its task with it
+        session = self._sessions.get(loop)
+        if session is None or not session.usable:
+            session = self._sessions[loop] = _HeldSession(self._client)
+        return session
+
+    async def aclose(self) -> None:
+        """Close the session of the running event loop (a stdio server exits with it)."""
+        session = self._sessions.get(asyncio.get_running_loop())
+        if session is not None:
+            await self._discard(session)
+
+    async def _discard(self, session: _HeldSession) -> None:
+        loop = asyncio.get_running_loop()
+        if self._sessions.get(loop) is session:
+            del self._sessions[loop]
+        await session.close()
+
     async def attempt(self, what: str, request: Callable[[Client], Awaitable[T]]) -> T:
-        """One attempt: open a session, run ``request`` on it, close it, all within the timeout.
+        """One attempt: ``request`` on the loop's session (opened if need be), within the
+        timeout.
 
         Raises :class:`AttemptFailure`: retryable for a transport failure, a closed connection
-        or a timeout; final for an error the server answered with (an unknown tool, say).
+        or a timeout; final for an error the server answered with (an unknown tool, say). A
+        session that failed other than by the server's answer is closed, so the next attempt
+        starts on a new one.
         """
+        session = self._session()
         try:
             with anyio.fail_after(self._timeout_seconds):
-                async with self._client() as client:
-                    return await request(client)
+                return await request(await session.client())
         except TimeoutError:
+            if not session.opened:  # a slow tool leaves the session usable; a stuck start not
+                await self._discard(session)
             raise AttemptFailure(
                 f"{what}: no answer from {self.target} within {self._timeout_seconds}s",
                 retryable=True,
             ) from None
         except Exception as exc:
             error = _leaf(exc)
+            if not isinstance(error, MCPError) or error.code in _RETRYABLE_MCP_CODES:
+                await self._discard(session)  # the connection is gone
             if isinstance(error, MCPError):
                 raise AttemptFailure(
                     f"{what}: {self.target} answered error {error.code}: {error.error.message}",

@@ -129,6 +129,10 @@ class McpServer(Toolset):
     def tools(self) -> list[Tool]:
         return list(self._tools)
 
+    async def aclose(self) -> None:
+        """Close the kept session (a stdio server process exits)."""
+        await self._connection.aclose()
+
     @property
     def prompts(self) -> dict[str, Prompt]:
         """The prompts the server listed when opened, by name."""
