@@ -18,7 +18,7 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import ResourceType
 from flink_agents.providers.mcp.content import block_text
-from flink_agents.providers.mcp.server import McpServer, run_blocking
+from flink_agents.providers.mcp.server import McpServer
 
 
 def _literal(text: str) -> str:
@@ -46,7 +46,7 @@ class McpPrompt(Prompt):
         """Check the arguments against the server's listing and fetch the messages."""
         super().open()
         self.check_arguments(self.arguments)
-        messages = run_blocking(lambda: self.render(**self.arguments))
+        messages = self._server().run_blocking(lambda: self.render(**self.arguments))
         self.messages = [
             message.model_copy(update={"content": _literal(message.content)})
             for message in messages

@@ -51,30 +51,6 @@ class _ToolCallLabel(CallLabel):
         return f"{self.provider} call #{self.ordinal} to tool {self.model!r}"
 
 
-def run_blocking(coroutine: Callable[[], Awaitable[T]]) -> T:
-    """Run ``coroutine()`` to completion from synchronous code (``open``), in a thread of its
-    own, so it works whether or not the caller's thread runs an event loop."""
-    outcome: list[T] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(asyncio.run(_awaited(coroutine)))
-        except BaseException as exc:  # handed to the caller's thread as it is
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, name="mcp-open", daemon=True)
-    worker.start()
-    worker.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
-
-
-async def _awaited(coroutine: Callable[[], Awaitable[T]]) -> T:
-    return await coroutine()
-
-
 class McpServer(Toolset):
     """The tools (and prompts, see :class:`~flink_agents.providers.mcp.prompt.McpPrompt`) of
     one MCP server."""
@@ -105,7 +81,7 @@ class McpServer(Toolset):
         """
         super().open()
         self._connection = McpConnection(self.transport, self.timeout_seconds)
-        listed_tools, listed_prompts = run_blocking(self._list_all)
+        listed_tools, listed_prompts = self.run_blocking(self._list_all)
         by_name = {tool.name: tool for tool in listed_tools}
         if self.include is not None:
             missing = sorted(set(self.include) - set(by_name))
@@ -132,6 +108,32 @@ class McpServer(Toolset):
     async def aclose(self) -> None:
         """Close the kept session (a stdio server process exits)."""
         await self._connection.aclose()
+
+    def run_blocking(self, coroutine: Callable[[], Awaitable[T]]) -> T:
+        """Run ``coroutine()`` to completion from synchronous code (``open``), on an event loop
+        of its own in a thread of its own, so it works whether or not the caller's thread runs
+        one; the session it opened is closed before that loop ends."""
+        outcome: list[T] = []
+        failure: list[BaseException] = []
+
+        async def closing() -> T:
+            try:
+                return await coroutine()
+            finally:
+                await self.aclose()
+
+        def run() -> None:
+            try:
+                outcome.append(asyncio.run(closing()))
+            except BaseException as exc:  # handed to the caller's thread as it is
+                failure.append(exc)
+
+        worker = threading.Thread(target=run, name="mcp-open", daemon=True)
+        worker.start()
+        worker.join()
+        if failure:
+            raise failure[0]
+        return outcome[0]
 
     @property
     def prompts(self) -> dict[str, Prompt]:
