@@ -82,6 +82,8 @@ class StatusLine(_LiveLine):
     """An event-log listener: counts what the records report (inputs admitted, outputs of
     finished runs, runs started and not finished) and shows it."""
 
+    record_kinds = frozenset({"run_admitted", "run_started", "run_finished"})
+
     def __init__(self, stream: TextIO, interval_s: float = REFRESH_S) -> None:
         self.records_in = 0
         self.records_out = 0

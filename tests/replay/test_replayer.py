@@ -122,3 +122,34 @@ def test_runs_pruned_by_the_job_are_still_read_until_compaction_removes_them() -
     assert store.state_count == 0
     report = replay(read_store(store))
     assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
+
+
+def test_a_run_chosen_without_its_keys_earlier_runs_starts_from_the_memory_they_left() -> None:
+    agents.NOW.count_visits = True
+    recorded = group_runs(record())
+    agents.CALLS.clear()
+    second = [run for run in recorded if (run.run_id.key, run.run_id.seq) == ("ann", 1)]
+    report = replay_runs(agents.plan(), second, earlier=recorded)
+    [run] = report.runs  # the earlier run replayed silently: not reported
+    assert run.verdict is Verdict.SAME
+    assert run.outputs == ["It is nice in Lima. (12 degrees) visit 2"]
+    assert run.note == "memory rebuilt by replaying the key's earlier runs #0"
+    assert report.live_calls == 0 and not agents.CALLS
+
+    alone = replay_runs(agents.plan(), second)  # without them: the memory starts empty
+    assert alone.runs[0].verdict is Verdict.DIFFERENT
+
+
+def test_a_run_whose_earlier_runs_are_not_recorded_says_it_depends_on_them() -> None:
+    agents.NOW.count_visits = True
+    recorded = [
+        run for run in group_runs(record()) if run.run_id.seq == 1 or run.run_id.key == "bob"
+    ]
+    report = replay_runs(agents.plan(), recorded, earlier=recorded)
+    ann = next(run for run in report.runs if run.run.run_id.key == "ann")
+    assert ann.note == (
+        "depends on the key's earlier runs #0, which are not recorded: "
+        "replayed without the memory they left"
+    )
+    assert ann.verdict is Verdict.DIFFERENT  # visit 1 now, visit 2 as recorded
+    assert "depends on the key's earlier runs #0" in ann.describe()
