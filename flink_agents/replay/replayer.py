@@ -177,7 +177,9 @@ async def _replay_one(
         return RunReport(run, Verdict.NOT_REPLAYABLE, note=note), memory
     recorded_outputs = run.outputs()
     states: dict[ActionStateKey, ActionState] = {state.key: state for state in run.states}
-    runner = RecordedCallRunner(states, allow_live=allow_live)
+    # A sub-agent's own invocations are recorded in the run; replaying its call hands the
+    # call's record back, so they are not run again: only the run's own must be.
+    runner = RecordedCallRunner(states, allow_live=allow_live, expected=run.own_state_keys())
     engine = RunEngine(resolved, call_runner=runner)
     key = run.run_id.key
     pending = PendingInput(seq=run.key.seq, input=run.input.value)

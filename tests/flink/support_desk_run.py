@@ -5,6 +5,9 @@ and one injected task failure (:class:`~examples.demo.FailOnce`) after a checkpo
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
 import sys
 import uuid
 from dataclasses import dataclass
@@ -21,8 +24,27 @@ from flink_agents.flink.job_runner import build
 from flink_agents.observability import EventLogConfig
 
 FAIL_AFTER = 8  # outputs before the injected failure, as `make run`
-SERVICE_LATENCY_S = 0.2  # as `make run`: calls are in flight when the job fails
-SERVICES_PORT = 8765
+# Slower services and inputs than `make run` (0.2 s, 4/s): a ticket's run (five steps of calls)
+# then takes longer than the gap between tickets, so the runs in flight when the failure comes
+# (at an output) are at different steps, some with calls already recorded. At the job's pace
+# the runs went in step, and a failure at one's end found the next ones just begun.
+SERVICE_LATENCY_S = 0.5
+RECORDS_PER_SECOND = 2
+EXAMPLE_PORT = 8765  # the port examples/jobs/support_desk/agent.yaml names
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The services of this run listen on a port of their own (`make run` may be using 8765). The
+# agent's copy names it; its researcher's tool reads it from this variable, in the interpreter
+# that runs the operator: in thread mode, the JVM's, which inherits this process's environment
+# when the session starts it, after collection imported this module.
+SERVICES_PORT = _free_port()
+os.environ["FLINK_AGENTS_EXAMPLE_SERVICES"] = f"http://127.0.0.1:{SERVICES_PORT}"
 
 
 @dataclass(frozen=True)
@@ -31,23 +53,27 @@ class SupportDeskRun:
 
     spec: JobSpec
     agent_file: Path
-    """The agent (YAML) the job ran."""
+    """The agent (YAML) the job ran: the example's, with this run's services port."""
     event_log: Path
     store_topic: str
     failed_at: float
     restart_delay_s: float
     outputs: list[dict[str, Any]]
     tickets: list[dict[str, Any]]
-    requests_served: int
-    """Requests the example services answered during the run (they are shut down after it)."""
+    requests: dict[str, int]
+    """Requests the example services answered during the run, per service (they are shut
+    down after it)."""
 
 
 def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
     """Run the job once with the event log in ``work``."""
-    # The port the example's agent and its researcher's tool name (examples/services.py).
     services = ExampleServices(SERVICES_PORT, SERVICE_LATENCY_S, UNKNOWN_CUSTOMERS)
-    agent_file = DEFAULT_JOB.parent / "support_desk" / "agent.yaml"
-    demo = demo_spec(DEFAULT_JOB, work)
+    job_dir = work / "job"
+    shutil.copytree(DEFAULT_JOB.parent / "support_desk", job_dir / "support_desk")
+    shutil.copy(DEFAULT_JOB, job_dir / DEFAULT_JOB.name)
+    agent_file = job_dir / "support_desk" / "agent.yaml"
+    agent_file.write_text(agent_file.read_text().replace(f":{EXAMPLE_PORT}/", f":{SERVICES_PORT}/"))
+    demo = demo_spec(job_dir / DEFAULT_JOB.name, work)
     assert demo.store is not None
     store = demo.store.model_copy(
         update={
@@ -58,6 +84,7 @@ def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
     event_log = work / "events.jsonl"
     spec = demo.model_copy(
         update={
+            "source": demo.source.model_copy(update={"records_per_second": RECORDS_PER_SECOND}),
             "store": store,
             "event_log": EventLogConfig(path=str(event_log)),
         }
@@ -95,9 +122,10 @@ def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
         restart_delay_s=spec.restart_strategy.delay_ms / 1000,
         outputs=read_outputs(work / "out"),
         tickets=tickets,
-        requests_served=sum(
-            sum(per_key.values()) for per_key in services.counters.snapshot().values()
-        ),
+        requests={
+            service: sum(per_key.values())
+            for service, per_key in services.counters.snapshot().items()
+        },
     )
 
 

@@ -29,7 +29,10 @@ event id it handled, and the call id."""
 
 @pytest.fixture(scope="module")
 def support_desk(flink_env, kafka_bootstrap: str, tmp_path_factory) -> SupportDeskRun:
-    return run_support_desk(tmp_path_factory.mktemp("support-desk"), kafka_bootstrap)
+    run = run_support_desk(tmp_path_factory.mktemp("support-desk"), kafka_bootstrap)
+    # The researcher's tool reached this run's services (see support_desk_run).
+    assert run.requests.get("tool:lookup_fact", 0) >= len(run.tickets), run.requests
+    return run
 
 
 def flink_agents(*args: str) -> subprocess.CompletedProcess[str]:
@@ -142,3 +145,47 @@ def test_trace_rebuilds_every_ticket_and_marks_the_calls_recorded_before_the_fai
     print(f"\n[support desk trace] {len(runs)} trees, {len(calls)} calls, {len(replayed)} replayed")
     assert replayed, "no call recorded before the failure was replayed"
     assert all(call.run.execution > 1 for call in replayed)
+
+
+def replay(agent: Path, run: SupportDeskRun, bootstrap: str, *more: str) -> str:
+    """``flink-agents replay`` of the run's store topic against ``agent``; its output."""
+    done = flink_agents(
+        "replay", str(agent), "--topic", run.store_topic, "--bootstrap-servers", bootstrap, *more
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout + f"exit {done.returncode}\n"
+
+
+def test_replaying_the_recorded_topic_against_unchanged_code_makes_no_call(
+    support_desk: SupportDeskRun, kafka_bootstrap: str
+) -> None:
+    # The services are down: a call made would fail, and show as a difference.
+    out = replay(support_desk.agent_file, support_desk, kafka_bootstrap)
+    tickets = len(support_desk.tickets)
+    assert out.endswith(f"{tickets} runs: {tickets} same outputs; 0 calls made\nexit 0\n"), out
+    assert out.count("0 made)") == tickets
+
+
+def test_a_changed_prompt_diverges_at_the_first_model_call_of_every_ticket(
+    support_desk: SupportDeskRun, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    recorded_prompt = 'ticket: "{question} (customer {customer}, ticket {ticket})"'
+    changed = tmp_path / "agent.yaml"
+    text = support_desk.agent_file.read_text()
+    assert recorded_prompt in text
+    changed.write_text(text.replace(recorded_prompt, 'ticket: "Urgent: {question} ({customer})"'))
+
+    out = replay(changed, support_desk, kafka_bootstrap)
+    tickets = len(support_desk.tickets)
+    assert out.endswith(f"{tickets} runs: {tickets} diverged; 0 calls made\nexit 1\n"), out
+    first = support_desk.tickets[0]
+    customer = first["customer"]
+    # The first ticket's report: its first call, the desk's model call, with both requests.
+    report = out[out.index(f'run support_desk/"{customer}"/0: diverged') :].split("\nrun ")[0]
+    assert "first differing call: #0 of the run, #0 of action 'chat_action'" in report, report
+    assert "): model flink_agents.api.chat_models.ChatModelSetup.chat" in report
+    assert (
+        f'-    "content": "{first["question"]} (customer {customer}, ticket {first["ticket"]})",'
+        in report
+    )
+    assert f'+    "content": "Urgent: {first["question"]} ({customer})",' in report

@@ -153,3 +153,33 @@ def test_a_run_whose_earlier_runs_are_not_recorded_says_it_depends_on_them() -> 
     )
     assert ann.verdict is Verdict.DIFFERENT  # visit 1 now, visit 2 as recorded
     assert "depends on the key's earlier runs #0" in ann.describe()
+
+
+def without_arguments(states: list[ActionState]) -> list[ActionState]:
+    """The states as a store that does not record call arguments writes them (digests only)."""
+    return [
+        state.model_copy(
+            update={"calls": [call.model_copy(update={"arguments": None}) for call in state.calls]}
+        )
+        for state in states
+    ]
+
+
+def test_calls_recorded_without_arguments_still_compare_by_their_digest() -> None:
+    states = without_arguments(record())
+    assert all(call.arguments is None and call.args_digest for s in states for call in s.calls)
+    assert [run.verdict for run in replay(states).runs] == [Verdict.SAME] * 3
+
+    agents.NOW.prompt = "You answer in French."
+    report = replay(states)
+    assert {run.verdict for run in report.runs} == {Verdict.DIVERGED} and not agents.CALLS
+    divergence = report.runs[0].divergence
+    assert divergence is not None and divergence.recorded and divergence.requested
+    text = report.runs[0].describe()
+    # Both digests, no diff: the recorded side's arguments are unknown.
+    assert f"recorded: id='chat' function={divergence.recorded.function!r} args=" in text
+    assert f"args={divergence.recorded.args_digest[:16]}" in text
+    assert f"args={divergence.requested.args_digest[:16]}" in text
+    assert divergence.recorded.args_digest != divergence.requested.args_digest
+    assert "(arguments not shown: the recorded call's arguments are unknown)" in text
+    assert "You answer in" not in text and "+++" not in text
