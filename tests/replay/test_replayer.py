@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore
+from flink_agents.plan.compile import compile_agent
 from flink_agents.replay.recorded import group_runs, read_store
 from flink_agents.replay.replayer import ReplayReport, Verdict, replay_runs
 from flink_agents.runtime import run_local
 from tests.replay import agents
+from tests.subagent_samples import caller_agent, react_child
 
 
 def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
@@ -183,3 +185,35 @@ def test_calls_recorded_without_arguments_still_compare_by_their_digest() -> Non
     assert divergence.recorded.args_digest != divergence.requested.args_digest
     assert "(arguments not shown: the recorded call's arguments are unknown)" in text
     assert "You answer in" not in text and "+++" not in text
+
+
+def test_a_delegation_replays_from_the_sub_agent_calls_record_without_running_the_child() -> None:
+    # The child's own invocation (a model call) is recorded in the parent's run; serving the
+    # delegation's record means the child does not run, and its recorded call is not missed.
+    parent = caller_agent(researcher=react_child("replay_child", [{"content": "found: $input"}]))
+    plan = compile_agent(parent)
+    store = InMemoryActionStateStore()
+    inputs = [{"k": "a", "calls": [["researcher", "tides", None]]}]
+    run_local(plan, inputs, key="k", call_runner=StoreCallRunner(store, agent=plan.name))
+    store.flush()
+    recorded = group_runs(read_store(store))
+    assert {state.key.action for state in recorded[0].states} >= {"delegate", "chat_action"}
+
+    report = replay_runs(plan, recorded)
+    [run] = report.runs
+    assert run.verdict is Verdict.SAME, run.describe()
+    assert (run.served, report.live_calls) == (1, 0)
+
+
+def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() -> None:
+    # A ReAct run: input -> chat request -> chat response -> output, over three actions.
+    plan = compile_agent(react_child("replay_react", [{"content": "answer: $input"}]))
+    store = InMemoryActionStateStore()
+    run_local(
+        plan, ["tides"], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
+    )
+    store.flush()
+    [recorded] = group_runs(read_store(store))
+    assert recorded.outputs() == ["answer: tides"]
+    [run] = replay_runs(plan, [recorded]).runs
+    assert run.verdict is Verdict.SAME and run.outputs == ["answer: tides"]
