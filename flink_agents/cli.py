@@ -67,7 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an agent over JSON lines and print one JSON line per output."""
     # Imported here so that `compile` works without loading the engine.
     from flink_agents.observability import EventLogConfig
-    from flink_agents.observability.status import StatusLine
+    from flink_agents.observability.status import StatusLine, status_stream
     from flink_agents.runtime.engine import ActionError
     from flink_agents.runtime.local import run_local
 
@@ -79,7 +79,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.source, args.agent)
     records = list(_records(args.input))
     event_log = EventLogConfig(path=args.event_log) if args.event_log else None
-    status = [StatusLine(sys.stderr)] if sys.stderr.isatty() else []  # a terminal only
+    terminal = status_stream(sys.stderr)
+    status = [] if terminal is None else [StatusLine(terminal)]
     try:
         results = run_local(
             plan,
@@ -115,12 +116,39 @@ def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
 
 
 def _run_job(job_file: str) -> int:
-    """Run a job spec on the local mini-cluster."""
+    """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
     from flink_agents.flink.job import load_job
-    from flink_agents.flink.job_runner import run
+    from flink_agents.flink.job_runner import build, environment, run
+    from flink_agents.observability.job_status import JobMetricsReader
+    from flink_agents.observability.status import PolledStatusLine, status_stream
 
-    run(load_job(job_file))
+    spec = load_job(job_file)
+    terminal = status_stream(sys.stderr)
+    if terminal is None:
+        run(spec)
+        return 0
+    env = environment(spec)
+    build(spec, env)
+    client = env.execute_async(spec.name)
+    reader = JobMetricsReader(_mini_cluster_rest_url(client), str(client.get_job_id()))
+    status = PolledStatusLine(terminal, reader.read)
+    try:
+        client.get_job_execution_result().result()
+    finally:
+        status.close()
     return 0
+
+
+def _mini_cluster_rest_url(client: Any) -> str:
+    """The REST address of the local mini-cluster running ``client``'s job (a random port).
+
+    PyFlink does not expose it: the Java job client of a local execution holds the mini-cluster
+    in a private field, read here through py4j.
+    """
+    java_client = client._j_job_client
+    field = java_client.getClass().getDeclaredField("miniCluster")
+    field.setAccessible(True)
+    return str(field.get(java_client).getRestAddress().get().toString())
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

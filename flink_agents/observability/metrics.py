@@ -69,6 +69,8 @@ class MetricsListener:
     """Counts runs, calls by kind and outcome, tokens (live model calls), runs in flight and
     queued, and samples run and call latencies (ms)."""
 
+    record_kinds = frozenset({"run_admitted", "run_started", "run_finished", "call"})
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._changes: Counter[str] = Counter()

@@ -10,13 +10,14 @@ wherever they appear.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from flink_agents.api.resources import env_reference
 
@@ -53,7 +54,7 @@ class PayloadWriter:
 
     def __call__(self, value: Any) -> Any:
         data = _redact_fields(to_jsonable_python(value, fallback=_opaque))
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        text = to_json(data).decode()  # compact, as json.dumps(..., ensure_ascii=False) but faster
         scrubbed = self._scrub(text)
         if len(scrubbed) > self.max_chars:
             return {"truncated": scrubbed[: self.max_chars], "chars": len(scrubbed)}
@@ -64,10 +65,16 @@ def _opaque(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(name: str) -> bool:
+    # Payloads repeat the same few field names: one regex search per name, not per occurrence.
+    return _SECRET_FIELD.search(name) is not None
+
+
 def _redact_fields(data: Any) -> Any:
     if isinstance(data, dict):
         return {
-            name: REDACTED if _SECRET_FIELD.search(str(name)) else _redact_fields(item)
+            name: REDACTED if _is_secret_name(str(name)) else _redact_fields(item)
             for name, item in data.items()
         }
     if isinstance(data, list):

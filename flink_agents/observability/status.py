@@ -1,33 +1,94 @@
 """A live status line for a terminal: records in and out, runs in flight.
 
-``flink-agents run`` adds a :class:`StatusLine` listener when its stderr is a terminal; it is
-redrawn in place (``\\r``) from its own thread, never from the engine's loop.
+``flink-agents run`` shows one on stderr when stderr is a terminal, redrawn in place (``\\r``)
+about once a second from its own thread, never from the engine's loop:
+
+* ``--local``: a :class:`StatusLine` listener counts the event log's records;
+* a job spec on the mini-cluster: a :class:`PolledStatusLine` reads the job's metrics from
+  Flink's REST API (:mod:`~flink_agents.observability.job_status`), since the operator runs in
+  another interpreter.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 
 from flink_agents.observability.records import LogRecord, RunAdmitted, RunFinished, RunStarted
 
 _CLEAR_LINE = "\r\x1b[K"
+REFRESH_S = 1.0
 
 
-class StatusLine:
-    """Counts what the event log reports and redraws ``in N  out N  in flight N`` on ``stream``
-    every ``interval_s`` when it changed; :meth:`close` draws the last state and ends the line.
-    """
+@dataclass(frozen=True)
+class StatusCounts:
+    """What the line shows; ``None`` for a count the host cannot tell (yet)."""
 
-    def __init__(self, stream: TextIO, interval_s: float = 0.5) -> None:
+    records_in: int | None = 0
+    records_out: int | None = 0
+    in_flight: int | None = 0
+
+    def text(self) -> str:
+        def shown(value: int | None) -> str:
+            return "?" if value is None else str(value)
+
+        return (
+            f"in {shown(self.records_in)}  out {shown(self.records_out)}  "
+            f"in flight {shown(self.in_flight)}"
+        )
+
+
+class _LiveLine:
+    """Redraws ``counts()`` on ``stream`` every ``interval_s`` when it changed; :meth:`close`
+    draws the last state and ends the line (once)."""
+
+    def __init__(
+        self, stream: TextIO, counts: Callable[[], StatusCounts | None], interval_s: float
+    ) -> None:
         self.stream = stream
-        self.records_in = 0
-        self.records_out = 0
-        self.in_flight = 0
+        self._counts = counts
         self._shown = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._redraw, args=(interval_s,), daemon=True)
         self._thread.start()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+            self._draw()
+            if self._shown:
+                self.stream.write("\n")
+                self.stream.flush()
+
+    def _redraw(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self._draw()
+
+    def _draw(self) -> None:
+        counts = self._counts()
+        if counts is None:  # nothing to tell yet: keep what is shown
+            return
+        text = counts.text()
+        if text != self._shown:
+            self._shown = text
+            self.stream.write(_CLEAR_LINE + text)
+            self.stream.flush()
+
+
+class StatusLine(_LiveLine):
+    """An event-log listener: counts what the records report (inputs admitted, outputs of
+    finished runs, runs started and not finished) and shows it."""
+
+    record_kinds = frozenset({"run_admitted", "run_started", "run_finished"})
+
+    def __init__(self, stream: TextIO, interval_s: float = REFRESH_S) -> None:
+        self.records_in = 0
+        self.records_out = 0
+        self.in_flight = 0
+        super().__init__(stream, self.counts, interval_s)
 
     def on_record(self, record: LogRecord) -> None:
         # Plain integer updates: the drawing thread only reads them.
@@ -39,24 +100,24 @@ class StatusLine:
             self.in_flight -= 1
             self.records_out += record.outputs
 
-    def text(self) -> str:
-        return f"in {self.records_in}  out {self.records_out}  in flight {self.in_flight}"
+    def counts(self) -> StatusCounts:
+        return StatusCounts(self.records_in, self.records_out, self.in_flight)
 
-    def close(self) -> None:
-        if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join()
-            self._draw()
-            self.stream.write("\n")
-            self.stream.flush()
 
-    def _redraw(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
-            self._draw()
+class PolledStatusLine(_LiveLine):
+    """Shows what ``read`` returns, called from the drawing thread (it may block a while, as a
+    REST request does); ``read`` returning None (the job not running yet) keeps the line."""
 
-    def _draw(self) -> None:
-        text = self.text()
-        if text != self._shown:
-            self._shown = text
-            self.stream.write(_CLEAR_LINE + text)
-            self.stream.flush()
+    def __init__(
+        self,
+        stream: TextIO,
+        read: Callable[[], StatusCounts | None],
+        interval_s: float = REFRESH_S,
+    ) -> None:
+        super().__init__(stream, read, interval_s)
+
+
+def status_stream(stream: TextIO) -> TextIO | None:
+    """``stream`` if a status line belongs on it (a terminal), else None (piped, redirected)."""
+    isatty = getattr(stream, "isatty", None)
+    return stream if isatty is not None and isatty() else None

@@ -1,11 +1,15 @@
 """``flink-agents trace``: an event log file as one tree per run.
 
-Each execution of a run (a replay after a restore is a second one) is a tree::
+Each execution of a run is a tree::
 
     run weather_react "Oslo" #0  succeeded  41.2 ms  outputs 1
       action chat_action on InputEvent 1f2e3d4c  12.0 ms
         call chat  model  live  10.1 ms  attempts 1  tokens 12/7
         event ToolRequestEvent 9a8b7c6d
+
+A run executed again after a restore (its first execution cut off by the failure, or replayed
+from a checkpoint) gets a second tree, marked ``execution 2``: its calls recorded before the
+failure show ``replayed``, its actions completed before it ``replayed`` too.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class RunExecution:
 
     run: RunKey
     started: RunStarted
+    number: int = 1
+    """Which execution of the run this is in the log (2 and on: after a restore)."""
     finished: RunFinished | None = None
     invocations: dict[tuple[str, str], _Invocation] = field(default_factory=dict)
 
@@ -71,7 +77,9 @@ def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
     for record in records:
         run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
         if isinstance(record, RunStarted):
-            current[run] = RunExecution(run, record)
+            earlier = current.get(run)
+            number = 1 if earlier is None else earlier.number + 1
+            current[run] = RunExecution(run, record, number)
             found.append(current[run])
             continue
         execution = current.get(run)
@@ -116,7 +124,8 @@ def _run_lines(execution: RunExecution) -> Iterator[str]:
         summary = f"{end.status}  {_ms(end.latency_ms)}  outputs {end.outputs}"
         if end.error:
             summary += f"  error: {end.error}"
-    yield f"run {agent} {key_json} #{seq}  {summary}"
+    again = f" (execution {execution.number})" if execution.number > 1 else ""
+    yield f"run {agent} {key_json} #{seq}{again}  {summary}"
     for invocation in execution.invocations.values():
         yield "  " + _invocation_line(invocation)
         for call in invocation.calls:

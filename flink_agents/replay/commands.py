@@ -108,12 +108,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"flink-agents replay: {exc}", file=sys.stderr)
         return EXIT_STORE
     since, until = _time(args.since), _time(args.until)
+    recorded = list(runs_of(states, plan.name))
     runs = [
         run
-        for run in runs_of((s for s in states if key_matches(s, args.key)), plan.name)
-        if in_window(run, since, until)
+        for run in recorded
+        if all(key_matches(state, args.key) for state in run.states)
+        and in_window(run, since, until)
     ]
-    report = replay_runs(plan, runs, allow_live=args.allow_live)
+    # The runs left out: a chosen run's memory is rebuilt from its key's earlier ones.
+    report = replay_runs(plan, runs, allow_live=args.allow_live, earlier=recorded)
     for run in report.runs:
         print(run.describe())
     print(report.summary())

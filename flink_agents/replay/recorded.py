@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flink_agents.api.events import OutputEvent
+from flink_agents.api.events import Event, OutputEvent
 from flink_agents.durable.identity import RunId, event_id
 from flink_agents.durable.journal_codec import read_action
 from flink_agents.durable.store import ActionState, ActionStateKey, RunInput, RunKey
@@ -39,24 +39,38 @@ class RecordedRun:
     def outputs(self) -> list[Any] | None:
         """The output values the run emitted, in the engine's order; None if an action that
         received an event never completed (the run did not finish as recorded)."""
-        by_event: dict[str | None, list[ActionState]] = {}
-        for state in self.states:
-            by_event.setdefault(state.key.event_id, []).append(state)
-        # The engine's dispatch: breadth-first from the input event, listeners in plan order
-        # (the order their states were first written). Sub-agents' events are not reachable.
-        queue: list[Any] = [event_id(self.run_id, None, None, 0)]
         outputs: list[Any] = []
-        while queue:
-            item = queue.pop(0)
+        for item in self._dispatched():
             if isinstance(item, OutputEvent):
                 if item.error is None:
                     outputs.append(item.output)
-                item = item.id
-            for state in by_event.get(item, []):
-                if not state.completed:
-                    return None
-                queue.extend(read_action(state).events)
+            elif not item.completed:
+                return None
         return outputs
+
+    def own_state_keys(self) -> set[ActionStateKey]:
+        """The run's own action invocations: those its input event leads to through the
+        recorded events. A sub-agent's invocations are recorded in the run too, but reached
+        only through the sub-agent's call (whose record a replay hands back instead)."""
+        return {item.key for item in self._dispatched() if isinstance(item, ActionState)}
+
+    def _dispatched(self) -> Iterator[ActionState | OutputEvent]:
+        """The engine's dispatch: breadth-first from the input event, listeners in plan order
+        (the order their states were first written); the output events as they come. Ends at
+        an action that never completed."""
+        by_event: dict[str | None, list[ActionState]] = {}
+        for state in self.states:
+            by_event.setdefault(state.key.event_id, []).append(state)
+        queue: list[str | Event] = [event_id(self.run_id, None, None, 0)]
+        while queue:
+            item = queue.pop(0)
+            if isinstance(item, OutputEvent):
+                yield item
+            for state in by_event.get(item if isinstance(item, str) else item.id, []):
+                yield state
+                if not state.completed:
+                    return
+                queue.extend(read_action(state).events)
 
 
 def read_store(store: LogStore) -> list[ActionState]:

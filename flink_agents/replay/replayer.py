@@ -3,7 +3,13 @@
 Each recorded run is executed again by the current plan, from its recorded input, with every
 durable call served from its record (:class:`RecordedCallRunner`): no model, tool or service is
 called. A key's runs replay in ``seq`` order, each starting from the short-term memory the
-replay of the key's previous run committed (empty before the first replayed run of the key).
+replay of the key's previous run committed.
+
+A filter (by key or time) may leave a key's earlier runs out. Given the recorded runs it was
+chosen from (``earlier``), the replay rebuilds the memory a chosen run starts from by replaying
+the key's earlier runs first, silently (not reported, calls served from their records as
+always); a key whose earlier runs are not all recorded (pruned, or compacted away) starts from
+what there is, and its first chosen run's report says which runs are missing.
 """
 
 from __future__ import annotations
@@ -87,25 +93,79 @@ class ReplayReport:
 
 
 def replay_runs(
-    plan: AgentPlan, runs: Iterable[RecordedRun], *, allow_live: bool = False
+    plan: AgentPlan,
+    runs: Iterable[RecordedRun],
+    *,
+    allow_live: bool = False,
+    earlier: Iterable[RecordedRun] = (),
 ) -> ReplayReport:
-    """Replay ``runs`` (of ``plan``'s agent) with the current ``plan``; see the module."""
-    return asyncio.run(replay_runs_async(plan, runs, allow_live=allow_live))
+    """Replay ``runs`` (of ``plan``'s agent) with the current ``plan``; ``earlier``: recorded
+    runs to rebuild their keys' memory from (see the module)."""
+    return asyncio.run(replay_runs_async(plan, runs, allow_live=allow_live, earlier=earlier))
 
 
 async def replay_runs_async(
-    plan: AgentPlan, runs: Iterable[RecordedRun], *, allow_live: bool = False
+    plan: AgentPlan,
+    runs: Iterable[RecordedRun],
+    *,
+    allow_live: bool = False,
+    earlier: Iterable[RecordedRun] = (),
 ) -> ReplayReport:
     """Async form of :func:`replay_runs`."""
     resolved = resolve_plan(plan)
     report = ReplayReport()
-    memory: dict[str, dict[str, Any]] = {}  # by the key's canonical JSON
-    for run in sorted(runs, key=lambda r: (r.key.agent, r.key.key, r.key.seq)):
-        start = memory.get(run.key.key, {})
-        outcome, committed = await _replay_one(resolved, run, start, allow_live)
-        memory[run.key.key] = committed
+    chosen = {run.key: run for run in runs}
+    last_chosen: dict[str, int] = {}  # per key (canonical JSON): its last chosen run's seq
+    for run in chosen.values():
+        last_chosen[run.key.key] = max(run.key.seq, last_chosen.get(run.key.key, -1))
+    before = [
+        run
+        for run in earlier
+        if run.key not in chosen and run.key.seq < last_chosen.get(run.key.key, -1)
+    ]
+    keys: dict[str, _KeyProgress] = {}
+    for run in sorted([*chosen.values(), *before], key=lambda r: (r.key.key, r.key.seq)):
+        progress = keys.setdefault(run.key.key, _KeyProgress())
+        progress.missing.extend(range(progress.next_seq, run.key.seq))
+        outcome, progress.memory = await _replay_one(resolved, run, progress.memory, allow_live)
+        progress.next_seq = run.key.seq + 1
+        if run.key not in chosen:
+            progress.rebuilt.append(run.key.seq)
+            continue
+        outcome.note = "; ".join(filter(None, [outcome.note, *progress.notes()]))
         report.runs.append(outcome)
     return report
+
+
+@dataclass
+class _KeyProgress:
+    """One key's replay so far: the memory its next run starts from, and what a report owes."""
+
+    memory: dict[str, Any] = field(default_factory=dict)
+    next_seq: int = 0
+    rebuilt: list[int] = field(default_factory=list)
+    """Earlier runs replayed silently since the last reported run."""
+    missing: list[int] = field(default_factory=list)
+    """Earlier runs not recorded, since the last reported run."""
+
+    def notes(self) -> list[str]:
+        """What the next reported run's note says about its memory (then forgotten)."""
+        notes = []
+        if self.rebuilt:
+            notes.append(
+                f"memory rebuilt by replaying the key's earlier runs {_seqs(self.rebuilt)}"
+            )
+        if self.missing:
+            notes.append(
+                f"depends on the key's earlier runs {_seqs(self.missing)}, which are not "
+                "recorded: replayed without the memory they left"
+            )
+        self.rebuilt, self.missing = [], []
+        return notes
+
+
+def _seqs(seqs: Iterable[int]) -> str:
+    return ", ".join(f"#{seq}" for seq in seqs)
 
 
 async def _replay_one(
@@ -117,7 +177,9 @@ async def _replay_one(
         return RunReport(run, Verdict.NOT_REPLAYABLE, note=note), memory
     recorded_outputs = run.outputs()
     states: dict[ActionStateKey, ActionState] = {state.key: state for state in run.states}
-    runner = RecordedCallRunner(states, allow_live=allow_live)
+    # A sub-agent's own invocations are recorded in the run; replaying its call hands the
+    # call's record back, so they are not run again: only the run's own must be.
+    runner = RecordedCallRunner(states, allow_live=allow_live, expected=run.own_state_keys())
     engine = RunEngine(resolved, call_runner=runner)
     key = run.run_id.key
     pending = PendingInput(seq=run.key.seq, input=run.input.value)

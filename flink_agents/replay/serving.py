@@ -97,11 +97,14 @@ class RecordedCallRunner:
     """Serves one recorded run's calls (``states``); see the module docstring.
 
     With ``allow_live`` a call with no record is made (and counted in ``live_calls``) instead
-    of ending the run; it is still reported as the run's divergence.
+    of ending the run; it is still reported as the run's divergence. ``expected`` are the
+    invocations whose every recorded call the code must make again (see :meth:`unconsumed`;
+    None: all of ``states``).
     """
 
     states: dict[ActionStateKey, ActionState]
     allow_live: bool = False
+    expected: set[ActionStateKey] | None = None
     served: int = 0
     live_calls: int = 0
     divergence: Divergence | None = None
@@ -128,8 +131,11 @@ class RecordedCallRunner:
         return await value if inspect.isawaitable(value) else value
 
     def unconsumed(self) -> Divergence | None:
-        """The first recorded call the replay did not ask for, if any (checked at the end)."""
+        """The first recorded call of an ``expected`` invocation the replay did not ask for,
+        if any (checked at the end)."""
         for key, state in self.states.items():
+            if self.expected is not None and key not in self.expected:
+                continue
             taken = self._positions[key].next if key in self._positions else 0
             if taken < len(state.calls):
                 recorded = CallSignature.recorded(state.calls[taken])

@@ -56,7 +56,7 @@ def test_the_job_publishes_its_metrics_to_flink(flink_cluster, tmp_path: Path) -
     # The driver imports this checkout's package (the venv's editable install may map another).
     env = {**flink_cluster.env, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        submit_command(job, "127.0.0.1:8081", detached=True),
+        submit_command(job, flink_cluster.rest_url.removeprefix("http://"), detached=True),
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -147,6 +147,24 @@ def test_without_a_listener_nothing_is_built(monkeypatch):
     assert result.output_values == [{"city": "Oslo", "advice": "coat"}]
 
 
+class RunsAndCalls(Collector):
+    """A listener that wants run and call records only (as the metrics do)."""
+
+    record_kinds = frozenset({"run_started", "run_finished", "call"})
+
+
+def test_records_no_listener_wants_are_not_built():
+    counting = RunsAndCalls()
+    run_local(build_agent(), CITIES[:1], key="city", listeners=[counting])
+    kinds = {record.kind for record in Collector.records}
+    assert kinds == {"run_admitted", "run_started", "run_finished", "call"}  # no action, event
+
+    Collector.records = []
+    run_local(build_agent(), CITIES[:1], key="city", listeners=[counting, Collector()])
+    kinds = {record.kind for record in Collector.records}
+    assert {"action_started", "action_finished", "event_sent"} <= kinds  # another wants them
+
+
 def test_a_delegation_is_a_subagent_call_and_the_child_actions_are_recorded_under_the_run():
     parent = caller_agent(shouter=ShoutAgent(name="shout"))
     run_local(

@@ -98,7 +98,7 @@ def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, cap
     assert main(["trace", str(path)]) == 0
     out = capsys.readouterr().out
     assert 'run durable "k" #0  cancelled' in out
-    assert 'run durable "k" #0  succeeded' in out
+    assert 'run durable "k" #0 (execution 2)  succeeded' in out
     assert "call #0  function  replayed" in out
     assert "call #2  function  live" in out
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore
+from flink_agents.plan.compile import compile_agent
 from flink_agents.replay.recorded import group_runs, read_store
 from flink_agents.replay.replayer import ReplayReport, Verdict, replay_runs
 from flink_agents.runtime import run_local
 from tests.replay import agents
+from tests.subagent_samples import caller_agent, react_child
 
 
 def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
@@ -122,3 +124,96 @@ def test_runs_pruned_by_the_job_are_still_read_until_compaction_removes_them() -
     assert store.state_count == 0
     report = replay(read_store(store))
     assert [run.verdict for run in report.runs] == [Verdict.SAME] * 3
+
+
+def test_a_run_chosen_without_its_keys_earlier_runs_starts_from_the_memory_they_left() -> None:
+    agents.NOW.count_visits = True
+    recorded = group_runs(record())
+    agents.CALLS.clear()
+    second = [run for run in recorded if (run.run_id.key, run.run_id.seq) == ("ann", 1)]
+    report = replay_runs(agents.plan(), second, earlier=recorded)
+    [run] = report.runs  # the earlier run replayed silently: not reported
+    assert run.verdict is Verdict.SAME
+    assert run.outputs == ["It is nice in Lima. (12 degrees) visit 2"]
+    assert run.note == "memory rebuilt by replaying the key's earlier runs #0"
+    assert report.live_calls == 0 and not agents.CALLS
+
+    alone = replay_runs(agents.plan(), second)  # without them: the memory starts empty
+    assert alone.runs[0].verdict is Verdict.DIFFERENT
+
+
+def test_a_run_whose_earlier_runs_are_not_recorded_says_it_depends_on_them() -> None:
+    agents.NOW.count_visits = True
+    recorded = [
+        run for run in group_runs(record()) if run.run_id.seq == 1 or run.run_id.key == "bob"
+    ]
+    report = replay_runs(agents.plan(), recorded, earlier=recorded)
+    ann = next(run for run in report.runs if run.run.run_id.key == "ann")
+    assert ann.note == (
+        "depends on the key's earlier runs #0, which are not recorded: "
+        "replayed without the memory they left"
+    )
+    assert ann.verdict is Verdict.DIFFERENT  # visit 1 now, visit 2 as recorded
+    assert "depends on the key's earlier runs #0" in ann.describe()
+
+
+def without_arguments(states: list[ActionState]) -> list[ActionState]:
+    """The states as a store that does not record call arguments writes them (digests only)."""
+    return [
+        state.model_copy(
+            update={"calls": [call.model_copy(update={"arguments": None}) for call in state.calls]}
+        )
+        for state in states
+    ]
+
+
+def test_calls_recorded_without_arguments_still_compare_by_their_digest() -> None:
+    states = without_arguments(record())
+    assert all(call.arguments is None and call.args_digest for s in states for call in s.calls)
+    assert [run.verdict for run in replay(states).runs] == [Verdict.SAME] * 3
+
+    agents.NOW.prompt = "You answer in French."
+    report = replay(states)
+    assert {run.verdict for run in report.runs} == {Verdict.DIVERGED} and not agents.CALLS
+    divergence = report.runs[0].divergence
+    assert divergence is not None and divergence.recorded and divergence.requested
+    text = report.runs[0].describe()
+    # Both digests, no diff: the recorded side's arguments are unknown.
+    assert f"recorded: id='chat' function={divergence.recorded.function!r} args=" in text
+    assert f"args={divergence.recorded.args_digest[:16]}" in text
+    assert f"args={divergence.requested.args_digest[:16]}" in text
+    assert divergence.recorded.args_digest != divergence.requested.args_digest
+    assert "(arguments not shown: the recorded call's arguments are unknown)" in text
+    assert "You answer in" not in text and "+++" not in text
+
+
+def test_a_delegation_replays_from_the_sub_agent_calls_record_without_running_the_child() -> None:
+    # The child's own invocation (a model call) is recorded in the parent's run; serving the
+    # delegation's record means the child does not run, and its recorded call is not missed.
+    parent = caller_agent(researcher=react_child("replay_child", [{"content": "found: $input"}]))
+    plan = compile_agent(parent)
+    store = InMemoryActionStateStore()
+    inputs = [{"k": "a", "calls": [["researcher", "tides", None]]}]
+    run_local(plan, inputs, key="k", call_runner=StoreCallRunner(store, agent=plan.name))
+    store.flush()
+    recorded = group_runs(read_store(store))
+    assert {state.key.action for state in recorded[0].states} >= {"delegate", "chat_action"}
+
+    report = replay_runs(plan, recorded)
+    [run] = report.runs
+    assert run.verdict is Verdict.SAME, run.describe()
+    assert (run.served, report.live_calls) == (1, 0)
+
+
+def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() -> None:
+    # A ReAct run: input -> chat request -> chat response -> output, over three actions.
+    plan = compile_agent(react_child("replay_react", [{"content": "answer: $input"}]))
+    store = InMemoryActionStateStore()
+    run_local(
+        plan, ["tides"], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
+    )
+    store.flush()
+    [recorded] = group_runs(read_store(store))
+    assert recorded.outputs() == ["answer: tides"]
+    [run] = replay_runs(plan, [recorded]).runs
+    assert run.verdict is Verdict.SAME and run.outputs == ["answer: tides"]

@@ -1,0 +1,83 @@
+"""A running job's status line counts, read from Flink's REST API.
+
+The agent operator's vertex (named ``agent:<name>``, chained with what follows it) reports
+Flink's own operator counters ``<operator>.numRecordsIn`` / ``numRecordsOut`` and the runtime's
+gauge ``flink_agents.runs.in_flight`` (docs/operations.md), summed over subtasks by
+``/jobs/<id>/vertices/<id>/subtasks/metrics?agg=sum``.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from flink_agents.observability.metrics import RUNS_IN_FLIGHT
+from flink_agents.observability.status import StatusCounts
+
+_AGENT_VERTEX = "agent:"
+_AGENT_OPERATOR = "agent_"  # Flink's metric name of operator "agent:x" is "agent_x"
+_IN_FLIGHT = f"flink_agents.{RUNS_IN_FLIGHT}"
+_TIMEOUT_S = 2.0
+
+
+class JobMetricsReader:
+    """Reads one job's status counts from the REST API at ``rest_url``."""
+
+    def __init__(self, rest_url: str, job_id: str) -> None:
+        self.rest_url = rest_url.rstrip("/")
+        self.job_id = job_id
+
+    def read(self) -> StatusCounts | None:
+        """The counts now; None while the job has no agent vertex or the API does not answer
+        (the job is starting, or already gone)."""
+        try:
+            return self._read()
+        except (OSError, ValueError):  # connection refused, timeouts, bad JSON
+            return None
+
+    def _read(self) -> StatusCounts | None:
+        job = self._get(f"/jobs/{self.job_id}")
+        vertex = next(
+            (v["id"] for v in job.get("vertices", []) if _AGENT_VERTEX in v.get("name", "")),
+            None,
+        )
+        if vertex is None:
+            return None
+        base = f"/jobs/{self.job_id}/vertices/{vertex}/subtasks/metrics"
+        names = [metric["id"] for metric in self._get(base)]
+        wanted = wanted_metrics(names)
+        if not wanted:
+            return None
+        query = urllib.parse.urlencode({"get": ",".join(wanted.values()), "agg": "sum"})
+        values = {metric["id"]: metric.get("sum") for metric in self._get(f"{base}?{query}")}
+        return counts_from(wanted, values)
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.rest_url + path, timeout=_TIMEOUT_S) as answer:
+            return json.load(answer)
+
+
+def wanted_metrics(names: list[str]) -> dict[str, str]:
+    """Of a vertex's metric names, the ones the line shows: ``in``, ``out``, ``in_flight``."""
+    wanted: dict[str, str] = {}
+    for name in names:
+        operator, _, metric = name.partition(".")
+        if operator.startswith(_AGENT_OPERATOR) and metric == "numRecordsIn":
+            wanted["in"] = name
+        elif operator.startswith(_AGENT_OPERATOR) and metric == "numRecordsOut":
+            wanted["out"] = name
+        elif name.endswith(_IN_FLIGHT):
+            wanted["in_flight"] = name
+    return wanted
+
+
+def counts_from(wanted: dict[str, str], values: dict[str, Any]) -> StatusCounts:
+    """The counts of the summed metric ``values`` (a count not reported is unknown)."""
+
+    def count(which: str) -> int | None:
+        value = values.get(wanted.get(which, ""))
+        return None if value is None else int(float(value))
+
+    return StatusCounts(count("in"), count("out"), count("in_flight"))

@@ -1,0 +1,141 @@
+"""One run of the example job (the support desk, examples/jobs/support_desk.yaml) on the
+mini-cluster, as ``make run`` runs it: a Kafka action-state store of its own, the event log on,
+and one injected task failure (:class:`~examples.demo.FailOnce`) after a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Configuration, Types
+from pyflink.datastream import StreamExecutionEnvironment
+
+from examples.demo import DEFAULT_JOB, FailOnce, demo_spec, read_outputs
+from examples.services import UNKNOWN_CUSTOMERS, ExampleServices
+from flink_agents.flink.job import JobSpec
+from flink_agents.flink.job_runner import build
+from flink_agents.observability import EventLogConfig
+
+FAIL_AFTER = 8  # outputs before the injected failure, as `make run`
+# Slower services and inputs than `make run` (0.2 s, 4/s): a ticket's run (five steps of calls)
+# then takes longer than the gap between tickets, so the runs in flight when the failure comes
+# (at an output) are at different steps, some with calls already recorded. At the job's pace
+# the runs went in step, and a failure at one's end found the next ones just begun.
+SERVICE_LATENCY_S = 0.5
+RECORDS_PER_SECOND = 2
+EXAMPLE_PORT = 8765  # the port examples/jobs/support_desk/agent.yaml names
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The services of this run listen on a port of their own (`make run` may be using 8765). The
+# agent's copy names it; its researcher's tool reads it from this variable, in the interpreter
+# that runs the operator: in thread mode, the JVM's, which inherits this process's environment
+# when the session starts it, after collection imported this module.
+SERVICES_PORT = _free_port()
+os.environ["FLINK_AGENTS_EXAMPLE_SERVICES"] = f"http://127.0.0.1:{SERVICES_PORT}"
+
+
+@dataclass(frozen=True)
+class SupportDeskRun:
+    """What the run left behind."""
+
+    spec: JobSpec
+    agent_file: Path
+    """The agent (YAML) the job ran: the example's, with this run's services port."""
+    event_log: Path
+    store_topic: str
+    failed_at: float
+    restart_delay_s: float
+    outputs: list[dict[str, Any]]
+    tickets: list[dict[str, Any]]
+    requests: dict[str, int]
+    """Requests the example services answered during the run, per service (they are shut
+    down after it)."""
+
+
+def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
+    """Run the job once with the event log in ``work``."""
+    services = ExampleServices(SERVICES_PORT, SERVICE_LATENCY_S, UNKNOWN_CUSTOMERS)
+    job_dir = work / "job"
+    shutil.copytree(DEFAULT_JOB.parent / "support_desk", job_dir / "support_desk")
+    shutil.copy(DEFAULT_JOB, job_dir / DEFAULT_JOB.name)
+    agent_file = job_dir / "support_desk" / "agent.yaml"
+    agent_file.write_text(agent_file.read_text().replace(f":{EXAMPLE_PORT}/", f":{SERVICES_PORT}/"))
+    demo = demo_spec(job_dir / DEFAULT_JOB.name, work)
+    assert demo.store is not None
+    store = demo.store.model_copy(
+        update={
+            "bootstrap_servers": bootstrap,
+            "topic": f"test-support-desk-{uuid.uuid4().hex[:12]}",
+        }
+    )
+    event_log = work / "events.jsonl"
+    spec = demo.model_copy(
+        update={
+            "source": demo.source.model_copy(update={"records_per_second": RECORDS_PER_SECOND}),
+            "store": store,
+            "event_log": EventLogConfig(path=str(event_log)),
+        }
+    )
+    spec._base_dir = demo.base_dir
+
+    env = _environment(spec)
+    marker = work / "failure-injected"
+    build(
+        spec,
+        env,
+        before_sink=lambda outputs: outputs.map(
+            FailOnce(str(marker), FAIL_AFTER, str(spec.checkpoint_dir())),
+            output_type=Types.STRING(),
+        ),
+    )
+    services.start()
+    try:
+        env.execute(spec.name)
+    finally:
+        services.shutdown()
+        services.server_close()
+    assert marker.exists(), "the injected failure did not happen"
+    tickets = [
+        json.loads(line)
+        for line in spec.resolve(spec.source.path).read_text().splitlines()
+        if line.strip()
+    ]
+    return SupportDeskRun(
+        spec=spec,
+        agent_file=agent_file,
+        event_log=event_log,
+        store_topic=store.topic,
+        failed_at=float(marker.read_text()),
+        restart_delay_s=spec.restart_strategy.delay_ms / 1000,
+        outputs=read_outputs(work / "out"),
+        tickets=tickets,
+        requests={
+            service: sum(per_key.values())
+            for service, per_key in services.counters.snapshot().items()
+        },
+    )
+
+
+def _environment(spec: JobSpec) -> StreamExecutionEnvironment:
+    """The spec's environment in the session's JVM (as ``make_flink_env`` makes one)."""
+    config = Configuration()
+    for name, value in spec.flink_config().items():
+        config.set_string(name, value)
+    config.set_string("python.executable", sys.executable)
+    config.set_string("python.client.executable", sys.executable)
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.set_parallelism(spec.parallelism)
+    return env
