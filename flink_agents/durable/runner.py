@@ -102,13 +102,20 @@ class StoreCallRunner:
     """Runs durable calls against ``store`` and journals completed actions.
 
     ``agent`` is the plan name (the agent part of every run id); ``mismatch_policy`` decides
-    what a replay that differs from the record does (see :data:`MismatchPolicy`).
+    what a replay that differs from the record does (see :data:`MismatchPolicy`);
+    ``record_arguments`` whether a call's record carries its arguments' JSON (capped), shown by
+    mismatch diffs and the replay tool. Only the digest is compared either way.
     """
 
     event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
 
     def __init__(
-        self, store: ActionStateStore, *, agent: str, mismatch_policy: MismatchPolicy = "fail"
+        self,
+        store: ActionStateStore,
+        *,
+        agent: str,
+        mismatch_policy: MismatchPolicy = "fail",
+        record_arguments: bool = True,
     ) -> None:
         if mismatch_policy not in MISMATCH_POLICIES:
             raise ValueError(
@@ -117,6 +124,7 @@ class StoreCallRunner:
         self.store = store
         self.agent = agent
         self.mismatch_policy = mismatch_policy
+        self.record_arguments = record_arguments
         self.journal = self
         self._flusher = GroupFlusher(store)
         # Keyed by invocation: its state key is built once, when it is opened.
@@ -135,10 +143,13 @@ class StoreCallRunner:
         config: Mapping[str, Any],
         *,
         default_policy: MismatchPolicy = "fail",
+        record_arguments: bool = True,
     ) -> StoreCallRunner:
         """A runner for an agent whose config may set :data:`MISMATCH_POLICY_KEY`."""
         policy = config.get(MISMATCH_POLICY_KEY, default_policy)
-        return cls(store, agent=plan_name, mismatch_policy=policy)
+        return cls(
+            store, agent=plan_name, mismatch_policy=policy, record_arguments=record_arguments
+        )
 
     # --- run lifecycle ---------------------------------------------------------------------
 
@@ -250,7 +261,13 @@ class StoreCallRunner:
         """
         identity = call.identity
         working = self._invocation(identity.invocation)
-        signature = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
+        signature = CallSignature.of(
+            identity.call_id,
+            call.function,
+            call.args,
+            call.kwargs,
+            with_text=self.record_arguments,  # only recorded arguments are ever shown
+        )
         recorded = self._recorded_at(identity.invocation, working, signature)
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
             if faults.ARMED is not None:
