@@ -1,26 +1,48 @@
 #!/bin/bash
-# Issue #20 side by side: the tree before (main, in a git worktree at $BASE) and the store-speed
-# tree (a snapshot worktree at $NEW), alternating per round; one JSON line per run on stdout.
-#   bash bench/results/store-speed-ab.sh 3 > bench/results/store-speed-ab.jsonl
+# Issue #20 side by side: the tree before (OLD, e.g. a git worktree of main before the change)
+# and this tree (NEW, by default the repository holding this script), alternating which goes
+# first per round; one JSON line per run on stdout, with the load average when it started.
+#
+#   git worktree add --detach /work/wt-speed-base <commit before the change>
+#   OLD=/work/wt-speed-base bash bench/results/store-speed-ab.sh ROUNDS >> bench/results/store-speed-ab.jsonl
+#
+# POINTS picks the workloads (default both): "200" = 200 ms, 100 keys, bound 100, 8,000 inputs;
+# "0" = 0 ms, 1,000 keys, bound 1,000, 10,000 inputs. Per round and point: NEW without a store,
+# then both trees with the Kafka store (broker on 127.0.0.1:9092).
 set -u
 ROUNDS=${1:-3}
-BASE=${BASE:-/work/wt-store-base}
-NEW=${NEW:-/work/wt-store-snap}
-run() {  # tree label args...
-  local tree=$1 label=$2; shift 2
-  local line
-  line=$(cd "$tree" && FLINK_AGENTS_CACHE=/work/main/.cache TMPDIR=/work/main/.cache/tmp \
-    timeout 600 /work/main/.venv/bin/python -m bench.operator_throughput "$@" 2>/dev/null | tail -1)
-  echo "{\"round\": $round, \"tree\": \"$label\", \"at\": \"$(date -u +%H:%M:%S)\", \"result\": ${line:-null}}"
+OLD=${OLD:?set OLD to the tree before the change (a git worktree)}
+NEW=${NEW:-$(cd "$(dirname "$0")/../.." && pwd)}
+POINTS=${POINTS:-"200 0"}
+PYTHON=${PYTHON:-/work/main/.venv/bin/python}
+export FLINK_AGENTS_CACHE=${FLINK_AGENTS_CACHE:-/work/main/.cache}
+export TMPDIR=${TMPDIR:-/work/main/.cache/tmp}
+
+run() {  # round tree label args...
+  local round=$1 tree=$2 label=$3 load line
+  shift 3
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  line=$(cd "$tree" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" 2>/dev/null | tail -1)
+  echo "{\"round\": $round, \"tree\": \"$label\", \"at\": \"$(date -u +%FT%H:%M:%S)\", \"load\": \"$load\", \"result\": ${line:-null}}"
 }
-P200="--inputs 8000 --keys 100 --latency 0.2 --max-in-flight 100"
-P0="--inputs 10000 --keys 1000 --latency 0 --max-in-flight 1000"
+
 for round in $(seq 1 "$ROUNDS"); do
-  if [ $((round % 2)) -eq 1 ]; then first=$BASE; second=$NEW; fl=old; sl=new; else first=$NEW; second=$BASE; fl=new; sl=old; fi
-  run "$NEW" new $P200 --store none
-  run "$first" $fl $P200 --store kafka
-  run "$second" $sl $P200 --store kafka
-  run "$NEW" new $P0 --store none
-  run "$first" $fl $P0 --store kafka
-  run "$second" $sl $P0 --store kafka
+  if [ $((round % 2)) -eq 1 ]; then
+    first=$OLD; second=$NEW; fl=old; sl=new
+  else
+    first=$NEW; second=$OLD; fl=new; sl=old
+  fi
+  for point in $POINTS; do
+    case $point in
+      200) args="--inputs 8000 --keys 100 --latency 0.2 --max-in-flight 100" ;;
+      0) args="--inputs 10000 --keys 1000 --latency 0 --max-in-flight 1000" ;;
+      *) echo "unknown point $point (expected 200 or 0)" >&2; exit 2 ;;
+    esac
+    # shellcheck disable=SC2086  # $args is a list of options
+    run "$round" "$NEW" new $args --store none
+    # shellcheck disable=SC2086
+    run "$round" "$first" "$fl" $args --store kafka
+    # shellcheck disable=SC2086
+    run "$round" "$second" "$sl" $args --store kafka
+  done
 done
