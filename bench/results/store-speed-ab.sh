@@ -19,11 +19,14 @@ export FLINK_AGENTS_CACHE=${FLINK_AGENTS_CACHE:-/work/main/.cache}
 export TMPDIR=${TMPDIR:-/work/main/.cache/tmp}
 
 run() {  # round tree label args...
-  local round=$1 tree=$2 label=$3 load line
+  local round=$1 tree=$2 label=$3 at load line
   shift 3
+  at=$(date -u +%FT%H:%M:%S)
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  line=$(cd "$tree" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" 2>/dev/null | tail -1)
-  echo "{\"round\": $round, \"tree\": \"$label\", \"at\": \"$(date -u +%FT%H:%M:%S)\", \"load\": \"$load\", \"result\": ${line:-null}}"
+  mkdir -p "$tree/.cache"  # the bench's work folders (a fresh worktree has none)
+  # A failed run's error goes to stderr; its line says null.
+  line=$(cd "$tree" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" | tail -1)
+  echo "{\"round\": $round, \"tree\": \"$label\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
