@@ -11,6 +11,14 @@ latency) and emits its reply. All keys are in flight at once (``max_in_flight`` 
 a store the call results of many keys share flushes. Each figure is the median of ``--repeat``
 runs (the machine is shared). ``--profile`` instead prints, per store, the functions with the
 most own time (cProfile) over one run.
+
+``--run-latency`` instead measures what the store adds to each run's latency, in steady state:
+``--per-key`` inputs for each key, ``--bound`` runs in flight, and per run the time from its
+action starting to its result leaving the engine (which with a store waits for the call's
+record: see docs/durable-execution.md). Prints p50 and p99 per store, from ``--repeat`` jobs:
+
+    .venv/bin/python -m bench.durable_overhead --run-latency --keys 100 --bound 100 \
+        --latency-ms 200 --per-key 20 --bootstrap 127.0.0.1:9092
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from bench.stats import percentile
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.durable.call import CallRunner
@@ -35,12 +44,18 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
 from flink_agents.runtime import RunEngine
+from flink_agents.runtime.engine import RunResult
+
+StoreFactory = Callable[[], ActionStateStore]
 
 MODEL = ScriptedChatModelConnection(name="bench", turns=[ScriptedTurn(content="re: $input")])
+STARTED: dict[str, float] = {}
+"""When each run's action started, by input (``--run-latency``)."""
 
 
 @action(InputEvent)
 async def ask(event: InputEvent, ctx: RunnerContext) -> None:
+    STARTED[str(event.input)] = time.perf_counter()
     request = ChatRequest(messages=[ChatMessage(role="user", content=str(event.input))])
     reply = await ctx.durable_execute_async(MODEL.chat, request, result_type=ChatMessage)
     ctx.send_event(OutputEvent(output=reply.content))
@@ -59,9 +74,52 @@ async def runs_per_second(keys: int, runner: CallRunner | None) -> float:
     return keys / elapsed
 
 
+async def run_latencies(
+    keys: int, bound: int, per_key: int, runner: CallRunner | None
+) -> list[float]:
+    """Seconds from each run's action start to its result, ``per_key`` runs per key."""
+    agent = Agent(name="bench")
+    agent.add_action(ask)
+    latencies: list[float] = []
+
+    def finished(result: RunResult) -> None:
+        text = f"{result.run_id.key}/{result.run_id.seq}"
+        latencies.append(time.perf_counter() - STARTED.pop(text))
+
+    plan = compile_agent(agent)
+    engine = RunEngine(plan, max_in_flight=bound, call_runner=runner, on_result=finished)
+    for seq in range(per_key):
+        for key in range(keys):
+            engine.submit(key, f"{key}/{seq}", seq)
+    await engine.drain()
+    return latencies
+
+
+def latency_report(args: argparse.Namespace, stores: dict[str, StoreFactory | None]) -> None:
+    MODEL.latency_seconds = args.latency_ms[0] / 1000
+    print(
+        f"| store | p50 ms | p99 ms | ({args.keys} keys, bound {args.bound}, "
+        f"{args.per_key} runs per key, L = {args.latency_ms[0]:g} ms, {args.repeat} jobs) |"
+    )
+    print("|---|---|---|---|")
+    for name, make_store in stores.items():
+        latencies: list[float] = []
+        for _ in range(args.repeat):
+            store = make_store() if make_store else None
+            runner = StoreCallRunner(store, agent="bench") if store is not None else None
+            try:
+                latencies += asyncio.run(run_latencies(args.keys, args.bound, args.per_key, runner))
+            finally:
+                if store is not None:
+                    store.close()
+        latencies.sort()
+        p50, p99 = (percentile(latencies, q) * 1000 for q in (0.5, 0.99))
+        print(f"| {name} | {p50:.1f} | {p99:.1f} | |", flush=True)
+
+
 def measure(
     keys: int,
-    make_store: Callable[[], ActionStateStore] | None,
+    make_store: StoreFactory | None,
     profile: cProfile.Profile | None = None,
 ) -> float:
     store = make_store() if make_store else None
@@ -75,7 +133,7 @@ def measure(
             store.close()
 
 
-def print_profile(keys: int, name: str, make_store: Callable[[], ActionStateStore] | None) -> None:
+def print_profile(keys: int, name: str, make_store: StoreFactory | None) -> None:
     measure(keys, make_store)  # warm up (imports, schemas, broker connections)
     profile = cProfile.Profile()
     # Collections pause whatever runs: cProfile charges them to random functions, so sum them.
@@ -101,10 +159,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers; omit to skip Kafka")
     parser.add_argument("--profile", action="store_true", help="profile the first latency")
+    parser.add_argument("--run-latency", action="store_true", help="p50/p99 per run instead")
+    parser.add_argument("--bound", type=int, default=100, help="runs in flight (--run-latency)")
+    parser.add_argument("--per-key", type=int, default=20, help="runs per key (--run-latency)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    stores: dict[str, Callable[[], ActionStateStore] | None] = {
+    stores: dict[str, StoreFactory | None] = {
         "none": None,
         "memory": StoreConfig(kind="memory").build,
     }
@@ -113,6 +174,9 @@ def main() -> None:
         kafka = StoreConfig(kind="kafka", bootstrap_servers=args.bootstrap, topic=topic)
         stores["kafka"] = kafka.build
 
+    if args.run_latency:
+        latency_report(args, stores)
+        return
     if args.profile:
         MODEL.latency_seconds = args.latency_ms[0] / 1000
         for name, make_store in stores.items():

@@ -43,10 +43,14 @@ class KillPoint(str, Enum):
     AFTER_REPLY_BEFORE_RECORD = "after-reply-before-record"
     """The call's reply arrived; its outcome is not recorded yet."""
     AFTER_RECORD_ACKED = "after-record-acked"
-    """The call's outcome is acknowledged by the store; the action has not used it yet."""
+    """The call's outcome is acknowledged by the store; the action has not used it yet. A
+    runner hands an outcome to the action without waiting for its acknowledgement (the run's
+    next call and outputs wait for it), so a plan armed at this point makes each call wait for
+    its own record first: the moment then exists, at the cost of one round trip per call."""
     AFTER_ACTION_COMPLETED = "after-action-completed"
-    """An action's completion record is written; its events (and the run's output) are not
-    handled yet."""
+    """An action's completion record is acknowledged; its events (and the run's output) are
+    not handled yet. Nothing waits for a completion record otherwise, so, as at
+    :attr:`AFTER_RECORD_ACKED`, a plan armed here waits for it."""
     AFTER_OUTPUT = "after-output"
     """A run's outputs left the operator; no checkpoint covers them yet."""
     DURING_SNAPSHOT = "during-snapshot"
@@ -99,6 +103,10 @@ class FaultPlan:
                 raise ValueError(f"kill point {part!r}: N counts from 1")
             kills[point] = hit
         return cls(kills, Path(marker_dir) if marker_dir else None)
+
+    def arms(self, point: KillPoint) -> bool:
+        """Whether this plan fails at ``point`` (or counts its passages)."""
+        return point in self.kills
 
     def reached(self, point: KillPoint) -> None:
         """Count one passage of ``point``; raises :class:`KillPointReached` at the chosen one."""

@@ -1,10 +1,16 @@
-"""Group commit for the action-state store: many waiters, one flush at a time.
+"""Group commit for the action-state store: writes numbered, flushed in batches, waited on
+only where a result must be durable.
 
-Every finished durable call must be acknowledged before its result is handed back, but a flush
-per call would serialize all keys behind the store's round trip. A :class:`GroupFlusher` runs
-at most one ``store.aflush()`` at a time; callers arriving while one runs share the next one
-(the running flush may have taken its batch before their write), so N concurrent callers cost
-about two round trips, not N.
+Every write put into the store is announced with :meth:`GroupFlusher.wrote`, which hands back
+its ticket (1, 2, 3, ...) and makes sure a flush is running. At most one ``store.aflush()`` runs at
+a time; the writes put while it runs are taken by the next one, started as soon as it ends. So
+the store is flushed continuously while writes come, in batches as large as the writes of one
+round trip, and no write waits for anyone to ask.
+
+Waiting is separate: :meth:`GroupFlusher.durable` returns once the write with a given ticket
+(and every earlier one) is acknowledged. A flush covers every ticket handed out before it
+started running (``aflush`` takes the buffer later still, so it holds at least those writes), and
+flushes end in the order they started, so "acknowledged up to ticket N" is one number.
 """
 
 from __future__ import annotations
@@ -18,67 +24,98 @@ logger = logging.getLogger(__name__)
 
 
 class GroupFlusher:
-    """Batches ``aflush`` calls of one store. Use from one event loop.
+    """Numbers the writes of one store and flushes them in batches. Use from one event loop.
 
-    A failed flush is sticky: its writes are lost, so every later :meth:`flush` raises the same
-    error (the job must restart from its last checkpoint).
+    A failed flush is sticky: its writes are lost, so every later :meth:`durable` raises the
+    same error (the job must restart from its last checkpoint).
     """
 
     def __init__(self, store: ActionStateStore) -> None:
         self._store = store
-        self._running: asyncio.Future[None] | None = None
-        self._next: asyncio.Future[None] | None = None
+        self._written = 0  # tickets handed out
+        self._acknowledged = 0  # every write with a ticket up to this one is acknowledged
+        self._running: asyncio.Future[int] | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._failure: BaseException | None = None
 
-    async def flush(self) -> None:
-        """Return once every write put before this call is acknowledged."""
+    @property
+    def written(self) -> int:
+        """The ticket of the latest write announced."""
+        return self._written
+
+    def acknowledged(self, ticket: int) -> bool:
+        """Whether the write with ``ticket`` is known to be acknowledged."""
+        return ticket <= self._acknowledged
+
+    def wrote(self) -> int:
+        """Announce a write just put into the store; returns its ticket. Starts a flush unless
+        one is running (then the next one, started when it ends, takes this write)."""
+        self._written += 1
+        if self._running is None and self._failure is None:
+            self._start()
+        return self._written
+
+    async def durable(self, ticket: int) -> None:
+        """Return once the write with ``ticket`` and every earlier one are acknowledged."""
         if self._failure is not None:
             raise self._failure
+        if self.acknowledged(ticket):
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append((ticket, waiter))
         if self._running is None:
-            waiter = self._start()
-        else:
-            if self._next is None:
-                self._next = asyncio.get_running_loop().create_future()
-            waiter = self._next
+            self._start()
         # Shielded: one waiter being cancelled must not cancel the flush the others share.
         await asyncio.shield(waiter)
 
-    def flush_soon(self) -> None:
-        """Have buffered writes flushed without waiting (a failure surfaces on the next flush)."""
-        if self._running is None and self._failure is None:
-            self._start()
+    def flushed(self, ticket: int) -> None:
+        """The store was flushed synchronously after the write with ``ticket`` was put."""
+        self._advance(ticket)
 
-    def _start(self) -> asyncio.Future[None]:
-        task = asyncio.get_running_loop().create_task(self._store.aflush())
+    def _start(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._flush())
         self._running = task
         task.add_done_callback(self._finished)
-        return task
 
-    def _finished(self, task: asyncio.Future[None]) -> None:
+    async def _flush(self) -> int:
+        """One flush; returns the last ticket it covers. Counted when the task first runs, not
+        when it was created: the writes of the same loop turn then share it."""
+        covers = self._written
+        await self._store.aflush()
+        return covers
+
+    def _finished(self, task: asyncio.Future[int]) -> None:
         self._running = None
-        error = None if task.cancelled() else task.exception()
-        if error is not None and self._failure is None:
-            logger.error("action-state store flush failed: %r", error)
-            self._failure = error
-        waiting, self._next = self._next, None
-        if waiting is None:
+        if task.cancelled():  # the loop is closing: nothing is known to be acknowledged
+            for _, waiter in self._take_waiters():
+                waiter.cancel()
             return
-        if self._failure is not None:
-            waiting.set_exception(self._failure)
-            waiting.exception()  # retrieved here, so an unawaited waiter is not reported
+        error = task.exception()
+        if error is not None:
+            if self._failure is None:
+                logger.error("action-state store flush failed: %r", error)
+                self._failure = error
+            for _, waiter in self._take_waiters():
+                waiter.set_exception(self._failure)
+                waiter.exception()  # retrieved here, so an unawaited waiter is not reported
             return
-        self._start().add_done_callback(lambda done: _copy_outcome(done, waiting))
+        covers = task.result()
+        self._advance(covers)
+        if self._written > covers:
+            self._start()
 
+    def _take_waiters(self) -> list[tuple[int, asyncio.Future[None]]]:
+        waiting, self._waiters = self._waiters, []
+        return [(ticket, waiter) for ticket, waiter in waiting if not waiter.done()]
 
-def _copy_outcome(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
-    if target.done():
-        return
-    if source.cancelled():
-        target.cancel()
-        return
-    error = source.exception()
-    if error is None:
-        target.set_result(None)
-    else:
-        target.set_exception(error)
-        target.exception()
+    def _advance(self, ticket: int) -> None:
+        if ticket <= self._acknowledged:
+            return
+        self._acknowledged = ticket
+        still: list[tuple[int, asyncio.Future[None]]] = []
+        for wanted, waiter in self._waiters:
+            if wanted > ticket:
+                still.append((wanted, waiter))
+            elif not waiter.done():
+                waiter.set_result(None)
+        self._waiters = still

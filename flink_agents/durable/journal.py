@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
-from flink_agents.durable.identity import ActionInvocation
+from flink_agents.durable.identity import ActionInvocation, RunId
 
 MemoryScope = Literal["short_term", "sensory"]
 
@@ -98,3 +98,7 @@ class ActionJournal(Protocol):
 
     async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
         """``invocation`` returned normally having done ``action``."""
+
+    async def settled(self, run: RunId) -> None:
+        """Return once every call outcome recorded for ``run`` is durable: awaited before the
+        run's result (outputs, memory) leaves the engine."""

@@ -53,16 +53,23 @@ class CallSignature:
 
     @classmethod
     def of(
-        cls, call_id: str, fn: Callable[..., Any], args: tuple[Any, ...], kw: Mapping[str, Any]
+        cls,
+        call_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kw: Mapping[str, Any],
+        *,
+        with_text: bool = True,
     ) -> CallSignature:
+        """The signature of a call; ``with_text=False`` leaves ``arguments`` unknown (saves
+        building the text when it is not recorded)."""
         try:
             arguments = canonical_arguments(args, kw)
         except ArgumentDigestError as exc:
             logger.debug("call %s: arguments not compared on replay: %s", call_id, exc)
             return cls(call_id, function_label(fn), "")
-        return cls(
-            call_id, function_label(fn), digest_canonical(arguments), arguments_text(arguments)
-        )
+        text = arguments_text(arguments) if with_text else None
+        return cls(call_id, function_label(fn), digest_canonical(arguments), text)
 
     @classmethod
     def recorded(cls, result: CallResult) -> CallSignature:

@@ -3,9 +3,17 @@
 
 Every action invocation has one :class:`ActionState` (keyed by run, action and the id of the
 event it handled) holding its calls in the order the code made them, and, once the action
-returned, its events and memory writes. A call's outcome is put and flushed before the action
-sees it, so a result an action acted on survives a crash; on replay it is handed back instead
-of calling again.
+returned, its events and memory writes. On replay a recorded outcome is handed back instead of
+calling again.
+
+When a write must be acknowledged: a call's outcome is put when the call returns and handed to
+the action at once; the action's *local* steps do not wait for the store. What waits is the
+next thing that leaves the process and may depend on that outcome: the run's next call (waited
+for before it is sent) and the run's outputs (:meth:`StoreCallRunner.settled`, before the engine
+hands the result over). So an outcome something outside has seen is acknowledged first, and a
+crash before that loses only outcomes nothing outside depended on: those calls are made again.
+Writes are flushed continuously in batches (:class:`GroupFlusher`), so by the time a run's next
+call or output comes, its outcomes are usually acknowledged already.
 """
 
 from __future__ import annotations
@@ -59,13 +67,14 @@ class _Op(Enum):
     of step, "invoke the call under this tracker", is the :class:`_Attempts` itself."""
 
     RECONCILE = "reconcile"
-    FLUSH = "flush"
+    SETTLE = "settle"  # wait until the run's writes so far are acknowledged
 
 
 @dataclass
 class _Invocation:
     """The working copy of one action invocation's state, and how far replay has come."""
 
+    run: RunId
     state: ActionState
     position: int = 0  # calls requested so far in this execution
 
@@ -84,22 +93,29 @@ class _Attempts:
 
     def record_attempt(self) -> None:
         self.result = self.result.model_copy(update={"attempts": self.result.attempts + 1})
+        # Not awaited (the tracker is synchronous): durable before the run's next call or
+        # output, like every outcome.
         self.runner._record(self.invocation, self.result)
-        # Not awaited (the tracker is synchronous): durable one group flush later.
-        self.runner._flusher.flush_soon()
 
 
 class StoreCallRunner:
     """Runs durable calls against ``store`` and journals completed actions.
 
     ``agent`` is the plan name (the agent part of every run id); ``mismatch_policy`` decides
-    what a replay that differs from the record does (see :data:`MismatchPolicy`).
+    what a replay that differs from the record does (see :data:`MismatchPolicy`);
+    ``record_arguments`` whether a call's record carries its arguments' JSON (capped), shown by
+    mismatch diffs and the replay tool. Only the digest is compared either way.
     """
 
     event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
 
     def __init__(
-        self, store: ActionStateStore, *, agent: str, mismatch_policy: MismatchPolicy = "fail"
+        self,
+        store: ActionStateStore,
+        *,
+        agent: str,
+        mismatch_policy: MismatchPolicy = "fail",
+        record_arguments: bool = True,
     ) -> None:
         if mismatch_policy not in MISMATCH_POLICIES:
             raise ValueError(
@@ -108,6 +124,7 @@ class StoreCallRunner:
         self.store = store
         self.agent = agent
         self.mismatch_policy = mismatch_policy
+        self.record_arguments = record_arguments
         self.journal = self
         self._flusher = GroupFlusher(store)
         # Keyed by invocation: its state key is built once, when it is opened.
@@ -115,6 +132,8 @@ class StoreCallRunner:
         self._by_run: defaultdict[RunId, set[ActionInvocation]] = defaultdict(set)
         # Inputs of admitted runs, until their first action's state takes one.
         self._inputs: dict[RunId, RunInput] = {}
+        # Per run, the ticket of its latest call record: what its next call or output waits for.
+        self._unsettled: dict[RunId, int] = {}
 
     @classmethod
     def for_plan(
@@ -124,10 +143,13 @@ class StoreCallRunner:
         config: Mapping[str, Any],
         *,
         default_policy: MismatchPolicy = "fail",
+        record_arguments: bool = True,
     ) -> StoreCallRunner:
         """A runner for an agent whose config may set :data:`MISMATCH_POLICY_KEY`."""
         policy = config.get(MISMATCH_POLICY_KEY, default_policy)
-        return cls(store, agent=plan_name, mismatch_policy=policy)
+        return cls(
+            store, agent=plan_name, mismatch_policy=policy, record_arguments=record_arguments
+        )
 
     # --- run lifecycle ---------------------------------------------------------------------
 
@@ -144,7 +166,24 @@ class StoreCallRunner:
         for invocation in self._by_run.pop(run, ()):
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
+        self._unsettled.pop(run, None)
         self.store.end_run(_run_key(run))
+
+    @property
+    def writes(self) -> int:
+        """How many writes were put into the store so far; the n-th write's ticket is n."""
+        return self._flusher.written
+
+    def write_acknowledged(self, ticket: int) -> bool:
+        """Whether the write with ``ticket`` and every earlier one are acknowledged."""
+        return self._flusher.acknowledged(ticket)
+
+    async def settled(self, run: RunId) -> None:
+        """Return once every call outcome recorded for ``run`` is acknowledged: the engine
+        awaits this before the run's result (its outputs, its memory) leaves it."""
+        ticket = self._unsettled.get(run)
+        if ticket is not None:
+            await self._flusher.durable(ticket)
 
     # --- the action journal ----------------------------------------------------------------
 
@@ -156,7 +195,7 @@ class StoreCallRunner:
             return read_action(state)
         if state is None:
             state = ActionState(key=key, run_input=self._input_for(invocation))
-        self._open[invocation] = _Invocation(state)
+        self._open[invocation] = _Invocation(invocation.run, state)
         self._by_run[invocation.run].add(invocation)
         return None
 
@@ -166,12 +205,14 @@ class StoreCallRunner:
         write_action(working.state, action)
         self.store.put(working.state)
         self._open.pop(invocation, None)
-        # Not awaited: a completion record lost in a crash only means the action runs again on
-        # replay, and its calls' results (each acknowledged before it was used) are handed
-        # back. Waiting here would add a store round trip to every action of every run.
-        self._flusher.flush_soon()
-        if faults.ARMED is not None:
-            faults.ARMED.reached(KillPoint.AFTER_ACTION_COMPLETED)
+        # Not waited for, not even by the run's outputs: a completion record lost in a crash
+        # only means the action runs again on replay, and its calls' outcomes (acknowledged
+        # before anything depending on them left) are handed back.
+        ticket = self._flusher.wrote()
+        plan = faults.ARMED
+        if plan is not None and plan.arms(KillPoint.AFTER_ACTION_COMPLETED):
+            await self._flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a fault plan
+            plan.reached(KillPoint.AFTER_ACTION_COMPLETED)
 
     # --- durable calls -----------------------------------------------------------------------
 
@@ -180,8 +221,8 @@ class StoreCallRunner:
         stepper = _Stepper(self._protocol(call))
         while (step := stepper.next()) is not None:
             try:
-                if step is _Op.FLUSH:
-                    self.store.flush()
+                if step is _Op.SETTLE:
+                    self._settle_blocking(call.identity.invocation.run)
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
@@ -198,8 +239,8 @@ class StoreCallRunner:
         stepper = _Stepper(self._protocol(call))
         while (step := stepper.next()) is not None:
             try:
-                if step is _Op.FLUSH:
-                    await self._flusher.flush()
+                if step is _Op.SETTLE:
+                    await self.settled(call.identity.invocation.run)
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
@@ -213,10 +254,20 @@ class StoreCallRunner:
 
     @observed_protocol(reconcile_step=_Op.RECONCILE)
     def _protocol(self, call: DurableCall) -> Generator[_Op | _Attempts, Any, Any]:
-        """The steps of one call, the same for the sync and the async driver."""
+        """The steps of one call, the same for the sync and the async driver.
+
+        Outcomes are recorded, not waited for: what waits is the next :data:`_Op.SETTLE`, before
+        anything is sent (see the module docstring).
+        """
         identity = call.identity
         working = self._invocation(identity.invocation)
-        signature = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
+        signature = CallSignature.of(
+            identity.call_id,
+            call.function,
+            call.args,
+            call.kwargs,
+            with_text=self.record_arguments,  # only recorded arguments are ever shown
+        )
         recorded = self._recorded_at(identity.invocation, working, signature)
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
             if faults.ARMED is not None:
@@ -229,23 +280,20 @@ class StoreCallRunner:
         if recorded is not None:  # PENDING: started before a crash, outcome unknown
             found = NOT_DONE
             if call.reconciler is not None:
+                yield _Op.SETTLE  # a reconciler asks the outside world
                 try:
                     found = yield _Op.RECONCILE
                 except InfrastructureError:
                     raise  # says nothing about the call: it stays PENDING
                 except Exception as exc:
                     self._record(working, recorded.fail(exc))
-                    yield _Op.FLUSH
                     raise
             if found is not NOT_DONE:
                 # Validated as the declared type (or a PayloadError: the call stays PENDING).
-                value = self._succeed(working, recorded, found, call.result_type)
-                yield _Op.FLUSH
-                return value
+                return self._succeed(working, recorded, found, call.result_type)
             if call.in_doubt == "fail":
                 unknown = InDoubtCallError(identity.call_id)
                 self._record(working, recorded.fail(unknown))
-                yield _Op.FLUSH
                 raise unknown
             logger.info("call %s was started, its outcome is unknown: sending it again", identity)
         tracker = _Attempts(
@@ -262,11 +310,14 @@ class StoreCallRunner:
         # Take the call's position now (concurrent calls finish in any order). Write it at once
         # only when a replay would act on it: ask a reconciler, or fail under in_doubt="fail".
         # A resent call without a reconciler would be sent again with or without the record,
-        # so it does not pay the extra acknowledged round trip.
-        working.state.record_call(tracker.result)
+        # so it does not pay for the write.
         if call.reconciler is not None or call.in_doubt == "fail":
-            self.store.put(working.state)
-            yield _Op.FLUSH
+            self._record(working, tracker.result)
+        else:
+            working.state.record_call(tracker.result)
+        # Before sending: the run's earlier outcomes (the call may depend on them) and this
+        # call's PENDING record are acknowledged.
+        yield _Op.SETTLE
         if faults.ARMED is not None:
             faults.ARMED.reached(KillPoint.BEFORE_CALL_SENT)
         try:
@@ -277,14 +328,16 @@ class StoreCallRunner:
             raise
         except Exception as exc:
             self._record(working, tracker.result.fail(exc))
-            yield _Op.FLUSH
             raise
         if faults.ARMED is not None:
             faults.ARMED.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
         value = self._succeed(working, tracker.result, value, call.result_type)
-        yield _Op.FLUSH
-        if faults.ARMED is not None:
-            faults.ARMED.reached(KillPoint.AFTER_RECORD_ACKED)
+        plan = faults.ARMED
+        if plan is not None and plan.arms(KillPoint.AFTER_RECORD_ACKED):
+            # Only a fault plan waits here: the moment the point names (the outcome
+            # acknowledged, the action not resumed yet) exists only when something waits.
+            yield _Op.SETTLE
+            plan.reached(KillPoint.AFTER_RECORD_ACKED)
         return value
 
     # --- helpers -------------------------------------------------------------------------------
@@ -305,8 +358,18 @@ class StoreCallRunner:
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
+        """Put the call's record; the run's next call and its outputs wait for it."""
         working.state.record_call(result)
         self.store.put(working.state)
+        self._unsettled[working.run] = self._flusher.wrote()
+
+    def _settle_blocking(self, run: RunId) -> None:
+        """:meth:`settled` for synchronous actions: flushes the store on the loop thread."""
+        ticket = self._unsettled.get(run)
+        if ticket is not None and not self._flusher.acknowledged(ticket):
+            written = self._flusher.written
+            self.store.flush()
+            self._flusher.flushed(written)
 
     def _succeed(
         self, working: _Invocation, started: CallResult, value: Any, result_type: type | None

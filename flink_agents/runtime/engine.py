@@ -314,7 +314,16 @@ class RunEngine:
         """Run one input through the root scope.
 
         Returns the memory to commit, or None when the run failed (its writes are dropped).
+        With a journal, only once the call outcomes the result may depend on are durable: the
+        result's outputs and memory leave the engine with it.
         """
+        outcome = await self._run_root(run, pending)
+        journal = self._call_runner.journal
+        if journal is not None:
+            await journal.settled(run.run_id)
+        return outcome
+
+    async def _run_root(self, run: RunState, pending: PendingInput) -> _Outcome:
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
         outputs: list[OutputEvent] = []
         try:

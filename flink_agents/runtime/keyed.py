@@ -132,6 +132,7 @@ class KeyedAgentLogic:
                 plan.name,
                 plan.config,
                 default_policy=self._store_config.mismatch_policy,
+                record_arguments=self._store_config.record_arguments,
             )
         self._event_log = build_event_log(
             self._event_log_config,

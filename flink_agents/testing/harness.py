@@ -5,6 +5,12 @@ call starts, throws the engine away there (the call never finishes, as in a proc
 mid-call), restores a new store from the checkpoint taken before the inputs and lets a new
 engine finish every unfinished run. Every durable call is counted by identity, so a test can
 say exactly which calls were made again.
+
+A call *completed* before the crash when its outcome was acknowledged by the store by then. A
+runner hands an outcome to the action at once and waits for its acknowledgement only before
+the run's next call or output leaves (docs/durable-execution.md), so a call can have returned
+and still be in flight at the crash: nothing outside the process depended on it, and the replay
+makes it again. Those are counted apart (:meth:`CrashReplayResult.resent`), not as completed.
 """
 
 from __future__ import annotations
@@ -35,11 +41,16 @@ a predicate accepts (e.g. ``lambda call: call.identity.call_id == "chat"``)."""
 
 @dataclass
 class CallLog:
-    """Durable calls by identity: how often each was invoked, and which ones completed."""
+    """Durable calls by identity: how often each was invoked, which ones returned a value, and
+    which of those completed (their outcome acknowledged by the store: for the live phase of a
+    crashed scenario, by the crash)."""
 
     invoked: Counter[CallIdentity] = field(default_factory=Counter)
+    returned: set[CallIdentity] = field(default_factory=set)
     completed: set[CallIdentity] = field(default_factory=set)
     labels: dict[CallIdentity, str] = field(default_factory=dict)
+    # The ticket of each returned call's outcome record (StoreCallRunner.writes).
+    outcome_writes: dict[CallIdentity, int] = field(default_factory=dict, repr=False)
 
     def by_function(self) -> Counter[str]:
         """Invocations per function label (``module.qualname``)."""
@@ -84,10 +95,30 @@ class CountingCallRunner:
         self._inner.run_finished(run)
 
     def run(self, call: DurableCall) -> Any:
-        return self._inner.run(self._counted(call, hold=False))
+        value = self._inner.run(self._counted(call, hold=False))
+        self._outcome_written(call)
+        return value
 
     async def run_async(self, call: DurableCall) -> Any:
-        return await self._inner.run_async(self._counted(call, hold=True))
+        value = await self._inner.run_async(self._counted(call, hold=True))
+        self._outcome_written(call)
+        return value
+
+    def take_acknowledged(self) -> None:
+        """Mark as completed the returned calls whose outcome the store has acknowledged by
+        now (the harness calls this at the crash, or once every run finished)."""
+        log = self._log
+        log.completed = {
+            identity
+            for identity, ticket in log.outcome_writes.items()
+            if identity in log.returned and self._inner.write_acknowledged(ticket)
+        }
+
+    def _outcome_written(self, call: DurableCall) -> None:
+        # The runner puts a call's outcome and returns it with nothing run in between (no await
+        # unless a fault plan is armed), so its latest write is the outcome's. A call handed
+        # back from a record (not in `returned`) gets a ticket that is never read.
+        self._log.outcome_writes[call.identity] = self._inner.writes
 
     def _counted(self, call: DurableCall, *, hold: bool) -> DurableCall:
         self._started += 1
@@ -99,7 +130,7 @@ class CountingCallRunner:
         def sync_function(*args: Any, **kwargs: Any) -> Any:
             log.invoked[identity] += 1
             value = call.function(*args, **kwargs)
-            log.completed.add(identity)
+            log.returned.add(identity)
             return value
 
         async def async_function(*args: Any, **kwargs: Any) -> Any:
@@ -110,7 +141,7 @@ class CountingCallRunner:
             value = call.function(*args, **kwargs)
             if inspect.isawaitable(value):
                 value = await value
-            log.completed.add(identity)
+            log.returned.add(identity)
             return value
 
         if crash and not hold:
@@ -152,8 +183,15 @@ class CrashReplayResult:
     crashed: bool
 
     def reinvoked(self) -> set[CallIdentity]:
-        """Calls that had completed before the crash and were invoked again on replay."""
+        """Calls that had completed before the crash (outcome acknowledged) and were invoked
+        again on replay: durable execution promises there are none."""
         return self.live.completed & set(self.replay.invoked)
+
+    def resent(self) -> set[CallIdentity]:
+        """Calls that had returned before the crash but whose outcome was not acknowledged yet,
+        invoked again on replay: allowed (nothing outside the process depended on them), and
+        counted so a test can see how many."""
+        return (self.live.returned - self.live.completed) & set(self.replay.invoked)
 
     def outputs(self) -> list[list[Any]]:
         """Each run's output values, in input order."""
@@ -201,6 +239,9 @@ async def _scenario(
     crash = asyncio.ensure_future(runner.crashed.wait())
     await asyncio.wait({done, crash}, return_when=asyncio.FIRST_COMPLETED)
     crash.cancel()
+    # The crash: what the store acknowledged, the results that left and the key states are
+    # taken here, with nothing run in between.
+    runner.take_acknowledged()
     finished = {r.run_id: r for r in engine.take_results()}
     if done.done():
         done.result()  # an action's failure is the test's to see
@@ -220,6 +261,7 @@ async def _scenario(
     for run_key, state in states.values():
         engine.restore_key(run_key, state)
     await engine.drain()
+    runner.take_acknowledged()
     finished.update((r.run_id, r) for r in engine.take_results())
     await engine.close()
     return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=True)

@@ -1,4 +1,5 @@
-"""Group commit: concurrent waiters share flushes; a failed flush is reported to all."""
+"""Group commit: writes are flushed in shared batches without anyone asking; a waiter returns
+once its write is acknowledged; a failed flush is reported to all and stays failed."""
 
 import asyncio
 
@@ -9,15 +10,18 @@ from flink_agents.durable.store import StoreWriteError
 
 
 class CountingStore:
-    """Only what GroupFlusher uses: ``aflush``, counted; the first may be made to fail."""
+    """Only what GroupFlusher uses: ``aflush``, counted; each may be made to fail or to wait."""
 
     def __init__(self, fail: bool = False) -> None:
         self.flushes = 0
         self.fail = fail
+        self.gate: asyncio.Event | None = None
 
     async def aflush(self, timeout: float | None = None) -> None:
         self.flushes += 1
         await asyncio.sleep(0)
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
             raise StoreWriteError("broker gone")
 
@@ -27,11 +31,47 @@ def test_concurrent_waiters_share_flushes():
 
     async def scenario() -> None:
         flusher = GroupFlusher(store)  # type: ignore[arg-type]
-        await asyncio.gather(*(flusher.flush() for _ in range(100)))
-        await flusher.flush()
+        tickets = [flusher.wrote() for _ in range(100)]
+        await asyncio.gather(*(flusher.durable(ticket) for ticket in tickets))
+        await flusher.durable(flusher.wrote())
 
     asyncio.run(scenario())
-    assert store.flushes == 3  # one running, one for everyone who came while it ran, then one
+    assert store.flushes == 2  # one for the hundred writes, one for the write after them
+
+
+def test_writes_during_a_flush_are_taken_by_the_next_one_unasked():
+    store = CountingStore()
+
+    async def scenario() -> list[bool]:
+        store.gate = asyncio.Event()
+        flusher = GroupFlusher(store)  # type: ignore[arg-type]
+        first = flusher.wrote()
+        await asyncio.sleep(0)  # the first flush has started (and taken its batch)
+        second = flusher.wrote()
+        store.gate.set()
+        await flusher.durable(first)
+        seen = [flusher.acknowledged(first), flusher.acknowledged(second)]
+        await asyncio.sleep(0.01)  # nobody waits for the second write: it is flushed anyway
+        return [*seen, flusher.acknowledged(second)]
+
+    assert asyncio.run(scenario()) == [True, False, True]
+    assert store.flushes == 2
+
+
+def test_a_waiter_does_not_return_before_its_write_is_acknowledged():
+    store = CountingStore()
+
+    async def scenario() -> bool:
+        store.gate = asyncio.Event()
+        flusher = GroupFlusher(store)  # type: ignore[arg-type]
+        waiter = asyncio.ensure_future(flusher.durable(flusher.wrote()))
+        await asyncio.sleep(0.01)
+        early = waiter.done()
+        store.gate.set()
+        await waiter
+        return early
+
+    assert asyncio.run(scenario()) is False
 
 
 def test_a_failed_flush_fails_every_waiter_and_stays_failed():
@@ -39,11 +79,12 @@ def test_a_failed_flush_fails_every_waiter_and_stays_failed():
 
     async def scenario() -> list:
         flusher = GroupFlusher(store)  # type: ignore[arg-type]
+        tickets = [flusher.wrote() for _ in range(10)]
         outcomes = await asyncio.gather(
-            *(flusher.flush() for _ in range(10)), return_exceptions=True
+            *(flusher.durable(ticket) for ticket in tickets), return_exceptions=True
         )
         with pytest.raises(StoreWriteError):
-            await flusher.flush()
+            await flusher.durable(flusher.wrote())
         return outcomes
 
     outcomes = asyncio.run(scenario())

@@ -363,6 +363,37 @@ def test_the_mismatch_policy_comes_from_the_agent_config():
         StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
 
 
+@pytest.mark.parametrize("record_arguments", [True, False])
+def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
+    from flink_agents.durable.call import DurableCall
+    from flink_agents.durable.identity import CallIdentity
+
+    store = InMemoryActionStateStore()
+    runner = StoreCallRunner(store, agent="a", record_arguments=record_arguments)
+    identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
+    asyncio.run(runner.run_async(DurableCall(identity, PROBE.call, ("argued", 1))))
+    state = store.get(_state_key_of(identity))
+    assert state is not None
+    [call] = state.calls
+    assert call.args_digest  # compared on replay either way
+    if record_arguments:
+        assert call.arguments is not None and '"argued"' in call.arguments
+    else:
+        assert call.arguments is None
+    # Off, a changed call is still a mismatch (its digest differs), shown without arguments.
+    changed = DurableCall(identity, PROBE.call, ("argued", 2))
+    with pytest.raises(ReplayMismatchError) as info:
+        asyncio.run(StoreCallRunner(store, agent="a").run_async(changed))
+    assert ("arguments are unknown" in str(info.value)) is not record_arguments
+
+
+def _state_key_of(identity) -> ActionStateKey:
+    run = identity.invocation.run
+    return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq).action(
+        identity.invocation.action, identity.invocation.event_id
+    )
+
+
 def test_without_a_journal_the_runner_still_records_calls():
     """A call made outside the engine's journal hook opens its invocation on demand."""
     from flink_agents.durable.call import DurableCall

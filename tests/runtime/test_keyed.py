@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from examples.weather import build_agent
-from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog, RecoveryMarker
+from flink_agents.durable.store import (
+    ActionState,
+    InMemoryActionStateStore,
+    InMemoryLog,
+    RecoveryMarker,
+)
+from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -66,6 +72,7 @@ class Attempt:
         number: int,
         plan: AgentPlan = WEATHER,
         subtask: int = 0,
+        record_arguments: bool = True,
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
@@ -74,7 +81,7 @@ class Attempt:
         store = None
         if log is not None:
             monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
-            store = StoreConfig(kind="memory")
+            store = StoreConfig(kind="memory", record_arguments=record_arguments)
         self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store)
         self.logic.open(attempt=number, subtask=subtask)
 
@@ -135,6 +142,28 @@ def first_run(log: InMemoryLog, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
         assert first.answers("Oslo")[0]["output"]["city"] == "Oslo"
         assert first.restores == []  # a fresh start restores nothing
         return dict(first.table)
+
+
+@pytest.mark.parametrize("record_arguments", [True, False])
+def test_the_store_config_decides_whether_calls_record_their_arguments(
+    monkeypatch, record_arguments
+):
+    log = InMemoryLog()
+    with Attempt(monkeypatch, log, {}, 0, record_arguments=record_arguments) as attempt:
+        ask(attempt, "Oslo")
+        attempt.answers("Oslo")
+    codec = RecordCodec()
+    calls = [
+        call
+        for offset, (key, value) in enumerate(log.partitions[0])
+        if value is not None
+        and isinstance(
+            record := codec.decode(key, value, topic="t", partition=0, offset=offset), ActionState
+        )
+        for call in record.calls
+    ]
+    assert calls
+    assert all((call.arguments is not None) is record_arguments for call in calls)
 
 
 # --- restoring the action-state store after a restart -------------------------------------------

@@ -22,7 +22,8 @@ class StoreConfig(KafkaStoreSettings):
     """``kind: memory`` (one process, lost with it: tests and local runs) or ``kind: kafka``.
 
     ``mismatch_policy`` is the default for agents whose config does not set
-    ``durable.mismatch_policy`` (see docs/durable-execution.md). The inherited settings are the
+    ``durable.mismatch_policy`` (see docs/durable-execution.md); ``record_arguments`` whether a
+    call's record carries its arguments (docs/state-store.md). The inherited settings are the
     Kafka store's (docs/state-store.md); a memory store uses only ``secret_env``.
     """
 
@@ -31,6 +32,11 @@ class StoreConfig(KafkaStoreSettings):
         default="fail",
         description="For agents that do not set durable.mismatch_policy: what a replay does "
         "when a call differs from its record.",
+    )
+    record_arguments: bool = Field(
+        default=True,
+        description="Record each call's arguments (their JSON, at most 8 KiB per call) for "
+        "mismatch diffs and the replay tool; off: smaller records, no arguments shown.",
     )
 
     @model_validator(mode="after")

@@ -5,8 +5,10 @@
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
   key, so the key must identify one action's state). Partition: chosen by the store with
   `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
-- Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only enqueues,
-  `flush` waits for every acknowledgement and raises `StoreWriteError` for any that failed.
+- Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only buffers (see
+  `LogStore`), `flush` produces the buffered writes, waits for every acknowledgement and raises
+  `StoreWriteError` for any that failed. Only a flush produces and flushes run one at a time, so
+  `Producer.flush` waits for one batch, never for writes put after it was taken.
 - Restore reads each partition from the marker's low offset to its end at restore time.
 
 Why librdkafka: batching, compression, checksums and network I/O run in its own native threads,
@@ -93,7 +95,7 @@ class KafkaStoreSettings(BaseModel):
         ge=1,
         # The producer queues twice as many writes (their delivery reports wait for a flush).
         le=_INT32_MAX // 2,
-        description="Unacknowledged writes allowed before `put` blocks on a flush.",
+        description="Buffered writes allowed before `put` blocks on a flush.",
     )
     request_timeout_ms: int = Field(
         default=30_000, ge=1, le=_MAX_MS, description="Timeout of one request to Kafka."
@@ -202,16 +204,31 @@ class KafkaActionStateStore(LogStore):
                 "must match"
             )
 
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> _Delivery:
-        delivery = _Delivery()
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic, value=value, key=key, partition=partition, on_delivery=delivery
-                )
-                return delivery
-            except BufferError:  # the queue is full: serve reports until there is room
-                self._producer.poll(_QUEUE_FULL_WAIT_S)
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[_Delivery]:
+        """One `produce_batch` per partition for a flush's records: `produce` holds the GIL
+        while it waits for librdkafka's queue lock, once per record (bench/results/analysis.md).
+        Per partition, since this client ignores a message's own ``partition`` in a batch."""
+        deliveries = [_Delivery() for _ in records]
+        by_partition: dict[int, list[dict[str, Any]]] = {}
+        for (partition, key, value), delivery in zip(records, deliveries, strict=True):
+            message = {"key": key, "value": value, "callback": delivery}
+            by_partition.setdefault(partition, []).append(message)
+        for partition, messages in by_partition.items():
+            self._produce_batch(partition, messages)
+        return deliveries
+
+    def _produce_batch(self, partition: int, messages: list[dict[str, Any]]) -> None:
+        while messages:
+            queued = self._producer.produce_batch(self.topic, messages, partition=partition)
+            if queued == len(messages):
+                return
+            refused = [message for message in messages if "_error" in message]
+            for message in refused:
+                error = message.pop("_error")
+                if error.code() != KafkaError._QUEUE_FULL:
+                    raise StoreWriteError(f"cannot write to {self.topic!r}: {error}")
+            messages = refused  # the queue is full: serve reports until there is room
+            self._producer.poll(_QUEUE_FULL_WAIT_S)
 
     def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
         left = self._producer.flush() if timeout is None else self._producer.flush(timeout)

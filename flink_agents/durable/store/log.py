@@ -3,9 +3,12 @@
 A subclass supplies only the transport (send, await acknowledgements, end offsets, read a range).
 The view maps each `ActionStateKey` to the envelope of its latest state: the bytes encoded once
 for the write are the snapshot (a caller may go on mutating its state object), and `get` parses
-a fresh copy. For the recovery marker it tracks the runs that are open (begun or put, not yet
-ended) and the earliest acknowledged offset of each run's states; for pruning, the marker number
-at which each run ended.
+a fresh copy. `put` only buffers: the transport sees a write when a flush takes the buffer, and
+of several puts of one key between two flushes only the last (each state holds everything the
+earlier ones did: a call's outcome, then the completed action): one record instead of two for
+a typical action. For the recovery marker it tracks the runs that are open (begun or put, not
+yet ended) and the earliest acknowledged offset of each run's states; for pruning, the marker
+number at which each run ended.
 """
 
 from __future__ import annotations
@@ -60,9 +63,9 @@ class LogStore(abc.ABC):
         self._restored_idle: set[RunKey] = set()
         self._restored_at = 0
         self._markers_taken = 0
-        # (run, transport handle); run is None for tombstones.
-        self._pending: list[tuple[RunKey | None, Any]] = []
-        # An `aflush` thread takes the buffer while the loop thread appends to it.
+        # Writes not sent yet, latest per record key: (run, envelope or None for a tombstone).
+        self._unsent: dict[bytes, tuple[RunKey, bytes | None]] = {}
+        # An `aflush` thread takes the buffer while the loop thread adds to it.
         self._pending_lock = threading.Lock()
         # Held by a flush from taking its batch until its offsets are recorded, and by the
         # operations that read or reset those offsets.
@@ -71,8 +74,9 @@ class LogStore(abc.ABC):
     # -- transport ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
-        """Start writing one record; return a handle for `_await`."""
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
+        """Start writing `(partition, key, value)` records, in order; return a handle per
+        record for `_await`."""
 
     @abc.abstractmethod
     def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
@@ -97,10 +101,10 @@ class LogStore(abc.ABC):
         key = state.key
         key_bytes = key.canonical().encode("utf-8")
         envelope = self._codec.envelope(state)
-        if len(self._pending) >= self._max_pending:
+        if len(self._unsent) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
         run = key.run
-        self._enqueue(run, key_bytes, self._codec.seal(key_bytes, envelope))
+        self._enqueue(run, key_bytes, envelope)
         self._remember(key, run, envelope)
         self.begin_run(run)
 
@@ -125,18 +129,25 @@ class LogStore(abc.ABC):
         self._ended[run] = self._markers_taken
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every buffered write is acknowledged; raise `StoreWriteError` if not.
+        """Send every buffered write and wait until each is acknowledged; raise
+        `StoreWriteError` if not.
 
         Also waits for a flush running in another thread, whose batch may hold earlier writes.
         """
         with self._flush_lock:
             with self._pending_lock:
-                pending, self._pending = self._pending, []
-            if not pending:
+                unsent, self._unsent = self._unsent, {}
+            if not unsent:
                 return
-            offsets = self._await([handle for _, handle in pending], timeout)
-            for (run, _), offset in zip(pending, offsets, strict=True):
-                if run is not None:
+            handles = self._send(
+                [
+                    (self.partition_of(run), key, self._seal(key, envelope))
+                    for key, (run, envelope) in unsent.items()
+                ]
+            )
+            offsets = self._await(handles, timeout)
+            for (run, envelope), offset in zip(unsent.values(), offsets, strict=True):
+                if envelope is not None:  # a tombstone does not count towards the first offset
                     self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
 
     async def aflush(self, timeout: float | None = None) -> None:
@@ -177,7 +188,7 @@ class LogStore(abc.ABC):
                 f"marker covers partitions {sorted(marker.partitions)}, topic {self.topic!r} "
                 f"has {self.partitions}; the partition count of a store topic must not change"
             )
-        if self._pending:
+        if self._unsent:
             raise StoreError("restore with unflushed writes")
         self._check_not_shorter(marker)
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
@@ -294,10 +305,12 @@ class LogStore(abc.ABC):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _enqueue(self, run: RunKey, key: bytes, value: bytes | None) -> None:
-        handle = self._send(self.partition_of(run), key, value)
-        with self._pending_lock:  # a tombstone does not count towards its run's first offset
-            self._pending.append((None if value is None else run, handle))
+    def _enqueue(self, run: RunKey, key: bytes, envelope: bytes | None) -> None:
+        with self._pending_lock:  # replaces an unsent earlier write of the same key
+            self._unsent[key] = (run, envelope)
+
+    def _seal(self, key: bytes, envelope: bytes | None) -> bytes | None:
+        return None if envelope is None else self._codec.seal(key, envelope)
 
     def _remember(self, key: ActionStateKey, run: RunKey, envelope: bytes) -> None:
         keys = self._runs.setdefault(run, [])

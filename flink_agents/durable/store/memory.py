@@ -44,8 +44,8 @@ class InMemoryActionStateStore(LogStore):
             max_pending=max_pending,
         )
 
-    def _send(self, partition: int, key: bytes, value: bytes | None) -> Any:
-        return partition, key, value
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
+        return list(records)
 
     def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
         return [self.log.append(*handle) for handle in handles]

@@ -332,3 +332,23 @@ def test_prune_while_another_thread_flushes_loses_no_write():
     assert store.prune(marker) == 1
     worker.join(5)
     assert [value is None for _, value in log.partitions[0]] == [False, False, True]
+
+
+def test_puts_of_one_key_between_flushes_send_only_the_latest_state():
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    start = store.recovery_marker()
+    r = run("k")
+    store.put(state(r, value=1))
+    store.put(state(r, value=2))  # the same action's state again: replaces the unsent write
+    store.put(state(r, action="other"))
+    assert log.partitions[0] == []  # nothing is sent before a flush
+    store.flush()
+    assert len(log.partitions[0]) == 2
+    store.put(state(r, value=3))  # after a flush: a new record
+    store.flush()
+    assert len(log.partitions[0]) == 3
+    restored = InMemoryActionStateStore(log)
+    restored.restore(start)
+    latest = restored.get(r.action("act"))
+    assert latest is not None and latest.calls[0].value(int) == 3

@@ -15,6 +15,11 @@ def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():
         StoreConfig(mismatch_policy="ignore")
 
 
+def test_call_arguments_are_recorded_by_default():
+    assert StoreConfig().record_arguments
+    assert not StoreConfig(record_arguments=False).record_arguments
+
+
 def test_the_kafka_store_refuses_a_config_without_servers():
     with pytest.raises(ValueError, match="bootstrap_servers"):
         KafkaActionStateStore(StoreConfig(kind="memory"))
