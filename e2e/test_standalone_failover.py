@@ -279,8 +279,8 @@ def write_spec(tmp_path: Path, bootstrap: str, run_id: str) -> tuple[Path, dict[
     return path, topics
 
 
-def submit(cluster: Any, spec: Path) -> str:
-    """``flink-agents submit --detached``: returns the JobID printed by ``flink run``."""
+def submit(cluster: Any, spec: Path, *options: str) -> str:
+    """``flink-agents submit --detached [options]``: returns the JobID printed by ``flink run``."""
     done = subprocess.run(
         [
             sys.executable,
@@ -291,6 +291,7 @@ def submit(cluster: Any, spec: Path) -> str:
             "--jobmanager",
             cluster.rest_url.removeprefix("http://"),
             "--detached",
+            *options,
         ],
         env=cluster.env,
         capture_output=True,
