@@ -4,7 +4,9 @@ The support-desk job of ``e2e/test_standalone_failover.py`` (same agent, service
 kill), with ``sink.delivery: exactly-once``: outputs are written in Kafka transactions that
 Flink commits when a checkpoint completes. Two consumers read the output topic: one with
 ``isolation.level=read_committed`` (what a downstream reader of an exactly-once sink uses) and
-one with ``read_uncommitted`` (it also sees writes of transactions the kill aborted). Proved:
+one with ``read_uncommitted`` (it also sees writes of transactions the kill aborted). The kill comes
+while an answer is written but not committed (seen by the second consumer only), so the kill
+aborts a transaction holding outputs that the replay writes again. Proved:
 
 * the read_committed consumer sees every expected answer exactly once (count per (key, seq)),
   with its expected content, and no error record;
@@ -52,6 +54,8 @@ from e2e.test_standalone_failover import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
+
+CHECKPOINT_INTERVAL_MS = 3000
 
 
 @dataclass
@@ -126,6 +130,9 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
     settings = yaml.safe_load(spec.read_text())
     settings["sink"]["delivery"] = delivery
+    # Transactions stay open for a checkpoint interval: long enough for the kill to catch one
+    # holding outputs (the at-least-once control gets the same interval).
+    settings["checkpointing"]["interval_ms"] = CHECKPOINT_INTERVAL_MS
     spec.write_text(yaml.safe_dump(settings, sort_keys=False))
 
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -158,13 +165,18 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
         producer.start()
 
         def ready_to_kill() -> bool:
+            # Committed answers, a delegation being served and, with transactions, an answer
+            # written but not committed yet: the kill leaves its transaction open.
             serving = witness.counters.open_now()
             if len(committed.counts()) < 4 or not set(DELEGATION_ROUTES) & set(serving):
+                return False
+            if delivery == "exactly-once" and len(everything.counts()) <= len(committed.counts()):
                 return False
             return rest(flink_cluster, f"/jobs/{job_id}/checkpoints")["counts"]["completed"] > 0
 
         wait_for("committed answers and a delegation in flight", ready_to_kill, 120, state)
         committed_before = len(committed.counts())
+        uncommitted_at_kill = len(everything.counts()) - committed_before
         death = DeathWatch(taskmanager_pids(flink_cluster)).start()
         cluster_script(flink_cluster, "kill-taskmanager")
         kill_time = death.wait(timeout_s=10)
@@ -208,8 +220,9 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     written = everything.counts()
     reinvoked = witness.counters.repeated_after(kill_time - 1.0)
     summary = [
-        f"{delivery}: {len(lines)} tickets; killed after {committed_before} committed answers; "
-        f"done in {time.monotonic() - started:.0f} s",
+        f"{delivery}: {len(lines)} tickets; killed after {committed_before} committed answers, "
+        f"{uncommitted_at_kill} written but not committed; done in "
+        f"{time.monotonic() - started:.0f} s",
         f"read_committed: {sum(counts.values())} records, duplicates {duplicates(counts)}",
         f"read_uncommitted: {sum(written.values())} records, duplicates {duplicates(written)} "
         "(aborted transactions included)",
