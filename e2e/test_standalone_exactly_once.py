@@ -42,8 +42,9 @@ from e2e.test_standalone_failover import (
     cluster_script,
     expected_outputs,
     job_running,
-    produce_paced,
+    release,
     rest,
+    start_producer,
     start_witness,
     submit,
     taskmanager_log_tail,
@@ -67,6 +68,7 @@ class TopicReader:
     topic: str
     isolation: str
     records: list[dict[str, Any]] = field(default_factory=list)
+    first_seen: dict[tuple[str, int], float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -92,8 +94,10 @@ class TopicReader:
                 message = consumer.poll(0.3)
                 if message is None or message.error():
                     continue
+                record = json.loads(message.value())
                 with self._lock:
-                    self.records.append(json.loads(message.value()))
+                    self.records.append(record)
+                    self.first_seen.setdefault((record["key"], record["seq"]), time.time())
         finally:
             consumer.close()
 
@@ -113,6 +117,15 @@ class TopicReader:
 
 def duplicates(counts: Counter[tuple[str, int]]) -> dict[tuple[str, int], int]:
     return {run: n for run, n in sorted(counts.items()) if n > 1}
+
+
+def median_latency(
+    expected: dict[tuple[str, int], str], produced: list[float], seen: dict[tuple[str, int], float]
+) -> float:
+    """Median seconds from a ticket's write to its answer's first read (``expected`` is in
+    ticket order, like ``produced``)."""
+    delays = sorted(seen[run] - at for run, at in zip(expected, produced, strict=True))
+    return delays[len(delays) // 2]
 
 
 @pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
@@ -156,13 +169,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     try:
         job_id = submit(flink_cluster, spec)
         wait_for("the job to run", lambda: job_running(flink_cluster, job_id), 120, state)
-        producer = threading.Thread(
-            target=produce_paced,
-            args=(kafka_bootstrap, topics["input"], lines, produced),
-            name="e2e-tickets",
-            daemon=True,
-        )
-        producer.start()
+        producer = start_producer(kafka_bootstrap, topics["input"], lines, produced)
 
         def ready_to_kill() -> bool:
             # Committed answers, a delegation being served and, with transactions, an answer
@@ -208,13 +215,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
             cluster_script(flink_cluster, "start-taskmanager")
         committed.stop()
         everything.stop()
-        witness.shutdown()
-        witness.server_close()
-        try:
-            admin.delete_topics(list(topics.values()))
-        except Exception as exc:  # the store topic may not exist if the job never opened
-            print(f"deleting topics: {exc}")
-        admin.close()
+        release(witness, admin, topics)
 
     counts = committed.counts()
     written = everything.counts()
@@ -223,7 +224,8 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
         f"{delivery}: {len(lines)} tickets; killed after {committed_before} committed answers, "
         f"{uncommitted_at_kill} written but not committed; done in "
         f"{time.monotonic() - started:.0f} s",
-        f"read_committed: {sum(counts.values())} records, duplicates {duplicates(counts)}",
+        f"read_committed: {sum(counts.values())} records, duplicates {duplicates(counts)}, "
+        f"median ticket-to-answer {median_latency(expected, produced, committed.first_seen):.2f} s",
         f"read_uncommitted: {sum(written.values())} records, duplicates {duplicates(written)} "
         "(aborted transactions included)",
         f"witness calls {totals(witness)}; completed before the kill and re-invoked: {reinvoked}",

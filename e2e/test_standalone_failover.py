@@ -117,6 +117,18 @@ def produce_paced(bootstrap: str, topic: str, lines: list[str], produced: list[f
         producer.close()
 
 
+def start_producer(
+    bootstrap: str, topic: str, lines: list[str], produced: list[float]
+) -> threading.Thread:
+    """:func:`produce_paced` on a daemon thread, started."""
+    producer = threading.Thread(
+        target=produce_paced, args=(bootstrap, topic, lines, produced), name="e2e-tickets"
+    )
+    producer.daemon = True
+    producer.start()
+    return producer
+
+
 # --- the cluster --------------------------------------------------------------------------------
 
 
@@ -335,6 +347,17 @@ def start_witness() -> ExampleServices:
             time.sleep(1)
 
 
+def release(witness: ExampleServices, admin: KafkaAdminClient, topics: dict[str, str]) -> None:
+    """Stop the witness and delete the run's topics (cleanup: reports, never raises)."""
+    witness.shutdown()
+    witness.server_close()
+    try:
+        admin.delete_topics(list(topics.values()))
+    except Exception as exc:  # the store topic may not exist if the job never opened
+        print(f"deleting topics: {exc}")
+    admin.close()
+
+
 def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     flink_cluster: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -377,13 +400,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
         timings["submitted"] = time.monotonic() - started
         wait_for("the job to run", lambda: job_running(flink_cluster, job_id), 120, state)
 
-        producer = threading.Thread(
-            target=produce_paced,
-            args=(kafka_bootstrap, topics["input"], lines, produced),
-            name="e2e-tickets",
-            daemon=True,
-        )
-        producer.start()
+        producer = start_producer(kafka_bootstrap, topics["input"], lines, produced)
 
         def ready_to_kill() -> bool:
             # Answers flowing, a checkpoint to restore, and a sub-agent call (the researcher's
@@ -439,13 +456,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
         if killed and not restarted:
             cluster_script(flink_cluster, "start-taskmanager")  # others use this cluster
         outputs.stop()
-        witness.shutdown()
-        witness.server_close()
-        try:
-            admin.delete_topics(list(topics.values()))
-        except Exception as exc:  # the store topic may not exist if the job never opened
-            print(f"deleting topics: {exc}")
-        admin.close()
+        release(witness, admin, topics)
 
     records = outputs.snapshot()
     counts = witness.counters.snapshot()

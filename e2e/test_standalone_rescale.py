@@ -20,7 +20,6 @@ than a second before either savepoint was made again.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
 import uuid
@@ -41,8 +40,9 @@ from e2e.test_standalone_failover import (
     cancel,
     expected_outputs,
     job_running,
-    produce_paced,
+    release,
     rest,
+    start_producer,
     start_witness,
     submit,
     taskmanager_log_tail,
@@ -137,12 +137,7 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
             wait_for("the job to run", partial(job_running, flink_cluster, job_id), 120, state)
             parallelisms.append(job_parallelism(flink_cluster, job_id))
             answered_before = len(outputs.answered())
-            producer = threading.Thread(
-                target=produce_paced,
-                args=(kafka_bootstrap, topics["input"], batches[stage], produced),
-                daemon=True,
-            )
-            producer.start()
+            producer = start_producer(kafka_bootstrap, topics["input"], batches[stage], produced)
             if stage == len(STAGES) - 1:
                 producer.join(timeout=60)
                 break
@@ -168,13 +163,7 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
         if job_id:
             cancel(flink_cluster, job_id)
         outputs.stop()
-        witness.shutdown()
-        witness.server_close()
-        try:
-            admin.delete_topics(list(topics.values()))
-        except Exception as exc:
-            print(f"deleting topics: {exc}")
-        admin.close()
+        release(witness, admin, topics)
 
     counts = witness.counters.snapshot()
     distinct = {service: len(per_key) for service, per_key in sorted(counts.items())}
