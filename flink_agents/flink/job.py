@@ -96,8 +96,8 @@ class KafkaSinkSpec(_Spec):
     transactional_id_prefix: str | None = Field(
         default=None,
         min_length=1,
-        description="exactly-once: prefix of the sink's transactional ids (default: the job's "
-        "name). Keep it stable across restarts and unique among jobs on the cluster.",
+        description="exactly-once: prefix of the sink's transactional ids (default: flink-agents-"
+        "<job name>). Keep it stable across restarts and unique among jobs on the cluster.",
     )
     transaction_timeout_ms: int = Field(
         default=600_000,
