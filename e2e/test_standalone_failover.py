@@ -117,6 +117,18 @@ def produce_paced(bootstrap: str, topic: str, lines: list[str], produced: list[f
         producer.close()
 
 
+def start_producer(
+    bootstrap: str, topic: str, lines: list[str], produced: list[float]
+) -> threading.Thread:
+    """:func:`produce_paced` on a daemon thread, started."""
+    producer = threading.Thread(
+        target=produce_paced, args=(bootstrap, topic, lines, produced), name="e2e-tickets"
+    )
+    producer.daemon = True
+    producer.start()
+    return producer
+
+
 # --- the cluster --------------------------------------------------------------------------------
 
 
@@ -279,8 +291,8 @@ def write_spec(tmp_path: Path, bootstrap: str, run_id: str) -> tuple[Path, dict[
     return path, topics
 
 
-def submit(cluster: Any, spec: Path) -> str:
-    """``flink-agents submit --detached``: returns the JobID printed by ``flink run``."""
+def submit(cluster: Any, spec: Path, *options: str) -> str:
+    """``flink-agents submit --detached [options]``: returns the JobID printed by ``flink run``."""
     done = subprocess.run(
         [
             sys.executable,
@@ -291,6 +303,7 @@ def submit(cluster: Any, spec: Path) -> str:
             "--jobmanager",
             cluster.rest_url.removeprefix("http://"),
             "--detached",
+            *options,
         ],
         env=cluster.env,
         capture_output=True,
@@ -332,6 +345,17 @@ def start_witness() -> ExampleServices:
                     pytrace=False,
                 )
             time.sleep(1)
+
+
+def release(witness: ExampleServices, admin: KafkaAdminClient, topics: dict[str, str]) -> None:
+    """Stop the witness and delete the run's topics (cleanup: reports, never raises)."""
+    witness.shutdown()
+    witness.server_close()
+    try:
+        admin.delete_topics(list(topics.values()))
+    except Exception as exc:  # the store topic may not exist if the job never opened
+        print(f"deleting topics: {exc}")
+    admin.close()
 
 
 def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
@@ -376,13 +400,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
         timings["submitted"] = time.monotonic() - started
         wait_for("the job to run", lambda: job_running(flink_cluster, job_id), 120, state)
 
-        producer = threading.Thread(
-            target=produce_paced,
-            args=(kafka_bootstrap, topics["input"], lines, produced),
-            name="e2e-tickets",
-            daemon=True,
-        )
-        producer.start()
+        producer = start_producer(kafka_bootstrap, topics["input"], lines, produced)
 
         def ready_to_kill() -> bool:
             # Answers flowing, a checkpoint to restore, and a sub-agent call (the researcher's
@@ -438,13 +456,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
         if killed and not restarted:
             cluster_script(flink_cluster, "start-taskmanager")  # others use this cluster
         outputs.stop()
-        witness.shutdown()
-        witness.server_close()
-        try:
-            admin.delete_topics(list(topics.values()))
-        except Exception as exc:  # the store topic may not exist if the job never opened
-            print(f"deleting topics: {exc}")
-        admin.close()
+        release(witness, admin, topics)
 
     records = outputs.snapshot()
     counts = witness.counters.snapshot()

@@ -3,7 +3,7 @@
 flink-agents compile FILE.yaml|module:attr [-o plan.json]
 flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD [--output F]
 flink-agents run JOB.yaml                                  (PyFlink local mini-cluster)
-flink-agents submit JOB.yaml --jobmanager HOST:PORT        (flink run -py on a cluster)
+flink-agents submit JOB.yaml --jobmanager HOST:PORT [--from-savepoint P] [--parallelism N]
 flink-agents inspect PLAN.json|FILE.yaml|module:attr        (what each chat model is offered)
 flink-agents trace EVENT_LOG|--topic T [--key K] [--run SEQ] (each run's tree from an event log)
 flink-agents store inspect --topic T --key K [--payloads]    (a key's action states and calls)
@@ -156,10 +156,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
     import subprocess
 
     from flink_agents.flink.job import load_job
-    from flink_agents.flink.job_runner import submit_command
+    from flink_agents.flink.job_runner import submit_command, with_overrides
 
-    load_job(args.job)  # a bad spec fails here, with file and line, not on the cluster
-    command = submit_command(args.job, args.jobmanager, detached=args.detached)
+    # A bad spec (or parallelism) fails here, with file and line, not on the cluster.
+    with_overrides(
+        load_job(args.job),
+        parallelism=args.parallelism,
+        from_savepoint=args.from_savepoint is not None,
+    )
+    command = submit_command(
+        args.job,
+        args.jobmanager,
+        detached=args.detached,
+        from_savepoint=args.from_savepoint,
+        parallelism=args.parallelism,
+    )
     return subprocess.run(command, check=False).returncode
 
 
@@ -308,6 +319,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobmanager", default="127.0.0.1:8081", help="REST address of the JobManager"
     )
     submit_parser.add_argument("--detached", action="store_true", help="return once submitted")
+    submit_parser.add_argument(
+        "--from-savepoint",
+        metavar="PATH",
+        help="start from this savepoint or retained checkpoint (restores the action-state store)",
+    )
+    submit_parser.add_argument(
+        "--parallelism", type=int, help="instead of the spec's (up to its max_parallelism)"
+    )
     submit_parser.set_defaults(handler=cmd_submit)
 
     inspect_parser = commands.add_parser("inspect", help="list what each chat model is offered")

@@ -3,7 +3,7 @@
 This is the only package that imports pyflink; the engine below it knows nothing of Flink.
 """
 
-from flink_agents.flink.environment import AgentsExecutionEnvironment
+from flink_agents.flink.environment import AgentsExecutionEnvironment, ExactlyOnce
 from flink_agents.runtime.options import OperatorOptions
 
-__all__ = ["AgentsExecutionEnvironment", "OperatorOptions"]
+__all__ = ["AgentsExecutionEnvironment", "ExactlyOnce", "OperatorOptions"]

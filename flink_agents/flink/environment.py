@@ -160,8 +160,21 @@ class AgentsExecutionEnvironment:
         )
         return AgentInput(self, stream, key)
 
-    def to_kafka(self, stream: DataStream, topic: str, *, bootstrap_servers: str) -> None:
-        """Write a stream of strings (agent outputs) to a Kafka topic, at least once."""
+    def to_kafka(
+        self,
+        stream: DataStream,
+        topic: str,
+        *,
+        bootstrap_servers: str,
+        exactly_once: ExactlyOnce | None = None,
+    ) -> None:
+        """Write a stream of strings (agent outputs) to a Kafka topic: at least once, or with
+        ``exactly_once`` in Kafka transactions committed when a checkpoint completes (a
+        ``read_committed`` consumer then sees each output once, a checkpoint interval later).
+
+        Raises ``ValueError`` for ``exactly_once`` when checkpointing is off: nothing would ever
+        be committed.
+        """
         from pyflink.datastream.connectors.base import DeliveryGuarantee
         from pyflink.datastream.connectors.kafka import (
             KafkaRecordSerializationSchema,
@@ -169,7 +182,7 @@ class AgentsExecutionEnvironment:
         )
 
         self._require_kafka_jar()
-        sink = (
+        builder = (
             KafkaSink.builder()
             .set_bootstrap_servers(bootstrap_servers)
             .set_record_serializer(
@@ -178,15 +191,40 @@ class AgentsExecutionEnvironment:
                 .set_value_serialization_schema(SimpleStringSchema())
                 .build()
             )
-            .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-            .build()
         )
-        stream.sink_to(sink).name(f"kafka:{topic}")
+        if exactly_once is None:
+            builder = builder.set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+        else:
+            if not self.env.get_checkpoint_config().is_checkpointing_enabled():
+                raise ValueError(
+                    f"exactly-once output to {topic!r} needs checkpointing: its transactions "
+                    "are committed when a checkpoint completes (env.enable_checkpointing(ms))"
+                )
+            builder = (
+                builder.set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+                .set_transactional_id_prefix(exactly_once.transactional_id_prefix)
+                .set_property("transaction.timeout.ms", str(exactly_once.transaction_timeout_ms))
+            )
+        stream.sink_to(builder.build()).name(f"kafka:{topic}")
 
     def _require_kafka_jar(self) -> None:
         if not self._kafka_jar_added:
             self.env.add_jars(kafka_connector_jar().as_uri())
             self._kafka_jar_added = True
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """Settings of an exactly-once Kafka sink.
+
+    ``transactional_id_prefix`` must stay the same across restarts of a job (so a restore aborts
+    the transactions its killed writers left open) and differ between jobs on one cluster.
+    ``transaction_timeout_ms`` must exceed the checkpoint interval and stay within the broker's
+    ``transaction.max.timeout.ms`` (15 min by default).
+    """
+
+    transactional_id_prefix: str
+    transaction_timeout_ms: int = 600_000
 
 
 class Paced(MapFunction):
@@ -293,6 +331,13 @@ class AgentInput:
             raise RuntimeError("apply(agent) before to_datastream()")
         return self._outputs
 
-    def to_kafka(self, topic: str, *, bootstrap_servers: str) -> None:
-        """Write the outputs to a Kafka topic."""
-        self.agents.to_kafka(self.to_datastream(), topic, bootstrap_servers=bootstrap_servers)
+    def to_kafka(
+        self, topic: str, *, bootstrap_servers: str, exactly_once: ExactlyOnce | None = None
+    ) -> None:
+        """Write the outputs to a Kafka topic (see :meth:`AgentsExecutionEnvironment.to_kafka`)."""
+        self.agents.to_kafka(
+            self.to_datastream(),
+            topic,
+            bootstrap_servers=bootstrap_servers,
+            exactly_once=exactly_once,
+        )

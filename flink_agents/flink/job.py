@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from flink_agents.api.resources import ResourceType
 from flink_agents.durable.store.config import StoreConfig
@@ -69,10 +69,44 @@ class FileSinkSpec(_Spec):
     path: str = Field(description="Output folder, relative to the job spec.")
 
 
+BROKER_MAX_TRANSACTION_TIMEOUT_MS = 900_000
+"""The broker's default ``transaction.max.timeout.ms`` (15 min; scripts/kafka.sh keeps it): a
+producer asking for a longer transaction timeout is refused when it starts."""
+
+Delivery = Literal["at-least-once", "exactly-once"]
+
+
 class KafkaSinkSpec(_Spec):
+    """Outputs as records of a Kafka topic.
+
+    ``at-least-once`` (the default): outputs are written as they come; after a failover an output
+    emitted since the last checkpoint may be written again. ``exactly-once``: outputs are written
+    in a Kafka transaction committed when the checkpoint completes, so a ``read_committed``
+    consumer sees each output once, one checkpoint interval later (docs/reliability.md).
+    """
+
     kind: Literal["kafka"]
     topic: str
     bootstrap_servers: str = "127.0.0.1:9092"
+    delivery: Delivery = Field(
+        default="at-least-once",
+        description="exactly-once: transactions committed at checkpoints (read them with "
+        "isolation.level=read_committed); outputs become visible one checkpoint later.",
+    )
+    transactional_id_prefix: str | None = Field(
+        default=None,
+        min_length=1,
+        description="exactly-once: prefix of the sink's transactional ids (default: flink-agents-"
+        "<job name>). Keep it stable across restarts and unique among jobs on the cluster.",
+    )
+    transaction_timeout_ms: int = Field(
+        default=600_000,
+        gt=0,
+        le=BROKER_MAX_TRANSACTION_TIMEOUT_MS,
+        description="exactly-once: how long the broker keeps a transaction open before aborting "
+        "it; above the checkpoint interval (plus restart time), at most the broker's "
+        "transaction.max.timeout.ms (15 min by default).",
+    )
 
 
 class DeadLetterSpec(_Spec):
@@ -89,6 +123,11 @@ SinkSpec = Annotated[StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec, Field(discri
 
 
 class CheckpointingSpec(_Spec):
+    enabled: bool = Field(
+        default=True,
+        description="Without checkpoints a failure restarts the job from scratch, and an "
+        "exactly-once sink cannot commit.",
+    )
     interval_ms: int = Field(default=1000, ge=10)
     dir: str | None = Field(
         default=None, description="Checkpoint folder (default: .cache/checkpoints/<job name>)."
@@ -122,6 +161,13 @@ class JobSpec(_Spec):
         default=None, description="Also write error records to this Kafka topic."
     )
     parallelism: int = Field(default=1, ge=1)
+    max_parallelism: int = Field(
+        default=128,
+        ge=1,
+        le=32768,
+        description="Key groups of the job's keyed state: fixed for the job's life, so a "
+        "savepoint can be restored at another parallelism (up to this).",
+    )
     execution_mode: Literal["thread", "process"] = Field(
         default="thread",
         description="PyFlink's Python execution mode. Thread (pemja) ran about 15x more runs/s "
@@ -145,6 +191,37 @@ class JobSpec(_Spec):
     )
 
     _base_dir: Path = PrivateAttr(default=Path("."))
+
+    @model_validator(mode="after")
+    def _check_sink_and_parallelism(self) -> JobSpec:
+        if self.parallelism > self.max_parallelism:
+            raise ValueError(
+                f"parallelism {self.parallelism} is above max_parallelism {self.max_parallelism}"
+            )
+        sink = self.sink
+        if isinstance(sink, KafkaSinkSpec) and sink.delivery == "exactly-once":
+            checkpointing = self.checkpointing
+            if not checkpointing.enabled:
+                raise ValueError(
+                    "sink.delivery exactly-once needs checkpointing: its transactions are "
+                    "committed when a checkpoint completes, so without checkpoints no output "
+                    "would ever be visible (enable checkpointing, or use at-least-once)"
+                )
+            if sink.transaction_timeout_ms <= checkpointing.interval_ms:
+                raise ValueError(
+                    f"sink.transaction_timeout_ms ({sink.transaction_timeout_ms}) must exceed "
+                    f"checkpointing.interval_ms ({checkpointing.interval_ms}): a transaction "
+                    "stays open from one checkpoint to the next, and the broker aborts it (its "
+                    "outputs lost) once the timeout passes"
+                )
+        return self
+
+    def transactional_id_prefix(self) -> str:
+        """The exactly-once Kafka sink's transactional id prefix: the spec's, or the job's name."""
+        sink = self.sink
+        if isinstance(sink, KafkaSinkSpec) and sink.transactional_id_prefix:
+            return sink.transactional_id_prefix
+        return f"flink-agents-{self.name}"
 
     @property
     def base_dir(self) -> Path:
@@ -176,12 +253,12 @@ class JobSpec(_Spec):
         """Flink 2.x configuration for this job (the 1.x key names are deprecated)."""
         config = {
             "parallelism.default": str(self.parallelism),
+            "pipeline.max-parallelism": str(self.max_parallelism),
             "python.execution-mode": self.execution_mode,
             "python.executable": sys.executable,
             "python.client.executable": sys.executable,
             # Thread mode (pemja) does not see the venv otherwise: "No module named 'pemja'".
             "python.pythonpath": os.pathsep.join(_import_roots()),
-            "execution.checkpointing.interval": f"{self.checkpointing.interval_ms} ms",
             "execution.checkpointing.storage": "filesystem",
             "execution.checkpointing.dir": self.checkpoint_dir().as_uri(),
             "state.backend.type": "hashmap",
@@ -194,6 +271,8 @@ class JobSpec(_Spec):
             else "100",
             "python.fn-execution.bundle.time": "100",
         }
+        if self.checkpointing.enabled:
+            config["execution.checkpointing.interval"] = f"{self.checkpointing.interval_ms} ms"
         restart = self.restart_strategy
         config["restart-strategy.type"] = restart.type
         if restart.type == "fixed-delay":

@@ -1,12 +1,14 @@
 """Build and run a job spec: on the local mini-cluster, or submitted to a standalone cluster.
 
-`python -m flink_agents.flink.job_runner JOB.yaml [IMPORT_ROOT...]` is also the entry point
-`flink run -py` executes on a cluster (see :func:`submit_command`). Import roots are folders the
-agent's ``module:attr`` references are imported from, in the driver and in the Python workers.
+`python -m flink_agents.flink.job_runner JOB.yaml [IMPORT_ROOT...] [--parallelism N]
+[--from-savepoint]` is also the entry point `flink run -py` executes on a cluster (see
+:func:`submit_command`). Import roots are folders the agent's ``module:attr`` references are
+imported from, in the driver and in the Python workers.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,8 +19,14 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSink
 
 import flink_agents
-from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironment
-from flink_agents.flink.job import JobSpec, KafkaSourceSpec, ListSourceSpec, load_job
+from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironment, ExactlyOnce
+from flink_agents.flink.job import (
+    JobSpec,
+    KafkaSinkSpec,
+    KafkaSourceSpec,
+    ListSourceSpec,
+    load_job,
+)
 from flink_agents.runtime.records import is_error_record
 
 
@@ -37,7 +45,16 @@ def environment(spec: JobSpec, import_roots: Sequence[str] = ()) -> StreamExecut
         config.set_string(name, value)
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(spec.parallelism)
+    env.set_max_parallelism(spec.max_parallelism)
     return env
+
+
+def exactly_once(spec: JobSpec) -> ExactlyOnce | None:
+    """The exactly-once settings of the spec's Kafka sink, if it asks for exactly-once."""
+    sink = spec.sink
+    if not isinstance(sink, KafkaSinkSpec) or sink.delivery != "exactly-once":
+        return None
+    return ExactlyOnce(spec.transactional_id_prefix(), sink.transaction_timeout_ms)
 
 
 def _input(spec: JobSpec, agents: AgentsExecutionEnvironment) -> AgentInput:
@@ -82,7 +99,12 @@ def build(
         file_sink = FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
         outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
     else:
-        agents.to_kafka(outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers)
+        agents.to_kafka(
+            outputs,
+            sink.topic,
+            bootstrap_servers=sink.bootstrap_servers,
+            exactly_once=exactly_once(spec),
+        )
     if spec.dead_letter is not None:
         errors = outputs.filter(is_error_record).name("error records")
         agents.to_kafka(
@@ -98,7 +120,14 @@ def run(spec: JobSpec, import_roots: Sequence[str] = ()) -> None:
     env.execute(spec.name)
 
 
-def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = False) -> list[str]:
+def submit_command(
+    job_file: str | Path,
+    jobmanager: str,
+    *,
+    detached: bool = False,
+    from_savepoint: str | None = None,
+    parallelism: int | None = None,
+) -> list[str]:
     """The `flink run -py` command line submitting ``job_file`` to a standalone cluster.
 
     The package's folder and the job's folder are shipped with ``-pyfs`` so a cluster whose
@@ -107,6 +136,10 @@ def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = Fa
     root): the driver and the workers import from it, so they must see it (one machine, or a
     shared file system). Both interpreters are named: `flink` would otherwise start the driver
     with whatever ``python`` comes first on PATH.
+
+    ``from_savepoint`` starts the job from that savepoint (or retained checkpoint) and tells the
+    operator so (``started_from_savepoint``); ``parallelism`` overrides the spec's (a savepoint
+    restores at any parallelism up to the spec's ``max_parallelism``).
     """
     import pyflink
 
@@ -116,6 +149,8 @@ def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = Fa
     command = [str(flink), "run", "-m", jobmanager]
     if detached:
         command.append("-d")
+    if from_savepoint is not None:
+        command += ["-s", from_savepoint]
     command += [
         "-pyfs",
         f"{package_root / 'flink_agents'},{job_path.parent}",
@@ -129,20 +164,54 @@ def submit_command(job_file: str | Path, jobmanager: str, *, detached: bool = Fa
         str(job_path),
         os.getcwd(),
     ]
+    if from_savepoint is not None:
+        command.append("--from-savepoint")
+    if parallelism is not None:
+        command += ["--parallelism", str(parallelism)]
     return command
 
 
+def with_overrides(spec: JobSpec, *, parallelism: int | None, from_savepoint: bool) -> JobSpec:
+    """``spec`` with the submit command's overrides: another parallelism, a savepoint start.
+
+    Raises ``ValueError`` for a parallelism above the spec's ``max_parallelism``.
+    """
+    updates: dict[str, object] = {}
+    if parallelism is not None:
+        if not 1 <= parallelism <= spec.max_parallelism:
+            raise ValueError(
+                f"parallelism {parallelism} is outside 1..max_parallelism "
+                f"({spec.max_parallelism}) of job {spec.name!r}"
+            )
+        updates["parallelism"] = parallelism
+    if from_savepoint:
+        updates["operator"] = spec.operator.model_copy(update={"started_from_savepoint": True})
+    overridden = spec.model_copy(update=updates)
+    overridden._base_dir = spec.base_dir
+    return overridden
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m flink_agents.flink.job_runner")
+    parser.add_argument("job", help="a job spec (jobs/*.yaml)")
+    parser.add_argument("import_roots", nargs="*", help="folders module:attr is imported from")
+    parser.add_argument("--parallelism", type=int, help="instead of the spec's")
+    parser.add_argument(
+        "--from-savepoint",
+        action="store_true",
+        help="the job starts from a savepoint (`flink run -s`): restore the action-state store",
+    )
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print(
-            "usage: python -m flink_agents.flink.job_runner JOB.yaml [IMPORT_ROOT...]",
-            file=sys.stderr,
-        )
-        return 2
-    job_file, *import_roots = args
+    args = _arguments(sys.argv[1:] if argv is None else argv)
+    import_roots: list[str] = args.import_roots
     sys.path[:0] = [root for root in import_roots if root not in sys.path]
-    run(load_job(job_file), import_roots)
+    spec = with_overrides(
+        load_job(args.job), parallelism=args.parallelism, from_savepoint=args.from_savepoint
+    )
+    run(spec, import_roots)
     return 0
 
 

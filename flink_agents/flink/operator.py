@@ -85,7 +85,9 @@ class AgentFunction(KeyedProcessFunction):
             listeners=[self._metrics],
         )
         self._logic.open(
-            attempt=_attempt_number(runtime_context), subtask=_subtask_index(runtime_context)
+            attempt=_attempt_number(runtime_context),
+            subtask=_subtask_index(runtime_context),
+            parallelism=_parallelism(runtime_context),
         )
         # Everything loaded so far (plan, modules, clients) lives as long as the job: keep it
         # out of the collector's scans, which otherwise cost ~10 % of a run's CPU.
@@ -183,6 +185,13 @@ def _subtask_index(runtime_context: RuntimeContext) -> int:
         return runtime_context.get_index_of_this_subtask()
     except AttributeError:
         return runtime_context._runtime_context.getTaskInfo().getIndexOfThisSubtask()
+
+
+def _parallelism(runtime_context: RuntimeContext) -> int:
+    try:
+        return runtime_context.get_number_of_parallel_subtasks()
+    except AttributeError:
+        return runtime_context._runtime_context.getTaskInfo().getNumberOfParallelSubtasks()
 
 
 def _attempt_number(runtime_context: RuntimeContext) -> int:

@@ -75,6 +75,11 @@ class SavedKey(BaseModel):
     marker: str | None = Field(
         default=None, description="Compact RecoveryMarker JSON taken before this state was saved."
     )
+    parallelism: int | None = Field(
+        default=None,
+        description="The operator's parallelism when the marker was taken: a marker covers the "
+        "runs of its own subtask only, so after a rescale that merges subtasks it is not enough.",
+    )
 
 
 class KeyedAgentLogic:
@@ -105,6 +110,7 @@ class KeyedAgentLogic:
         self._host: EngineHost | None = None
         self._store: ActionStateStore | None = None
         self._restarted = False
+        self._parallelism = 1
         self._recovered = True
         self._marker: str | None = None
         self._marker_deadline: float | None = None  # set by the first key without a marker
@@ -114,8 +120,8 @@ class KeyedAgentLogic:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def open(self, *, attempt: int, subtask: int) -> None:
-        """Start the engine (and the store) for subtask ``subtask`` of the host's job.
+    def open(self, *, attempt: int, subtask: int, parallelism: int = 1) -> None:
+        """Start the engine (and the store) for subtask ``subtask`` of ``parallelism``.
 
         ``attempt`` is the host task's attempt number (0 on a fresh start). A later attempt, or
         a first one with ``started_from_savepoint``, restores the store before running anything:
@@ -156,6 +162,7 @@ class KeyedAgentLogic:
         # Missing credentials and unusable resources fail here, at job start.
         self._host.engine.open_resources()
         self._restarted = attempt > 0 or self._options.started_from_savepoint
+        self._parallelism = parallelism
         self._recovered = self._store is None
 
     def close(self) -> None:
@@ -279,7 +286,7 @@ class KeyedAgentLogic:
         text = state.value()
         saved = SavedKey.model_validate_json(text) if text else SavedKey()
         if not self._recovered:
-            self._recover(saved.marker)
+            self._recover(saved.marker, saved.parallelism)
         return saved.runs
 
     def _save(self, state: SavedState, runs: KeyState) -> None:
@@ -287,19 +294,34 @@ class KeyedAgentLogic:
         if self._store is not None and self._recovered and self._clock.due():
             self._take_marker()
         if runs.pending or runs.next_seq or runs.short_term_memory:
-            state.update(SavedKey(runs=runs, marker=self._marker).model_dump_json())
+            saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
+            state.update(saved.model_dump_json())
 
-    def _recover(self, marker_json: str | None, *, wait: bool = True) -> None:
+    def _recover(
+        self, marker_json: str | None, saved_parallelism: int | None = None, *, wait: bool = True
+    ) -> None:
         """Restore the store from the first marker seen after a restart.
 
         A key without a marker (new since the checkpoint) does not start a restore of the whole
         topic at once: for up to ``marker_wait_ms`` the logic waits for a key that carries one
         (restored keys with runs in flight are visited first thing by their timers), and keeps
         the new keys' inputs in state meanwhile.
+
+        A marker covers the open runs of the subtask that took it. After a rescale from a
+        parallelism above 1 to another, this subtask's keys may come from several old subtasks,
+        whose other markers it cannot see: the store then reads its whole topic.
         """
         host, store = self._require_host(), self._store
         assert store is not None
-        if marker_json is not None:
+        if marker_json is not None and _merges_subtasks(saved_parallelism, self._parallelism):
+            logger.warning(
+                "rescaled from parallelism %s to %d: keys of several old subtasks may meet here, "
+                "so the action-state store reads its whole topic",
+                saved_parallelism,
+                self._parallelism,
+            )
+            marker = from_start(RecoveryMarker.from_json(marker_json))
+        elif marker_json is not None:
             marker = RecoveryMarker.from_json(marker_json)
         elif not self._restarted:
             self._recovered = True  # a fresh start: nothing to recover
@@ -342,6 +364,12 @@ class KeyedAgentLogic:
         if self._host is None:
             raise RuntimeError("KeyedAgentLogic used before open()")
         return self._host
+
+
+def _merges_subtasks(saved: int | None, now: int) -> bool:
+    """Whether a subtask at parallelism ``now`` may hold keys of several subtasks that saved
+    their state at parallelism ``saved`` (unknown for states saved before it was recorded)."""
+    return saved is not None and saved > 1 and saved != now
 
 
 _OPEN: dict[str, KeyedAgentLogic] = {}

@@ -70,6 +70,78 @@ def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env)
     assert all(line["output"]["city"] == line["key"] for line in lines)
 
 
+def kafka_sink_job(tmp_path: Path, sink: str, extra: str = "") -> Path:
+    job = tmp_path / "eos.yaml"
+    job.write_text(
+        "name: eos-job\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+        f"sink: {{kind: kafka, topic: out{sink}}}\n{extra}"
+    )
+    return job
+
+
+def test_the_kafka_sink_is_at_least_once_unless_exactly_once_is_asked(tmp_path: Path) -> None:
+    spec = load_job(kafka_sink_job(tmp_path, ""))
+    assert spec.sink.kind == "kafka" and spec.sink.delivery == "at-least-once"
+
+    spec = load_job(kafka_sink_job(tmp_path, ", delivery: exactly-once"))
+    assert spec.sink.kind == "kafka" and spec.sink.delivery == "exactly-once"
+    assert spec.transactional_id_prefix() == "flink-agents-eos-job"  # stable across restarts
+    spec = load_job(
+        kafka_sink_job(tmp_path, ", delivery: exactly-once, transactional_id_prefix: mine")
+    )
+    assert spec.transactional_id_prefix() == "mine"
+
+
+def test_exactly_once_without_checkpointing_is_refused_with_the_reason(tmp_path: Path) -> None:
+    job = kafka_sink_job(tmp_path, ", delivery: exactly-once", "checkpointing: {enabled: false}\n")
+    with pytest.raises(YamlAgentError, match="exactly-once needs checkpointing: its transactions"):
+        load_job(job)
+    # At least once needs no checkpoint; the Flink settings then name no interval.
+    spec = load_job(kafka_sink_job(tmp_path, "", "checkpointing: {enabled: false}\n"))
+    assert "execution.checkpointing.interval" not in spec.flink_config()
+
+
+def test_a_transaction_timeout_must_outlive_a_checkpoint_and_fit_the_broker(
+    tmp_path: Path,
+) -> None:
+    short = kafka_sink_job(
+        tmp_path,
+        ", delivery: exactly-once, transaction_timeout_ms: 5000",
+        "checkpointing: {interval_ms: 5000}\n",
+    )
+    with pytest.raises(YamlAgentError, match=r"transaction_timeout_ms \(5000\) must exceed"):
+        load_job(short)
+    too_long = kafka_sink_job(tmp_path, ", delivery: exactly-once, transaction_timeout_ms: 900001")
+    with pytest.raises(YamlAgentError, match="transaction_timeout_ms"):
+        load_job(too_long)
+
+
+@pytest.mark.flink
+def test_the_python_api_refuses_exactly_once_on_an_environment_without_checkpoints(
+    make_flink_env,
+) -> None:
+    from pyflink.common import Types
+
+    from flink_agents.flink import AgentsExecutionEnvironment, ExactlyOnce
+
+    def add_sink(env) -> None:
+        stream = env.from_collection(["{}"], type_info=Types.STRING())
+        AgentsExecutionEnvironment(env).to_kafka(
+            stream, "out", bootstrap_servers="x:1", exactly_once=ExactlyOnce("test-prefix")
+        )
+
+    with pytest.raises(ValueError, match="needs checkpointing"):
+        add_sink(make_flink_env())
+    add_sink(make_flink_env(**{"execution.checkpointing.interval": "1000 ms"}))  # accepted
+
+
+def test_max_parallelism_is_set_explicitly_and_bounds_the_parallelism(tmp_path: Path) -> None:
+    spec = load_job(kafka_sink_job(tmp_path, ""))
+    assert spec.flink_config()["pipeline.max-parallelism"] == "128"
+    with pytest.raises(YamlAgentError, match="parallelism 5 is above max_parallelism 4"):
+        load_job(kafka_sink_job(tmp_path, "", "parallelism: 5\nmax_parallelism: 4\n"))
+
+
 def test_an_unknown_store_field_is_named_with_file_and_line(tmp_path: Path) -> None:
     job = tmp_path / "bad.yaml"
     job.write_text(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flink_agents.flink.job_runner import submit_command
+from flink_agents.flink.job import load_job
+from flink_agents.flink.job_runner import submit_command, with_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 README_SUBMIT = (
@@ -39,6 +40,24 @@ def test_submit_names_the_client_interpreter_and_the_working_directory_as_import
     assert command[command.index("-pyclientexec") + 1] == sys.executable
     driver_args = command[command.index("-py") + 2 :]
     assert driver_args == [str(tmp_path / "examples/jobs/weather.yaml"), str(tmp_path)]
+
+
+def test_a_savepoint_start_at_another_parallelism_reaches_flink_and_the_operator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    command = submit_command(
+        "examples/jobs/weather.yaml", "127.0.0.1:8081", from_savepoint="/sp/1", parallelism=2
+    )
+    assert command[command.index("-s") + 1] == "/sp/1"
+    assert command[-3:] == ["--from-savepoint", "--parallelism", "2"]  # for the driver
+
+    spec = load_job(REPO / "examples" / "jobs" / "weather.yaml")
+    overridden = with_overrides(spec, parallelism=2, from_savepoint=True)
+    assert overridden.parallelism == 2 and overridden.operator.started_from_savepoint
+    assert overridden.base_dir == spec.base_dir  # relative paths still resolve
+    with pytest.raises(ValueError, match=r"outside 1\.\.max_parallelism"):
+        with_overrides(spec, parallelism=spec.max_parallelism + 1, from_savepoint=False)
 
 
 def _taskmanager_stdout(flink_cluster) -> dict[str, str]:

@@ -73,6 +73,7 @@ class Attempt:
         plan: AgentPlan = WEATHER,
         subtask: int = 0,
         record_arguments: bool = True,
+        parallelism: int = 1,
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
@@ -83,7 +84,7 @@ class Attempt:
             monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
             store = StoreConfig(kind="memory", record_arguments=record_arguments)
         self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store)
-        self.logic.open(attempt=number, subtask=subtask)
+        self.logic.open(attempt=number, subtask=subtask, parallelism=parallelism)
 
     def __enter__(self) -> Attempt:
         return self
@@ -210,6 +211,46 @@ def test_a_start_from_a_savepoint_restores_the_store_when_declared(monkeypatch):
         ask(started, "Oslo")
         assert started.restores == [saved_marker(savepoint, "Oslo")]
         assert [r["key"] for r in started.answers("Rome")] == ["Rome"]
+
+
+def in_flight_at_parallelism(
+    monkeypatch: pytest.MonkeyPatch, log: InMemoryLog, cities: list[str], parallelism: int
+) -> dict[str, str]:
+    """Each city's run in flight in its own subtask; returns their keyed states (a savepoint)."""
+    savepoint: dict[str, str] = {}
+    for subtask, city in enumerate(cities):
+        with Attempt(monkeypatch, log, {}, 0, subtask=subtask, parallelism=parallelism) as task:
+            ask(task, city)
+            savepoint.update(task.table)  # taken before the run's outputs were emitted
+    return savepoint
+
+
+def test_after_a_rescale_that_merges_subtasks_the_store_reads_its_whole_topic(monkeypatch):
+    # Each subtask's marker covers only its own runs: the one from Oslo's subtask says nothing
+    # of Rome's, whose states may lie before it. Both keys now meet in one subtask.
+    log = InMemoryLog()
+    savepoint = in_flight_at_parallelism(monkeypatch, log, ["Rome", "Oslo"], parallelism=2)
+
+    with Attempt(monkeypatch, log, savepoint, 0, started_from_savepoint=True) as merged:
+        oslo = merged.answers("Oslo")
+        [marker] = merged.restores
+        assert all(mark.low == 0 for mark in marker.partitions.values())  # from the start
+        rome = merged.answers("Rome")
+        assert [(r["key"], r["seq"]) for r in oslo + rome] == [("Oslo", 0), ("Rome", 0)]
+
+
+def test_after_a_rescale_from_one_subtask_each_subtask_restores_from_the_saved_marker(
+    monkeypatch,
+):
+    log = InMemoryLog()
+    savepoint = in_flight_at_parallelism(monkeypatch, log, ["Oslo"], parallelism=1)
+
+    with Attempt(
+        monkeypatch, log, savepoint, 0, subtask=1, parallelism=2, started_from_savepoint=True
+    ) as split:
+        oslo = split.answers("Oslo")
+        assert split.restores == [saved_marker(savepoint, "Oslo")]  # no whole-topic read
+        assert [(r["key"], r["seq"]) for r in oslo] == [("Oslo", 0)]
 
 
 def test_an_input_pending_at_the_checkpoint_runs_again_with_its_seq_at_its_first_visit(
