@@ -198,8 +198,7 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
     expected = {_canonical(o) for o in reference.outputs}
     got = set(outputs)
     assert spec.store is not None
-    store = spec.store
-    outcomes = terminal_records(store.bootstrap_servers, store.topic, store.secret_env)
+    outcomes = terminal_records(spec.store)
     verdict = judge(
         requests_of(services),
         completed_at(outcomes, ModelCalls(services)),

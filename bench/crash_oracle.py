@@ -34,7 +34,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from examples.services import ExampleServices, _digest, _messages
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store.codec import RecordCodec, secret_from_env
+from flink_agents.durable.store.kafka import KafkaStoreSettings
 from flink_agents.durable.store.records import ActionState, CallResult, CallStatus
 
 TOOL = "lookup_fact"
@@ -109,15 +110,17 @@ def witness_keys(call: CallResult, models: ModelCalls) -> list[str]:
     return []
 
 
-def terminal_records(
-    bootstrap_servers: str, topic: str, secret_env: str = DEFAULT_SECRET_ENV
-) -> Iterator[tuple[float, CallResult]]:
-    """Every SUCCEEDED or FAILED call result on ``topic`` (a state record repeats its action's
-    calls), with its record's timestamp in epoch seconds."""
-    codec = RecordCodec(secret_from_env(secret_env))
+def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallResult]]:
+    """Every SUCCEEDED or FAILED call result on the ``store``'s topic (a state record repeats
+    its action's calls), with its record's timestamp in epoch seconds."""
+    codec, topic, servers = (
+        RecordCodec(secret_from_env(store.secret_env)),
+        store.topic,
+        store.bootstrap_servers,
+    )
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers or []),
             "group.id": f"crash-oracle-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,

@@ -17,8 +17,8 @@ marker file (``<marker_dir>/<point>.fired``, holding the epoch time of the fault
 ``<point>.passages`` counts the passages) when a folder is given: a restarted Python worker
 (process mode, another TaskManager) then does not fire again, and a harness reads when the
 fault happened. Each :func:`arm` also adds its epoch time to ``<marker_dir>/armed``: the
-operator arms the plan when an attempt opens, so a harness reads where one attempt of the job
-ends and the next begins.
+operator arms the plan when an attempt opens, once the previous attempt is closed, so a harness
+reads where one attempt of the job ends and the next begins.
 
 A plan is armed from the environment (:data:`KILL_POINTS_ENV`, :data:`KILL_MARKERS_ENV`) when
 this module is first imported, or by :func:`arm` (the operator does, from its options, which
