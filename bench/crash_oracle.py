@@ -71,9 +71,9 @@ class ModelCalls:
         self._keys: dict[str, str] = {}
         for bodies in services.conversations.by_ticket().values():
             for raw in bodies:
-                body = json.loads(raw)
+                body = _json_object(raw)
                 model = services.models.get(body.get("model", ""))
-                if model is None:  # refused: no call of a model the services lack completes
+                if model is None:  # refused, so not counted: a cut body, an unknown model
                     continue
                 reply = model.reply(_messages(body))
                 signature = _signature(body["messages"], reply.model_dump(mode="json"))
@@ -82,6 +82,14 @@ class ModelCalls:
     def key(self, messages: list[dict[str, Any]], reply: dict[str, Any]) -> str | None:
         """The services' key of the request that sent ``messages`` and got ``reply``."""
         return self._keys.get(_signature(messages, reply))
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _signature(messages: list[dict[str, Any]], reply: dict[str, Any]) -> str:

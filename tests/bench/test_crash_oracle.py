@@ -87,6 +87,9 @@ def test_a_model_record_is_joined_to_its_request_through_conversation_and_reply(
     with ExampleServices() as services:
         for model in ("desk", "researcher"):
             services.conversations.add(json.dumps({"model": model, "messages": messages}), 1.0)
+        # A request its sender cut off (a crashed attempt's) was answered 400/404, not counted.
+        services.conversations.add('{"model": "desk", "mess', 1.0)
+        services.conversations.add("", 1.0)
         models = ModelCalls(services)
     for model in ("desk", "researcher"):
         body = {"model": model, "messages": messages}
