@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.crash_matrix import REPO, SCENARIOS, matrix
+from bench.crash_matrix import REPO, RUN_TIMEOUT_S, SCENARIOS, matrix
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+# Eight runs, each a JVM of its own and bounded by RUN_TIMEOUT_S: on 2 shared cores they take
+# longer together than the suite's default timeout.
+pytestmark = [
+    pytest.mark.flink,
+    pytest.mark.kafka,
+    pytest.mark.timeout((len(SCENARIOS) + 1) * RUN_TIMEOUT_S),
+]
 
 
 def test_every_kill_point_loses_nothing_and_reinvokes_no_completed_call(kafka_bootstrap) -> None:
