@@ -5,16 +5,16 @@ and an external sub-agent, two customers whose billing delegations fail for good
 mini-cluster with a Kafka action-state store, its operator armed to crash once at a kill point
 (flink_agents/durable/faults.py) at a passage drawn from a seeded random generator. Flink
 restarts the job from its last checkpoint. The example services, in the same process (thread
-mode), count every request by its idempotency key. The oracle of a run:
+mode), count every request by its idempotency key. The oracle of a run
+(:mod:`bench.crash_oracle` joins the services' counts with the store's topic):
 
-* **re-invoked**: requests repeating a call whose answer was sent at least
-  :data:`RECORD_SLACK_S` before the crash (its outcome was recorded, so a replay must hand it
-  back): must be 0;
+* **re-invoked**: requests, made after a crash, for a call whose outcome was on the store's
+  topic before it (a replay must hand it back): must be 0;
 * **lost**: outputs of the no-fault run (the same agent over the same tickets on the local
   runner) missing from the job's outputs; **extra**: outputs the no-fault run does not have
   (content differs); **duplicates**: outputs written twice: all must be 0;
 * **sent again** (all repeated requests) must not exceed the calls **in flight** at the crash
-  (reaching the services by :data:`RECORD_SLACK_S` after it, not answered that long before it);
+  (sent by the crashed attempt, its outcome not on the topic at the crash);
 * **recovery**: from the (last) crash to the first checkpoint completed after it.
 
 Every run is a subprocess of its own (a fresh JVM and interpreter, so a kill point's counts and
@@ -32,26 +32,26 @@ import argparse
 import json
 import os
 import random
-import re
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.crash_oracle import ModelCalls, completed_at, judge, requests_of, terminal_records
 from examples.demo import DEFAULT_JOB, demo_spec, no_fault_run, read_outputs
 from examples.services import UNKNOWN_CUSTOMERS, ExampleServices
 from flink_agents.durable.faults import FaultPlan, KillPoint
 from flink_agents.flink.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[1]
-RECORD_SLACK_S = 0.5
-"""A call answered this long before the crash has been recorded (an acknowledged store write
-takes milliseconds on the loopback broker); one answered later may not have been."""
+HAND_WRITTEN = "<!-- hand-written below: kept when the matrix is regenerated -->"
+"""The line of the matrix's document after which :func:`write_doc` keeps what is there."""
 DEMO_PORT = 8765
 """The port the agent file names (``make run``'s)."""
 SERVICES_URL_ENV = "FLINK_AGENTS_EXAMPLE_SERVICES"
@@ -105,14 +105,18 @@ class RunReport:
     outputs: int
     lost: int
     extra: int
-    attempts_only: int
     duplicates: int
     reinvoked: int
     sent_again: int
     in_flight: int
+    unmatched: int
     recovery_s: float | None
     conversations_equal: int
     seconds: float
+    armed: list[float] = field(default_factory=list)
+    """When each attempt of the job armed its kill points (epoch seconds)."""
+    resent: list[str] = field(default_factory=list)
+    """The calls sent again, with their request and record times from the crash."""
     hits: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -120,6 +124,7 @@ class RunReport:
         return (
             bool(self.fired) == (self.scenario != "none")
             and self.lost == self.extra == self.duplicates == self.reinvoked == 0
+            and self.unmatched == 0
             and self.sent_again <= self.in_flight
         )
 
@@ -152,8 +157,11 @@ class CheckpointWatch:
 
 
 def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -> RunReport:
-    """One run of the support-desk job with ``kill_points`` armed (none: count passages)."""
+    """One run of the support-desk job with ``kill_points`` armed (none: count passages), its
+    services on ``port`` (0: a free one)."""
     from flink_agents.flink.job_runner import build, environment
+
+    port = port or _free_port()
 
     work = REPO / ".cache" / "crash-matrix" / f"{scenario.name if scenario else 'none'}-{seed}"
     work = work.with_name(f"{work.name}-{uuid.uuid4().hex[:6]}")
@@ -185,25 +193,18 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
     # What the Python workers (another process than this client) left in the marker folder.
     plan = FaultPlan.parse(armed, work / "faults")
     fired = {p.value: at for p in KillPoint if (at := plan.fired_at(p)) is not None}
-    crash = min(fired.values()) if fired else None
     written = read_outputs(work / "out")
     outputs = [_canonical(json.dumps(o)) for o in written]
     expected = {_canonical(o) for o in reference.outputs}
     got = set(outputs)
-    other = got - expected
-    # Outputs that differ from the no-fault run's only in a final failure's attempt count.
-    attempts_only = {o for o in other if _without_attempts(o) in map(_without_attempts, expected)}
-    counters = services.counters
-    repeats = counters.snapshot()
-    sent_again = sum(n - 1 for per_key in repeats.values() for n in per_key.values())
-    # Every crash (a second one while replaying too) may catch calls in flight: sent before it
-    # (the services see a request on the wire at the crash a little later) and not recorded.
-    in_flight = sum(
-        n
-        for at in fired.values()
-        for n in counters.in_flight_between(at - RECORD_SLACK_S, at + RECORD_SLACK_S).values()
+    assert spec.store is not None
+    outcomes = terminal_records(spec.store)
+    verdict = judge(
+        requests_of(services),
+        completed_at(outcomes, ModelCalls(services)),
+        list(fired.values()),
+        plan.armed_at(),
     )
-    reinvoked = sum(counters.repeated_after(crash - RECORD_SLACK_S).values()) if crash else 0
     last_crash = max(fired.values()) if fired else None
     checkpoint = watch.first_after(last_crash) if last_crash else None
     conversations = services.conversations.by_ticket()
@@ -215,12 +216,12 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
         inputs=len(records),
         outputs=len(outputs),
         lost=len(_runs_of(expected) - _runs_of(got)),
-        extra=len(other - attempts_only),
-        attempts_only=len(attempts_only),
+        extra=len(got - expected),
         duplicates=len(outputs) - len(got),
-        reinvoked=reinvoked,
-        sent_again=sent_again,
-        in_flight=in_flight,
+        reinvoked=verdict.reinvoked,
+        sent_again=verdict.sent_again,
+        in_flight=verdict.in_flight,
+        unmatched=verdict.unmatched,
         recovery_s=round(checkpoint - last_crash, 2) if checkpoint and last_crash else None,
         conversations_equal=sum(
             1
@@ -228,6 +229,8 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
             if conversations.get(ticket) == bodies
         ),
         seconds=round(seconds, 1),
+        armed=plan.armed_at(),
+        resent=verdict.resent,
         hits={p.value: n for p, n in plan.passages().items()} if not kill_points else {},
     )
 
@@ -244,6 +247,13 @@ def _serve_on(spec: JobSpec, port: int, work: Path) -> None:
     os.environ[SERVICES_URL_ENV] = f"http://127.0.0.1:{port}"
 
 
+def _free_port() -> int:
+    """A loopback port nothing listens on now (``make run``'s demo may hold its own)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _canonical(text: str) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
@@ -251,13 +261,6 @@ def _canonical(text: str) -> str:
 def _runs_of(outputs: set[str]) -> set[tuple[str, int]]:
     """The (key, seq) of the runs ``outputs`` answer: an input without one is lost."""
     return {(json.dumps(o["key"]), o["seq"]) for o in map(json.loads, outputs)}
-
-
-_ATTEMPTS = re.compile(r"failed after \d+ attempt\(s\)")
-
-
-def _without_attempts(output: str) -> str:
-    return _ATTEMPTS.sub("failed after N attempt(s)", output)
 
 
 RUN_TIMEOUT_S = 300
@@ -312,14 +315,21 @@ class Row:
         return sum(getattr(run, name) for run in self.runs)
 
     def recovery(self) -> str:
-        times = sorted(r.recovery_s for r in self.runs if r.recovery_s is not None)
-        if not times:
-            return "-"
-        return f"{statistics.median(times):.1f} / {times[-1]:.1f}"
+        return _p50_max(r.recovery_s for r in self.runs if r.recovery_s is not None)
+
+    def wall_time(self) -> str:
+        return _p50_max(r.seconds for r in self.runs)
 
     @property
     def ok(self) -> bool:
         return all(run.ok for run in self.runs)
+
+
+def _p50_max(values: Iterable[float]) -> str:
+    ordered = sorted(values)
+    if not ordered:
+        return "-"
+    return f"{statistics.median(ordered):.1f} / {ordered[-1]:.1f}"
 
 
 def matrix(
@@ -370,24 +380,24 @@ def _progress(report: RunReport) -> None:
 def render(
     baseline: RunReport, rows: Sequence[Row], command: str, seconds: float, commit: str
 ) -> str:
-    """docs/reliability.md: the matrix table and how it was made."""
+    """The generated part of docs/reliability.md: the matrix table and how it was made."""
     table = [
         "| kill point | runs | re-invoked | lost | duplicate outputs | other outputs "
-        "| attempt count only | sent again / in flight | recovery p50 / max (s) | result |",
+        "| sent again / in flight | recovery p50 / max (s) | wall time p50 / max (s) | result |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         table.append(
             f"| `{row.scenario}` | {len(row.runs)} | {row.total('reinvoked')} | "
             f"{row.total('lost')} | {row.total('duplicates')} | {row.total('extra')} | "
-            f"{row.total('attempts_only')} | "
             f"{row.total('sent_again')} / {row.total('in_flight')} | {row.recovery()} | "
-            f"{'ok' if row.ok else 'FAILED'} |"
+            f"{row.wall_time()} | {'ok' if row.ok else 'FAILED'} |"
         )
     runs = [
         f"| `{r.scenario}` | `{r.kill_points}` | {r.reinvoked} | {r.lost} | {r.duplicates} | "
-        f"{r.extra} | {r.attempts_only} | {r.sent_again} / {r.in_flight} | "
-        f"{'-' if r.recovery_s is None else r.recovery_s} | {r.conversations_equal}/{r.inputs} |"
+        f"{r.extra} | {r.sent_again} / {r.in_flight} | {r.unmatched} | "
+        f"{'-' if r.recovery_s is None else r.recovery_s} | {r.seconds} | "
+        f"{r.conversations_equal}/{r.inputs} |"
         for row in rows
         for r in row.runs
     ]
@@ -395,7 +405,8 @@ def render(
         [
             "# Reliability: the crash matrix",
             "",
-            "Generated by `make crash-matrix` (`bench/crash_matrix.py`); do not edit by hand.",
+            "Generated by `make crash-matrix` (`bench/crash_matrix.py`); edit only below the "
+            "hand-written marker at the end, which regenerating keeps.",
             "",
             f"- command: `{command}`",
             f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; commit: `{commit}`;"
@@ -415,33 +426,25 @@ def render(
             "then again while the replay hands recorded calls back. Flink restarts the job from "
             "its last checkpoint.",
             "",
-            f"- **re-invoked**: requests (counted by the services per idempotency key) repeating "
-            f"a call answered at least {RECORD_SLACK_S} s before the crash, so recorded: must "
-            "be 0.",
+            "A call is **completed** at a moment iff its outcome (a SUCCEEDED or FAILED "
+            "record) is on the action-state store's topic with a timestamp before it: the "
+            "harness reads the topic after the run and joins each record to the key the "
+            "services counted its requests under (`bench/crash_oracle.py`).",
+            "",
+            "- **re-invoked**: requests (counted by the services per idempotency key) made after "
+            "a crash for a call completed before it: must be 0.",
             "- **lost**: inputs answered by the no-fault run (the agent on the local runner, no "
             "store) that the job did not answer; **other outputs**: outputs the no-fault run "
-            "does not have (content differs); **attempt count only**: outputs that differ only "
-            "in a final failure's attempt count (see below); **duplicate outputs**: outputs "
-            "written twice.",
-            "- **sent again / in flight**: all repeated requests, and the calls in flight at the "
-            f"crash (reaching the services up to {RECORD_SLACK_S} s after it, a request already "
-            f"on the wire, and not answered {RECORD_SLACK_S} s before it): a call whose outcome "
-            "was not recorded may be sent again, no other.",
-            "- **recovery**: from the (last) crash to the first checkpoint completed after it.",
-            "",
-            "## Named divergence: a final failure's attempt count",
-            "",
-            "A billing delegation for an unknown customer fails for good (404) on its first "
-            "attempt. When the crash catches one in flight (sent, its outcome not recorded), "
-            "the replay sends it again, and the attempt counter, durable by design so that a "
-            "crash loop cannot retry a call forever (`flink_agents/api/attempts.py`), is at 2: "
-            "the failure reads `failed after 2 attempt(s)` where the no-fault run says 1. The "
-            "model is handed that text, so that ticket's later request and its output differ "
-            "from the no-fault run's in this number only (**attempt count only**; the "
-            "conversations column shows the same tickets). No call is lost or re-invoked: the "
-            "resent call was in flight. Fixing it means leaving the count out of the text a "
-            "model sees (`api/subagents/http.py`, `providers/_http_errors.py`, outside this "
-            "change): the count is true, but it tells of the crash, not of the work.",
+            "does not have (content differs); **duplicate outputs**: outputs written twice.",
+            "- **sent again / in flight**: all repeated requests, and the calls in flight at "
+            "each crash: sent by the attempt that crashed (from its start until the next "
+            "attempt starts, so also what its runs sent after the crash until it was closed) "
+            "and not completed at the crash. A call not completed may be sent again, no other.",
+            "- **unmatched** (every run): calls the services saw without any completed record on "
+            "the topic; every call completes by the run's end, so it must be 0 (else the join "
+            "of records to requests is broken and the other counts are void).",
+            "- **recovery**: from the (last) crash to the first checkpoint completed after it; "
+            "**wall time**: the job's run, from submission to its end.",
             "",
             "## Not covered here",
             "",
@@ -454,21 +457,30 @@ def render(
             "Python interpreter survive it. In thread mode a failed attempt's engine is closed "
             "when the next attempt opens (PyFlink skips `close()`), so runs that were not "
             "stopped by the crash itself (kill points on the operator thread: `after-output`, "
-            "`during-snapshot`) may go on for the restart delay; their calls count as sent "
-            "again, and the table shows whether they stayed within the calls in flight. "
-            "Likewise a crash inside one of the calls a model asked for at once ends the run, "
-            "but the sibling calls of that tool-call batch finish on their own (nothing awaits "
-            "them any more): a real process death would stop them too.",
+            "`during-snapshot`) may go on for the restart delay, and a crash inside one of the "
+            "calls a model asked for at once ends the run while the sibling calls of that "
+            "tool-call batch finish on their own (nothing awaits them any more). A real process "
+            "death would stop them; here they count as in flight, and the calls they complete "
+            "before the next attempt restores may be handed back instead of sent again.",
             "",
             "## Every run",
             "",
-            "| kill point | plan | re-invoked | lost | duplicates | other | attempt count only "
-            "| sent again / in flight | recovery (s) | conversations equal |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| kill point | plan | re-invoked | lost | duplicates | other "
+            "| sent again / in flight | unmatched | recovery (s) | wall time (s) "
+            "| conversations equal |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             *runs,
             "",
         ]
     )
+
+
+def write_doc(path: Path, generated: str) -> None:
+    """Write the matrix's document: ``generated``, then the :data:`HAND_WRITTEN` line and what
+    followed it in the document already there (nothing if it had no such line)."""
+    existing = path.read_text() if path.exists() else ""
+    kept = existing.partition(HAND_WRITTEN)[2] if HAND_WRITTEN in existing else "\n"
+    path.write_text(f"{generated.rstrip()}\n\n{HAND_WRITTEN}{kept}")
 
 
 def _head_commit() -> str:
@@ -486,8 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--port",
         type=int,
-        default=8775,
-        help="the example services' port (not make run's, so both can run at once)",
+        default=0,
+        help="the example services' port (default: a free one for each run, never make run's)",
     )
     parser.add_argument("--doc", type=Path, help="write the matrix here (docs/reliability.md)")
     parser.add_argument("--commit", help="the commit measured (default: HEAD; for a copy)")
@@ -515,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
         command = "python -m bench.crash_matrix " + " ".join(argv or sys.argv[1:])
         commit = args.commit or _head_commit()
         text = render(baseline, rows, command, time.monotonic() - started, commit)
-        args.doc.write_text(text)
+        write_doc(args.doc, text)
         print(f"wrote {args.doc}")
     return 0 if baseline.ok and all(row.ok for row in rows) else 1
 

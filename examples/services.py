@@ -119,6 +119,14 @@ class Counters:
                 for service, per_key in self._served.items()
             }
 
+    def requests(self) -> dict[str, dict[str, list[tuple[float, float]]]]:
+        """Per service, per key, when each request arrived and was answered (epoch seconds)."""
+        with self._lock:
+            return {
+                service: {key: list(times) for key, times in per_key.items()}
+                for service, per_key in self._served.items()
+            }
+
     def repeated_after(self, moment: float) -> dict[str, int]:
         """Per service, requests repeating one whose answer had been sent before ``moment``:
         calls that had completed, made again. (A call still in flight at ``moment`` may be

@@ -16,7 +16,9 @@ so Flink restarts the job from its last checkpoint. Whether a point already fire
 marker file (``<marker_dir>/<point>.fired``, holding the epoch time of the fault; beside it
 ``<point>.passages`` counts the passages) when a folder is given: a restarted Python worker
 (process mode, another TaskManager) then does not fire again, and a harness reads when the
-fault happened.
+fault happened. Each :func:`arm` also adds its epoch time to ``<marker_dir>/armed``: the
+operator arms the plan when an attempt opens, once the previous attempt is closed, so a harness
+reads where one attempt of the job ends and the next begins.
 
 A plan is armed from the environment (:data:`KILL_POINTS_ENV`, :data:`KILL_MARKERS_ENV`) when
 this module is first imported, or by :func:`arm` (the operator does, from its options, which
@@ -139,6 +141,21 @@ class FaultPlan:
             if (counted := self.marker_dir / f"{point.value}.passages").exists()
         }
 
+    def armed_at(self) -> list[float]:
+        """When each :func:`arm` of this plan happened (epoch seconds, in order), as the marker
+        folder keeps them: one per attempt of the job; empty without a folder."""
+        if self.marker_dir is None or not (self.marker_dir / _ARMED).exists():
+            return []
+        return [float(line) for line in (self.marker_dir / _ARMED).read_text().split()]
+
+    def note_armed(self) -> None:
+        """Add now to the times :meth:`armed_at` reads (nothing without a marker folder)."""
+        if self.marker_dir is None:
+            return
+        self.marker_dir.mkdir(parents=True, exist_ok=True)
+        with (self.marker_dir / _ARMED).open("a") as armed:
+            armed.write(f"{time.time()!r}\n")
+
     def fired_at(self, point: KillPoint) -> float | None:
         """When ``point`` fired (epoch seconds; 0.0 if only this process knows), else None."""
         if self.marker_dir is not None and self._marker(point).exists():
@@ -149,6 +166,9 @@ class FaultPlan:
         assert self.marker_dir is not None
         return self.marker_dir / f"{point.value}.fired"
 
+
+_ARMED = "armed"
+"""The marker file of the times a plan was armed."""
 
 ARMED: FaultPlan | None = None
 """The armed plan, or None (always, outside fault-injection tests)."""
@@ -161,6 +181,7 @@ def arm(spec: str, marker_dir: str | Path | None = None) -> FaultPlan:
     plan = FaultPlan.parse(spec, marker_dir)
     if ARMED is None or (ARMED.kills, ARMED.marker_dir) != (plan.kills, plan.marker_dir):
         ARMED = plan
+    ARMED.note_armed()
     return ARMED
 
 

@@ -128,8 +128,6 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         """
         plan = self._plan
-        if self._options.kill_points:
-            faults.arm(self._options.kill_points, self._options.kill_markers_dir)
         call_runner = None
         if self._store_config is not None:
             self._store = self._store_config.build()
@@ -157,6 +155,8 @@ class KeyedAgentLogic:
         # beside ours.
         self._identity = f"{plan.name}/{subtask}"
         _close_previous_attempt(self._identity)
+        if self._options.kill_points:  # armed once the previous attempt is closed: see faults
+            faults.arm(self._options.kill_points, self._options.kill_markers_dir)
         self._host = EngineHost(factory, max_unfinished=self._options.unfinished_bound)
         _OPEN[self._identity] = self
         # Missing credentials and unusable resources fail here, at job start.

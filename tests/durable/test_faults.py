@@ -61,6 +61,15 @@ def test_arming_the_same_plan_again_keeps_its_count() -> None:
     assert faults.arm("after-output@3") is not first
 
 
+def test_each_arming_leaves_its_time_beside_the_markers(tmp_path: Path) -> None:
+    # The operator arms the plan when an attempt opens: the times tell the attempts apart.
+    faults.arm("after-output@2", tmp_path)
+    plan = faults.arm("after-output@2", tmp_path)
+    first, second = plan.armed_at()
+    assert 0 < first <= second
+    assert FaultPlan.parse("after-output@2").armed_at() == []  # no folder, nothing kept
+
+
 def test_the_crash_is_no_exception_an_error_policy_could_turn_into_an_output() -> None:
     assert not issubclass(KillPointReached, Exception)
 
