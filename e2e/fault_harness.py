@@ -1,0 +1,357 @@
+"""One external-fault scenario on the standalone cluster, from job submission to the oracle.
+
+The job and its witness are those of ``e2e/test_standalone_failover.py`` (reused from there):
+the support desk, submitted with ``flink-agents submit``, reading tickets from Kafka, writing
+answers to Kafka, its durable calls in a Kafka action-state store, and the example services
+counting every request by idempotency key. A scenario opens a :class:`FaultRun`, waits until
+runs are in flight (:meth:`FaultRun.wait_for_calls_in_flight`), does its fault, and ends with
+:meth:`FaultRun.finish` and :meth:`FaultRun.verdict`, whose :meth:`Verdict.check` is the oracle:
+
+* every ticket gets exactly its expected answer (after de-duplication by (key, seq): the Kafka
+  sink is at-least-once), no error output, no call the tickets do not need;
+* no call answered more than a second before the fault is sent again (re-invoked = 0);
+* calls sent again, in all, are at most the calls in flight around the fault (their outcome
+  could not be recorded): a process left running beside the new attempt (a zombie) would break
+  this by calling again what the new attempt had completed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+import yaml
+from kafka import KafkaConsumer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from e2e.test_standalone_failover import (
+    CALLS_PER_TICKET,
+    TICKETS,
+    Outputs,
+    cancel,
+    expected_outputs,
+    failover_causes,
+    job_running,
+    produce_paced,
+    rest,
+    start_witness,
+    submit,
+    taskmanager_log_tail,
+    totals,
+    wait_for,
+    write_spec,
+)
+from examples.services import ExampleServices
+from flink_agents.durable.store.kafka import EPOCH_HEADER
+
+#: A call answered this long before a fault counts as recorded (the store acknowledges a result
+#: before the action sees it; the slack covers that write on a loaded machine).
+RECORDED_SLACK_S = 1.0
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # Fields 14 and 15 of stat (utime, stime), counted after the command's closing parenthesis.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Verdict:
+    """What the witness and the output topic saw, and the oracle over it."""
+
+    name: str
+    expected: dict[tuple[str, int], str]
+    records: list[dict[str, Any]]
+    calls: dict[str, int]
+    distinct: dict[str, int]
+    reinvoked: dict[str, int]
+    in_flight: dict[str, int]
+    failovers: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sent_again(self) -> dict[str, int]:
+        return {service: self.calls[service] - self.distinct[service] for service in self.calls}
+
+    def report(self) -> str:
+        answered = {(r["key"], r["seq"]) for r in self.records}
+        lines = [
+            f"{len(self.expected)} tickets, {len(self.records)} output records "
+            f"({len(answered)} distinct (key, seq))",
+            f"job failovers ({len(self.failovers)}, newest first): {self.failovers}",
+            f"witness calls: {self.calls}; distinct: {self.distinct}",
+            f"in flight around the fault: {self.in_flight}; sent again: {self.sent_again}",
+            f"completed before the fault and re-invoked: {self.reinvoked} (expected all 0)",
+            *self.notes,
+        ]
+        return "\n".join(f"[{self.name}] {line}" for line in lines)
+
+    def check(self, zombie_calls: int = 0) -> None:
+        """The oracle; ``zombie_calls`` more calls may be sent again than were in flight (the
+        calls a resumed zombie may make finishing its runs: see the SIGSTOP scenario)."""
+        errors = [r for r in self.records if "error" in r]
+        assert not errors, f"error outputs: {errors[:3]}"
+        seen: dict[tuple[str, int], set[str]] = {}
+        for record in self.records:
+            seen.setdefault((record["key"], record["seq"]), set()).add(record["output"])
+        missing = sorted(set(self.expected) - set(seen))
+        assert not missing, f"inputs lost (no answer): {missing}"
+        extra = sorted(set(seen) - set(self.expected))
+        assert not extra, f"answers to no input (unexpected seq): {extra}"
+        wrong = {k: v for k, v in seen.items() if v != {self.expected[k]}}
+        assert not wrong, f"answers differing from the expected ones: {wrong}"
+        tickets = len(self.expected)
+        needed = {service: n * tickets for service, n in CALLS_PER_TICKET.items()}
+        assert self.distinct == dict(sorted(needed.items())), (
+            f"the witness saw other calls than the tickets need: {self.distinct} != {needed}"
+        )
+        assert not any(self.reinvoked.values()), f"completed calls re-invoked: {self.reinvoked}"
+        over = {
+            service: resent
+            for service, resent in self.sent_again.items()
+            if resent > self.in_flight.get(service, 0)
+        }
+        if zombie_calls:
+            beyond = sum(self.sent_again.values()) - sum(self.in_flight.values())
+            assert beyond <= zombie_calls, (
+                f"{beyond} more calls sent again than were in flight around the fault "
+                f"({self.sent_again} vs {self.in_flight}), over the {zombie_calls} a zombie "
+                "finishing its runs could make"
+            )
+            return
+        assert not over, (
+            f"more calls sent again than were in flight around the fault: {over} > "
+            f"{self.in_flight} (a completed call was made again)"
+        )
+
+
+class FaultRun:
+    """The support-desk job on the standalone cluster with its witness, topics and producer.
+
+    ``adjust_spec`` may change the job spec (a dict) before it is written; ``witness`` starts
+    the services (the example services by default; a scenario may pass faulty ones).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cluster: Any,
+        bootstrap: str,
+        tmp_path: Path,
+        *,
+        adjust_spec: Callable[[dict[str, Any]], None] | None = None,
+        witness: Callable[[], ExampleServices] = start_witness,
+    ) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self.lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+        self.expected = expected_outputs(self.lines)
+        run_id = uuid.uuid4().hex[:8]
+        self.spec, self.topics = write_spec(tmp_path, bootstrap, run_id)
+        if adjust_spec is not None:
+            spec = yaml.safe_load(self.spec.read_text())
+            adjust_spec(spec)
+            self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+        self._start_witness = witness
+        self.produced: list[float] = []
+        self.job_id: str | None = None
+        self.started = time.monotonic()
+        self.started_epoch = time.time()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> FaultRun:
+        self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        # One partition each: tickets of a customer arrive in file order, so their seq is known.
+        self.admin.create_topics(
+            [
+                NewTopic(self.topics[t], num_partitions=1, replication_factor=1)
+                for t in ("input", "output")
+            ]
+        )
+        self.witness = self._start_witness()
+        self.outputs = Outputs(self.bootstrap, self.topics["output"]).start()
+        try:
+            self.job_id = submit(self.cluster, self.spec)
+            self.wait("the job to run", self.running, 120)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        self.producer = threading.Thread(
+            target=produce_paced,
+            args=(self.bootstrap, self.topics["input"], self.lines, self.produced),
+            name=f"{self.name}-tickets",
+            daemon=True,
+        )
+        self.producer.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is not None:
+            print(self.state())
+        if self.job_id:
+            cancel(self.cluster, self.job_id)
+        self.outputs.stop()
+        self.witness.shutdown()
+        self.witness.server_close()
+        try:
+            self.admin.delete_topics(list(self.topics.values()))
+        except Exception as exc:  # the store topic may not exist if the job never opened
+            print(f"deleting topics: {exc}")
+        self.admin.close()
+
+    # --- observing ------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def state(self) -> str:
+        job = "-"
+        if self.job_id:
+            try:
+                details = rest(self.cluster, f"/jobs/{self.job_id}")
+                job = f"{details['state']} " + ", ".join(
+                    f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
+                )
+            except OSError as exc:
+                job = f"REST failed: {exc}"
+        return (
+            f"[{self.name}] +{self.elapsed():.1f} s job {self.job_id}: {job}\n"
+            f"produced {len(self.produced)}/{len(self.lines)} tickets, "
+            f"{len(self.outputs.answered())} answers, witness calls {totals(self.witness)}\n"
+            + taskmanager_log_tail(self.cluster)
+        )
+
+    def wait(self, what: str, condition: Callable[[], bool], timeout_s: float) -> None:
+        wait_for(what, condition, timeout_s, self.state)
+
+    def running(self) -> bool:
+        assert self.job_id is not None
+        return job_running(self.cluster, self.job_id)
+
+    def completed_checkpoints(self) -> int:
+        return int(rest(self.cluster, f"/jobs/{self.job_id}/checkpoints")["counts"]["completed"])
+
+    def answered(self) -> int:
+        return len(self.outputs.answered())
+
+    def wait_for_calls_in_flight(self, answers: int = 4) -> None:
+        """Until ``answers`` tickets are answered, a checkpoint completed and calls are open."""
+
+        def ready() -> bool:
+            if self.answered() < answers or sum(self.witness.counters.open_now().values()) < 2:
+                return False
+            return self.completed_checkpoints() > 0
+
+        self.wait("answers, a checkpoint and calls in flight", ready, 120)
+
+    def requests_started_after(self, moment: float) -> dict[str, int]:
+        """Per service, requests that reached the witness after ``moment`` (epoch s)."""
+        counters = self.witness.counters
+        started_by = counters.in_flight_between(0.0, moment)  # every request started by then
+        return {s: n - started_by.get(s, 0) for s, n in totals(self.witness).items()}
+
+    # --- the end --------------------------------------------------------------------------------
+
+    def finish(self, timeout_s: float = 150) -> None:
+        """Until every ticket is produced and answered, then 2 s for late duplicates."""
+        self.producer.join(timeout=60)
+        self.wait(
+            f"all {len(self.expected)} answers",
+            lambda: set(self.expected) <= self.outputs.answered(),
+            timeout_s,
+        )
+        time.sleep(2)
+
+    def verdict(self, fault_start: float, fault_end: float | None = None) -> Verdict:
+        """The oracle's inputs for a fault from ``fault_start`` to ``fault_end`` (epoch s)."""
+        history = rest(self.cluster, f"/jobs/{self.job_id}/exceptions")["exceptionHistory"]
+        counts = self.witness.counters.snapshot()
+        counters = self.witness.counters
+        return Verdict(
+            name=self.name,
+            expected=self.expected,
+            records=self.outputs.snapshot(),
+            calls={service: sum(keys.values()) for service, keys in sorted(counts.items())},
+            distinct={service: len(keys) for service, keys in sorted(counts.items())},
+            reinvoked=counters.repeated_after(fault_start - RECORDED_SLACK_S),
+            in_flight=counters.in_flight_between(
+                fault_start - RECORDED_SLACK_S, fault_end or fault_start
+            ),
+            failovers=failover_causes(history["entries"]),
+        )
+
+
+def require_own_service(port: int, what: str) -> None:
+    """Faults on a shared service would disturb others: refuse the default port."""
+    if os.environ.get("FLINK_AGENTS_E2E_SHARED_SERVICES") != "1" and port in (9092, 8081):
+        pytest.fail(
+            f"this scenario stops the {what} on port {port}, the default one others may share; "
+            f"run it against your own (KAFKA_PORT / FLINK_REST_PORT), or set "
+            f"FLINK_AGENTS_E2E_SHARED_SERVICES=1 where the services are yours (CI)",
+            pytrace=False,
+        )
+
+
+def store_regressions(bootstrap: str, topic: str) -> tuple[list[str], list[str]]:
+    """Records of the store topic that went back on an earlier record of the same key: those
+    a restore fences (an older writer's epoch, see flink_agents/durable/store/log.py), and those
+    it would load over the newer state.
+
+    Every writer of a key moves its state forward: calls are added or finished, an action
+    completes, and a tombstone (prune) comes last. A record behind the one before it -- a
+    completed action written as not completed, a finished call as pending or missing, a state
+    after its tombstone -- is a late write of a writer that was not current (a zombie).
+    """
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    last: dict[bytes, tuple[int, int, dict[str, Any] | None]] = {}
+    fenced: list[str] = []
+    loaded: list[str] = []
+    try:
+        for message in consumer:
+            body = None if message.value is None else json.loads(message.value)["body"]
+            epoch = int(dict(message.headers).get(EPOCH_HEADER, b"0"))
+            previous = last.get(message.key)
+            if previous is not None and _behind(body, previous[2]):
+                where = f"offset {message.offset} of {message.key.decode()} (after {previous[0]})"
+                (fenced if epoch < previous[1] else loaded).append(where)
+            if previous is None or epoch >= previous[1]:
+                last[message.key] = (message.offset, epoch, body)
+    finally:
+        consumer.close()
+    return fenced, loaded
+
+
+def _behind(state: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
+    if before is None:  # a tombstone: nothing may follow it
+        return True
+    if state is None:
+        return False
+    if before["completed"] and not state["completed"]:
+        return True
+    finished = {c["call_id"] for c in before["calls"] if c["status"] != "pending"}
+    still = {c["call_id"] for c in state["calls"] if c["status"] != "pending"}
+    return not finished <= still
