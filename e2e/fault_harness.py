@@ -50,12 +50,25 @@ from e2e.test_standalone_failover import (
     wait_for,
     write_spec,
 )
-from examples.services import ExampleServices
-from flink_agents.durable.store.kafka import EPOCH_HEADER
+from examples.services import ExampleServices, _digest, _Handler
+from flink_agents.durable.store import ActionState, ActionStateKey, RecoveryMarker
+from flink_agents.durable.store.kafka import EPOCH_HEADER, KafkaActionStateStore, KafkaStoreSettings
 
 #: A call answered this long before a fault counts as recorded (the store acknowledges a result
 #: before the action sees it; the slack covers that write on a loaded machine).
 RECORDED_SLACK_S = 1.0
+
+
+def start_services(make: Callable[[], ExampleServices]) -> ExampleServices:
+    """Services from ``make`` on the witness's fixed port, which another run may hold briefly."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return make().start()
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the services' port stays busy ({exc})", pytrace=False)
+            time.sleep(1)
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -309,16 +322,24 @@ def require_own_service(port: int, what: str) -> None:
         )
 
 
-def store_regressions(bootstrap: str, topic: str) -> tuple[list[str], list[str]]:
-    """Records of the store topic that went back on an earlier record of the same key: those
-    a restore fences (an older writer's epoch, see flink_agents/durable/store/log.py), and those
-    it would load over the newer state.
+@dataclass
+class StoreAudit:
+    """The store topic read independently of the store, against what the store restores."""
 
-    Every writer of a key moves its state forward: calls are added or finished, an action
-    completes, and a tombstone (prune) comes last. A record behind the one before it -- a
-    completed action written as not completed, a finished call as pending or missing, a state
-    after its tombstone -- is a late write of a writer that was not current (a zombie).
-    """
+    late: list[str]
+    """Records written after a newer writer's record of their key (a zombie's late writes)."""
+    late_behind: list[str]
+    """Those of them behind the record before (they would undo progress if loaded)."""
+    fenced: int
+    """Records the store's restore skipped as a replaced writer's."""
+    differing: list[str]
+    """Keys whose restored state is not the newest writer's last record."""
+
+
+def audit_store(bootstrap: str, topic: str) -> StoreAudit:
+    """Read every record of the store topic (one partition) with their writer epochs, then
+    restore the whole topic with the store itself, and compare: for each key, a restore must
+    hand back the last record of the newest writer (flink_agents/durable/store/log.py)."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -327,26 +348,45 @@ def store_regressions(bootstrap: str, topic: str) -> tuple[list[str], list[str]]
         enable_auto_commit=False,
         consumer_timeout_ms=3000,
     )
-    last: dict[bytes, tuple[int, int, dict[str, Any] | None]] = {}
-    fenced: list[str] = []
-    loaded: list[str] = []
+    newest: dict[bytes, tuple[int, int, dict[str, Any] | None]] = {}  # key -> offset, epoch, body
+    late: list[str] = []
+    late_behind: list[str] = []
     try:
         for message in consumer:
             body = None if message.value is None else json.loads(message.value)["body"]
             epoch = int(dict(message.headers).get(EPOCH_HEADER, b"0"))
-            previous = last.get(message.key)
-            if previous is not None and _behind(body, previous[2]):
+            previous = newest.get(message.key)
+            if previous is not None and epoch < previous[1]:
                 where = f"offset {message.offset} of {message.key.decode()} (after {previous[0]})"
-                (fenced if epoch < previous[1] else loaded).append(where)
-            if previous is None or epoch >= previous[1]:
-                last[message.key] = (message.offset, epoch, body)
+                late.append(where)
+                if _behind(body, previous[2]):
+                    late_behind.append(where)
+                continue
+            newest[message.key] = (message.offset, epoch, body)
     finally:
         consumer.close()
-    return fenced, loaded
+    store = KafkaActionStateStore(
+        KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
+    )
+    try:
+        everything = RecoveryMarker(
+            topic=topic, store_id="audit", taken=0, partitions={0: {"low": 0, "end": 0}}
+        )
+        report = store.restore(everything)
+        differing = []
+        for key, (_, _, body) in newest.items():
+            restored = store.get(ActionStateKey.model_validate_json(key))
+            expected = None if body is None else ActionState.model_validate(body)
+            if (restored and restored.model_dump()) != (expected and expected.model_dump()):
+                differing.append(key.decode())
+    finally:
+        store.close()
+    return StoreAudit(late, late_behind, report.fenced, differing)
 
 
 def _behind(state: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
-    if before is None:  # a tombstone: nothing may follow it
+    """Whether ``state`` undoes progress recorded in ``before`` (None: a tombstone)."""
+    if before is None:  # nothing may follow a tombstone
         return True
     if state is None:
         return False
@@ -355,3 +395,44 @@ def _behind(state: dict[str, Any] | None, before: dict[str, Any] | None) -> bool
     finished = {c["call_id"] for c in before["calls"] if c["status"] != "pending"}
     still = {c["call_id"] for c in state["calls"] if c["status"] != "pending"}
     return not finished <= still
+
+
+class FlakyModelServices(ExampleServices):
+    """The example services, whose model endpoint fails while :meth:`fail_for` is in effect:
+    every other request answers 500, the rest hang past the client's timeout. A failed attempt
+    is counted apart (:attr:`failed_attempts`, per idempotency key), never as a served call."""
+
+    def __init__(self, port: int, latency_seconds: float, hang_seconds: float) -> None:
+        super().__init__(port, latency_seconds)
+        self.RequestHandlerClass = _FlakyHandler
+        self.hang_seconds = hang_seconds
+        self.failing_until = 0.0
+        self.failed_attempts: dict[str, int] = {}
+        self._failures = 0
+        self._failure_lock = threading.Lock()
+
+    def fail_for(self, seconds: float) -> None:
+        self.failing_until = time.time() + seconds
+
+    def next_failure(self, key: str) -> int:
+        """Count a failed attempt of ``key``; returns how many failed so far, all keys."""
+        with self._failure_lock:
+            self.failed_attempts[key] = self.failed_attempts.get(key, 0) + 1
+            self._failures += 1
+            return self._failures
+
+
+class _FlakyHandler(_Handler):
+    server: FlakyModelServices
+
+    def do_POST(self) -> None:
+        if self.path != "/v1/chat/completions" or time.time() >= self.server.failing_until:
+            super().do_POST()
+            return
+        raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        key = _digest(json.loads(raw))  # the key the model service counts a request under
+        if self.server.next_failure(key) % 2:
+            self._answer(500, {"error": {"message": "injected outage"}})
+        else:
+            time.sleep(self.server.hang_seconds)  # the client has given up meanwhile
+            self._answer(503, {"error": {"message": "injected timeout"}})

@@ -12,6 +12,7 @@ a TaskManager to the cluster (``FLINK_REST_PORT``): run them against services of
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,14 +21,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.fault_harness import (
     FaultRun,
+    FlakyModelServices,
+    audit_store,
     process_cpu_seconds,
     require_own_service,
-    store_regressions,
+    start_services,
 )
-from e2e.test_standalone_failover import CALLS_PER_TICKET, cluster_script, taskmanager_pids
+from e2e.test_standalone_failover import (
+    AGENT,
+    CALLS_PER_TICKET,
+    LATENCY_S,
+    SERVICES_PORT,
+    cluster_script,
+    taskmanager_pids,
+)
+from examples.services import ExampleServices
 
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
 
@@ -78,14 +90,16 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
             forget_taskmanager(flink_cluster, pid)
         verdict = run.verdict(stopped_at)
         after_resume = run.requests_started_after(resumed_at)
-        fenced, regressions = store_regressions(kafka_bootstrap, run.topics["store"])
+        audit = audit_store(kafka_bootstrap, run.topics["store"])
         verdict.notes += [
             f"TaskManager stopped at +{stopped_at - run.started_epoch:.1f} s, declared lost "
             f"{lost_after:.1f} s later, resumed at +{resumed_at - run.started_epoch:.1f} s",
             f"requests that reached the services after the SIGCONT: {after_resume}; tickets "
             f"unanswered at the stop: {unanswered}",
-            f"late store records behind a newer one of their key: {len(fenced)} fenced by "
-            f"the writer epoch, {len(regressions)} not: {regressions[:5]}",
+            f"late store writes after a newer writer's record of their key: {len(audit.late)} "
+            f"({len(audit.late_behind)} undoing progress); fenced by the restore: "
+            f"{audit.fenced}; keys restored other than the newest writer's last record: "
+            f"{audit.differing[:5]}",
         ]
     with capsys.disabled():
         print("\n" + verdict.report())
@@ -95,7 +109,8 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     # The resumed TaskManager's engine goes on with the runs it had (nothing fences its calls,
     # see docs/reliability.md): at most every call of every ticket it could have had.
     verdict.check(zombie_calls=unanswered * sum(CALLS_PER_TICKET.values()))
-    assert not regressions, f"late store writes went back on newer states: {regressions[:5]}"
+    assert audit.fenced == len(audit.late), "a restore loaded a replaced writer's late record"
+    assert not audit.differing, f"restored states other than the newest: {audit.differing[:5]}"
 
 
 def kafka_script(bootstrap: str, command: str) -> None:
@@ -126,6 +141,9 @@ def test_broker_restart_mid_run_loses_nothing(
     require_own_service(int(kafka_bootstrap.rsplit(":", 1)[1]), "Kafka broker")
     with FaultRun("broker-restart", flink_cluster, kafka_bootstrap, tmp_path) as run:
         run.wait_for_calls_in_flight()
+        # The tickets' producer (this test's) would time out while the broker restarts: the
+        # fault comes once every ticket is written, with the last ones still running.
+        run.producer.join(timeout=60)
         stopped_at = time.time()
         try:
             kafka_script(kafka_bootstrap, "stop")
@@ -141,6 +159,7 @@ def test_broker_restart_mid_run_loses_nothing(
         )
     with capsys.disabled():
         print("\n" + verdict.report())
+    assert sum(verdict.in_flight.values()), "no call in flight at the restart"
     verdict.check()
 
 
@@ -179,3 +198,92 @@ def test_broker_unreachable_for_20_s_waits_without_a_busy_loop(
     verdict.check()
     # A spinning thread (retrying without a pause) keeps a core busy: about 1.0 core.
     assert outage_rate < 0.5, f"the TaskManager used {outage_rate:.2f} cores while Kafka was away"
+
+
+MODEL_TIMEOUT_S = 2.0
+MODEL_ATTEMPTS = 3
+MODEL_OUTAGE_S = 6.0
+
+
+def flaky_agent(tmp_path: Path) -> Path:
+    """The support desk with a short model timeout (so a hung request is retried soon)."""
+    agent = yaml.safe_load(AGENT.read_text())
+    desk = agent["agents"][0]
+    connections = [desk["connections"], desk["subagents"]["researcher"]["agent"]["connections"]]
+    for connection in connections:
+        arguments = connection["services"]["arguments"]
+        arguments["timeout_seconds"] = MODEL_TIMEOUT_S
+        arguments["retry"] = {"max_attempts": MODEL_ATTEMPTS, "initial_backoff_seconds": 0.5}
+    path = tmp_path / "flaky_support_desk.yaml"
+    path.write_text(yaml.safe_dump(agent, sort_keys=False))
+    return path
+
+
+def test_model_service_failing_for_a_while_is_retried_within_the_attempt_budget(
+    flink_cluster: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The model service answers 500 or hangs past the client's timeout for 6 s: calls retry
+    (each at most ``max_attempts`` times, counted at the service), most finish; a call whose
+    budget is spent fails its run with an error output (``error_policy: emit``); no call that
+    was answered is made again, and no input is lost."""
+    agent = flaky_agent(tmp_path)
+    services: list[Any] = []
+
+    def witness() -> ExampleServices:
+        flaky = start_services(
+            lambda: FlakyModelServices(SERVICES_PORT, LATENCY_S, hang_seconds=MODEL_TIMEOUT_S + 1)
+        )
+        services.append(flaky)
+        return flaky
+
+    def use_flaky_agent(spec: dict[str, Any]) -> None:
+        spec["agent"] = str(agent)
+
+    with FaultRun(
+        "model-outage",
+        flink_cluster,
+        kafka_bootstrap,
+        tmp_path,
+        adjust_spec=use_flaky_agent,
+        witness=witness,
+    ) as run:
+        run.wait_for_calls_in_flight()
+        flaky = services[0]
+        outage_at = time.time()
+        flaky.fail_for(MODEL_OUTAGE_S)
+        run.producer.join(timeout=60)
+        answered = lambda: {(r["key"], r["seq"]) for r in run.outputs.snapshot()}  # noqa: E731
+        run.wait(
+            f"an output for all {len(run.expected)} tickets",
+            lambda: set(run.expected) <= answered(),
+            150,
+        )
+        time.sleep(2)
+        records = run.outputs.snapshot()
+        served = run.witness.counters.snapshot()
+        failed_attempts = dict(flaky.failed_attempts)
+    errors = [r for r in records if "error" in r]
+    served_model = served.get("model", {})
+    attempts = {
+        key: failed_attempts.get(key, 0) + served_model.get(key, 0)
+        for key in set(failed_attempts) | set(served_model)
+    }
+    recovered = [key for key in failed_attempts if served_model.get(key)]
+    with capsys.disabled():
+        print(
+            f"\n[model-outage] {len(records)} outputs, {len(errors)} errors "
+            f"({sorted({json.dumps(e['error'])[:160] for e in errors})}); failed attempts "
+            f"{sum(failed_attempts.values())} over {len(failed_attempts)} calls, "
+            f"{len(recovered)} of them answered on a retry; most attempts at one call: "
+            f"{max(attempts.values())}; outage from +{outage_at - run.started_epoch:.1f} s"
+        )
+    assert failed_attempts, "the outage caught no model call"
+    assert recovered, "no call recovered by a retry"
+    assert max(attempts.values()) <= MODEL_ATTEMPTS, "a call was tried beyond its budget"
+    repeated = {key: n for service in served.values() for key, n in service.items() if n > 1}
+    assert not repeated, f"calls answered and made again: {repeated}"
+    for record in records:
+        if "error" in record:  # a spent budget: the run fails with the model call's error
+            assert "ModelCallError" in json.dumps(record["error"]), record
+        else:
+            assert record["output"] == run.expected[(record["key"], record["seq"])], record
