@@ -35,6 +35,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.test_standalone_failover import (
     CALLS_PER_TICKET,
+    LATENCY_S,
+    SERVICES_PORT,
     TICKETS,
     Outputs,
     cancel,
@@ -43,7 +45,6 @@ from e2e.test_standalone_failover import (
     job_running,
     produce_paced,
     rest,
-    start_witness,
     submit,
     taskmanager_log_tail,
     totals,
@@ -60,8 +61,9 @@ RECORDED_SLACK_S = 1.0
 
 
 def start_services(make: Callable[[], ExampleServices]) -> ExampleServices:
-    """Services from ``make`` on the witness's fixed port, which another run may hold briefly."""
-    deadline = time.monotonic() + 120
+    """Services from ``make`` on the witness's fixed port (the agent YAML's), which another
+    test run may hold for a few minutes."""
+    deadline = time.monotonic() + 300
     while True:
         try:
             return make().start()
@@ -163,7 +165,7 @@ class FaultRun:
         tmp_path: Path,
         *,
         adjust_spec: Callable[[dict[str, Any]], None] | None = None,
-        witness: Callable[[], ExampleServices] = start_witness,
+        witness: Callable[[], ExampleServices] | None = None,
     ) -> None:
         self.name = name
         self.cluster = cluster
@@ -176,7 +178,9 @@ class FaultRun:
             spec = yaml.safe_load(self.spec.read_text())
             adjust_spec(spec)
             self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
-        self._start_witness = witness
+        self._start_witness = witness or (
+            lambda: start_services(lambda: ExampleServices(SERVICES_PORT, LATENCY_S))
+        )
         self.produced: list[float] = []
         self.job_id: str | None = None
         self.started = time.monotonic()
