@@ -45,8 +45,9 @@ from e2e.test_standalone_failover import (
     expected_outputs,
     failover_causes,
     job_running,
-    produce_paced,
+    release,
     rest,
+    start_producer,
     submit,
     taskmanager_log_tail,
     totals,
@@ -55,7 +56,8 @@ from e2e.test_standalone_failover import (
 )
 from examples.services import ExampleServices, _digest, _Handler
 from flink_agents.durable.store import ActionState, ActionStateKey, RecoveryMarker
-from flink_agents.durable.store.kafka import EPOCH_HEADER, KafkaActionStateStore, KafkaStoreSettings
+from flink_agents.durable.store.codec import record_epoch
+from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
 #: A call answered this long before a fault counts as recorded (the store acknowledges a result
 #: before the action sees it; the slack covers that write on a loaded machine).
@@ -207,13 +209,9 @@ class FaultRun:
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        self.producer = threading.Thread(
-            target=produce_paced,
-            args=(self.bootstrap, self.topics["input"], self.lines, self.produced),
-            name=f"{self.name}-tickets",
-            daemon=True,
+        self.producer = start_producer(
+            self.bootstrap, self.topics["input"], self.lines, self.produced
         )
-        self.producer.start()
         return self
 
     def __exit__(
@@ -227,13 +225,7 @@ class FaultRun:
         if self.job_id:
             cancel(self.cluster, self.job_id)
         self.outputs.stop()
-        self.witness.shutdown()
-        self.witness.server_close()
-        try:
-            self.admin.delete_topics(list(self.topics.values()))
-        except Exception as exc:  # the store topic may not exist if the job never opened
-            print(f"deleting topics: {exc}")
-        self.admin.close()
+        release(self.witness, self.admin, self.topics)
 
     # --- observing ------------------------------------------------------------------------------
 
@@ -360,7 +352,7 @@ def audit_store(bootstrap: str, topic: str) -> StoreAudit:
     try:
         for message in consumer:
             body = None if message.value is None else json.loads(message.value)["body"]
-            epoch = int(dict(message.headers).get(EPOCH_HEADER, b"0"))
+            epoch = 0 if message.value is None else record_epoch(message.value)
             previous = newest.get(message.key)
             if previous is not None and epoch < previous[1]:
                 where = f"offset {message.offset} of {message.key.decode()} (after {previous[0]})"

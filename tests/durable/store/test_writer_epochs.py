@@ -13,6 +13,7 @@ from flink_agents.durable.store import (
     InMemoryLog,
     RunKey,
 )
+from flink_agents.durable.store.codec import RecordCodec, record_epoch
 
 RUN = RunKey(agent="agent", key="k", seq=0)
 
@@ -76,3 +77,15 @@ def test_a_record_without_an_epoch_is_never_fenced() -> None:
 
     assert report.fenced == 0 and report.tombstones == 1
     assert after.get(RUN.action("act")) is None
+
+
+def test_the_epoch_is_read_from_a_record_without_parsing_it() -> None:
+    key = RUN.action("act").canonical().encode()
+    for secret in (None, b"s3cret"):
+        codec = RecordCodec(secret)
+        stamped = codec.seal(key, codec.envelope(progress(1), epoch=1_796_000_000_000_000_000))
+        assert record_epoch(stamped) == 1_796_000_000_000_000_000
+        assert record_epoch(codec.seal(key, codec.envelope(progress(1)))) == 0
+    # An earlier version's record, whose body happens to hold the field's text, has none.
+    older = b'{"body":{"note":",\\"epoch\\":5}"},"kind":"action_state","v":1}'
+    assert record_epoch(older) == 0
