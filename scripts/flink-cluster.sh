@@ -11,7 +11,8 @@
 #
 # Environment: FLINK_REST_PORT (default 8081), FLINK_RPC_PORT (default 6123), PYTHON (default <repo>/.venv/bin/python),
 # FLINK_AGENTS_CACHE (default <repo>/.cache), FLINK_TM_SLOTS (slots per TaskManager, default 2; with 1,
-# parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter).
+# parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter),
+# FLINK_HEARTBEAT_TIMEOUT_MS (default 10000: how long a silent TaskManager, e.g. a SIGSTOPped one, counts as alive).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +24,7 @@ python=${PYTHON:-$repo/.venv/bin/python}
 rest_port=${FLINK_REST_PORT:-8081}
 rpc_port=${FLINK_RPC_PORT:-6123}
 tm_slots=${FLINK_TM_SLOTS:-2}
+heartbeat_timeout_ms=${FLINK_HEARTBEAT_TIMEOUT_MS:-10000}
 cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/flink/cluster-$rest_port"
 
@@ -78,7 +80,7 @@ overrides = {
     "python.pythonpath": "$site_packages",
     "classloader.parent-first-patterns.additional": "pemja.",
     "execution.checkpointing.dir": "file://$base/ckpt",
-    "heartbeat.timeout": 10000,
+    "heartbeat.timeout": $heartbeat_timeout_ms,
     "heartbeat.interval": 2000,
 }
 with open(sys.argv[2], "w") as f:

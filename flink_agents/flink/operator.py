@@ -19,7 +19,10 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
 * Metrics are counted from the event log's records by a
   :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
   published into the operator's metric group (group ``flink_agents``) from the operator thread,
-  after every input and timer: PyFlink's metrics may only be touched from there.
+  after every input and timer: PyFlink's metrics may only be touched from there. Gauges too are
+  pushed (as counters set to the current value), never read by Flink: a Python gauge is called
+  from Flink's metrics thread, which crashed the TaskManager (SIGSEGV in ``take_gil``) when it
+  read one of a task that had just been cancelled.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ class AgentFunction(KeyedProcessFunction):
         self._metrics_sink = FlinkMetrics(
             runtime_context.get_metrics_group().add_group(METRIC_GROUP)
         )
-        self._metrics.publish(self._metrics_sink)
+        self._publish_metrics()
         self._logic = KeyedAgentLogic(
             plan,
             self._options,
@@ -105,7 +108,7 @@ class AgentFunction(KeyedProcessFunction):
         visit = self._require_logic().on_input(
             ctx.get_current_key(), value, self._state, timers.current_processing_time
         )
-        self._metrics.publish(self._metrics_sink)
+        self._publish_metrics()
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
@@ -117,8 +120,12 @@ class AgentFunction(KeyedProcessFunction):
             timers.current_processing_time,
             end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
         )
-        self._metrics.publish(self._metrics_sink)
+        self._publish_metrics()
         return _apply(visit, timers)
+
+    def _publish_metrics(self) -> None:
+        self._metrics.publish(self._metrics_sink)
+        self._metrics_sink.update_gauges()
 
     def _require_logic(self) -> KeyedAgentLogic:
         if self._logic is None:
@@ -128,16 +135,35 @@ class AgentFunction(KeyedProcessFunction):
 
 class FlinkMetrics:
     """A :class:`~flink_agents.observability.metrics.MetricsSink` on a PyFlink metric group:
-    a dotted name (``calls.model.live``) is a metric in nested groups (``calls`` > ``model``)."""
+    a dotted name (``calls.model.live``) is a metric in nested groups (``calls`` > ``model``).
+
+    A gauge is a counter that :meth:`update_gauges` sets to the gauge's value: Flink would call a
+    Python gauge from its metrics thread, outside the operator's, and crash the TaskManager when
+    the task's interpreter state is gone (a metrics query right after a cancel).
+    """
 
     def __init__(self, group: MetricGroup) -> None:
         self._group = group
         self._counters: dict[str, Counter] = {}
         self._distributions: dict[str, Distribution] = {}
+        self._gauges: dict[str, tuple[Callable[[], int], Counter]] = {}
+        self._gauge_values: dict[str, int] = {}
 
     def register_gauge(self, name: str, read: Callable[[], int]) -> None:
         group, leaf = self._place(name)
-        group.gauge(leaf, read)
+        self._gauges[name] = (read, group.counter(leaf))
+        self._gauge_values[name] = 0
+
+    def update_gauges(self) -> None:
+        """Set every gauge's counter to the gauge's value now (on the operator thread)."""
+        for name, (read, counter) in self._gauges.items():
+            value = read()
+            change = value - self._gauge_values[name]
+            if change > 0:
+                counter.inc(change)
+            elif change < 0:
+                counter.dec(-change)
+            self._gauge_values[name] = value
 
     def increment(self, name: str, amount: int) -> None:
         counter = self._counters.get(name)

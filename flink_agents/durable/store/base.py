@@ -83,11 +83,14 @@ class RecoveryMarker(BaseModel):
 @dataclasses.dataclass
 class RestoreReport:
     """What a restore read: applied records, tombstones, records of runs that had ended
-    before the marker (skipped), and corrupt records (skipped and reported)."""
+    before the marker (skipped), records written late by a replaced writer (fenced: their
+    key has a record of a newer writer before them), and corrupt records (skipped and
+    reported)."""
 
     loaded: int = 0
     tombstones: int = 0
     skipped: int = 0
+    fenced: int = 0
     corrupt: list[CorruptRecordError] = dataclasses.field(default_factory=list)
 
 

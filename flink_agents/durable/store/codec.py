@@ -62,6 +62,19 @@ def _trusting_pickles(record: Record) -> Record:
     return record
 
 
+_EPOCH_FIELD = b',"epoch":'
+
+
+def record_epoch(value: bytes) -> int:
+    """The writer epoch a record value ends with (``,"epoch":N}``, written last by `envelope`),
+    without parsing the record; 0 if it has none. A restore fences by it before decoding."""
+    _, found, tail = value.rpartition(_EPOCH_FIELD)
+    digits = tail[:-1]
+    if not found or not tail.endswith(b"}") or not digits.isdigit():
+        return 0  # an envelope of an earlier version ends with its "v" field
+    return int(digits)
+
+
 class RecordCodec:
     """Encodes records to bytes and back; see the module docstring for the format."""
 
@@ -80,8 +93,9 @@ class RecordCodec:
         """
         return self.seal(key, self.envelope(record))
 
-    def envelope(self, record: Record) -> bytes:
-        """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret."""
+    def envelope(self, record: Record, *, epoch: int = 0) -> bytes:
+        """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret.
+        A writer's ``epoch`` (see `record_epoch`) is its last field when given."""
         if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
             raise PickleNotAllowedError(
                 "a call payload has no JSON form and would be pickled, but the store has no "
@@ -94,7 +108,8 @@ class RecordCodec:
         if b"NaN" in body or b"Infinity" in body:
             # Maybe a non-finite float (or just text): JSON mode writes null for the former.
             body = canonical_json(record.model_dump(mode="json")).encode("utf-8")
-        return b'{"body":%s,"kind":"%s","v":%d}' % (body, kind.encode("ascii"), FORMAT_VERSION)
+        envelope = b'{"body":%s,"kind":"%s","v":%d' % (body, kind.encode("ascii"), FORMAT_VERSION)
+        return envelope + (b',"epoch":%d}' % epoch if epoch else b"}")
 
     def seal(self, key: bytes, envelope: bytes) -> bytes:
         """The record value for `envelope` stored under `key`: signed if there is a secret."""

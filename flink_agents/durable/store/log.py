@@ -9,6 +9,14 @@ earlier ones did: a call's outcome, then the completed action): one record inste
 a typical action. For the recovery marker it tracks the runs that are open (begun or put, not
 yet ended) and the earliest acknowledged offset of each run's states; for pruning, the marker
 number at which each run ended.
+
+Every record carries its writer's epoch (`LogStore.epoch`, the wall clock in ns when the store
+was made, in the record's envelope: `RecordCodec.envelope`). A restore skips a record whose epoch
+is below that of an earlier record of the same key: the late write of a store that was replaced
+-- a TaskManager stopped past the heartbeat timeout and resumed after its task had been
+restarted elsewhere (a zombie) -- never goes back on what the newer writer recorded. Records
+without an epoch (tombstones, records of earlier versions or written by hand) read as epoch 0
+and are never fenced.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import abc
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +36,7 @@ from flink_agents.durable.store.base import (
     RestoreReport,
     partition_for,
 )
-from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store.codec import RecordCodec, record_epoch
 from flink_agents.durable.store.errors import CorruptRecordError, StoreError
 from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
 
@@ -54,6 +63,8 @@ class LogStore(abc.ABC):
         self._codec = codec
         self._max_pending = max_pending
         self._store_id = uuid.uuid4().hex
+        #: Stamped on every record written; newer stores have higher epochs (see the module).
+        self.epoch = time.time_ns()
         self._states: dict[ActionStateKey, bytes] = {}  # key -> envelope
         self._runs: dict[RunKey, list[ActionStateKey]] = {}
         self._first_offset: dict[RunKey, int] = {}
@@ -100,7 +111,7 @@ class LogStore(abc.ABC):
         """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""
         key = state.key
         key_bytes = key.canonical().encode("utf-8")
-        envelope = self._codec.envelope(state)
+        envelope = self._codec.envelope(state, epoch=self.epoch)
         if len(self._unsent) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
         run = key.run
@@ -197,7 +208,14 @@ class LogStore(abc.ABC):
         open_runs = set(marker.open_runs)
         report = RestoreReport()
         starts = {p: mark.low for p, mark in marker.partitions.items()}
+        epochs: dict[bytes, int] = {}  # per record key, the highest writer epoch read
         for partition, offset, key, value in self._read(starts):
+            epoch = 0 if value is None else record_epoch(value)
+            if epoch:  # 0: written without an epoch (an earlier version, a tool): never fenced
+                if epoch < epochs.get(key or b"", 0):
+                    report.fenced += 1  # a replaced writer's late record
+                    continue
+                epochs[key or b""] = epoch
             try:
                 self._apply(marker, open_runs, partition, offset, key, value, report)
             except CorruptRecordError as exc:
@@ -209,12 +227,14 @@ class LogStore(abc.ABC):
         self._restored_idle.update(self._runs)
         self._restored_at = self._markers_taken
         logger.info(
-            "restored %d states from %r (%d records, %d tombstones, %d skipped, %d corrupt)",
+            "restored %d states from %r (%d records, %d tombstones, %d skipped, %d fenced, "
+            "%d corrupt)",
             len(self._states),
             self.topic,
             report.loaded,
             report.tombstones,
             report.skipped,
+            report.fenced,
             len(report.corrupt),
         )
         return report

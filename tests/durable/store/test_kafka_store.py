@@ -245,3 +245,27 @@ def test_an_unreachable_broker_is_named_in_a_clear_error():
     )
     with pytest.raises(StoreError, match=r"127\.0\.0\.1:1 .*'never-created'.*reachable"):
         KafkaActionStateStore(config)
+
+
+def test_a_replaced_writers_late_record_is_fenced_on_kafka(make_store):
+    """The writer epoch travels as a record header: a zombie's late write is fenced at restore
+    (tests/durable/store/test_writer_epochs.py has the rules on the memory store)."""
+    r = run("zombie")
+    zombie = make_store()
+    zombie.put(state(r, value="first"))
+    zombie.flush()
+    marker = zombie.recovery_marker()
+    current = make_store()
+    current.restore(marker)
+    newer = state(r, value="first")
+    newer.completed = True
+    current.put(newer)
+    current.flush()
+    zombie.put(state(r, value="first"))  # resumed after the newer writer's record
+    zombie.flush()
+
+    after = make_store()
+    report = after.restore(marker)
+
+    assert report.fenced == 1
+    assert after.get(r.action("act")).completed
