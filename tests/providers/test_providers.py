@@ -208,10 +208,11 @@ def test_truncated_body_is_a_transport_error(provider: Provider, server: FakeMod
 
 def test_timeout_is_retried(provider: Provider, server: FakeModelServer) -> None:
     server.enqueue(
-        ScriptedResponse(body=provider.text("slow"), delay_seconds=1.0),
+        ScriptedResponse(body=provider.text("slow"), delay_seconds=5.0),
         ScriptedResponse(body=provider.text("fast")),
     )
-    connection = provider.connect(server.url, timeout_seconds=0.2)
+    # 1 s, not less: on a loaded machine the fast attempt alone may take a few hundred ms.
+    connection = provider.connect(server.url, timeout_seconds=1.0)
     assert asyncio.run(connection.chat(ask())).content == "fast"
     assert connection.stats.attempts == 2
 
