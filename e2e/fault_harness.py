@@ -310,12 +310,12 @@ class FaultRun:
 
 
 def require_own_service(port: int, what: str) -> None:
-    """Faults on a shared service would disturb others: refuse the default port."""
-    if os.environ.get("FLINK_AGENTS_E2E_SHARED_SERVICES") != "1" and port in (9092, 8081):
+    """Faults on a service others share would disturb them: where ``FLINK_AGENTS_SERVICES_SHARED=1``
+    says so, refuse the default ports (use your own broker and cluster there)."""
+    if os.environ.get("FLINK_AGENTS_SERVICES_SHARED") == "1" and port in (9092, 8081):
         pytest.fail(
-            f"this scenario stops the {what} on port {port}, the default one others may share; "
-            f"run it against your own (KAFKA_PORT / FLINK_REST_PORT), or set "
-            f"FLINK_AGENTS_E2E_SHARED_SERVICES=1 where the services are yours (CI)",
+            f"this scenario stops the {what} on port {port}, and FLINK_AGENTS_SERVICES_SHARED=1 "
+            f"says others share it; run it against your own (KAFKA_PORT / FLINK_REST_PORT)",
             pytrace=False,
         )
 
