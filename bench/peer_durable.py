@@ -223,7 +223,24 @@ def report(rows: list[Row]) -> str:
                "ours / theirs Kafka", "ours Kafka / none", "theirs Kafka / none"], rates),
         table(["L", "keys", "side", "store", "p50 ms", "p99 ms", "store records / input"],
               latencies),
+        rounds_table(rows),
     ])  # fmt: skip
+
+
+def rounds_table(rows: list[Row]) -> str:
+    """Every job's runs/s with the 1-minute load average when it started, round by round."""
+    rounds = sorted({r["round"] for r in rows})
+    jobs: dict[tuple[float, str, str], dict[int, Row]] = {}
+    for r in rows:
+        jobs.setdefault((r["latency"], r["side"], r["store"]), {})[r["round"]] = r
+    lines = [
+        [ms(latency), side, store, *(
+            f"{fmt(by_round[i]['runs_per_s'], 1)} ({by_round[i]['load_before'].split()[0]})"
+            if i in by_round else "-" for i in rounds
+        )]
+        for (latency, side, store), by_round in sorted(jobs.items(), key=lambda j: -j[0][0])
+    ]  # fmt: skip
+    return table(["L", "side", "store", *(f"round {i} runs/s (load)" for i in rounds)], lines)
 
 
 def main() -> None:

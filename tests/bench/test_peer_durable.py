@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.peer_durable import OURS, medians, report, variants
+from bench.peer_durable import OURS, medians, report, rounds_table, variants
 
 PEER = "flink-agents 0.2.0"
 
@@ -12,6 +12,7 @@ def _row(side: str, store: str, rate: float, *, round_index: int = 0, records: i
         "round": round_index, "side": side, "store": store, "latency": 0.2, "keys": 100,
         "bound": 100, "inputs": 1000, "outputs": 1000, "errors": 0, "runs_per_s": rate,
         "p50_ms": 300.0, "p99_ms": 500.0, "wall_s": 9.0, "store_records": records,
+        "load_before": "7.50 9.00 10.00",
     }  # fmt: skip
 
 
@@ -40,8 +41,13 @@ def test_report_gives_ours_over_theirs_for_each_store_setting() -> None:
         _row(PEER, "none", 250.0),
         _row(PEER, "kafka", 40.0, records=6000),
     ]
-    rates, latencies = report(rows).split("\n\n")
+    rates, latencies, _ = report(rows).split("\n\n")
     line = rates.splitlines()[2]
     # ours / theirs none, ours / theirs Kafka, ours Kafka / none, theirs Kafka / none
     assert line.endswith("| 2.00 | 10.00 | 0.80 | 0.16 |")
     assert "| 200 ms | 100 | flink-agents 0.2.0 | kafka | 300 | 500 | 6.00 |" in latencies
+
+
+def test_the_rounds_table_shows_every_job_with_the_load_it_started_under() -> None:
+    rows = [_row(OURS, "none", 500.0), _row(OURS, "none", 250.0, round_index=1)]
+    assert "| 200 ms | ours | none | 500.0 (7.50) | 250.0 (7.50) |" in rounds_table(rows)
