@@ -291,14 +291,20 @@ def run_in_subprocess(
     # Flink tests ran before) with PYFLINK_GATEWAY_DISABLED; a run must not inherit that.
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
     with log.open("w") as sink:
-        subprocess.run(
-            command,
-            cwd=REPO,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            timeout=RUN_TIMEOUT_S,
-        )
+        try:
+            subprocess.run(
+                command,
+                cwd=REPO,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=RUN_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"run {kill_points or 'none'} did not finish within {RUN_TIMEOUT_S} s: see {log}; "
+                f"continue the matrix with --resume {log.parent}"
+            ) from None
     if not out.exists():
         raise RuntimeError(f"run {scenario.name if scenario else 'none'}/{seed} failed: see {log}")
     return RunReport(**json.loads(out.read_text()))
@@ -335,9 +341,15 @@ def _p50_max(values: Iterable[float]) -> str:
 def matrix(
     scenarios: Sequence[Scenario], runs: int, seed: int, port: int, logs: Path
 ) -> tuple[RunReport, list[Row]]:
-    """The no-fault run, then ``runs`` runs of each scenario (printed as they finish)."""
+    """The no-fault run, then ``runs`` runs of each scenario (printed as they finish).
+
+    A run whose report ``logs`` already holds (a matrix interrupted, continued with
+    ``--resume``) is read back, not run again; the seeded draws are the same either way.
+    """
     logs.mkdir(parents=True, exist_ok=True)
-    baseline = run_in_subprocess(None, seed, "", port, logs / "none.log")
+    baseline = _finished(logs / "none.json") or run_in_subprocess(
+        None, seed, "", port, logs / "none.log"
+    )
     _progress(baseline)
     rng = random.Random(seed)
     rows = []
@@ -345,7 +357,7 @@ def matrix(
         reports = []
         for i in range(runs):
             kill_points = scenario.kill_points(baseline.hits, rng)
-            report = run_in_subprocess(
+            report = _finished(logs / f"{scenario.name}-{i}.json") or run_in_subprocess(
                 scenario, seed, kill_points, port, logs / f"{scenario.name}-{i}.log"
             )
             _progress(report)
@@ -354,19 +366,23 @@ def matrix(
     return baseline, rows
 
 
+def _finished(report: Path) -> RunReport | None:
+    return RunReport(**json.loads(report.read_text())) if report.exists() else None
+
+
 def read_matrix(logs: Path, scenarios: Sequence[Scenario]) -> tuple[RunReport, list[Row]]:
     """The runs a (possibly interrupted) matrix wrote to ``logs``; scenarios without a finished
     run are left out."""
 
-    def load(path: Path) -> RunReport:
-        return RunReport(**json.loads(path.read_text()))
-
     rows = []
     for scenario in scenarios:
-        found = sorted(logs.glob(f"{scenario.name}-*.json"))
+        found = [_finished(path) for path in sorted(logs.glob(f"{scenario.name}-*.json"))]
         if found:
-            rows.append(Row(scenario.name, [load(path) for path in found]))
-    return load(logs / "none.json"), rows
+            rows.append(Row(scenario.name, [report for report in found if report]))
+    baseline = _finished(logs / "none.json")
+    if baseline is None:
+        raise SystemExit(f"{logs} holds no no-fault run (none.json)")
+    return baseline, rows
 
 
 def _progress(report: RunReport) -> None:
@@ -506,6 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-only", type=Path, help="render the runs a matrix left in this log folder"
     )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="continue a matrix interrupted in this log folder (same --runs and --seed)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run, in a subprocess
     parser.add_argument("--kill-points", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -521,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only is not None:
         baseline, rows = read_matrix(args.report_only, scenarios)
     else:
-        logs = REPO / ".cache" / "crash-matrix" / time.strftime("%Y%m%d-%H%M%S")
+        logs = args.resume or REPO / ".cache" / "crash-matrix" / time.strftime("%Y%m%d-%H%M%S")
         baseline, rows = matrix(scenarios, args.runs, args.seed, args.port, logs)
     if args.doc:
         command = "python -m bench.crash_matrix " + " ".join(argv or sys.argv[1:])
