@@ -465,9 +465,10 @@ def render(
             "## Not covered here",
             "",
             "- Exactly-once outputs (Kafka transactions) and rescaling (savepoint at one "
-            "parallelism, restore at another) are not in this matrix.",
-            "- External faults (TaskManager SIGKILL, SIGSTOP beyond the heartbeat timeout, a "
-            "broker restart) run on the standalone cluster: `e2e/test_standalone_failover.py`.",
+            "parallelism, restore at another) are not in this matrix: see the sections below.",
+            "- External faults (TaskManager SIGKILL and SIGSTOP beyond the heartbeat timeout, a "
+            "broker restart or unreachable, a failing model service, a slow sink) run on the "
+            "standalone cluster and the mini-cluster: see the sections below.",
             "- A crash here fails the Flink task from Python (a `BaseException` at the kill "
             "point), the way an exception in the operator would; the mini-cluster's JVM and "
             "Python interpreter survive it. In thread mode a failed attempt's engine is closed "
