@@ -5,10 +5,10 @@ and one injected task failure (:class:`~examples.demo.FailOnce`) after a checkpo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,21 +30,24 @@ FAIL_AFTER = 8  # outputs before the injected failure, as `make run`
 # the runs went in step, and a failure at one's end found the next ones just begun.
 SERVICE_LATENCY_S = 0.5
 RECORDS_PER_SECOND = 2
-EXAMPLE_PORT = 8765  # the port examples/jobs/support_desk/agent.yaml names
+# The services listen on the port the example names (its agent.yaml, and its researcher's tool
+# by default): pointing them elsewhere through FLINK_AGENTS_EXAMPLE_SERVICES would have to be set
+# in this process before the session's JVM starts, and would leak into every later test.
+EXAMPLE_PORT = 8765
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-# The services of this run listen on a port of their own (`make run` may be using 8765). The
-# agent's copy names it; its researcher's tool reads it from this variable, in the interpreter
-# that runs the operator: in thread mode, the JVM's, which inherits this process's environment
-# when the session starts it, after collection imported this module.
-SERVICES_PORT = _free_port()
-os.environ["FLINK_AGENTS_EXAMPLE_SERVICES"] = f"http://127.0.0.1:{SERVICES_PORT}"
+def _wait_until_free(port: int, seconds: float = 90.0) -> None:
+    """The example's port may be held for a while by another run (`make run`, an e2e test)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"port {port} stayed busy for {seconds:.0f} s") from None
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class SupportDeskRun:
 
     spec: JobSpec
     agent_file: Path
-    """The agent (YAML) the job ran: the example's, with this run's services port."""
+    """The agent (YAML) the job ran: a copy of the example's."""
     event_log: Path
     store_topic: str
     failed_at: float
@@ -67,12 +70,12 @@ class SupportDeskRun:
 
 def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
     """Run the job once with the event log in ``work``."""
-    services = ExampleServices(SERVICES_PORT, SERVICE_LATENCY_S, UNKNOWN_CUSTOMERS)
+    _wait_until_free(EXAMPLE_PORT)
+    services = ExampleServices(EXAMPLE_PORT, SERVICE_LATENCY_S, UNKNOWN_CUSTOMERS)
     job_dir = work / "job"
     shutil.copytree(DEFAULT_JOB.parent / "support_desk", job_dir / "support_desk")
     shutil.copy(DEFAULT_JOB, job_dir / DEFAULT_JOB.name)
     agent_file = job_dir / "support_desk" / "agent.yaml"
-    agent_file.write_text(agent_file.read_text().replace(f":{EXAMPLE_PORT}/", f":{SERVICES_PORT}/"))
     demo = demo_spec(job_dir / DEFAULT_JOB.name, work)
     assert demo.store is not None
     store = demo.store.model_copy(
