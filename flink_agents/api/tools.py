@@ -7,6 +7,7 @@ it builds itself (an MCP server's, say); a chat model listing either offers ever
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -179,3 +180,18 @@ def tool_output_text(result: Any) -> str:
     if isinstance(result, BaseModel):
         return result.model_dump_json()
     return json.dumps(result, sort_keys=True, default=str)
+
+
+def function_label(function: Callable[..., Any], separator: str = ".") -> str:
+    """A label for what ``function`` runs: ``module<separator>qualname`` (of the wrapped function
+    for a partial; of the type for a callable object); for a tool's bound method, the tool's
+    :attr:`Tool.implementation`, so a tool is named by what backs it, not by the shared method.
+    The store records labels with ``.``; the event log names functions with ``:``."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    owner = getattr(function, "__self__", None)
+    if isinstance(owner, Tool):
+        return owner.implementation
+    module = getattr(function, "__module__", None) or type(function).__module__
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{module}{separator}{name}"

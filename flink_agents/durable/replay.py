@@ -10,14 +10,13 @@ The arguments' JSON (capped, recorded with the call) is kept to show what change
 from __future__ import annotations
 
 import difflib
-import functools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from flink_agents.api.context import InfrastructureError
-from flink_agents.api.tools import Tool
+from flink_agents.api.tools import function_label
 from flink_agents.durable.identity import ActionInvocation
 from flink_agents.durable.store import (
     ArgumentDigestError,
@@ -85,19 +84,6 @@ class CallSignature:
 
     def describe(self) -> str:
         return f"id={self.call_id!r} function={self.function!r} args={self.args_digest[:16] or '?'}"
-
-
-def function_label(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of ``fn`` (of the wrapped function for a partial); for a tool's
-    method, the tool's :attr:`~flink_agents.api.tools.Tool.implementation`. A label only."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, Tool):
-        return owner.implementation
-    module = getattr(fn, "__module__", None) or type(fn).__module__
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{module}.{name}"
 
 
 class ReplayMismatchError(InfrastructureError):

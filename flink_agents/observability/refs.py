@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable
-from flink_agents.api.tools import Tool
+from flink_agents.api.tools import Tool, function_label
 from flink_agents.observability.records import CallKind
 
 
@@ -103,8 +103,4 @@ def _tool_name(tool: Tool) -> str | None:
 def function_name(function: Callable[..., Any]) -> str:
     """``module:qualname`` of a function, bound method or callable object; for a tool's
     method, the tool's implementation (the same label the store records)."""
-    owner = getattr(function, "__self__", None)
-    if isinstance(owner, Tool):
-        return owner.implementation
-    target = function if hasattr(function, "__qualname__") else type(function)
-    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', '?')}"
+    return function_label(function, separator=":")

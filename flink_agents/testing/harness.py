@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents.api.tools import function_label
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import CallIdentity, RunId, canonical_json
 from flink_agents.durable.journal import ActionJournal
-from flink_agents.durable.replay import function_label
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
