@@ -37,9 +37,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from e2e.test_standalone_failover import (
     DELEGATION_ROUTES,
     TICKETS,
-    DeathWatch,
+    TaskManagerKill,
     cancel,
-    cluster_script,
     expected_outputs,
     job_running,
     release,
@@ -48,7 +47,6 @@ from e2e.test_standalone_failover import (
     start_witness,
     submit,
     taskmanager_log_tail,
-    taskmanager_pids,
     totals,
     wait_for,
     write_spec,
@@ -163,7 +161,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     everything = TopicReader(kafka_bootstrap, topics["output"], "read_uncommitted").start()
     produced: list[float] = []
     job_id: str | None = None
-    killed = restarted = False
+    taskmanager: TaskManagerKill | None = None
 
     def state() -> str:
         return (
@@ -190,19 +188,9 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
         wait_for("committed answers and a delegation in flight", ready_to_kill, 120, state)
         committed_before = len(committed.counts())
         uncommitted_at_kill = len(everything.counts()) - committed_before
-        death = DeathWatch(taskmanager_pids(flink_cluster)).start()
-        cluster_script(flink_cluster, "kill-taskmanager")
-        kill_time = death.wait(timeout_s=10)
-        killed = True
-        wait_for(
-            "the job to notice the killed TaskManager",
-            lambda: not job_running(flink_cluster, job_id),
-            60,
-            state,
-        )
-        cluster_script(flink_cluster, "start-taskmanager")
-        restarted = True
-        wait_for("the job to recover", lambda: job_running(flink_cluster, job_id), 150, state)
+        taskmanager = TaskManagerKill(flink_cluster, job_id, state)
+        kill_time = taskmanager.kill()
+        taskmanager.recover()
         producer.join(timeout=60)
         wait_for(
             f"all {len(expected)} answers committed",
@@ -217,8 +205,8 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     finally:
         if job_id:
             cancel(flink_cluster, job_id)
-        if killed and not restarted:
-            cluster_script(flink_cluster, "start-taskmanager")
+        if taskmanager is not None:
+            taskmanager.restore()
         committed.stop()
         everything.stop()
         release(witness, admin, topics)

@@ -221,6 +221,52 @@ class DeathWatch:
         return self.moment
 
 
+class TaskManagerKill:
+    """kill -9 of the cluster's TaskManager and its replacement, in the order a test needs them:
+    :meth:`kill` (returns when the process is dead), :meth:`recover` (waits until the job
+    notices, starts a new TaskManager, waits until the job runs again), and :meth:`restore` in a
+    ``finally`` (starts a TaskManager if the test stopped between the two: others use the
+    cluster)."""
+
+    def __init__(self, cluster: Any, job_id: str, explain: Callable[[], str]) -> None:
+        self._cluster = cluster
+        self._job_id = job_id
+        self._explain = explain
+        self.killed = False
+        self.restarted = False
+
+    def kill(self) -> float:
+        """Kill the TaskManager; returns the moment it died (the script's start-up delays the
+        kill by 0.1-1 s on a busy machine, so the process is watched rather than the call)."""
+        death = DeathWatch(taskmanager_pids(self._cluster)).start()
+        cluster_script(self._cluster, "kill-taskmanager")
+        moment = death.wait(timeout_s=10)
+        self.killed = True
+        return moment
+
+    def recover(self) -> None:
+        """The job notices the loss (it cannot stay RUNNING without its TaskManager), a new
+        TaskManager starts and the job runs again."""
+        wait_for(
+            "the job to notice the killed TaskManager",
+            lambda: not job_running(self._cluster, self._job_id),
+            60,
+            self._explain,
+        )
+        cluster_script(self._cluster, "start-taskmanager")
+        self.restarted = True
+        wait_for(
+            "the job to recover",
+            lambda: job_running(self._cluster, self._job_id),
+            150,
+            self._explain,
+        )
+
+    def restore(self) -> None:
+        if self.killed and not self.restarted:
+            cluster_script(self._cluster, "start-taskmanager")
+
+
 def failover_causes(entries: list[dict[str, Any]]) -> list[str]:
     """The innermost exception named in each entry's first line (newest entry first)."""
     causes = []
@@ -376,7 +422,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     outputs = Outputs(kafka_bootstrap, topics["output"]).start()
     produced: list[float] = []
     job_id: str | None = None
-    killed = restarted = False
+    taskmanager: TaskManagerKill | None = None
     timings: dict[str, float] = {}
 
     def state() -> str:
@@ -415,26 +461,12 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
         wait_for("answers, a checkpoint and a delegation in flight", ready_to_kill, 120, state)
         answered_before = len(outputs.answered())
         serving_at_kill = witness.counters.open_now()
-        # The script's start-up (two Python runs) delays the kill by 0.1-1 s on a busy machine:
-        # watch the TaskManager process to know when it really died.
-        death = DeathWatch(taskmanager_pids(flink_cluster)).start()
+        taskmanager = TaskManagerKill(flink_cluster, job_id, state)
         issued = time.time()
-        cluster_script(flink_cluster, "kill-taskmanager")
-        kill_time = death.wait(timeout_s=10)
+        kill_time = taskmanager.kill()
         open_after_kill = witness.counters.open_now()  # requests whose caller is now dead
-        killed = True
         timings["killed"] = time.monotonic() - started
-
-        # The job must notice the loss (it cannot stay RUNNING without its TaskManager).
-        wait_for(
-            "the job to notice the killed TaskManager",
-            lambda: not job_running(flink_cluster, job_id),
-            60,
-            state,
-        )
-        cluster_script(flink_cluster, "start-taskmanager")
-        restarted = True
-        wait_for("the job to recover", lambda: job_running(flink_cluster, job_id), 150, state)
+        taskmanager.recover()
         timings["recovered"] = time.monotonic() - started
         producer.join(timeout=60)
         wait_for(
@@ -453,8 +485,8 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     finally:
         if job_id:
             cancel(flink_cluster, job_id)
-        if killed and not restarted:
-            cluster_script(flink_cluster, "start-taskmanager")  # others use this cluster
+        if taskmanager is not None:
+            taskmanager.restore()
         outputs.stop()
         release(witness, admin, topics)
 
