@@ -269,6 +269,18 @@ class FaultRun:
         started_by = counters.in_flight_between(0.0, moment)  # every request started by then
         return {s: n - started_by.get(s, 0) for s, n in totals(self.witness).items()}
 
+    def repeats_started_after(self, moment: float) -> dict[str, int]:
+        """Per service, requests that reached the witness after ``moment`` (epoch s) repeating
+        an idempotency key requested before it: calls sent again from then on."""
+        return {
+            service: sum(
+                sum(1 for started, _ in times if started > moment)
+                for times in per_key.values()
+                if min(started for started, _ in times) <= moment
+            )
+            for service, per_key in self.witness.counters.requests().items()
+        }
+
     # --- the end --------------------------------------------------------------------------------
 
     def finish(self, timeout_s: float = 150) -> None:

@@ -127,8 +127,9 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
         verdict.notes += [
             f"TaskManager stopped at +{stopped_at - run.started_epoch:.1f} s, declared lost "
             f"{lost_after:.1f} s later, resumed at +{resumed_at - run.started_epoch:.1f} s",
-            f"requests that reached the services after the SIGCONT: {after_resume}; tickets "
-            f"unanswered at the stop: {unanswered}",
+            f"requests that reached the services after the SIGCONT: {after_resume}, of which "
+            f"calls sent again: {run.repeats_started_after(resumed_at)}; tickets unanswered at "
+            f"the stop: {unanswered}",
             f"late store writes after a newer writer's record of their key: {len(audit.late)} "
             f"({len(audit.late_behind)} undoing progress); fenced by the restore: "
             f"{audit.fenced}; keys restored other than the newest writer's last record: "
