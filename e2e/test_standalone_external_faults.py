@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from e2e.test_standalone_failover import (
     LATENCY_S,
     SERVICES_PORT,
     cluster_script,
+    rest,
     taskmanager_pids,
 )
 from examples.services import ExampleServices
@@ -47,13 +49,21 @@ KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
 BROKER_OUTAGE_S = 20.0
 
 
-def with_dev_heartbeat(spec: dict[str, Any]) -> None:
-    """Tell the operator the heartbeat of scripts/flink-cluster.sh (its freeze fence's
-    threshold is ``heartbeat.timeout - heartbeat.interval``)."""
-    spec["operator"] = {
-        "heartbeat_timeout_ms": int(os.environ.get("FLINK_HEARTBEAT_TIMEOUT_MS", "10000")),
-        "heartbeat_interval_ms": 2000,
-    }
+HEARTBEAT_TIMEOUT_MS = int(os.environ.get("FLINK_HEARTBEAT_TIMEOUT_MS", "10000"))
+HEARTBEAT_INTERVAL_MS = 2000  # scripts/flink-cluster.sh's
+
+
+def with_heartbeat(timeout_ms: int, interval_ms: int) -> Callable[[dict[str, Any]], None]:
+    """A spec change telling the operator this heartbeat: its freeze fence's threshold is
+    ``timeout_ms - interval_ms``."""
+
+    def adjust(spec: dict[str, Any]) -> None:
+        spec["operator"] = {
+            "heartbeat_timeout_ms": timeout_ms,
+            "heartbeat_interval_ms": interval_ms,
+        }
+
+    return adjust
 
 
 class TaskManagerLogs:
@@ -93,7 +103,11 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     calls sent again are only those in flight at the stop, which the new attempt resends."""
     require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
     with FaultRun(
-        "sigstop", flink_cluster, kafka_bootstrap, tmp_path, adjust_spec=with_dev_heartbeat
+        "sigstop",
+        flink_cluster,
+        kafka_bootstrap,
+        tmp_path,
+        adjust_spec=with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS),
     ) as run:
         run.wait_for_calls_in_flight()
         stopped = taskmanager_pids(flink_cluster)
@@ -148,6 +162,41 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     verdict.check()
     assert audit.fenced == len(audit.late), "a restore loaded a replaced writer's late record"
     assert not audit.differing, f"restored states other than the newest: {audit.differing[:5]}"
+
+
+def test_a_pause_past_the_fence_but_not_the_heartbeat_timeout_fails_the_task_loudly(
+    flink_cluster: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator is told an interval that leaves a 4 s fence; the TaskManager is stopped for
+    6 s, not long enough to be declared lost. At the resume its engine trips the fence, so the
+    task fails (a failover naming the freeze) and restarts from its checkpoint on the same
+    TaskManager: nothing lost, nothing completed made again."""
+    require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
+    fence_ms = 4000
+    adjust = with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS - fence_ms)
+    with FaultRun("pause", flink_cluster, kafka_bootstrap, tmp_path, adjust_spec=adjust) as run:
+        run.wait_for_calls_in_flight()
+        paused = taskmanager_pids(flink_cluster)
+        logs = TaskManagerLogs(flink_cluster)
+        paused_at = time.time()
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(fence_ms / 1000 + 2)
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
+        run.finish()
+        verdict = run.verdict(paused_at)
+        fence_trips = logs.new_lines_with("freeze fence tripped")
+        history = rest(flink_cluster, f"/jobs/{run.job_id}/exceptions")["exceptionHistory"]
+        fenced = [e for e in history["entries"] if "FrozenProcessError" in str(e)]
+        verdict.notes.append(f"freeze fence trips logged: {fence_trips[:2]}")
+    with capsys.disabled():
+        print("\n" + verdict.report())
+    assert fence_trips, "the paused TaskManager's engine did not report its freeze"
+    assert fenced, f"no failover names the freeze: {verdict.failovers}"
+    verdict.check()
 
 
 def kafka_script(bootstrap: str, command: str) -> None:

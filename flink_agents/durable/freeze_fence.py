@@ -43,9 +43,9 @@ class FrozenProcessError(BaseException):
     def __init__(self, frozen_s: float, threshold_s: float) -> None:
         super().__init__(
             f"this process was frozen for {frozen_s:.1f} s, longer than the freeze fence's "
-            f"{threshold_s:.1f} s (heartbeat.timeout - heartbeat.interval): Flink has declared "
-            "its TaskManager lost and restarted the task elsewhere, so this engine sends no "
-            "more calls and writes nothing more"
+            f"{threshold_s:.1f} s (heartbeat.timeout - heartbeat.interval): Flink may have "
+            "declared its TaskManager lost and restarted its task elsewhere, so this engine "
+            "sends no more calls and writes nothing more"
         )
         self.frozen_s = frozen_s
         self.threshold_s = threshold_s
