@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ from e2e.fault_harness import (
 )
 from e2e.test_standalone_failover import (
     AGENT,
-    CALLS_PER_TICKET,
     LATENCY_S,
     SERVICES_PORT,
     cluster_script,
+    rest,
     taskmanager_pids,
 )
 from examples.services import ExampleServices
@@ -46,6 +47,43 @@ pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
 BROKER_OUTAGE_S = 20.0
+
+
+HEARTBEAT_TIMEOUT_MS = int(os.environ.get("FLINK_HEARTBEAT_TIMEOUT_MS", "10000"))
+HEARTBEAT_INTERVAL_MS = 2000  # scripts/flink-cluster.sh's
+
+
+def with_heartbeat(timeout_ms: int, interval_ms: int) -> Callable[[dict[str, Any]], None]:
+    """A spec change telling the operator this heartbeat: its freeze fence's threshold is
+    ``timeout_ms - interval_ms``."""
+
+    def adjust(spec: dict[str, Any]) -> None:
+        spec["operator"] = {
+            "heartbeat_timeout_ms": timeout_ms,
+            "heartbeat_interval_ms": interval_ms,
+        }
+
+    return adjust
+
+
+class TaskManagerLogs:
+    """The TaskManager logs of the cluster, read from where they stood when this was made."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._dir = Path(cluster.env["FLINK_LOG_DIR"])
+        self._start = {log: log.stat().st_size for log in self._logs()}
+
+    def new_lines_with(self, text: str) -> list[str]:
+        found = []
+        for log in self._logs():
+            with log.open("rb") as file:
+                file.seek(self._start.get(log, 0))
+                new = file.read().decode(errors="replace")
+            found += [line for line in new.splitlines() if text in line]
+        return found
+
+    def _logs(self) -> list[Path]:
+        return sorted(self._dir.glob("*taskexecutor*"))
 
 
 def forget_taskmanager(cluster: Any, pid: int) -> None:
@@ -61,11 +99,19 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     """SIGSTOP the TaskManager until the JobManager declares it lost (``heartbeat.timeout``,
     10 s with scripts/flink-cluster.sh), recover on a new TaskManager, then SIGCONT the old one
     while the new attempt replays. Its late store writes are fenced at restore by the writer
-    epoch; its late calls are bounded by the runs it had, not prevented."""
+    epoch; its engine sees the freeze and sends no call after the resume (the freeze fence):
+    calls sent again are only those in flight at the stop, which the new attempt resends."""
     require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
-    with FaultRun("sigstop", flink_cluster, kafka_bootstrap, tmp_path) as run:
+    with FaultRun(
+        "sigstop",
+        flink_cluster,
+        kafka_bootstrap,
+        tmp_path,
+        adjust_spec=with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS),
+    ) as run:
         run.wait_for_calls_in_flight()
         stopped = taskmanager_pids(flink_cluster)
+        logs = TaskManagerLogs(flink_cluster)
         stopped_at = time.time()
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
@@ -90,27 +136,67 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
             forget_taskmanager(flink_cluster, pid)
         verdict = run.verdict(stopped_at)
         after_resume = run.requests_started_after(resumed_at)
+        fence_trips = logs.new_lines_with("freeze fence tripped")
         audit = audit_store(kafka_bootstrap, run.topics["store"])
         verdict.notes += [
             f"TaskManager stopped at +{stopped_at - run.started_epoch:.1f} s, declared lost "
             f"{lost_after:.1f} s later, resumed at +{resumed_at - run.started_epoch:.1f} s",
-            f"requests that reached the services after the SIGCONT: {after_resume}; tickets "
-            f"unanswered at the stop: {unanswered}",
+            f"requests that reached the services after the SIGCONT: {after_resume}, of which "
+            f"calls sent again: {run.repeats_started_after(resumed_at)}; tickets unanswered at "
+            f"the stop: {unanswered}",
             f"late store writes after a newer writer's record of their key: {len(audit.late)} "
             f"({len(audit.late_behind)} undoing progress); fenced by the restore: "
             f"{audit.fenced}; keys restored other than the newest writer's last record: "
             f"{audit.differing[:5]}",
+            f"freeze fence trips logged by the stopped TaskManager: {fence_trips[:2]}",
         ]
     with capsys.disabled():
         print("\n" + verdict.report())
     assert any(
         "TaskManager" in cause or "heartbeat" in cause.lower() for cause in verdict.failovers
     )
-    # The resumed TaskManager's engine goes on with the runs it had (nothing fences its calls,
-    # see docs/reliability.md): at most every call of every ticket it could have had.
-    verdict.check(zombie_calls=unanswered * sum(CALLS_PER_TICKET.values()))
+    # The resumed engine saw the freeze (longer than heartbeat.timeout - interval) and failed:
+    # it sent no call after its resume, so calls sent again are at most those in flight at the
+    # stop (resent by the new attempt, their outcome unrecorded), per service.
+    assert fence_trips, "the stopped TaskManager's engine did not report its freeze"
+    verdict.check()
     assert audit.fenced == len(audit.late), "a restore loaded a replaced writer's late record"
     assert not audit.differing, f"restored states other than the newest: {audit.differing[:5]}"
+
+
+def test_a_pause_past_the_fence_but_not_the_heartbeat_timeout_fails_the_task_loudly(
+    flink_cluster: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator is told an interval that leaves a 4 s fence; the TaskManager is stopped for
+    6 s, not long enough to be declared lost. At the resume its engine trips the fence, so the
+    task fails (a failover naming the freeze) and restarts from its checkpoint on the same
+    TaskManager: nothing lost, nothing completed made again."""
+    require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
+    fence_ms = 4000
+    adjust = with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS - fence_ms)
+    with FaultRun("pause", flink_cluster, kafka_bootstrap, tmp_path, adjust_spec=adjust) as run:
+        run.wait_for_calls_in_flight()
+        paused = taskmanager_pids(flink_cluster)
+        logs = TaskManagerLogs(flink_cluster)
+        paused_at = time.time()
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(fence_ms / 1000 + 2)
+        finally:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
+        run.finish()
+        verdict = run.verdict(paused_at)
+        fence_trips = logs.new_lines_with("freeze fence tripped")
+        history = rest(flink_cluster, f"/jobs/{run.job_id}/exceptions")["exceptionHistory"]
+        fenced = [e for e in history["entries"] if "FrozenProcessError" in str(e)]
+        verdict.notes.append(f"freeze fence trips logged: {fence_trips[:2]}")
+    with capsys.disabled():
+        print("\n" + verdict.report())
+    assert fence_trips, "the paused TaskManager's engine did not report its freeze"
+    assert fenced, f"no failover names the freeze: {verdict.failovers}"
+    verdict.check()
 
 
 def kafka_script(bootstrap: str, command: str) -> None:

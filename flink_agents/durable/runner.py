@@ -36,6 +36,7 @@ from flink_agents.api.context import (
 from flink_agents.durable import faults
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.faults import KillPoint
+from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import RecordedAction
@@ -108,6 +109,8 @@ class StoreCallRunner:
     """
 
     event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
+    # Set by a keyed host: checked before every call is sent and every write (freeze_fence.py).
+    fence: FreezeFence | None = None
 
     def __init__(
         self,
@@ -203,6 +206,8 @@ class StoreCallRunner:
         working = self._invocation(invocation)
         self._check_no_calls_left(invocation, working)
         write_action(working.state, action)
+        if self.fence is not None:
+            self.fence.check()
         self.store.put(working.state)
         self._open.pop(invocation, None)
         # Not waited for, not even by the run's outputs: a completion record lost in a crash
@@ -320,6 +325,8 @@ class StoreCallRunner:
         yield _Op.SETTLE
         if faults.ARMED is not None:
             faults.ARMED.reached(KillPoint.BEFORE_CALL_SENT)
+        if self.fence is not None:
+            self.fence.check()
         try:
             value = yield tracker
         except InfrastructureError:
@@ -360,6 +367,8 @@ class StoreCallRunner:
     def _record(self, working: _Invocation, result: CallResult) -> None:
         """Put the call's record; the run's next call and its outputs wait for it."""
         working.state.record_call(result)
+        if self.fence is not None:
+            self.fence.check()
         self.store.put(working.state)
         self._unsettled[working.run] = self._flusher.wrote()
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
+from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
@@ -109,6 +110,7 @@ class KeyedAgentLogic:
         self._identity = plan.name
         self._host: EngineHost | None = None
         self._store: ActionStateStore | None = None
+        self._fence: FreezeFence | None = None
         self._restarted = False
         self._parallelism = 1
         self._recovered = True
@@ -138,6 +140,9 @@ class KeyedAgentLogic:
                 default_policy=self._store_config.mismatch_policy,
                 record_arguments=self._store_config.record_arguments,
             )
+            # A zombie's writes are fenced at restore (writer epochs); its calls, here.
+            self._fence = call_runner.fence = FreezeFence(self._options.freeze_fence_s)
+            self._fence.start()
         self._event_log = build_event_log(
             self._event_log_config,
             self._listeners,
@@ -172,6 +177,9 @@ class KeyedAgentLogic:
         if self._host is not None:
             self._host.close()
             self._host = None
+        if self._fence is not None:
+            self._fence.stop()
+            self._fence = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class OperatorOptions(BaseModel):
@@ -71,6 +71,19 @@ class OperatorOptions(BaseModel):
         "DEBUG and hands every record to the JVM, so a library that logs on a hot path costs "
         "CPU (kafka-python's per-write DEBUG records took a third of the worker's).",
     )
+    heartbeat_timeout_ms: int = Field(
+        default=50_000,
+        ge=1,
+        description="The cluster's ``heartbeat.timeout`` (Flink's default 50 s). With "
+        "``heartbeat_interval_ms`` it sets the freeze fence: a process frozen for longer than "
+        "their difference may have been declared lost, so its engine sends no more calls "
+        "(flink_agents/durable/freeze_fence.py).",
+    )
+    heartbeat_interval_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="The cluster's ``heartbeat.interval`` (Flink's default 10 s).",
+    )
 
     kill_points: str | None = Field(
         default=None,
@@ -83,6 +96,19 @@ class OperatorOptions(BaseModel):
         "so a restarted worker does not fire it again.",
     )
 
+    @model_validator(mode="after")
+    def _heartbeat_leaves_a_fence(self) -> OperatorOptions:
+        if self.heartbeat_interval_ms >= self.heartbeat_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be below heartbeat_timeout_ms")
+        return self
+
     @property
     def unfinished_bound(self) -> int:
         return self.max_unfinished or 2 * self.max_in_flight
+
+    @property
+    def freeze_fence_s(self) -> float:
+        """The longest freeze the engine survives: one after which the JobManager, which
+        counts ``heartbeat.timeout`` from the last heartbeat it heard (up to an interval before
+        the freeze), may have declared this TaskManager lost."""
+        return (self.heartbeat_timeout_ms - self.heartbeat_interval_ms) / 1000

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from examples.weather import build_agent
+from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
 from flink_agents.durable.store import (
     ActionState,
     InMemoryActionStateStore,
@@ -26,6 +27,7 @@ from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import keyed
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
 from flink_agents.runtime.options import OperatorOptions
 from tests.sample_agents import EchoAgent, fail_on_negative
@@ -347,3 +349,42 @@ def test_an_attempt_left_open_is_closed_when_the_next_one_of_its_subtask_opens(m
             assert other_subtask.answers("Oslo")[0]["key"] == "Oslo"
     finally:
         other_subtask.logic.close()
+
+
+# --- a TaskManager frozen past the heartbeat timeout ----------------------------------------------
+
+
+def test_an_attempt_frozen_past_the_heartbeat_timeout_fails_and_sends_and_emits_nothing(
+    monkeypatch,
+):
+    clock = [100.0]
+    fences: list[FreezeFence] = []
+
+    class FrozenWatchdogFence(FreezeFence):
+        """The fence the logic builds, on the test's clock; its watchdog froze with the process."""
+
+        def __init__(self, threshold_s: float) -> None:
+            super().__init__(threshold_s, clock=lambda: clock[0])
+            fences.append(self)
+
+        def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(keyed, "FreezeFence", FrozenWatchdogFence)
+    log = InMemoryLog()
+    with Attempt(
+        monkeypatch, log, {}, 0, heartbeat_timeout_ms=10_000, heartbeat_interval_ms=2_000
+    ) as attempt:
+        assert [fence.threshold_s for fence in fences] == [8.0]
+        written = len(log.partitions[0])
+        clock[0] += 9.0
+        ask(attempt, "Oslo")
+        with pytest.raises(FrozenProcessError):
+            attempt.answers("Oslo")
+        assert len(log.partitions[0]) == written
+
+
+def test_the_heartbeat_interval_must_leave_a_fence():
+    assert OperatorOptions().freeze_fence_s == 40.0  # Flink's defaults: 50 s - 10 s
+    with pytest.raises(ValueError, match="heartbeat_interval_ms"):
+        OperatorOptions(heartbeat_timeout_ms=10_000, heartbeat_interval_ms=10_000)
