@@ -50,7 +50,6 @@ from flink_agents.durable.replay import (
 )
 from flink_agents.durable.store import (
     ActionState,
-    ActionStateKey,
     ActionStateStore,
     CallResult,
     CallStatus,
@@ -134,6 +133,8 @@ class StoreCallRunner:
         self._inputs: dict[RunId, RunInput] = {}
         # Per run, the ticket of its latest call record: what its next call or output waits for.
         self._unsettled: dict[RunId, int] = {}
+        # Per run in flight, its store key (rendering the key's JSON is not free).
+        self._run_keys: dict[RunId, RunKey] = {}
 
     @classmethod
     def for_plan(
@@ -154,7 +155,7 @@ class StoreCallRunner:
     # --- run lifecycle ---------------------------------------------------------------------
 
     def run_admitted(self, run: RunId, input: Any) -> None:
-        self.store.begin_run(_run_key(run))
+        self.store.begin_run(self._run_key(run))
         try:
             canonical_json(input)
         except (TypeError, ValueError):
@@ -167,7 +168,7 @@ class StoreCallRunner:
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
         self._unsettled.pop(run, None)
-        self.store.end_run(_run_key(run))
+        self.store.end_run(self._run_keys.pop(run, None) or _run_key(run))
 
     @property
     def writes(self) -> int:
@@ -189,7 +190,7 @@ class StoreCallRunner:
 
     def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
         """A completed invocation's record; otherwise (re)opens it for its calls."""
-        key = _state_key(invocation)
+        key = self._run_key(invocation.run).action(invocation.action, invocation.event_id)
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
@@ -350,6 +351,12 @@ class StoreCallRunner:
             return None
         return self._inputs.pop(run)
 
+    def _run_key(self, run: RunId) -> RunKey:
+        key = self._run_keys.get(run)
+        if key is None:
+            key = self._run_keys[run] = _run_key(run)
+        return key
+
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
         working = self._open.get(invocation)
         if working is None:  # not opened through the journal (an engine without one)
@@ -446,10 +453,6 @@ class _Stepper:
 
 def _run_key(run: RunId) -> RunKey:
     return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
-
-
-def _state_key(invocation: ActionInvocation) -> ActionStateKey:
-    return _run_key(invocation.run).action(invocation.action, invocation.event_id)
 
 
 async def _awaited(value: Any) -> Any:
