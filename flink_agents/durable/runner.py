@@ -6,18 +6,24 @@ event it handled) holding its calls in the order the code made them, and, once t
 returned, its events and memory writes. On replay a recorded outcome is handed back instead of
 calling again.
 
-When a write must be acknowledged: a call's outcome is put when the call returns and handed to
-the action at once; the action's *local* steps do not wait for the store. What waits is the
-next thing that leaves the process and may depend on that outcome: the run's next call (waited
-for before it is sent) and the run's outputs (:meth:`StoreCallRunner.settled`, before the engine
-hands the result over). So an outcome something outside has seen is acknowledged first, and a
-crash before that loses only outcomes nothing outside depended on: those calls are made again.
-Writes are flushed continuously in batches (:class:`GroupFlusher`), so by the time a run's next
-call or output comes, its outcomes are usually acknowledged already.
+When a write must be acknowledged: a call's outcome is handed to the action at once; the
+action's *local* steps do not wait for the store. What waits is the next thing that leaves the
+process and may depend on that outcome: the run's next call (waited for before it is sent) and
+the run's outputs (:meth:`StoreCallRunner.settled`, before the engine hands the result over). So
+an outcome something outside has seen is acknowledged first, and a crash before that loses only
+outcomes nothing outside depended on: those calls are made again. Writes are flushed
+continuously in batches (:class:`GroupFlusher`), so by the time a run's next call or output
+comes, its outcomes are usually acknowledged already.
+
+An outcome is put into the store at the end of the loop step that recorded it, or earlier
+where something waits for it or the action completes: an action that makes its last call and
+returns within one step (the common case) puts its state once, with the outcome and the
+completion, instead of encoding it twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections import defaultdict
@@ -49,12 +55,14 @@ from flink_agents.durable.replay import (
     describe_mismatch,
 )
 from flink_agents.durable.store import (
+    PICKLE_TAG,
     ActionState,
     ActionStateStore,
     CallResult,
     CallStatus,
     RunInput,
     RunKey,
+    StoreError,
 )
 from flink_agents.observability import EventLog, observed_protocol
 
@@ -76,6 +84,7 @@ class _Invocation:
     run: RunId
     state: ActionState
     position: int = 0  # calls requested so far in this execution
+    unput: bool = False  # the state holds an outcome not put into the store yet
 
 
 @dataclass
@@ -135,6 +144,8 @@ class StoreCallRunner:
         self._unsettled: dict[RunId, int] = {}
         # Per run in flight, its store key (rendering the key's JSON is not free).
         self._run_keys: dict[RunId, RunKey] = {}
+        # Invocations with outcomes not put yet; all are put at the end of the loop step.
+        self._unput: list[_Invocation] = []
 
     @classmethod
     def for_plan(
@@ -164,6 +175,7 @@ class StoreCallRunner:
         self._inputs[run] = RunInput(value=input)
 
     def run_finished(self, run: RunId) -> None:
+        self._put_outcomes(run)
         for invocation in self._by_run.pop(run, ()):
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
@@ -172,7 +184,10 @@ class StoreCallRunner:
 
     @property
     def writes(self) -> int:
-        """How many writes were put into the store so far; the n-th write's ticket is n."""
+        """How many writes were put into the store so far; the n-th write's ticket is n. Puts
+        the call outcomes recorded but not put yet first, so the latest outcome's write is
+        the latest write."""
+        self._put_all_outcomes()
         return self._flusher.written
 
     def write_acknowledged(self, ticket: int) -> bool:
@@ -182,6 +197,7 @@ class StoreCallRunner:
     async def settled(self, run: RunId) -> None:
         """Return once every call outcome recorded for ``run`` is acknowledged: the engine
         awaits this before the run's result (its outputs, its memory) leaves it."""
+        self._put_outcomes(run)
         ticket = self._unsettled.get(run)
         if ticket is not None:
             await self._flusher.durable(ticket)
@@ -206,10 +222,14 @@ class StoreCallRunner:
         write_action(working.state, action)
         self.store.put(working.state)
         self._open.pop(invocation, None)
-        # Not waited for, not even by the run's outputs: a completion record lost in a crash
-        # only means the action runs again on replay, and its calls' outcomes (acknowledged
-        # before anything depending on them left) are handed back.
+        # The completion alone is not waited for, not even by the run's outputs: lost in a
+        # crash, it only means the action runs again on replay, and its calls' outcomes
+        # (acknowledged before anything depending on them left) are handed back. An outcome
+        # not put before rides with it, and is waited for like any.
         ticket = self._flusher.wrote()
+        if working.unput:
+            working.unput = False
+            self._unsettled[working.run] = ticket
         plan = faults.ARMED
         if plan is not None and plan.arms(KillPoint.AFTER_ACTION_COMPLETED):
             await self._flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a fault plan
@@ -315,6 +335,8 @@ class StoreCallRunner:
         if call.reconciler is not None or call.in_doubt == "fail":
             self._record(working, tracker.result)
         else:
+            if working.unput:  # the earlier outcomes are put as they are, without this position
+                self._put(working)
             working.state.record_call(tracker.result)
         # Before sending: the run's earlier outcomes (the call may depend on them) and this
         # call's PENDING record are acknowledged.
@@ -365,13 +387,44 @@ class StoreCallRunner:
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
-        """Put the call's record; the run's next call and its outputs wait for it."""
+        """Record the call's outcome, put into the store by the end of this loop step (see the
+        module docstring); the run's next call and its outputs wait for it."""
         working.state.record_call(result)
+        if result.payload_type == PICKLE_TAG:
+            # Put at once: a store without a secret refuses it, and the call must see that.
+            self._put(working)
+        elif not working.unput:
+            working.unput = True
+            if not self._unput:
+                asyncio.get_running_loop().call_soon(self._put_all_outcomes)
+            self._unput.append(working)
+
+    def _put(self, working: _Invocation) -> None:
+        """Put an invocation's state holding outcomes not put yet."""
         self.store.put(working.state)
+        working.unput = False
         self._unsettled[working.run] = self._flusher.wrote()
+
+    def _put_all_outcomes(self) -> None:
+        waiting, self._unput = self._unput, []
+        for working in waiting:
+            if working.unput:
+                try:
+                    self._put(working)
+                except StoreError as exc:
+                    # Still not put: tried again, and raised, where its run waits for it.
+                    logger.debug("putting %s failed: %r", working.state.key.canonical(), exc)
+
+    def _put_outcomes(self, run: RunId) -> None:
+        """Put the outcomes of ``run`` not put yet: something is about to wait for them."""
+        for invocation in self._by_run.get(run, ()):
+            working = self._open.get(invocation)
+            if working is not None and working.unput:
+                self._put(working)
 
     def _settle_blocking(self, run: RunId) -> None:
         """:meth:`settled` for synchronous actions: flushes the store on the loop thread."""
+        self._put_outcomes(run)
         ticket = self._unsettled.get(run)
         if ticket is not None and not self._flusher.acknowledged(ticket):
             written = self._flusher.written
