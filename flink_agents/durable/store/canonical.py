@@ -60,6 +60,8 @@ def to_canonical(value: Any) -> Any:
         }
     if kind is list:
         return [to_canonical(v) for v in value]
+    if kind is int or (kind is float and math.isfinite(value)):
+        return value
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):

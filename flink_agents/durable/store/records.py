@@ -120,7 +120,10 @@ class CallResult(BaseModel):
         started_at: float | None = None,
     ) -> CallResult:
         """A call that has started (attempt number `attempts`) but has no outcome yet."""
-        return cls(
+        if attempts < 0:
+            raise ValueError(f"attempts must not be negative, got {attempts}")
+        # Valid by construction: not validated again (this runs for every call).
+        return cls.model_construct(
             call_id=call_id,
             status=CallStatus.PENDING,
             function=function,
