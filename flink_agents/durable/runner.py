@@ -210,8 +210,8 @@ class StoreCallRunner:
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
-        if state is None:  # (nothing to validate in a new state)
-            state = ActionState.model_construct(key=key, run_input=self._input_for(invocation))
+        if state is None:
+            state = ActionState(key=key, run_input=self._input_for(invocation))
         self._open[invocation] = _Invocation(invocation.run, state)
         self._by_run[invocation.run].add(invocation)
         return None

@@ -120,10 +120,7 @@ class CallResult(BaseModel):
         started_at: float | None = None,
     ) -> CallResult:
         """A call that has started (attempt number `attempts`) but has no outcome yet."""
-        if attempts < 0:
-            raise ValueError(f"attempts must not be negative, got {attempts}")
-        # Valid by construction: not validated again (this runs for every call).
-        return cls.model_construct(
+        return cls(
             call_id=call_id,
             status=CallStatus.PENDING,
             function=function,
@@ -220,8 +217,7 @@ class ActionStateKey(BaseModel):
     @property
     def run(self) -> RunKey:
         """The run this action belongs to."""
-        # Its fields were validated as this key's: not again (this runs for every put).
-        return RunKey.model_construct(agent=self.agent, key=self.key, seq=self.seq)
+        return RunKey(agent=self.agent, key=self.key, seq=self.seq)
 
 
 class RunInput(BaseModel):
