@@ -180,7 +180,8 @@ class StoreCallRunner:
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
         self._unsettled.pop(run, None)
-        self.store.end_run(self._run_keys.pop(run, None) or _run_key(run))
+        key = self._run_keys.pop(run) if run in self._run_keys else _run_key(run)
+        self.store.end_run(key)
 
     @property
     def writes(self) -> int:
