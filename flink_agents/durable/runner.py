@@ -414,7 +414,7 @@ class StoreCallRunner:
                     self._put(working)
                 except StoreError as exc:
                     # Still not put: tried again, and raised, where its run waits for it.
-                    logger.debug("putting %s failed: %r", working.state.key.canonical(), exc)
+                    logger.warning("putting %s failed: %r", working.state.key.canonical(), exc)
 
     def _put_outcomes(self, run: RunId) -> None:
         """Put the outcomes of ``run`` not put yet: something is about to wait for them."""

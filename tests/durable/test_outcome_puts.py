@@ -5,7 +5,12 @@ import asyncio
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.durable.runner import StoreCallRunner
-from flink_agents.durable.store import ActionState, CallStatus, InMemoryActionStateStore
+from flink_agents.durable.store import (
+    ActionState,
+    CallStatus,
+    InMemoryActionStateStore,
+    StoreWriteError,
+)
 from flink_agents.runtime import RunEngine
 from flink_agents.testing import agent_plan
 
@@ -45,10 +50,10 @@ async def call_then_wait(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=reply))
 
 
-def run(act: object) -> list[object]:
+def run(act: object, store: CountingStore | None = None) -> list[object]:
     """Runs one input through an agent of ``act``; returns its outputs."""
     global STORE
-    STORE = CountingStore()
+    STORE = store or CountingStore()
     PUTS_SEEN.clear()
     plan = agent_plan(act)
     engine = RunEngine(plan, call_runner=StoreCallRunner(STORE, agent=plan.name))
@@ -93,3 +98,22 @@ def test_an_outcome_is_put_before_the_runs_next_call_is_sent():
         (False, [CallStatus.SUCCEEDED]),
         (True, [CallStatus.SUCCEEDED, CallStatus.SUCCEEDED]),
     ]
+
+
+class FirstPutFails(CountingStore):
+    """Refuses the first put (as a full buffer whose flush fails would)."""
+
+    def put(self, state: ActionState) -> None:
+        if not self.puts:
+            self.puts.append((state.completed, []))
+            raise StoreWriteError("not acknowledged")
+        super().put(state)
+
+
+def test_an_outcome_whose_put_failed_at_the_end_of_its_step_is_put_again_before_the_result():
+    assert run(call_then_wait, FirstPutFails()) == ["go"]
+    # The end-of-step put failed; the outcome rode with the completion, which the result
+    # waited for.
+    assert STORE.puts[1:] == [(True, [CallStatus.SUCCEEDED])]
+    (recorded,) = STORE.history()
+    assert recorded.completed and recorded.calls[0].value() == "go"

@@ -48,9 +48,8 @@ def encode_payload(value: Any, result_type: Any = None) -> tuple[Any, str | None
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json"), canonical.type_tag(type(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _adapter(type(value)).dump_python(value, mode="json"), canonical.type_tag(
-            type(value)
-        )
+        payload = _adapter(type(value)).dump_python(value, mode="json")
+        return payload, canonical.type_tag(type(value))
     if isinstance(value, _PRIMITIVES):
         return value, None
     try:
