@@ -12,6 +12,10 @@ a store the call results of many keys share flushes. Each figure is the median o
 runs (the machine is shared). ``--profile`` instead prints, per store, the functions with the
 most own time (cProfile) over one run.
 
+``--cpu`` instead prints the CPU time of the process (all its threads, `time.process_time`)
+per run, per store, at the first latency: the median of ``--repeat`` rounds, the stores taking
+turns within each round. Unlike runs/s it hardly moves when other processes load the machine.
+
 ``--run-latency`` instead measures what the store adds to each run's latency, in steady state:
 ``--per-key`` inputs for each key, ``--bound`` runs in flight, and per run the time from its
 action starting to its result leaving the engine (which with a store waits for the call's
@@ -133,6 +137,41 @@ def measure(
             store.close()
 
 
+def cpu_per_run(keys: int, make_store: StoreFactory | None) -> float:
+    """CPU seconds of this process per run over one job of ``keys`` runs."""
+    store = make_store() if make_store else None  # made outside: connecting is not per run
+    runner = StoreCallRunner(store, agent="bench") if store is not None else None
+    try:
+        start = time.process_time()
+        asyncio.run(runs_per_second(keys, runner))
+        if store is not None:
+            store.flush()  # writes still buffered belong to these runs
+        return (time.process_time() - start) / keys
+    finally:
+        if store is not None:
+            store.close()
+
+
+def cpu_report(args: argparse.Namespace, stores: dict[str, StoreFactory | None]) -> None:
+    MODEL.latency_seconds = args.latency_ms[0] / 1000
+    for make_store in stores.values():
+        cpu_per_run(args.keys, make_store)  # warm up (imports, schemas, broker connections)
+    rounds: dict[str, list[float]] = {name: [] for name in stores}
+    for _ in range(args.repeat):
+        for name, make_store in stores.items():
+            rounds[name].append(cpu_per_run(args.keys, make_store))
+    print(
+        f"| store | CPU us/run ({args.keys} keys x 1 call, L = {args.latency_ms[0]:g} ms, "
+        f"median of {args.repeat} rounds) | min | max |"
+    )
+    print("|---|---|---|---|")
+    for name, seconds in rounds.items():
+        median, low, high = (
+            v * 1e6 for v in (statistics.median(seconds), min(seconds), max(seconds))
+        )
+        print(f"| {name} | {median:.0f} | {low:.0f} | {high:.0f} |", flush=True)
+
+
 def print_profile(keys: int, name: str, make_store: StoreFactory | None) -> None:
     measure(keys, make_store)  # warm up (imports, schemas, broker connections)
     profile = cProfile.Profile()
@@ -160,6 +199,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers; omit to skip Kafka")
     parser.add_argument("--profile", action="store_true", help="profile the first latency")
     parser.add_argument("--run-latency", action="store_true", help="p50/p99 per run instead")
+    parser.add_argument("--cpu", action="store_true", help="CPU time per run instead")
     parser.add_argument("--bound", type=int, default=100, help="runs in flight (--run-latency)")
     parser.add_argument("--per-key", type=int, default=20, help="runs per key (--run-latency)")
     args = parser.parse_args()
@@ -176,6 +216,9 @@ def main() -> None:
 
     if args.run_latency:
         latency_report(args, stores)
+        return
+    if args.cpu:
+        cpu_report(args, stores)
         return
     if args.profile:
         MODEL.latency_seconds = args.latency_ms[0] / 1000

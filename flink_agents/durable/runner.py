@@ -6,18 +6,24 @@ event it handled) holding its calls in the order the code made them, and, once t
 returned, its events and memory writes. On replay a recorded outcome is handed back instead of
 calling again.
 
-When a write must be acknowledged: a call's outcome is put when the call returns and handed to
-the action at once; the action's *local* steps do not wait for the store. What waits is the
-next thing that leaves the process and may depend on that outcome: the run's next call (waited
-for before it is sent) and the run's outputs (:meth:`StoreCallRunner.settled`, before the engine
-hands the result over). So an outcome something outside has seen is acknowledged first, and a
-crash before that loses only outcomes nothing outside depended on: those calls are made again.
-Writes are flushed continuously in batches (:class:`GroupFlusher`), so by the time a run's next
-call or output comes, its outcomes are usually acknowledged already.
+When a write must be acknowledged: a call's outcome is handed to the action at once; the
+action's *local* steps do not wait for the store. What waits is the next thing that leaves the
+process and may depend on that outcome: the run's next call (waited for before it is sent) and
+the run's outputs (:meth:`StoreCallRunner.settled`, before the engine hands the result over). So
+an outcome something outside has seen is acknowledged first, and a crash before that loses only
+outcomes nothing outside depended on: those calls are made again. Writes are flushed
+continuously in batches (:class:`GroupFlusher`), so by the time a run's next call or output
+comes, its outcomes are usually acknowledged already.
+
+An outcome is put into the store at the end of the loop step that recorded it, or earlier
+where something waits for it or the action completes: an action that makes its last call and
+returns within one step (the common case) puts its state once, with the outcome and the
+completion, instead of encoding it twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections import defaultdict
@@ -50,13 +56,14 @@ from flink_agents.durable.replay import (
     describe_mismatch,
 )
 from flink_agents.durable.store import (
+    PICKLE_TAG,
     ActionState,
-    ActionStateKey,
     ActionStateStore,
     CallResult,
     CallStatus,
     RunInput,
     RunKey,
+    StoreError,
 )
 from flink_agents.observability import EventLog, observed_protocol
 
@@ -78,6 +85,7 @@ class _Invocation:
     run: RunId
     state: ActionState
     position: int = 0  # calls requested so far in this execution
+    unput: bool = False  # the state holds an outcome not put into the store yet
 
 
 @dataclass
@@ -137,6 +145,10 @@ class StoreCallRunner:
         self._inputs: dict[RunId, RunInput] = {}
         # Per run, the ticket of its latest call record: what its next call or output waits for.
         self._unsettled: dict[RunId, int] = {}
+        # Per run in flight, its store key (rendering the key's JSON is not free).
+        self._run_keys: dict[RunId, RunKey] = {}
+        # Invocations with outcomes not put yet; all are put at the end of the loop step.
+        self._unput: list[_Invocation] = []
 
     @classmethod
     def for_plan(
@@ -157,7 +169,7 @@ class StoreCallRunner:
     # --- run lifecycle ---------------------------------------------------------------------
 
     def run_admitted(self, run: RunId, input: Any) -> None:
-        self.store.begin_run(_run_key(run))
+        self.store.begin_run(self._run_key(run))
         try:
             canonical_json(input)
         except (TypeError, ValueError):
@@ -166,15 +178,20 @@ class StoreCallRunner:
         self._inputs[run] = RunInput(value=input)
 
     def run_finished(self, run: RunId) -> None:
+        self._put_outcomes(run)
         for invocation in self._by_run.pop(run, ()):
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
         self._unsettled.pop(run, None)
-        self.store.end_run(_run_key(run))
+        key = self._run_keys.pop(run) if run in self._run_keys else _run_key(run)
+        self.store.end_run(key)
 
     @property
     def writes(self) -> int:
-        """How many writes were put into the store so far; the n-th write's ticket is n."""
+        """How many writes were put into the store so far; the n-th write's ticket is n. Puts
+        the call outcomes recorded but not put yet first, so the latest outcome's write is
+        the latest write."""
+        self._put_all_outcomes()
         return self._flusher.written
 
     def write_acknowledged(self, ticket: int) -> bool:
@@ -184,6 +201,7 @@ class StoreCallRunner:
     async def settled(self, run: RunId) -> None:
         """Return once every call outcome recorded for ``run`` is acknowledged: the engine
         awaits this before the run's result (its outputs, its memory) leaves it."""
+        self._put_outcomes(run)
         ticket = self._unsettled.get(run)
         if ticket is not None:
             await self._flusher.durable(ticket)
@@ -192,7 +210,7 @@ class StoreCallRunner:
 
     def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
         """A completed invocation's record; otherwise (re)opens it for its calls."""
-        key = _state_key(invocation)
+        key = self._run_key(invocation.run).action(invocation.action, invocation.event_id)
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
@@ -210,10 +228,14 @@ class StoreCallRunner:
             self.fence.check()
         self.store.put(working.state)
         self._open.pop(invocation, None)
-        # Not waited for, not even by the run's outputs: a completion record lost in a crash
-        # only means the action runs again on replay, and its calls' outcomes (acknowledged
-        # before anything depending on them left) are handed back.
+        # The completion alone is not waited for, not even by the run's outputs: lost in a
+        # crash, it only means the action runs again on replay, and its calls' outcomes
+        # (acknowledged before anything depending on them left) are handed back. An outcome
+        # not put before rides with it, and is waited for like any.
         ticket = self._flusher.wrote()
+        if working.unput:
+            working.unput = False
+            self._unsettled[working.run] = ticket
         plan = faults.ARMED
         if plan is not None and plan.arms(KillPoint.AFTER_ACTION_COMPLETED):
             await self._flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a fault plan
@@ -319,6 +341,8 @@ class StoreCallRunner:
         if call.reconciler is not None or call.in_doubt == "fail":
             self._record(working, tracker.result)
         else:
+            if working.unput:  # the earlier outcomes are put as they are, without this position
+                self._put(working)
             working.state.record_call(tracker.result)
         # Before sending: the run's earlier outcomes (the call may depend on them) and this
         # call's PENDING record are acknowledged.
@@ -357,6 +381,12 @@ class StoreCallRunner:
             return None
         return self._inputs.pop(run)
 
+    def _run_key(self, run: RunId) -> RunKey:
+        key = self._run_keys.get(run)
+        if key is None:
+            key = self._run_keys[run] = _run_key(run)
+        return key
+
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
         working = self._open.get(invocation)
         if working is None:  # not opened through the journal (an engine without one)
@@ -365,15 +395,46 @@ class StoreCallRunner:
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
-        """Put the call's record; the run's next call and its outputs wait for it."""
+        """Record the call's outcome, put into the store by the end of this loop step (see the
+        module docstring); the run's next call and its outputs wait for it."""
         working.state.record_call(result)
+        if result.payload_type == PICKLE_TAG:
+            # Put at once: a store without a secret refuses it, and the call must see that.
+            self._put(working)
+        elif not working.unput:
+            working.unput = True
+            if not self._unput:
+                asyncio.get_running_loop().call_soon(self._put_all_outcomes)
+            self._unput.append(working)
+
+    def _put(self, working: _Invocation) -> None:
+        """Put an invocation's state holding outcomes not put yet."""
         if self.fence is not None:
             self.fence.check()
         self.store.put(working.state)
+        working.unput = False
         self._unsettled[working.run] = self._flusher.wrote()
+
+    def _put_all_outcomes(self) -> None:
+        waiting, self._unput = self._unput, []
+        for working in waiting:
+            if working.unput:
+                try:
+                    self._put(working)
+                except StoreError as exc:
+                    # Still not put: tried again, and raised, where its run waits for it.
+                    logger.warning("putting %s failed: %r", working.state.key.canonical(), exc)
+
+    def _put_outcomes(self, run: RunId) -> None:
+        """Put the outcomes of ``run`` not put yet: something is about to wait for them."""
+        for invocation in self._by_run.get(run, ()):
+            working = self._open.get(invocation)
+            if working is not None and working.unput:
+                self._put(working)
 
     def _settle_blocking(self, run: RunId) -> None:
         """:meth:`settled` for synchronous actions: flushes the store on the loop thread."""
+        self._put_outcomes(run)
         ticket = self._unsettled.get(run)
         if ticket is not None and not self._flusher.acknowledged(ticket):
             written = self._flusher.written
@@ -455,10 +516,6 @@ class _Stepper:
 
 def _run_key(run: RunId) -> RunKey:
     return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
-
-
-def _state_key(invocation: ActionInvocation) -> ActionStateKey:
-    return _run_key(invocation.run).action(invocation.action, invocation.event_id)
 
 
 async def _awaited(value: Any) -> Any:

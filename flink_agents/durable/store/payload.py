@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import importlib
 from typing import Any
 
@@ -47,8 +48,8 @@ def encode_payload(value: Any, result_type: Any = None) -> tuple[Any, str | None
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json"), canonical.type_tag(type(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        adapter = pydantic.TypeAdapter(type(value))
-        return adapter.dump_python(value, mode="json"), canonical.type_tag(type(value))
+        payload = _adapter(type(value)).dump_python(value, mode="json")
+        return payload, canonical.type_tag(type(value))
     if isinstance(value, _PRIMITIVES):
         return value, None
     try:
@@ -57,8 +58,22 @@ def encode_payload(value: Any, result_type: Any = None) -> tuple[Any, str | None
         return base64.b64encode(cloudpickle.dumps(value)).decode("ascii"), PICKLE_TAG
 
 
+def _adapter(result_type: Any) -> pydantic.TypeAdapter[Any]:
+    """The `TypeAdapter` of `result_type`, built once per type: building one costs more than
+    validating and dumping a reply with it (a call encodes and decodes its result)."""
+    try:
+        return _cached_adapter(result_type)
+    except TypeError:  # an unhashable type form (say, Annotated with a list): not cached
+        return pydantic.TypeAdapter(result_type)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(result_type: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(result_type)
+
+
 def _encode_declared(value: Any, result_type: Any) -> tuple[Any, str | None]:
-    adapter = pydantic.TypeAdapter(result_type)
+    adapter = _adapter(result_type)
     try:
         typed = adapter.validate_python(value)
         payload = adapter.dump_python(typed, mode="json", warnings="error")
@@ -117,6 +132,6 @@ def resolve_type_tag(tag: str) -> type:
 
 def _validate(result_type: Any, json_payload: Any) -> Any:
     try:
-        return pydantic.TypeAdapter(result_type).validate_python(json_payload)
+        return _adapter(result_type).validate_python(json_payload)
     except pydantic.ValidationError as exc:
         raise PayloadError(f"payload does not validate as {result_type!r}: {exc}") from exc

@@ -209,7 +209,10 @@ class ActionStateKey(BaseModel):
 
         `event_id` is left out when None, so keys without it render as they always did.
         """
-        return canonical_json(self.model_dump(exclude_none=True))
+        fields = {"agent": self.agent, "key": self.key, "seq": self.seq, "action": self.action}
+        if self.event_id is not None:
+            fields["event_id"] = self.event_id
+        return canonical_json(fields)
 
     @property
     def run(self) -> RunKey:

@@ -1,3 +1,4 @@
+import pydantic
 import pytest
 
 from flink_agents.durable.store import (
@@ -104,6 +105,25 @@ def test_declared_result_type_wins():
     assert decode_payload(payload, tag, list[Reply]) == [Reply(text="a", tokens=1)]
     payload, tag = encode_payload(Point(1, 2))
     assert decode_payload(payload, tag, dict) == {"x": 1, "y": 2}
+
+
+def test_a_declared_types_adapter_is_built_once_for_every_call(monkeypatch):
+    built: list[object] = []
+
+    def counting(result_type: object) -> pydantic.TypeAdapter[object]:
+        built.append(result_type)
+        return real(result_type)
+
+    real = pydantic.TypeAdapter
+    monkeypatch.setattr(pydantic, "TypeAdapter", counting)
+
+    class Answer(pydantic.BaseModel):  # a type no earlier test declared
+        text: str
+
+    for text in ("a", "b"):
+        payload, tag = encode_payload({"text": text}, Answer)
+        assert decode_payload(payload, tag, Answer) == Answer(text=text)
+    assert built == [Answer]
 
 
 def test_type_tag_only_resolves_models_and_dataclasses():
