@@ -4,9 +4,10 @@ it builds the records and hands them to its listeners.
 Hosts that configure no listener pass no event log, and every hook is then a single ``is not
 None`` check at its call site: nothing is built or timed. A
 :class:`~flink_agents.observability.listener.RunCounter` (the metrics) is called with the few
-typed values it counts, and no record is built for it. Records are built with
-``model_construct``: their fields come from the engine, already typed, and validating 13 records
-per run cost about as much CPU as the run itself (bench/observability_cost.py).
+typed values it counts, and no record is built for it. Records are built
+without validation (:func:`~flink_agents.observability.records.construct`): their fields come
+from the engine, already typed, and validating 13 records per run cost about as much CPU as the
+run itself (bench/observability_cost.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from flink_agents.observability.records import (
     RunFinished,
     RunStarted,
     RunStatus,
+    construct,
 )
 from flink_agents.observability.refs import (
     CallRef,
@@ -118,7 +120,7 @@ class EventLog:
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
         if self.listeners:
-            self.emit(RunAdmitted.model_construct(**_run_fields(run)))
+            self.emit(construct(RunAdmitted, **_run_fields(run)))
 
     async def observe_run(
         self,
@@ -129,7 +131,7 @@ class EventLog:
     ) -> T:
         """Await ``work`` (one run), recording its start and its end."""
         if self.listeners:
-            self.emit(RunStarted.model_construct(**_run_fields(run), input=self._payload(input)))
+            self.emit(construct(RunStarted, **_run_fields(run), input=self._payload(input)))
         _tell(self._started)
         started = time.perf_counter()
         try:
@@ -141,7 +143,8 @@ class EventLog:
             _tell(self._finished, status, latency_ms, 0)
             if self.listeners:
                 self.emit(
-                    RunFinished.model_construct(
+                    construct(
+                        RunFinished,
                         **_run_fields(run),
                         status=status,
                         latency_ms=latency_ms,
@@ -155,7 +158,8 @@ class EventLog:
         _tell(self._finished, status, latency_ms, outputs)
         if self.listeners:
             self.emit(
-                RunFinished.model_construct(
+                construct(
+                    RunFinished,
                     **_run_fields(run),
                     status=status,
                     latency_ms=latency_ms,
@@ -174,8 +178,12 @@ class EventLog:
         if not self._actions_wanted:
             return None
         self.emit(
-            ActionStarted.model_construct(
-                **_run_fields(run), action=action, event_id=event.id, event_type=event.type
+            construct(
+                ActionStarted,
+                **_run_fields(run),
+                action=action,
+                event_id=event.id,
+                event_type=event.type,
             )
         )
         return ActionWatch(self, run, event, action, time.perf_counter())
@@ -201,7 +209,8 @@ class EventLog:
             return
         for item in sent:
             self.emit(
-                EventSent.model_construct(
+                construct(
+                    EventSent,
                     **_run_fields(run),
                     event_id=item.id,
                     event_type=item.type,
@@ -211,7 +220,8 @@ class EventLog:
                 )
             )
         self.emit(
-            ActionFinished.model_construct(
+            construct(
+                ActionFinished,
                 **_run_fields(run),
                 action=action,
                 event_id=event.id,
@@ -245,7 +255,8 @@ class EventLog:
         identity = call.identity
         target = call_target(call.function)
         self.emit(
-            CallFinished.model_construct(
+            construct(
+                CallFinished,
                 **_run_fields(identity.run),
                 event_id=identity.event_id,
                 action=identity.action,

@@ -10,7 +10,8 @@ first attempt's. Payloads are JSON values cut at the configured size (see
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import functools
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -146,3 +147,35 @@ def parse_record(line: str | bytes) -> LogRecord:
 def record_json(record: LogRecord) -> str:
     """One JSON line (without the newline) for ``record``."""
     return record.model_dump_json()
+
+
+R = TypeVar("R", bound=_Record)
+
+
+def construct(record_type: type[R], **fields: Any) -> R:
+    """A record of trusted fields (the engine's values, already typed; every required field
+    given), unvalidated.
+
+    What ``record_type.model_construct(**fields)`` builds, at a fraction of its CPU: pydantic's
+    loop over every field for its default cost ~10 us a record, about as much as the rest of the
+    event log's work per record. Fields not given take their class defaults (no record field
+    has a default factory); tests/observability/test_records.py pins that the result equals
+    ``model_construct``'s, field for field and as JSON.
+    """
+    values = _template(record_type).copy()  # every field in order: the JSON keeps that order
+    values.update(fields)
+    record = record_type.__new__(record_type)
+    object.__setattr__(record, "__dict__", values)
+    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
+
+
+@functools.cache
+def _template(record_type: type[_Record]) -> dict[str, Any]:
+    """Every field of ``record_type`` in declaration order, with its default (None if none)."""
+    return {
+        name: None if field.is_required() else field.default
+        for name, field in record_type.model_fields.items()
+    }

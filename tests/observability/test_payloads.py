@@ -53,3 +53,8 @@ def test_values_of_referenced_environment_variables_are_replaced_everywhere():
     assert writer({"reply": "your key is sk-123456789!"}) == {"reply": f"your key is {REDACTED}!"}
     assert writer.text("ValueError: bad key hunter2-other") == f"ValueError: bad key {REDACTED}"
     assert writer({"note": "plain-words"}) == {"note": "plain-words"}  # not referenced
+
+
+def test_a_secret_word_in_a_value_redacts_nothing():
+    payload = PayloadWriter()({"question": "how do I reset my password?", "n": [1, {"a": None}]})
+    assert payload == {"question": "how do I reset my password?", "n": [1, {"a": None}]}
