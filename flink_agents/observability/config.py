@@ -86,8 +86,9 @@ def build_event_log(
     """The event log a host passes to its engine, or None when nothing listens.
 
     ``listeners`` (record listeners or counters, such as the metrics) are added to the
-    configured ones. Without a config they only count (no payloads are written). ``plan_data`` (the plan's JSON value) names the environment variables
-    whose values never appear in a record.
+    configured ones. Without a config they only count (no payloads are written). ``plan_data``
+    (the plan's JSON value) names the environment variables whose values never appear in a
+    record.
     """
     every: list[Observer] = [
         *(config.listeners_for(subtask) if config is not None else []),
