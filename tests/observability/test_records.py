@@ -1,4 +1,5 @@
-"""Records built from the engine's trusted values equal pydantic's unvalidated construction."""
+"""Records built from the engine's trusted values equal pydantic's unvalidated construction, and
+their JSON lines are pydantic's."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ RUN = {"time": 1.5, "agent": "a", "key": {"user": 7}, "seq": 3}
 
 EXAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
     (RunAdmitted, RUN),
-    (RunStarted, {**RUN, "input": {"q": "hi"}}),
+    (RunStarted, {**RUN, "input": {"q": "h\u00e9llo \u2713", "n": 1.5, "more": [None, True]}}),
     (RunFinished, {**RUN, "status": "succeeded", "latency_ms": 2.5, "outputs": 1}),
     (RunFinished, {**RUN, "status": "failed", "latency_ms": 2.5, "error": "boom"}),
     (ActionStarted, {**RUN, "action": "act", "event_id": "e1", "event_type": "InputEvent"}),
@@ -61,5 +62,11 @@ def test_a_constructed_record_equals_pydantics_and_reads_back(record_type, field
     assert built == expected
     assert built.model_dump() == expected.model_dump()
     assert built.model_fields_set == expected.model_fields_set
-    assert record_json(built) == record_json(expected)
+    assert record_json(built) == expected.model_dump_json()
     assert parse_record(record_json(built)) == record_type.model_validate(fields)
+
+
+@pytest.mark.parametrize(("record_type", "fields"), EXAMPLES)
+def test_a_validated_record_writes_pydantics_json_line(record_type, fields):
+    record = record_type.model_validate(fields)
+    assert record_json(record) == record.model_dump_json()
