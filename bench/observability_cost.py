@@ -1,7 +1,7 @@
 """The CPU the event log costs per run, measured in-process (less sensitive to other load than a
 throughput A/B on a shared machine): `run_local` of the one-call agent at 0 ms latency, CPU
 seconds of the process (the file sink's writer thread included) per run, configurations
-alternated in every round, medians over the rounds.
+alternated in every round (each round starts with the next one), medians over the rounds.
 
     python -m bench.observability_cost [--rounds 5] [--inputs 3000] [--out FILE.jsonl]
 """
@@ -48,7 +48,8 @@ def measure(
     cpu_per_run_us("off", 300, Path(tempfile.mkdtemp()))  # warm up imports and caches
     for round_number in range(1, rounds + 1):
         with tempfile.TemporaryDirectory() as folder:
-            for config in CONFIGS:
+            first = (round_number - 1) % len(CONFIGS)  # none always runs first
+            for config in CONFIGS[first:] + CONFIGS[:first]:
                 value = cpu_per_run_us(config, inputs, Path(folder))
                 samples[config].append(value)
                 report({"round": round_number, "config": config, "cpu_us_per_run": round(value, 1)})

@@ -63,8 +63,10 @@ def main() -> None:
         "--event-log",
         choices=["off", "file"],
         default="off",
-        help="file: keep the event log (JSON lines with payloads) beside the outputs; Flink "
-        "metrics are on either way",
+        help="file: keep the event log (JSON lines with payloads) beside the outputs",
+    )
+    parser.add_argument(
+        "--metrics", choices=["on", "off"], default="on", help="the operator's Flink metrics"
     )
     args = parser.parse_args()
 
@@ -76,7 +78,7 @@ def main() -> None:
     env.set_parallelism(args.parallelism)
 
     records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
-    options = OperatorOptions(max_in_flight=args.max_in_flight)
+    options = OperatorOptions(max_in_flight=args.max_in_flight, metrics=args.metrics == "on")
     store = None
     if args.store != "none":
         store = StoreConfig(
@@ -113,6 +115,7 @@ def main() -> None:
         "parallelism": args.parallelism,
         "store": args.store,
         "event_log": args.event_log,
+        "metrics": args.metrics,
         "max_in_flight": args.max_in_flight,
         "outputs": n,
         "runs_per_s": round(rate, 1),

@@ -119,7 +119,12 @@ def _run_job(job_file: str) -> int:
     """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
     from flink_agents.flink.job import load_job
     from flink_agents.flink.job_runner import build, environment, run
-    from flink_agents.observability.job_status import JobMetricsReader
+    from flink_agents.observability.job_status import (
+        JobMetricsReader,
+        free_local_port,
+        local_rest_settings,
+        local_rest_url,
+    )
     from flink_agents.observability.status import PolledStatusLine, status_stream
 
     spec = load_job(job_file)
@@ -127,28 +132,17 @@ def _run_job(job_file: str) -> int:
     if terminal is None:
         run(spec)
         return 0
-    env = environment(spec)
+    port = free_local_port()
+    env = environment(spec, extra=local_rest_settings(port))
     build(spec, env)
     client = env.execute_async(spec.name)
-    reader = JobMetricsReader(_mini_cluster_rest_url(client), str(client.get_job_id()))
+    reader = JobMetricsReader(local_rest_url(port), str(client.get_job_id()))
     status = PolledStatusLine(terminal, reader.read)
     try:
         client.get_job_execution_result().result()
     finally:
         status.close()
     return 0
-
-
-def _mini_cluster_rest_url(client: Any) -> str:
-    """The REST address of the local mini-cluster running ``client``'s job (a random port).
-
-    PyFlink does not expose it: the Java job client of a local execution holds the mini-cluster
-    in a private field, read here through py4j.
-    """
-    java_client = client._j_job_client
-    field = java_client.getClass().getDeclaredField("miniCluster")
-    field.setAccessible(True)
-    return str(field.get(java_client).getRestAddress().get().toString())
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

@@ -1,17 +1,54 @@
-#!/usr/bin/env bash
-# The cost of metrics + event log at 200 ms with the Kafka store, alternating 3 configurations
-# in each round: the tree before observability (d8799b5, `git archive` into $BASE: no metrics,
-# no event log), this tree with metrics only, this tree with metrics + the JSON-lines event log.
-base=${BASE:-/tmp/o2/base}; new=${NEW:-$(pwd)}; rounds=${ROUNDS:-3}  # CONFIGS: a subset
-out=${OUT:-bench/results/observability-ab.jsonl}; : > "$out"
-for round in $(seq "$rounds"); do
-  for config in ${CONFIGS:-before metrics metrics+log}; do
-    dir=$new; flags=""
-    [ "$config" = before ] && dir=$base
-    [ "$config" = metrics+log ] && flags="--event-log file"
-    line=$(cd "$dir" && /work/main/.venv/bin/python -m bench.operator_throughput --inputs 10000 \
-      --keys 1000 --latency 0.2 --store kafka $flags 2>/dev/null | tail -1)
-    echo "{\"round\": $round, \"config\": \"$config\", \"load\": \"$(cut -d' ' -f1 /proc/loadavg)\", \"result\": $line}" >> "$out"
-    echo "$round $config $line" | cut -c1-160
+#!/bin/bash
+# Issue #16's "on vs off" in ONE tree: the operator at 200 ms with the Kafka store in three
+# configurations, rotated per round so that none always runs first:
+#   off          metrics off (`--metrics off`), no event log
+#   metrics      the default: Flink metrics on, no event log
+#   metrics+log  metrics on + the JSON-lines event log with payloads (`--event-log file`)
+# One JSON line per run on stdout, with the load average when it started:
+#
+#   bash bench/results/observability-ab.sh ROUNDS >> bench/results/observability-onoff.jsonl
+#
+# SHAPES picks the workloads (default both): "latency" = 100 keys, bound 100, 8,000 inputs
+# (latency bound, issue #20's shape); "cpu" = 1,000 keys, bound 1,000, 10,000 inputs (CPU bound
+# on 2 cores). The broker must answer on 127.0.0.1:9092.
+set -u
+ROUNDS=${1:-3}
+TREE=${TREE:-$(cd "$(dirname "$0")/../.." && pwd)}
+SHAPES=${SHAPES:-"latency cpu"}
+PYTHON=${PYTHON:-/work/main/.venv/bin/python}
+export FLINK_AGENTS_CACHE=${FLINK_AGENTS_CACHE:-/work/main/.cache}
+export TMPDIR=${TMPDIR:-/work/main/.cache/tmp}
+CONFIGS=(off metrics metrics+log)
+
+run() {  # round shape config args...
+  local round=$1 shape=$2 config=$3 at load line flags
+  shift 3
+  case $config in
+    off) flags="--metrics off" ;;
+    metrics) flags="--metrics on" ;;
+    metrics+log) flags="--metrics on --event-log file" ;;
+  esac
+  at=$(date -u +%FT%H:%M:%S)
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  mkdir -p "$TREE/.cache"  # the bench's work folders (a fresh worktree has none)
+  # A failed run's error goes to stderr; its line says null.
+  # shellcheck disable=SC2086  # $flags is a list of options
+  line=$(cd "$TREE" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" --store kafka \
+    $flags | tail -1)
+  echo "{\"round\": $round, \"shape\": \"$shape\", \"config\": \"$config\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  for shape in $SHAPES; do
+    case $shape in
+      latency) args="--inputs 8000 --keys 100 --latency 0.2 --max-in-flight 100" ;;
+      cpu) args="--inputs 10000 --keys 1000 --latency 0.2 --max-in-flight 1000" ;;
+      *) echo "unknown shape $shape (expected latency or cpu)" >&2; exit 2 ;;
+    esac
+    for i in 0 1 2; do  # round 1 starts with off, round 2 with metrics, round 3 with +log...
+      config=${CONFIGS[$(((round - 1 + i) % 3))]}
+      # shellcheck disable=SC2086  # $args is a list of options
+      run "$round" "$shape" "$config" $args
+    done
   done
 done

@@ -60,8 +60,8 @@ class AgentsExecutionEnvironment:
     ``store`` makes every model, tool and sub-agent call durable (see docs/durable-execution.md);
     without one, a replay after a failure calls everything again. ``event_log`` keeps a record
     of every run, action, event and call (a JSON-lines file on each worker, a Kafka topic,
-    OpenTelemetry spans, listeners by reference; see docs/operations.md). Metrics are always
-    published to Flink.
+    OpenTelemetry spans, listeners by reference; see docs/operations.md). Metrics are
+    published to Flink unless ``options.metrics`` is off.
     """
 
     def __init__(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pyflink.common import Configuration, Encoder, Types
@@ -30,12 +30,15 @@ from flink_agents.flink.job import (
 from flink_agents.runtime.records import is_error_record
 
 
-def environment(spec: JobSpec, import_roots: Sequence[str] = ()) -> StreamExecutionEnvironment:
+def environment(
+    spec: JobSpec, import_roots: Sequence[str] = (), *, extra: Mapping[str, str] | None = None
+) -> StreamExecutionEnvironment:
     """A StreamExecutionEnvironment configured from the spec (checkpoints, restarts, mode).
 
-    ``import_roots`` go first on the Python workers' path (``python.pythonpath``).
+    ``import_roots`` go first on the Python workers' path (``python.pythonpath``); ``extra``
+    settings are added (the status line's REST port of a local run).
     """
-    settings = spec.flink_config()
+    settings = {**spec.flink_config(), **(extra or {})}
     if import_roots:
         settings["python.pythonpath"] = os.pathsep.join(
             [*import_roots, settings["python.pythonpath"]]

@@ -16,13 +16,14 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
   the same ``seq`` -- the action-state store then hands back every call that had completed.
 * An event-time timer at the end of time fires when a bounded input ends (the final watermark):
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
-* Metrics are counted from the event log's records by a
+* Metrics are counted at the event log's hooks by a
   :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
   published into the operator's metric group (group ``flink_agents``) from the operator thread,
   after every input and timer: PyFlink's metrics may only be touched from there. Gauges too are
   pushed (as counters set to the current value), never read by Flink: a Python gauge is called
   from Flink's metrics thread, which crashed the TaskManager (SIGSEGV in ``take_gil``) when it
-  read one of a task that had just been cancelled.
+  read one of a task that had just been cancelled. With ``metrics: false`` in the options no
+  group is registered and nothing is counted.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
@@ -75,17 +77,19 @@ class AgentFunction(KeyedProcessFunction):
         # Before any client exists: records below this level are then dropped at the call site.
         logging.getLogger().setLevel(self._options.python_log_level)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
-        self._metrics = MetricsListener()
-        self._metrics_sink = FlinkMetrics(
-            runtime_context.get_metrics_group().add_group(METRIC_GROUP)
-        )
-        self._publish_metrics()
+        self._metrics: PublishedMetrics | None = None
+        if self._options.metrics:
+            self._metrics = PublishedMetrics(
+                MetricsListener(),
+                FlinkMetrics(runtime_context.get_metrics_group().add_group(METRIC_GROUP)),
+            )
+            self._metrics.publish()
         self._logic = KeyedAgentLogic(
             plan,
             self._options,
             self._store_config,
             event_log=self._event_log,
-            listeners=[self._metrics],
+            listeners=[] if self._metrics is None else [self._metrics.counts],
         )
         self._logic.open(
             attempt=_attempt_number(runtime_context),
@@ -108,7 +112,8 @@ class AgentFunction(KeyedProcessFunction):
         visit = self._require_logic().on_input(
             ctx.get_current_key(), value, self._state, timers.current_processing_time
         )
-        self._publish_metrics()
+        if self._metrics is not None:
+            self._metrics.publish()
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
@@ -120,17 +125,27 @@ class AgentFunction(KeyedProcessFunction):
             timers.current_processing_time,
             end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
         )
-        self._publish_metrics()
+        if self._metrics is not None:
+            self._metrics.publish()
         return _apply(visit, timers)
-
-    def _publish_metrics(self) -> None:
-        self._metrics.publish(self._metrics_sink)
-        self._metrics_sink.update_gauges()
 
     def _require_logic(self) -> KeyedAgentLogic:
         if self._logic is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._logic
+
+
+@dataclass(frozen=True)
+class PublishedMetrics:
+    """The metrics counted on the engine's thread and the operator's metric group they go to."""
+
+    counts: MetricsListener
+    group: FlinkMetrics
+
+    def publish(self) -> None:
+        """Push what changed and the gauges' values (on the operator thread)."""
+        self.counts.publish(self.group)
+        self.group.update_gauges()
 
 
 class FlinkMetrics:

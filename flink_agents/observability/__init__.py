@@ -13,7 +13,7 @@ from flink_agents.observability.calls import (
 from flink_agents.observability.config import EventLogConfig, build_event_log
 from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
-from flink_agents.observability.listener import EventListener
+from flink_agents.observability.listener import EventListener, Observer, RunCounter
 from flink_agents.observability.log import ActionWatch, EventLog
 from flink_agents.observability.metrics import MetricsListener, MetricsSink
 from flink_agents.observability.records import (
@@ -42,7 +42,9 @@ __all__ = [
     "LogRecord",
     "MetricsListener",
     "MetricsSink",
+    "Observer",
     "RunAdmitted",
+    "RunCounter",
     "RunFinished",
     "RunStarted",
     "TracesConfig",

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flink_agents.api.refs import import_reference
 from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
-from flink_agents.observability.listener import EventListener
+from flink_agents.observability.listener import EventListener, Observer, RunCounter
 from flink_agents.observability.log import EventLog
 from flink_agents.observability.payloads import (
     DEFAULT_MAX_PAYLOAD_CHARS,
@@ -36,7 +36,8 @@ class EventLogConfig(BaseModel):
     listeners: list[str] = Field(
         default_factory=list,
         description="Listeners as module:attr references: a class or function called with no "
-        "arguments that returns an object with an on_record(record) method.",
+        "arguments that returns an object with an on_record(record) method, or a counter "
+        "(the methods of flink_agents.observability.RunCounter).",
     )
     kafka: KafkaEventLogConfig | None = Field(
         default=None, description="Also produce the records to a Kafka topic."
@@ -57,9 +58,9 @@ class EventLogConfig(BaseModel):
             return self
         return self.model_copy(update={"path": str((base_dir / self.path).resolve())})
 
-    def listeners_for(self, subtask: int = 0) -> list[EventListener]:
+    def listeners_for(self, subtask: int = 0) -> list[Observer]:
         """The configured listeners, the file sink first (opened now)."""
-        found: list[EventListener] = []
+        found: list[Observer] = []
         if self.path is not None:
             found.append(JsonLinesSink(self.path.replace(SUBTASK_PLACEHOLDER, str(subtask))))
         if self.kafka is not None:
@@ -76,7 +77,7 @@ class EventLogConfig(BaseModel):
 
 def build_event_log(
     config: EventLogConfig | None,
-    listeners: Sequence[EventListener] = (),
+    listeners: Sequence[Observer] = (),
     *,
     plan_data: Any = None,
     environ: Mapping[str, str] | None = None,
@@ -84,11 +85,15 @@ def build_event_log(
 ) -> EventLog | None:
     """The event log a host passes to its engine, or None when nothing listens.
 
-    ``listeners`` are added to the configured ones. Without a config they only count (no
-    payloads are written). ``plan_data`` (the plan's JSON value) names the environment variables
-    whose values never appear in a record.
+    ``listeners`` (record listeners or counters, such as the metrics) are added to the
+    configured ones. Without a config they only count (no payloads are written). ``plan_data``
+    (the plan's JSON value) names the environment variables whose values never appear in a
+    record.
     """
-    every = [*(config.listeners_for(subtask) if config is not None else []), *listeners]
+    every: list[Observer] = [
+        *(config.listeners_for(subtask) if config is not None else []),
+        *listeners,
+    ]
     if not every:
         return None
     payloads = PayloadWriter(
@@ -98,8 +103,11 @@ def build_event_log(
     return EventLog(every, payloads=payloads, include_payloads=config is not None)
 
 
-def _listener(ref: str) -> EventListener:
+def _listener(ref: str) -> Observer:
     made = import_reference(ref)()
-    if not isinstance(made, EventListener):
-        raise TypeError(f"event log listener {ref!r} made {made!r}, which has no on_record method")
+    if not isinstance(made, EventListener | RunCounter):
+        raise TypeError(
+            f"event log listener {ref!r} made {made!r}, which has no on_record method "
+            "(nor the methods of a RunCounter)"
+        )
     return made

@@ -4,11 +4,19 @@ The agent operator's vertex (named ``agent:<name>``, chained with what follows i
 Flink's own operator counters ``<operator>.numRecordsIn`` / ``numRecordsOut`` and the runtime's
 gauge ``flink_agents.runs.in_flight`` (docs/operations.md), summed over subtasks by
 ``/jobs/<id>/vertices/<id>/subtasks/metrics?agg=sum``.
+
+The REST API serves what its metric fetcher last collected, every
+``metrics.fetcher.update-interval`` (10 s by default). The operator's Java counters exist from
+the task's start, the runtime's Python metrics only once the Python worker has opened the
+operator: a fetch in between has ``in``/``out`` but no in-flight gauge, and the line showed
+``in flight ?`` until the next fetch, ten seconds later (most of a short job's life).
+:func:`local_rest_settings` fetches every second instead.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -20,6 +28,36 @@ _AGENT_VERTEX = "agent:"
 _AGENT_OPERATOR = "agent_"  # Flink's metric name of operator "agent:x" is "agent_x"
 _IN_FLIGHT = f"flink_agents.{RUNS_IN_FLIGHT}"
 _TIMEOUT_S = 2.0
+_LOCALHOST = "127.0.0.1"
+
+
+def free_local_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((_LOCALHOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def local_rest_settings(port: int) -> dict[str, str]:
+    """Flink settings for a local mini-cluster whose REST API the status line reads: on
+    127.0.0.1:``port`` (chosen by the caller, so that its address is known without asking
+    PyFlink, which does not tell it), metrics fetched every second (the line's refresh).
+
+    The port is free when :func:`free_local_port` picks it and bound by the mini-cluster a few
+    seconds later; another process taking it in between would fail the job's start (not seen).
+    """
+    return {
+        "rest.bind-address": _LOCALHOST,
+        "rest.address": _LOCALHOST,
+        "rest.bind-port": str(port),
+        "rest.port": str(port),
+        "metrics.fetcher.update-interval": "1000",
+    }
+
+
+def local_rest_url(port: int) -> str:
+    """The REST API of a mini-cluster started with :func:`local_rest_settings`."""
+    return f"http://{_LOCALHOST}:{port}"
 
 
 class JobMetricsReader:

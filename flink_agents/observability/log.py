@@ -2,9 +2,12 @@
 it builds the records and hands them to its listeners.
 
 Hosts that configure no listener pass no event log, and every hook is then a single ``is not
-None`` check at its call site: nothing is built or timed. Records are built with
-``model_construct``: their fields come from the engine, already typed, and validating 13 records
-per run cost about as much CPU as the run itself (bench/observability_cost.py).
+None`` check at its call site: nothing is built or timed. A
+:class:`~flink_agents.observability.listener.RunCounter` (the metrics) is called with the few
+typed values it counts, and no record is built for it. Records are built
+without validation (:func:`~flink_agents.observability.records.construct`): their fields come
+from the engine, already typed, and validating 13 records per run cost about as much CPU as the
+run itself (bench/observability_cost.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from typing import Any, Protocol, TypeVar
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.listener import EventListener, record_kinds_of
+from flink_agents.observability.listener import (
+    EventListener,
+    Observer,
+    RunCounter,
+    record_kinds_of,
+)
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     ActionFinished,
@@ -29,8 +37,16 @@ from flink_agents.observability.records import (
     RunAdmitted,
     RunFinished,
     RunStarted,
+    RunStatus,
+    construct,
 )
-from flink_agents.observability.refs import CallRef, RunRef, call_target, function_name
+from flink_agents.observability.refs import (
+    CallRef,
+    RunRef,
+    call_kind,
+    call_target,
+    function_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,23 +65,34 @@ class RunSummary(Protocol):
 
 
 class EventLog:
-    """Builds event-log records and hands each to every listener.
+    """Builds event-log records and hands each to every listener; tells every counter what it
+    counts.
 
     ``payloads`` writes the payload fields (inputs, events, call arguments and results) and
     scrubs error messages; with ``include_payloads=False`` (a host that only counts) payload
-    fields stay empty and nothing is serialized.
+    fields stay empty and nothing is serialized. ``observers`` are record listeners
+    (``listeners``) and counters (``counters``): an object with the
+    :class:`~flink_agents.observability.listener.RunCounter` methods is a counter.
     """
 
     def __init__(
         self,
-        listeners: Sequence[EventListener],
+        observers: Sequence[Observer],
         *,
         payloads: PayloadWriter | None = None,
         include_payloads: bool = True,
     ) -> None:
-        self.listeners = tuple(listeners)
+        self.counters = tuple(each for each in observers if isinstance(each, RunCounter))
+        self.listeners: tuple[EventListener, ...] = tuple(
+            each for each in observers if not isinstance(each, RunCounter)
+        )
         self.payloads = payloads or PayloadWriter()
         self.include_payloads = include_payloads
+        # The counters' hooks, bound once: each hook below calls them without building anything.
+        self._admitted = tuple(counter.on_run_admitted for counter in self.counters)
+        self._started = tuple(counter.on_run_started for counter in self.counters)
+        self._finished = tuple(counter.on_run_finished for counter in self.counters)
+        self._called = tuple(counter.on_call for counter in self.counters)
         kinds = [record_kinds_of(listener) for listener in self.listeners]
         # Actions and the events they send are most of a run's records; skip building them
         # when no listener wants them (kinds are checked per hook, not per record).
@@ -81,16 +108,19 @@ class EventLog:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
 
     def close(self) -> None:
-        """Close the listeners that can be closed (a file sink writes what it holds)."""
-        for listener in self.listeners:
-            close: Callable[[], None] | None = getattr(listener, "close", None)
+        """Close the listeners and counters that can be closed (a file sink writes what it
+        holds)."""
+        for observer in (*self.listeners, *self.counters):
+            close: Callable[[], None] | None = getattr(observer, "close", None)
             if close is not None:
                 close()
 
     # --- runs ------------------------------------------------------------------------------------
 
     def run_admitted(self, run: RunRef) -> None:
-        self.emit(RunAdmitted.model_construct(**_run_fields(run)))
+        _tell(self._admitted)
+        if self.listeners:
+            self.emit(construct(RunAdmitted, **_run_fields(run)))
 
     async def observe_run(
         self,
@@ -100,41 +130,60 @@ class EventLog:
         summary: Callable[[T], RunSummary],
     ) -> T:
         """Await ``work`` (one run), recording its start and its end."""
-        self.emit(RunStarted.model_construct(**_run_fields(run), input=self._payload(input)))
+        if self.listeners:
+            self.emit(construct(RunStarted, **_run_fields(run), input=self._payload(input)))
+        _tell(self._started)
         started = time.perf_counter()
         try:
             outcome = await work
         except BaseException as exc:
             cancelled = not isinstance(exc, Exception)
-            self.emit(
-                RunFinished.model_construct(
-                    **_run_fields(run),
-                    status="cancelled" if cancelled else "failed",
-                    latency_ms=_ms_since(started),
-                    error=None if cancelled else self._error(exc),
+            status: RunStatus = "cancelled" if cancelled else "failed"
+            latency_ms = _ms_since(started)
+            _tell(self._finished, status, latency_ms, 0)
+            if self.listeners:
+                self.emit(
+                    construct(
+                        RunFinished,
+                        **_run_fields(run),
+                        status=status,
+                        latency_ms=latency_ms,
+                        error=None if cancelled else self._error(exc),
+                    )
                 )
-            )
             raise
         result = summary(outcome)
-        self.emit(
-            RunFinished.model_construct(
-                **_run_fields(run),
-                status="succeeded" if result.error is None else "failed",
-                latency_ms=_ms_since(started),
-                outputs=len(result.outputs),
-                error=None if result.error is None else self.payloads.text(result.error.describe()),
+        status = "succeeded" if result.error is None else "failed"
+        latency_ms, outputs = _ms_since(started), len(result.outputs)
+        _tell(self._finished, status, latency_ms, outputs)
+        if self.listeners:
+            self.emit(
+                construct(
+                    RunFinished,
+                    **_run_fields(run),
+                    status=status,
+                    latency_ms=latency_ms,
+                    outputs=outputs,
+                    error=None
+                    if result.error is None
+                    else self.payloads.text(result.error.describe()),
+                )
             )
-        )
         return outcome
 
     # --- actions and events ----------------------------------------------------------------------
 
-    def action_started(self, run: RunRef, event: Event, action: str) -> ActionWatch:
+    def action_started(self, run: RunRef, event: Event, action: str) -> ActionWatch | None:
+        """Record an action's start; None (nothing to time) when no listener wants actions."""
         if not self._actions_wanted:
-            return ActionWatch(self, run, event, action, 0.0)
+            return None
         self.emit(
-            ActionStarted.model_construct(
-                **_run_fields(run), action=action, event_id=event.id, event_type=event.type
+            construct(
+                ActionStarted,
+                **_run_fields(run),
+                action=action,
+                event_id=event.id,
+                event_type=event.type,
             )
         )
         return ActionWatch(self, run, event, action, time.perf_counter())
@@ -160,7 +209,8 @@ class EventLog:
             return
         for item in sent:
             self.emit(
-                EventSent.model_construct(
+                construct(
+                    EventSent,
                     **_run_fields(run),
                     event_id=item.id,
                     event_type=item.type,
@@ -170,7 +220,8 @@ class EventLog:
                 )
             )
         self.emit(
-            ActionFinished.model_construct(
+            construct(
+                ActionFinished,
                 **_run_fields(run),
                 action=action,
                 event_id=event.id,
@@ -195,11 +246,17 @@ class EventLog:
         error: BaseException | None = None,
     ) -> None:
         """Record ``call``'s outcome; ``started`` is its ``time.perf_counter()`` start."""
-        identity = call.identity
+        latency_ms = _ms_since(started)
         usage = value.usage if isinstance(value, ChatMessage) else None
+        if self._called:
+            _tell(self._called, call_kind(call.function), outcome, latency_ms, usage)
+        if not self.listeners:
+            return
+        identity = call.identity
         target = call_target(call.function)
         self.emit(
-            CallFinished.model_construct(
+            construct(
+                CallFinished,
                 **_run_fields(identity.run),
                 event_id=identity.event_id,
                 action=identity.action,
@@ -210,7 +267,7 @@ class EventLog:
                 provider=target.provider,
                 outcome=outcome,
                 attempts=attempts,
-                latency_ms=_ms_since(started),
+                latency_ms=latency_ms,
                 usage=usage,
                 arguments=self._payload({"args": call.args, "kwargs": call.kwargs}),
                 result=self._payload(value) if error is None else None,
@@ -242,6 +299,16 @@ class ActionWatch:
 
     def failed(self, error: BaseException) -> None:
         self.log.action_finished(self.run, self.event, self.action, self.started, (), error)
+
+
+def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
+    """Call each counter's hook with ``values``; a counter that raises is logged, as a listener
+    is."""
+    for hook in hooks:
+        try:
+            hook(*values)
+        except Exception:
+            logger.exception("event log counter hook %r failed", hook)
 
 
 def _run_fields(run: RunRef) -> dict[str, Any]:

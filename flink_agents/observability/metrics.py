@@ -1,7 +1,9 @@
-"""Metrics counted from the event log's records, for a host to publish (Flink's metric group).
+"""Metrics counted at the event log's hooks, for a host to publish (Flink's metric group).
 
-:class:`MetricsListener` is an ordinary listener, so the metrics and the event log come from the
-same emission point. It counts on the engine's thread in plain Python; the host calls
+:class:`MetricsListener` is a :class:`~flink_agents.observability.listener.RunCounter`: the
+event log calls it with the values it counts and builds no record for it, so the metrics and the
+event log come from the same emission point and a job without an event log builds no record at
+all. It counts on the engine's thread in plain Python; the host calls
 :meth:`MetricsListener.publish` from its own thread (Flink's operator thread, the only one that
 may touch PyFlink metrics) to push what changed into a :class:`MetricsSink`.
 """
@@ -13,15 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Protocol, get_args
 
-from flink_agents.observability.records import (
-    CallFinished,
-    CallKind,
-    CallOutcome,
-    LogRecord,
-    RunAdmitted,
-    RunFinished,
-    RunStarted,
-)
+from flink_agents.api.chat import TokenUsage
+from flink_agents.observability.records import CallKind, CallOutcome, RunStatus
 
 RUNS_STARTED = "runs.started"
 RUNS_FINISHED = "runs.finished"
@@ -69,8 +64,6 @@ class MetricsListener:
     """Counts runs, calls by kind and outcome, tokens (live model calls), runs in flight and
     queued, and samples run and call latencies (ms)."""
 
-    record_kinds = frozenset({"run_admitted", "run_started", "run_finished", "call"})
-
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._changes: Counter[str] = Counter()
@@ -80,27 +73,34 @@ class MetricsListener:
         self.queued = 0
         self._sink: MetricsSink | None = None
 
-    def on_record(self, record: LogRecord) -> None:
+    def on_run_admitted(self) -> None:
         with self._lock:
-            if isinstance(record, RunAdmitted):
-                self.queued += 1
-            elif isinstance(record, RunStarted):
-                self.queued = max(0, self.queued - 1)
-                self.in_flight += 1
-                self._count(RUNS_STARTED)
-            elif isinstance(record, RunFinished):
-                self.in_flight = max(0, self.in_flight - 1)
-                if record.status != "cancelled":
-                    self._count(RUNS_FINISHED)
-                    self._sample(RUN_LATENCY, record.latency_ms)
-                if record.status == "failed":
-                    self._count(RUNS_FAILED)
-            elif isinstance(record, CallFinished):
-                self._count(call_counter(record.call_kind, record.outcome))
-                self._sample(CALL_LATENCY, record.latency_ms)
-                if record.usage is not None and record.outcome == "live":
-                    self._count(TOKENS_INPUT, record.usage.input_tokens)
-                    self._count(TOKENS_OUTPUT, record.usage.output_tokens)
+            self.queued += 1
+
+    def on_run_started(self) -> None:
+        with self._lock:
+            self.queued = max(0, self.queued - 1)
+            self.in_flight += 1
+            self._count(RUNS_STARTED)
+
+    def on_run_finished(self, status: RunStatus, latency_ms: float, outputs: int) -> None:
+        with self._lock:
+            self.in_flight = max(0, self.in_flight - 1)
+            if status != "cancelled":
+                self._count(RUNS_FINISHED)
+                self._sample(RUN_LATENCY, latency_ms)
+            if status == "failed":
+                self._count(RUNS_FAILED)
+
+    def on_call(
+        self, kind: CallKind, outcome: CallOutcome, latency_ms: float, usage: TokenUsage | None
+    ) -> None:
+        with self._lock:
+            self._count(call_counter(kind, outcome))
+            self._sample(CALL_LATENCY, latency_ms)
+            if usage is not None and outcome == "live":
+                self._count(TOKENS_INPUT, usage.input_tokens)
+                self._count(TOKENS_OUTPUT, usage.output_tokens)
 
     def _count(self, name: str, amount: int = 1) -> None:
         self._changes[name] += amount

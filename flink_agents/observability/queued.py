@@ -5,16 +5,25 @@ from __future__ import annotations
 import abc
 import queue
 import threading
+import time
 
 from flink_agents.observability.records import LogRecord
 
 _CLOSE = None
 
 
+LINGER_S = 0.01
+"""How long the writer thread lets records gather after the first one wakes it."""
+
+
 class QueuedSink(abc.ABC):
     """:meth:`on_record` only queues the record; a writer thread hands each to :meth:`_write`,
     calls :meth:`_flush` whenever the queue runs empty, and :meth:`_finish` after
     :meth:`close`, so the engine's loop never waits for the sink's I/O.
+
+    Woken by a record, the thread waits :data:`LINGER_S` before writing, so that it takes the
+    GIL once per batch rather than once per record (~13 records a run: the wake-ups cost more
+    CPU than writing the lines, bench/results/operator.md, "Observability cost, 2026-12-01").
 
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """
@@ -46,6 +55,8 @@ class QueuedSink(abc.ABC):
         try:
             while True:
                 record = self._queue.get()
+                if record is not _CLOSE:
+                    time.sleep(LINGER_S)
                 while record is not _CLOSE:
                     self._write(record)
                     if self._queue.empty():

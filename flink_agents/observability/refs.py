@@ -61,19 +61,33 @@ class CallTarget:
     provider: str | None = None
 
 
+def call_kind(function: Callable[..., Any]) -> CallKind:
+    """Whether ``function`` asks a chat model, runs a tool, delegates to a sub-agent, or other
+    (what a counter needs: no name is looked up)."""
+    owner = getattr(function, "__self__", None)
+    if isinstance(owner, ChatModelSetup | ChatModelConnection):
+        return "model"
+    if isinstance(owner, Tool):
+        return "tool"
+    if isinstance(function, BaseSubagentCallable):
+        return "subagent"
+    return "function"
+
+
 def call_target(function: Callable[..., Any]) -> CallTarget:
-    """Whether ``function`` asks a chat model, runs a tool, delegates to a sub-agent, or other;
-    the model, tool or sub-agent it names; a model's provider."""
+    """:func:`call_kind`, and the model, tool or sub-agent ``function`` names; a model's
+    provider."""
+    kind = call_kind(function)
     owner = getattr(function, "__self__", None)
     if isinstance(owner, ChatModelSetup):
-        return CallTarget("model", owner.model, _provider(owner))
+        return CallTarget(kind, owner.model, _provider(owner))
     if isinstance(owner, ChatModelConnection):
-        return CallTarget("model", None, _connection_provider(owner))
+        return CallTarget(kind, None, _connection_provider(owner))
     if isinstance(owner, Tool):
-        return CallTarget("tool", _tool_name(owner))
+        return CallTarget(kind, _tool_name(owner))
     if isinstance(function, BaseSubagentCallable):
-        return CallTarget("subagent", function.request.name)
-    return CallTarget("function")
+        return CallTarget(kind, function.request.name)
+    return CallTarget(kind)
 
 
 def _provider(setup: ChatModelSetup) -> str | None:

@@ -33,7 +33,7 @@ from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.observability import EventListener, EventLog, EventLogConfig, build_event_log
+from flink_agents.observability import EventLog, EventLogConfig, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
@@ -99,7 +99,7 @@ class KeyedAgentLogic:
         store: StoreConfig | None = None,
         *,
         event_log: EventLogConfig | None = None,
-        listeners: Sequence[EventListener] = (),
+        listeners: Sequence[Observer] = (),
     ) -> None:
         self._plan = plan
         self._event_log_config = event_log

@@ -9,7 +9,7 @@ from typing import Any
 from flink_agents.api.agent import Agent
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.identity import RunId
-from flink_agents.observability import EventListener, EventLogConfig, build_event_log
+from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine, RunResult
@@ -34,7 +34,7 @@ async def run_local_async(
     call_runner: CallRunner | None = None,
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
-    listeners: Sequence[EventListener] = (),
+    listeners: Sequence[Observer] = (),
 ) -> list[RunResult]:
     """Async form of :func:`run_local`."""
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
@@ -68,7 +68,7 @@ def run_local(
     call_runner: CallRunner | None = None,
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
-    listeners: Sequence[EventListener] = (),
+    listeners: Sequence[Observer] = (),
 ) -> list[RunResult]:
     """Run every input (keyed by field ``key`` or a function) and return results in input order.
 

@@ -65,6 +65,12 @@ class OperatorOptions(BaseModel):
         description="States of runs that ended longer ago than this are pruned (tombstoned). "
         "Restoring a checkpoint older than this may call those runs' calls again.",
     )
+    metrics: bool = Field(
+        default=True,
+        description="Publish the runtime's metrics (group flink_agents: runs, calls, tokens, "
+        "runs in flight, latencies; docs/operations.md) to Flink. Off, no metric group is "
+        "registered and nothing is counted.",
+    )
     python_log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO",
         description="Level of the Python worker's root logger. PyFlink's thread mode sets it to "

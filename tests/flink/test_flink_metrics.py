@@ -1,4 +1,5 @@
-"""The operator's metric adapter pushes every value from the operator thread.
+"""The operator's metric adapter pushes every value from the operator thread; with
+``metrics: false`` the operator registers no metric group at all.
 
 Flink never calls back into Python for a metric: a Python gauge was read from Flink's metrics
 thread and crashed the TaskManager (SIGSEGV in ``take_gil``) when a task had just been cancelled.
@@ -7,9 +8,19 @@ Gauges are counters the adapter sets to the gauge's current value.
 
 from __future__ import annotations
 
+import gc
+import logging
+import time
 from typing import Any
 
-from flink_agents.flink.operator import FlinkMetrics
+import pytest
+from pyflink.datastream import TimeDomain
+
+from examples.weather import build_agent
+from flink_agents.flink.operator import AgentFunction, FlinkMetrics
+from flink_agents.plan.compile import compile_agent
+from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.records import encode_input
 
 
 class FakeCounter:
@@ -23,18 +34,30 @@ class FakeCounter:
         self.count -= n
 
 
+class FakeDistribution:
+    def __init__(self) -> None:
+        self.values: list[int] = []
+
+    def update(self, value: int) -> None:
+        self.values.append(value)
+
+
 class FakeGroup:
     """A metric group that records what is registered; a Python gauge is refused."""
 
     def __init__(self) -> None:
         self.groups: dict[str, FakeGroup] = {}
         self.counters: dict[str, FakeCounter] = {}
+        self.distributions: dict[str, FakeDistribution] = {}
 
     def add_group(self, name: str) -> FakeGroup:
         return self.groups.setdefault(name, FakeGroup())
 
     def counter(self, name: str) -> FakeCounter:
         return self.counters.setdefault(name, FakeCounter())
+
+    def distribution(self, name: str) -> FakeDistribution:
+        return self.distributions.setdefault(name, FakeDistribution())
 
     def gauge(self, name: str, read: Any) -> None:
         raise AssertionError(f"a Python gauge {name!r} would be read from Flink's thread")
@@ -63,3 +86,109 @@ def test_a_gauge_is_not_read_between_updates() -> None:
     assert reads == []
     metrics.update_gauges()
     assert reads == [1]
+
+
+# --- the operator with metrics on and off --------------------------------------------------------
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def value(self) -> str | None:
+        return self.text
+
+    def update(self, value: str) -> None:
+        self.text = value
+
+
+class FakeRuntimeContext:
+    """What the operator asks PyFlink's runtime context for; counts metric group requests."""
+
+    def __init__(self) -> None:
+        self.group = FakeGroup()
+        self.metric_groups_asked = 0
+
+    def get_metrics_group(self) -> FakeGroup:
+        self.metric_groups_asked += 1
+        return self.group
+
+    def get_state(self, descriptor: Any) -> FakeState:
+        return FakeState()
+
+    def get_attempt_number(self) -> int:
+        return 0
+
+    def get_index_of_this_subtask(self) -> int:
+        return 0
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return 1
+
+
+class FakeTimers:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def current_processing_time(self) -> int:
+        return self.now
+
+    def register_processing_time_timer(self, at: int) -> None:
+        pass
+
+    def register_event_time_timer(self, at: int) -> None:
+        pass
+
+
+class FakeContext:
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.timers = FakeTimers()
+
+    def timer_service(self) -> FakeTimers:
+        return self.timers
+
+    def get_current_key(self) -> str:
+        return self.key
+
+    def time_domain(self) -> TimeDomain:
+        return TimeDomain.PROCESSING_TIME
+
+
+def _one_run(monkeypatch: pytest.MonkeyPatch, options: OperatorOptions) -> FakeRuntimeContext:
+    """Open an operator with ``options``, run one input of one key to its output, close it."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # keep this test process collectable
+    monkeypatch.setattr(logging.getLogger(), "level", logging.getLogger().level)
+    runtime = FakeRuntimeContext()
+    function = AgentFunction(compile_agent(build_agent()).to_json(), options)
+    function.open(runtime)  # type: ignore[arg-type]
+    try:
+        ctx = FakeContext(encode_input("Oslo"))
+        outputs = list(function.process_element(encode_input({"city": "Oslo"}), ctx))  # type: ignore[arg-type]
+        deadline = time.monotonic() + 30
+        while not outputs:
+            assert time.monotonic() < deadline, "the run did not finish"
+            time.sleep(0.01)
+            ctx.timers.now += 10
+            outputs = list(function.on_timer(ctx.timers.now, ctx))  # type: ignore[arg-type]
+    finally:
+        function.close()
+    assert len(outputs) == 1
+    return runtime
+
+
+def test_with_metrics_off_no_metric_group_is_registered(monkeypatch) -> None:
+    runtime = _one_run(monkeypatch, OperatorOptions(metrics=False))
+    assert runtime.metric_groups_asked == 0
+    assert runtime.group.groups == {} and runtime.group.counters == {}
+
+
+def test_with_metrics_on_the_counters_move(monkeypatch) -> None:
+    runtime = _one_run(monkeypatch, OperatorOptions())
+    [group] = runtime.group.groups.values()
+    assert group.groups["runs"].counters["started"].count == 1
+    assert group.groups["runs"].counters["finished"].count == 1
+    assert group.groups["calls"].groups["model"].counters["live"].count == 3
+    assert group.groups["calls"].groups["tool"].counters["live"].count == 2
+    assert group.groups["runs"].counters["in_flight"].count == 0
+    assert len(group.groups["runs"].distributions["latency_ms"].values) == 1

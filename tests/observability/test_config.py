@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from flink_agents.flink.job import load_job
-from flink_agents.observability import EventLogConfig, JsonLinesSink, build_event_log
+from flink_agents.observability import (
+    EventLogConfig,
+    JsonLinesSink,
+    MetricsListener,
+    build_event_log,
+)
 from tests.observability.agents import Collector
 
 
@@ -73,3 +78,10 @@ def test_a_job_spec_sends_the_event_log_to_kafka_and_as_traces(tmp_path: Path):
 def test_an_unknown_setting_of_the_kafka_event_log_is_refused():
     with pytest.raises(ValueError, match="extra"):
         EventLogConfig.model_validate({"kafka": {"topic": "t", "acks": "all"}})
+
+
+def test_a_referenced_counter_is_told_counts_not_records():
+    log = build_event_log(EventLogConfig(listeners=["flink_agents.observability:MetricsListener"]))
+    assert log is not None and log.listeners == ()
+    [counter] = log.counters
+    assert isinstance(counter, MetricsListener)

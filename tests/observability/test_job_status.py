@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 
 import flink_agents.cli as cli
 import flink_agents.flink.job_runner as job_runner
+import flink_agents.observability.job_status as job_status
 from flink_agents.observability.job_status import JobMetricsReader, counts_from, wanted_metrics
 from flink_agents.observability.status import PolledStatusLine, StatusCounts
 from tests.observability.test_status import Terminal
@@ -177,14 +179,29 @@ def test_on_a_terminal_run_shows_the_jobs_metrics_until_it_ends(rest, tmp_path, 
         def execute_async(self, name: str) -> FakeJobClient:
             return FakeJobClient(terminal, rest)
 
-    monkeypatch.setattr(job_runner, "environment", lambda spec: FakeEnvironment())
+    settings: dict[str, str] = {}
+
+    def fake_environment(spec: Any, *, extra: dict[str, str]) -> FakeEnvironment:
+        settings.update(extra)
+        return FakeEnvironment()
+
+    port = rest.server_address[1]
+    monkeypatch.setattr(job_status, "free_local_port", lambda: port)
+    monkeypatch.setattr(job_runner, "environment", fake_environment)
     monkeypatch.setattr(job_runner, "build", lambda spec, env: None)
     monkeypatch.setattr(job_runner, "run", lambda spec: pytest.fail("ran without the status"))
-    monkeypatch.setattr(cli, "_mini_cluster_rest_url", lambda client: rest.url)
     assert cli.main(["run", _job_file(tmp_path)]) == 0
     assert terminal.getvalue() == (
         "\r\x1b[Kin 1  out 0  in flight ?\r\x1b[Kin 1  out 1  in flight ?\n"
     )
+    # The mini-cluster's REST API is where the line reads it, and refreshes its metrics as often.
+    assert (settings["rest.bind-address"], settings["rest.bind-port"]) == ("127.0.0.1", str(port))
+    assert settings["metrics.fetcher.update-interval"] == "1000"
+
+
+def test_a_free_local_port_can_be_bound() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", job_status.free_local_port()))
 
 
 def test_without_a_terminal_run_shows_nothing(tmp_path, monkeypatch):

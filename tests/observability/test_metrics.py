@@ -1,4 +1,4 @@
-"""Metrics counted from the event log's records and published into a host's sink."""
+"""Metrics counted at the event log's hooks (no record built) and published into a host's sink."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from examples.weather import build_agent
-from flink_agents.observability import MetricsListener
+from flink_agents.observability import EventLog, MetricsListener
+from flink_agents.observability import log as log_module
 from flink_agents.observability.metrics import COUNTERS
 from flink_agents.runtime import run_local
 from tests.observability import agents
@@ -65,3 +66,16 @@ def test_tokens_in_and_out_and_failed_runs_are_counted(monkeypatch):
     assert (sink.counters["tokens.input"], sink.counters["tokens.output"]) == (14, 6)
     assert sink.counters["calls.function.failed"] == 1
     assert (sink.counters["runs.finished"], sink.counters["runs.failed"]) == (3, 1)
+
+
+def test_the_metrics_alone_build_no_record(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a record was built for a counter")
+
+    monkeypatch.setattr(log_module, "construct", forbidden)
+    monkeypatch.setattr(EventLog, "emit", forbidden)
+    metrics, sink = MetricsListener(), RecordingSink()
+    run_local(build_agent(), [{"city": "Oslo"}, {"city": "Rome"}], key="city", listeners=[metrics])
+    metrics.publish(sink)
+    assert (sink.counters["runs.finished"], sink.counters["calls.model.live"]) == (2, 6)
+    assert len(sink.samples["calls.latency_ms"]) == 10

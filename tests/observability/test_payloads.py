@@ -1,5 +1,6 @@
 """Payloads: JSON values, cut at the configured size, and never a secret."""
 
+import pytest
 from pydantic import BaseModel, SecretStr
 
 from flink_agents.observability.payloads import REDACTED, PayloadWriter, referenced_secrets
@@ -53,3 +54,24 @@ def test_values_of_referenced_environment_variables_are_replaced_everywhere():
     assert writer({"reply": "your key is sk-123456789!"}) == {"reply": f"your key is {REDACTED}!"}
     assert writer.text("ValueError: bad key hunter2-other") == f"ValueError: bad key {REDACTED}"
     assert writer({"note": "plain-words"}) == {"note": "plain-words"}  # not referenced
+
+
+def test_a_secret_word_in_a_value_redacts_nothing():
+    payload = PayloadWriter()({"question": "how do I reset my password?", "n": [1, {"a": None}]})
+    assert payload == {"question": "how do I reset my password?", "n": [1, {"a": None}]}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("API_KEY", "plain"),
+        ("x-ApiKey", "plain"),
+        ("db_password", "plain"),
+        ("Authorization", "plain"),
+        ("api_key", "caf\u00e9"),
+        ("\u017fecret", "caf\u00e9"),  # a long s: the regex's Unicode case folding decides
+    ],
+)
+def test_a_secret_name_is_redacted_in_any_case_and_script(name, text):
+    payload = PayloadWriter()({"outer": [{name: "value", "text": text}]})
+    assert payload == {"outer": [{name: REDACTED, "text": text}]}

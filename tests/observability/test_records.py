@@ -1,0 +1,72 @@
+"""Records built from the engine's trusted values equal pydantic's unvalidated construction, and
+their JSON lines are pydantic's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from flink_agents.api.chat import TokenUsage
+from flink_agents.observability.records import (
+    ActionFinished,
+    ActionStarted,
+    CallFinished,
+    EventSent,
+    RunAdmitted,
+    RunFinished,
+    RunStarted,
+    construct,
+    parse_record,
+    record_json,
+)
+
+RUN = {"time": 1.5, "agent": "a", "key": {"user": 7}, "seq": 3}
+
+EXAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
+    (RunAdmitted, RUN),
+    (RunStarted, {**RUN, "input": {"q": "h\u00e9llo \u2713", "n": 1.5, "more": [None, True]}}),
+    (RunFinished, {**RUN, "status": "succeeded", "latency_ms": 2.5, "outputs": 1}),
+    (RunFinished, {**RUN, "status": "failed", "latency_ms": 2.5, "error": "boom"}),
+    (ActionStarted, {**RUN, "action": "act", "event_id": "e1", "event_type": "InputEvent"}),
+    (
+        ActionFinished,
+        {**RUN, "action": "act", "event_id": "e1", "event_type": "InputEvent", "latency_ms": 1.0},
+    ),
+    (
+        EventSent,
+        {**RUN, "event_id": "e2", "event_type": "T", "upstream_id": "e1", "action": "act"},
+    ),
+    (
+        CallFinished,
+        {
+            **RUN,
+            "event_id": "e1",
+            "action": "act",
+            "call_id": "c0",
+            "call_kind": "model",
+            "function": "m:f",
+            "outcome": "live",
+            "latency_ms": 3.0,
+            "usage": TokenUsage(input_tokens=4, output_tokens=2),
+            "result": {"content": "ok"},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("record_type", "fields"), EXAMPLES)
+def test_a_constructed_record_equals_pydantics_and_reads_back(record_type, fields):
+    built = construct(record_type, **fields)
+    expected = record_type.model_construct(**fields)
+    assert built == expected
+    assert built.model_dump() == expected.model_dump()
+    assert built.model_fields_set == expected.model_fields_set
+    assert record_json(built) == expected.model_dump_json()
+    assert parse_record(record_json(built)) == record_type.model_validate(fields)
+
+
+@pytest.mark.parametrize(("record_type", "fields"), EXAMPLES)
+def test_a_validated_record_writes_pydantics_json_line(record_type, fields):
+    record = record_type.model_validate(fields)
+    assert record_json(record) == record.model_dump_json()
