@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
@@ -41,10 +42,13 @@ from pyflink.metrics import Counter, Distribution, MetricGroup
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.flink.cluster_config import cluster_heartbeat
 from flink_agents.observability import EventLogConfig, MetricsListener
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit
 from flink_agents.runtime.options import OperatorOptions
+
+logger = logging.getLogger(__name__)
 
 END_OF_INPUT = (1 << 63) - 2
 """Event-time timer that only the final watermark of a bounded input reaches."""
@@ -76,6 +80,7 @@ class AgentFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         # Before any client exists: records below this level are then dropped at the call site.
         logging.getLogger().setLevel(self._options.python_log_level)
+        self._options = with_cluster_heartbeat(self._options)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
         self._metrics: PublishedMetrics | None = None
         if self._options.metrics:
@@ -233,6 +238,27 @@ def _parallelism(runtime_context: RuntimeContext) -> int:
         return runtime_context.get_number_of_parallel_subtasks()
     except AttributeError:
         return runtime_context._runtime_context.getTaskInfo().getNumberOfParallelSubtasks()
+
+
+def with_cluster_heartbeat(
+    options: OperatorOptions, environ: Mapping[str, str] | None = None
+) -> OperatorOptions:
+    """``options`` with the cluster's heartbeat settings where the job did not set them: the
+    freeze fence then matches the cluster without every job repeating its configuration."""
+    found = {
+        field: value
+        for field, value in cluster_heartbeat(environ).items()
+        if field not in options.model_fields_set
+    }
+    if not found:
+        return options
+    try:
+        return OperatorOptions.model_validate({**options.model_dump(exclude_unset=True), **found})
+    except ValidationError as exc:
+        logger.warning(
+            "the cluster's heartbeat %s is not used for the freeze fence: %s", found, exc
+        )
+        return options
 
 
 def _attempt_number(runtime_context: RuntimeContext) -> int:
