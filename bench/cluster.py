@@ -28,6 +28,7 @@ def flink_config(settings: JobSettings):
             source={"kind": "list", "path": "unused"},
             key="k",
             execution_mode=settings.mode,
+            accept_slow_process_mode=True,  # the bench measures process mode on purpose
             checkpointing={"interval_ms": settings.checkpoint_ms, "dir": str(work / "ckpt")},
             restart_strategy={"delay_ms": settings.restart_delay_ms},
         )

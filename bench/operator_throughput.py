@@ -9,7 +9,9 @@ runs the Python functions) and the JVM it started.
     .venv/bin/python -m bench.operator_throughput --keys 1000 --latency 0.2 --store kafka
     .venv/bin/python -m bench.operator_throughput --latency 0.2 --store kafka --event-log file
 
-Prints one JSON line of results. The figures for the operator's targets (1,000 keys, Kafka
+Prints one JSON line of results, with the concurrency efficiency: runs/s over the ideal
+min(bound, keys, inputs) / latency (the model's latency the only limit), and the 1-minute load
+average before and after the job. The figures for the operator's targets (1,000 keys, Kafka
 store on) come from this script; `make bench` runs the wider matrix (see bench/README.md).
 """
 
@@ -40,6 +42,14 @@ from flink_agents.observability import EventLogConfig  # noqa: E402
 
 def stamp(line: str) -> str:
     return f"{time.time():.6f}"
+
+
+def ideal_rate(bound: int, keys: int, inputs: int, latency: float) -> float | None:
+    """Runs/s if only the model's latency limited them: one run per key at a time, at most
+    ``bound`` in flight (and never more than there are inputs). None at zero latency."""
+    if not latency:
+        return None
+    return min(bound, keys, inputs) / latency
 
 
 def peak_rss() -> dict[str, float]:
@@ -94,6 +104,7 @@ def main() -> None:
     sink = FileSink.for_row_format(str(work / "out"), Encoder.simple_string_encoder()).build()
     outputs.to_datastream().map(stamp, output_type=Types.STRING()).sink_to(sink)
 
+    load_before = os.getloadavg()[0]
     started = time.time()
     env.execute("bench-operator")
     wall = time.time() - started
@@ -107,6 +118,7 @@ def main() -> None:
     n = len(stamps)
     lo, hi = stamps[n // 10], stamps[(9 * n) // 10]
     rate = ((9 * n) // 10 - n // 10) / (hi - lo) if hi > lo else float("nan")
+    ceiling = ideal_rate(args.max_in_flight, args.keys, args.inputs, args.latency)
     result = {
         "inputs": args.inputs,
         "keys": args.keys,
@@ -119,8 +131,10 @@ def main() -> None:
         "max_in_flight": args.max_in_flight,
         "outputs": n,
         "runs_per_s": round(rate, 1),
-        "ceiling_runs_per_s": round(args.max_in_flight / args.latency, 1) if args.latency else None,
+        "ceiling_runs_per_s": None if ceiling is None else round(ceiling, 1),
+        "efficiency": None if ceiling is None else round(rate / ceiling, 3),
         "wall_s": round(wall, 1),
+        "load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         **peak_rss(),
     }
     print(json.dumps(result))

@@ -328,6 +328,7 @@ def write_spec(tmp_path: Path, bootstrap: str, run_id: str) -> tuple[Path, dict[
         # Thread mode: the Python operator lives inside the TaskManager JVM and dies with it on
         # kill -9 (process mode's Beam workers are separate processes that outlive it briefly).
         "execution_mode": EXECUTION_MODE,
+        "accept_slow_process_mode": EXECUTION_MODE == "process",
         "checkpointing": {"interval_ms": 500, "dir": str(tmp_path / "ckpt")},
         # Restarts wait for slots while no TaskManager is registered: allow plenty of them.
         "restart_strategy": {"type": "fixed-delay", "attempts": 30, "delay_ms": 2000},

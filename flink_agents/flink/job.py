@@ -31,6 +31,17 @@ them registered only after the snapshot, so that checkpoint holds the keys' pend
 no timer to visit them again. One element per bundle leaves no bundle open at a barrier."""
 
 
+SLOW_PROCESS_MODE = (
+    "execution_mode: process is refused: process mode must close a Python bundle per element "
+    "(python.fn-execution.bundle.size 1), or a restore from a checkpoint loses the timers of the "
+    "last bundle and with them those keys' inputs; each bundle is a round trip to the Python "
+    "worker, which held the agent operator to about a fifth of thread mode's runs/s "
+    "(docs/flink-runtime.md, 'Process mode'). Use execution_mode: thread (the default), or set "
+    "accept_slow_process_mode: true to run process mode at that cost"
+)
+"""Why a job spec refuses process mode unless it opts in, and what to use instead."""
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -170,8 +181,15 @@ class JobSpec(_Spec):
     )
     execution_mode: Literal["thread", "process"] = Field(
         default="thread",
-        description="PyFlink's Python execution mode. Thread (pemja) ran about 15x more runs/s "
-        "than process mode here, which must close a bundle per element (docs/flink-runtime.md).",
+        description="PyFlink's Python execution mode. Process mode is refused unless "
+        "accept_slow_process_mode is set: it must close a bundle per element, which held it to "
+        "about a fifth of thread mode's runs/s (docs/flink-runtime.md, 'Process mode').",
+    )
+    accept_slow_process_mode: bool = Field(
+        default=False,
+        description="Run execution_mode: process anyway, at about a fifth of thread mode's "
+        "throughput (for a Python that cannot be embedded in the JVM, or UDFs that need their "
+        "own process).",
     )
     checkpointing: CheckpointingSpec = Field(default_factory=CheckpointingSpec)
     restart_strategy: RestartStrategySpec = Field(default_factory=RestartStrategySpec)
@@ -193,7 +211,9 @@ class JobSpec(_Spec):
     _base_dir: Path = PrivateAttr(default=Path("."))
 
     @model_validator(mode="after")
-    def _check_sink_and_parallelism(self) -> JobSpec:
+    def _check_settings_fit_together(self) -> JobSpec:
+        if self.execution_mode == "process" and not self.accept_slow_process_mode:
+            raise ValueError(SLOW_PROCESS_MODE)
         if self.parallelism > self.max_parallelism:
             raise ValueError(
                 f"parallelism {self.parallelism} is above max_parallelism {self.max_parallelism}"

@@ -101,6 +101,31 @@ def test_exactly_once_without_checkpointing_is_refused_with_the_reason(tmp_path:
     assert "execution.checkpointing.interval" not in spec.flink_config()
 
 
+def test_process_mode_is_refused_with_the_reason_unless_the_spec_accepts_its_cost(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "process.yaml"
+    spec_text = "name: p\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+    job.write_text(spec_text + "execution_mode: process\n")
+    with pytest.raises(YamlAgentError) as error:
+        load_job(job)
+    message = str(error.value)
+    assert "execution_mode: process is refused" in message
+    assert "bundle per element" in message and "a fifth of thread mode" in message  # why
+    assert "Use execution_mode: thread" in message  # what instead
+    assert "accept_slow_process_mode: true" in message  # the explicit opt-in
+
+    job.write_text(spec_text + "execution_mode: process\naccept_slow_process_mode: true\n")
+    config = load_job(job).flink_config()
+    assert config["python.execution-mode"] == "process"
+    assert config["python.fn-execution.bundle.size"] == "1"  # the restore fix stays
+
+    job.write_text(spec_text)
+    config = load_job(job).flink_config()
+    assert config["python.execution-mode"] == "thread"
+    assert config["python.fn-execution.bundle.size"] == "100"
+
+
 def test_a_transaction_timeout_must_outlive_a_checkpoint_and_fit_the_broker(
     tmp_path: Path,
 ) -> None:

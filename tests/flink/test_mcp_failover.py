@@ -153,6 +153,7 @@ def test_a_job_failure_reinvokes_no_completed_mcp_call(
         **job_spec_settings(
             checkpoints,
             execution_mode="process",
+            accept_slow_process_mode=True,
             checkpointing={"interval_ms": 300},
             restart_strategy={"delay_ms": int(RESTART_DELAY_S * 1000)},
         )

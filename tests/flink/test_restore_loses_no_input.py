@@ -79,6 +79,7 @@ def _settings(how: str, tmp_path: Path) -> dict[str, str]:
         return job_spec_settings(
             checkpoints,
             execution_mode="process",
+            accept_slow_process_mode=True,
             checkpointing={"interval_ms": 200},
             restart_strategy={"delay_ms": 200},
         )
