@@ -100,15 +100,11 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     10 s with scripts/flink-cluster.sh), recover on a new TaskManager, then SIGCONT the old one
     while the new attempt replays. Its late store writes are fenced at restore by the writer
     epoch; its engine sees the freeze and sends no call after the resume (the freeze fence):
-    calls sent again are only those in flight at the stop, which the new attempt resends."""
+    calls sent again are only those in flight at the stop, which the new attempt resends.
+    The job does not set the heartbeat: the operator reads it from the cluster's configuration
+    (``$FLINK_CONF_DIR``), so the fence trips at the cluster's timeout - interval (8 s)."""
     require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
-    with FaultRun(
-        "sigstop",
-        flink_cluster,
-        kafka_bootstrap,
-        tmp_path,
-        adjust_spec=with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS),
-    ) as run:
+    with FaultRun("sigstop", flink_cluster, kafka_bootstrap, tmp_path) as run:
         run.wait_for_calls_in_flight()
         stopped = taskmanager_pids(flink_cluster)
         logs = TaskManagerLogs(flink_cluster)
@@ -159,6 +155,9 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     # it sent no call after its resume, so calls sent again are at most those in flight at the
     # stop (resent by the new attempt, their outcome unrecorded), per service.
     assert fence_trips, "the stopped TaskManager's engine did not report its freeze"
+    # The threshold came from the cluster's configuration, not the operator's 50 s default.
+    cluster_fence_s = (HEARTBEAT_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 1000
+    assert all(f"fence's {cluster_fence_s:.1f} s" in line for line in fence_trips), fence_trips
     verdict.check()
     assert audit.fenced == len(audit.late), "a restore loaded a replaced writer's late record"
     assert not audit.differing, f"restored states other than the newest: {audit.differing[:5]}"

@@ -10,11 +10,13 @@
 #
 # SHAPES picks the workloads (default both): "latency" = 100 keys, bound 100, 8,000 inputs
 # (latency bound, issue #20's shape); "cpu" = 1,000 keys, bound 1,000, 10,000 inputs (CPU bound
-# on 2 cores). The broker must answer on 127.0.0.1:9092.
+# on 2 cores). STORE picks the action-state store (default kafka; "none" takes the store's own
+# run-to-run spread out of the comparison). The broker must answer on 127.0.0.1:9092.
 set -u
 ROUNDS=${1:-3}
 TREE=${TREE:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHAPES=${SHAPES:-"latency cpu"}
+STORE=${STORE:-kafka}
 PYTHON=${PYTHON:-/work/main/.venv/bin/python}
 export FLINK_AGENTS_CACHE=${FLINK_AGENTS_CACHE:-/work/main/.cache}
 export TMPDIR=${TMPDIR:-/work/main/.cache/tmp}
@@ -33,9 +35,9 @@ run() {  # round shape config args...
   mkdir -p "$TREE/.cache"  # the bench's work folders (a fresh worktree has none)
   # A failed run's error goes to stderr; its line says null.
   # shellcheck disable=SC2086  # $flags is a list of options
-  line=$(cd "$TREE" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" --store kafka \
+  line=$(cd "$TREE" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" --store "$STORE" \
     $flags | tail -1)
-  echo "{\"round\": $round, \"shape\": \"$shape\", \"config\": \"$config\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
+  echo "{\"round\": $round, \"shape\": \"$shape\", \"config\": \"$config\", \"store\": \"$STORE\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
