@@ -18,8 +18,11 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
 * Metrics are counted at the event log's hooks by a
   :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
-  published into the operator's metric group (group ``flink_agents``) from the operator thread,
-  after every input and timer: PyFlink's metrics may only be touched from there. Gauges too are
+  published into the operator's metric group (group ``flink_agents``) from the operator thread
+  (PyFlink's metrics may only be touched from there), at an input or timer at most every
+  ``PUBLISH_INTERVAL_S`` and whenever nothing is in flight: each counter or distribution update
+  is a call into the JVM, and published after every input and timer they cost ~8 % of the
+  runs/s at 200 ms (bench/results/operator.md, "Observability cost"). Gauges too are
   pushed (as counters set to the current value), never read by Flink: a Python gauge is called
   from Flink's metrics thread, which crashed the TaskManager (SIGSEGV in ``take_gil``) when it
   read one of a task that had just been cancelled. With ``metrics: false`` in the options no
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -118,7 +123,7 @@ class AgentFunction(KeyedProcessFunction):
             ctx.get_current_key(), value, self._state, timers.current_processing_time
         )
         if self._metrics is not None:
-            self._metrics.publish()
+            self._metrics.publish_if_due()
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
@@ -131,7 +136,7 @@ class AgentFunction(KeyedProcessFunction):
             end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
         )
         if self._metrics is not None:
-            self._metrics.publish()
+            self._metrics.publish_if_due()
         return _apply(visit, timers)
 
     def _require_logic(self) -> KeyedAgentLogic:
@@ -140,17 +145,32 @@ class AgentFunction(KeyedProcessFunction):
         return self._logic
 
 
-@dataclass(frozen=True)
+PUBLISH_INTERVAL_S = 0.25
+"""How often at most the operator pushes its metrics into Flink's group: far below Flink's own
+reporting and REST refresh intervals (seconds), far above the time between inputs."""
+
+
+@dataclass
 class PublishedMetrics:
     """The metrics counted on the engine's thread and the operator's metric group they go to."""
 
     counts: MetricsListener
     group: FlinkMetrics
+    clock: Callable[[], float] = time.monotonic
+    _published_at: float = -math.inf
 
     def publish(self) -> None:
         """Push what changed and the gauges' values (on the operator thread)."""
+        self._published_at = self.clock()
         self.counts.publish(self.group)
         self.group.update_gauges()
+
+    def publish_if_due(self) -> None:
+        """:meth:`publish` if the last was ``PUBLISH_INTERVAL_S`` ago, or if nothing is in flight
+        or queued (the operator may get no further input or timer to publish the last runs)."""
+        idle = self.counts.in_flight == 0 and self.counts.queued == 0
+        if idle or self.clock() - self._published_at >= PUBLISH_INTERVAL_S:
+            self.publish()
 
 
 class FlinkMetrics:

@@ -17,7 +17,13 @@ import pytest
 from pyflink.datastream import TimeDomain
 
 from examples.weather import build_agent
-from flink_agents.flink.operator import AgentFunction, FlinkMetrics
+from flink_agents.flink.operator import (
+    PUBLISH_INTERVAL_S,
+    AgentFunction,
+    FlinkMetrics,
+    PublishedMetrics,
+)
+from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
 from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.records import encode_input
@@ -86,6 +92,41 @@ def test_a_gauge_is_not_read_between_updates() -> None:
     assert reads == []
     metrics.update_gauges()
     assert reads == [1]
+
+
+def test_metrics_are_pushed_at_most_once_an_interval_while_runs_are_in_flight() -> None:
+    """Each push is a call into the JVM per changed metric: not after every input and timer."""
+    now = [100.0]
+    group = FakeGroup()
+    counts = MetricsListener()
+    published = PublishedMetrics(counts, FlinkMetrics(group), clock=lambda: now[0])  # type: ignore[arg-type]
+    published.publish()
+    started = group.groups["runs"].counters["started"]
+
+    counts.on_run_admitted()
+    counts.on_run_started()
+    published.publish_if_due()  # a run in flight, the interval not over: not pushed yet
+    assert started.count == 0
+
+    now[0] += PUBLISH_INTERVAL_S
+    published.publish_if_due()
+    assert started.count == 1
+
+
+def test_metrics_are_pushed_at_once_when_nothing_is_in_flight() -> None:
+    """The last runs' counts must not wait for an input or timer that may never come."""
+    group = FakeGroup()
+    counts = MetricsListener()
+    published = PublishedMetrics(counts, FlinkMetrics(group), clock=lambda: 5.0)  # type: ignore[arg-type]
+    published.publish()
+    counts.on_run_admitted()
+    counts.on_run_started()
+    counts.on_run_finished("succeeded", 12.0, 1)
+
+    published.publish_if_due()
+
+    assert group.groups["runs"].counters["finished"].count == 1
+    assert group.groups["runs"].counters["in_flight"].count == 0
 
 
 # --- the operator with metrics on and off --------------------------------------------------------
