@@ -67,17 +67,20 @@ def with_heartbeat(timeout_ms: int, interval_ms: int) -> Callable[[dict[str, Any
 
 
 class TaskManagerLogs:
-    """The TaskManager logs of the cluster, read from where they stood when this was made."""
+    """The TaskManager logs of the cluster, read from where they stood when this was made.
+
+    Files are told apart by inode: starting a TaskManager rotates the logs (``x.log`` becomes
+    ``x.log.1``), so a name may hold another file's older lines later."""
 
     def __init__(self, cluster: Any) -> None:
         self._dir = Path(cluster.env["FLINK_LOG_DIR"])
-        self._start = {log: log.stat().st_size for log in self._logs()}
+        self._start = {log.stat().st_ino: log.stat().st_size for log in self._logs()}
 
     def new_lines_with(self, text: str) -> list[str]:
         found = []
         for log in self._logs():
             with log.open("rb") as file:
-                file.seek(self._start.get(log, 0))
+                file.seek(self._start.get(os.fstat(file.fileno()).st_ino, 0))
                 new = file.read().decode(errors="replace")
             found += [line for line in new.splitlines() if text in line]
         return found
