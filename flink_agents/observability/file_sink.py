@@ -8,13 +8,17 @@ from flink_agents.observability.queued import QueuedSink
 from flink_agents.observability.records import LogRecord, record_json
 
 
-class JsonLinesSink(QueuedSink):
+class JsonLinesSink(QueuedSink[str]):
     """Appends one JSON line per record to ``path``.
 
-    :meth:`on_record` only queues the record: serializing and writing happen on a writer thread,
-    so the engine's loop never waits for the disk. The lines of what was queued are written in
-    one go whenever the queue runs empty; :meth:`close` writes what is queued and closes the
-    file.
+    :meth:`on_record` serializes the record (~1 us) and queues its line; writing happens on a
+    writer thread, so the engine's loop never waits for the disk. The line, not the record,
+    waits in the queue: a string is not tracked by Python's garbage collector, while the
+    records and payloads that waited for the writer (~13 a run, each for up to
+    :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
+    often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
+    operator"). The lines of what was queued are written in one go whenever the queue runs
+    empty; :meth:`close` writes what is queued and closes the file.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -24,8 +28,11 @@ class JsonLinesSink(QueuedSink):
         self._lines: list[str] = []
         super().__init__(f"event-log:{self.path.name}")
 
-    def _write(self, record: LogRecord) -> None:
-        self._lines.append(record_json(record))
+    def _queued(self, record: LogRecord) -> str:
+        return record_json(record)
+
+    def _write(self, item: str) -> None:
+        self._lines.append(item)
 
     def _flush(self) -> None:
         if self._lines:

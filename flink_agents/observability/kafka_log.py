@@ -26,7 +26,7 @@ _CLOSE_TIMEOUT_S = 30.0
 _READ_TIMEOUT_S = 60.0
 
 
-class KafkaEventLogSink(QueuedSink):
+class KafkaEventLogSink(QueuedSink[LogRecord]):
     """Produces one record per event-log record to ``config.topic``.
 
     Serializing and producing run on the sink's thread; librdkafka sends from its own. Delivery
@@ -49,6 +49,9 @@ class KafkaEventLogSink(QueuedSink):
             }
         )
         super().__init__(f"event-log:{config.topic}")
+
+    def _queued(self, record: LogRecord) -> LogRecord:
+        return record
 
     def _write(self, record: LogRecord) -> None:
         key = json.dumps([record.agent, record.key, record.seq], sort_keys=True).encode()

@@ -14,7 +14,7 @@ class EventListener(Protocol):
     """Receives every record of the event log, on the engine's thread, as it happens.
 
     It must return quickly and never block on I/O (the engine's loop waits for it): queue the
-    record and write it from a thread, as
+    record (or what is written of it) and write it from a thread, as
     :class:`~flink_agents.observability.file_sink.JsonLinesSink` does. An exception it raises
     is logged and otherwise ignored. A listener with a ``close()`` method is closed when its
     host stops.

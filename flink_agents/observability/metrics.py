@@ -3,15 +3,13 @@
 :class:`MetricsListener` is a :class:`~flink_agents.observability.listener.RunCounter`: the
 event log calls it with the values it counts and builds no record for it, so the metrics and the
 event log come from the same emission point and a job without an event log builds no record at
-all. It counts on the engine's thread in plain Python; the host calls
+all. It counts on the engine's thread in plain Python, without a lock; the host calls
 :meth:`MetricsListener.publish` from its own thread (Flink's operator thread, the only one that
 may touch PyFlink metrics) to push what changed into a :class:`MetricsSink`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from collections.abc import Callable
 from typing import Protocol, get_args
 
@@ -62,49 +60,48 @@ class MetricsSink(Protocol):
 
 class MetricsListener:
     """Counts runs, calls by kind and outcome, tokens (live model calls), runs in flight and
-    queued, and samples run and call latencies (ms)."""
+    queued, and samples run and call latencies (ms).
+
+    One thread counts (the engine's: its hooks are called there) and one publishes, without a
+    lock: the counts only grow, and :meth:`publish` pushes the difference between what it reads
+    and what it pushed before, so a count it reads a moment too early is pushed by the next
+    publish, never lost nor pushed twice; samples are taken off the front of a list the counting
+    thread only appends to. (With a lock and a ``Counter`` the four hooks of a run took ~8 us;
+    plain adds to a dict, ~3 us.)
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._changes: Counter[str] = Counter()
+        self._totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._pushed: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._samples: list[tuple[str, int]] = []
-        self._totals: Counter[str] = Counter()
         self.in_flight = 0
         self.queued = 0
         self._sink: MetricsSink | None = None
 
     def on_run_admitted(self) -> None:
-        with self._lock:
-            self.queued += 1
+        self.queued += 1
 
     def on_run_started(self) -> None:
-        with self._lock:
-            self.queued = max(0, self.queued - 1)
-            self.in_flight += 1
-            self._count(RUNS_STARTED)
+        self.queued = max(0, self.queued - 1)
+        self.in_flight += 1
+        self._totals[RUNS_STARTED] += 1
 
     def on_run_finished(self, status: RunStatus, latency_ms: float, outputs: int) -> None:
-        with self._lock:
-            self.in_flight = max(0, self.in_flight - 1)
-            if status != "cancelled":
-                self._count(RUNS_FINISHED)
-                self._sample(RUN_LATENCY, latency_ms)
-            if status == "failed":
-                self._count(RUNS_FAILED)
+        self.in_flight = max(0, self.in_flight - 1)
+        if status != "cancelled":
+            self._totals[RUNS_FINISHED] += 1
+            self._sample(RUN_LATENCY, latency_ms)
+        if status == "failed":
+            self._totals[RUNS_FAILED] += 1
 
     def on_call(
         self, kind: CallKind, outcome: CallOutcome, latency_ms: float, usage: TokenUsage | None
     ) -> None:
-        with self._lock:
-            self._count(call_counter(kind, outcome))
-            self._sample(CALL_LATENCY, latency_ms)
-            if usage is not None and outcome == "live":
-                self._count(TOKENS_INPUT, usage.input_tokens)
-                self._count(TOKENS_OUTPUT, usage.output_tokens)
-
-    def _count(self, name: str, amount: int = 1) -> None:
-        self._changes[name] += amount
-        self._totals[name] += amount
+        self._totals[call_counter(kind, outcome)] += 1
+        self._sample(CALL_LATENCY, latency_ms)
+        if usage is not None and outcome == "live":
+            self._totals[TOKENS_INPUT] += usage.input_tokens
+            self._totals[TOKENS_OUTPUT] += usage.output_tokens
 
     def _sample(self, name: str, value: float) -> None:
         if len(self._samples) < _MAX_SAMPLES:
@@ -112,8 +109,7 @@ class MetricsListener:
 
     def total(self, name: str) -> int:
         """A counter's value so far (published or not)."""
-        with self._lock:
-            return self._totals[name]
+        return self._totals[name]
 
     def publish(self, sink: MetricsSink) -> None:
         """Push the counts and samples since the last call into ``sink``; the first call
@@ -124,10 +120,13 @@ class MetricsListener:
                 sink.increment(name, 0)
             sink.register_gauge(RUNS_IN_FLIGHT, lambda: self.in_flight)
             sink.register_gauge(RUNS_QUEUED, lambda: self.queued)
-        with self._lock:
-            changes, self._changes = self._changes, Counter()
-            samples, self._samples = self._samples, []
-        for name, amount in changes.items():
-            sink.increment(name, amount)
+        totals = self._totals.copy()  # one C call: the counting thread cannot add in between
+        for name, value in totals.items():
+            if value != self._pushed[name]:
+                sink.increment(name, value - self._pushed[name])
+                self._pushed[name] = value
+        taken = len(self._samples)
+        samples = self._samples[:taken]
+        del self._samples[:taken]  # what was appended since stays for the next publish
         for name, value in samples:
             sink.sample(name, value)

@@ -6,18 +6,22 @@ import abc
 import queue
 import threading
 import time
+from typing import Generic, TypeVar
 
 from flink_agents.observability.records import LogRecord
 
 _CLOSE = None
+
+Item = TypeVar("Item")
 
 
 LINGER_S = 0.01
 """How long the writer thread lets records gather after the first one wakes it."""
 
 
-class QueuedSink(abc.ABC):
-    """:meth:`on_record` only queues the record; a writer thread hands each to :meth:`_write`,
+class QueuedSink(abc.ABC, Generic[Item]):
+    """:meth:`on_record` only queues what :meth:`_queued` makes of the record (the record
+    itself, or its line); a writer thread hands each to :meth:`_write`,
     calls :meth:`_flush` whenever the queue runs empty, and :meth:`_finish` after
     :meth:`close`, so the engine's loop never waits for the sink's I/O.
 
@@ -29,12 +33,12 @@ class QueuedSink(abc.ABC):
     """
 
     def __init__(self, thread_name: str) -> None:
-        self._queue: queue.SimpleQueue[LogRecord | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
         self._thread.start()
 
     def on_record(self, record: LogRecord) -> None:
-        self._queue.put(record)
+        self._queue.put(self._queued(record))
 
     def close(self) -> None:
         """Write what is queued, then release the sink's resources."""
@@ -43,7 +47,11 @@ class QueuedSink(abc.ABC):
             self._thread.join()
 
     @abc.abstractmethod
-    def _write(self, record: LogRecord) -> None: ...
+    def _queued(self, record: LogRecord) -> Item:
+        """What the engine's thread queues for ``record``: what :meth:`_write` is handed."""
+
+    @abc.abstractmethod
+    def _write(self, item: Item) -> None: ...
 
     @abc.abstractmethod
     def _flush(self) -> None: ...
@@ -54,16 +62,16 @@ class QueuedSink(abc.ABC):
     def _drain(self) -> None:
         try:
             while True:
-                record = self._queue.get()
-                if record is not _CLOSE:
+                item = self._queue.get()
+                if item is not _CLOSE:
                     time.sleep(LINGER_S)
-                while record is not _CLOSE:
-                    self._write(record)
+                while item is not _CLOSE:
+                    self._write(item)
                     if self._queue.empty():
                         break
-                    record = self._queue.get()
+                    item = self._queue.get()
                 self._flush()
-                if record is _CLOSE:
+                if item is _CLOSE:
                     return
         finally:
             self._finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
@@ -79,3 +80,22 @@ def test_the_metrics_alone_build_no_record(monkeypatch):
     metrics.publish(sink)
     assert (sink.counters["runs.finished"], sink.counters["calls.model.live"]) == (2, 6)
     assert len(sink.samples["calls.latency_ms"]) == 10
+
+
+def test_publishing_while_the_engine_counts_loses_nothing_and_pushes_nothing_twice():
+    metrics, sink = MetricsListener(), RecordingSink()
+    runs = 5_000  # fewer than the samples kept between two publishes: every one must arrive
+
+    def engine() -> None:
+        for _ in range(runs):
+            metrics.on_run_started()
+            metrics.on_run_finished("succeeded", 1.0, 1)
+
+    counting = threading.Thread(target=engine)
+    counting.start()
+    while counting.is_alive():
+        metrics.publish(sink)  # on another thread, as Flink's operator thread does
+    counting.join()
+    metrics.publish(sink)
+    assert (sink.counters["runs.started"], sink.counters["runs.finished"]) == (runs, runs)
+    assert len(sink.samples["runs.latency_ms"]) == runs
