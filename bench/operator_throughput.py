@@ -65,6 +65,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--max-in-flight", type=int, default=1000)
+    parser.add_argument(
+        "--max-unfinished",
+        type=int,
+        default=None,
+        help="inputs accepted but not finished before back-pressure (default 2 x the bound)",
+    )
     parser.add_argument("--mode", choices=["thread", "process"], default="thread")
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--store", choices=["none", "memory", "kafka"], default="none")
@@ -88,7 +94,11 @@ def main() -> None:
     env.set_parallelism(args.parallelism)
 
     records = [{"k": i % args.keys, "text": f"q{i}"} for i in range(args.inputs)]
-    options = OperatorOptions(max_in_flight=args.max_in_flight, metrics=args.metrics == "on")
+    options = OperatorOptions(
+        max_in_flight=args.max_in_flight,
+        max_unfinished=args.max_unfinished,
+        metrics=args.metrics == "on",
+    )
     store = None
     if args.store != "none":
         store = StoreConfig(
@@ -129,6 +139,7 @@ def main() -> None:
         "event_log": args.event_log,
         "metrics": args.metrics,
         "max_in_flight": args.max_in_flight,
+        "max_unfinished": options.unfinished_bound,
         "outputs": n,
         "runs_per_s": round(rate, 1),
         "ceiling_runs_per_s": None if ceiling is None else round(ceiling, 1),
