@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,30 +24,18 @@ from pathlib import Path
 
 import pytest
 
+from examples.services import wait_until_port_free
+
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICES_PORT = 8765  # the demo's example services (the agent YAML points there)
 
 
-def wait_for_free_port(port: int, timeout_s: float = 60) -> None:
-    """Another run's example services may hold the port for a while; wait, then fail clearly."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-                return
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"port {port} stays busy ({exc})", pytrace=False)
-        time.sleep(1)
-
-
 def test_demo_answers_every_ticket_once_and_reinvokes_nothing(
     kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    wait_for_free_port(SERVICES_PORT)
+    wait_until_port_free(SERVICES_PORT, timeout_s=60)
     summary_file = tmp_path / "report.json"
     # The mini-cluster litters the JVM's temp folder otherwise (docs/operations.md).
     # PyFlink marks a process that ran Python functions in loopback mode (this one, if Flink

@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -163,6 +164,21 @@ class Counters:
                 )
                 for service, per_key in self._served.items()
             }
+
+
+def wait_until_port_free(port: int, timeout_s: float = 90.0) -> None:
+    """Wait until ``port`` can be bound on 127.0.0.1: another run's example services (`make
+    run`, an e2e test) may hold it for a while. Raises TimeoutError naming the port."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+                return
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"port {port} stayed busy for {timeout_s:.0f} s") from exc
+        time.sleep(0.5)
 
 
 def _repeated(served: Iterable[list[tuple[float, float]]], moment: float) -> int:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,7 @@ from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
 from examples.demo import DEFAULT_JOB, FailOnce, demo_spec, read_outputs
-from examples.services import UNKNOWN_CUSTOMERS, ExampleServices
+from examples.services import UNKNOWN_CUSTOMERS, ExampleServices, wait_until_port_free
 from flink_agents.flink.job import JobSpec
 from flink_agents.flink.job_runner import build
 from flink_agents.observability import EventLogConfig
@@ -34,20 +32,6 @@ RECORDS_PER_SECOND = 2
 # by default): pointing them elsewhere through FLINK_AGENTS_EXAMPLE_SERVICES would have to be set
 # in this process before the session's JVM starts, and would leak into every later test.
 EXAMPLE_PORT = 8765
-
-
-def _wait_until_free(port: int, seconds: float = 90.0) -> None:
-    """The example's port may be held for a while by another run (`make run`, an e2e test)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"port {port} stayed busy for {seconds:.0f} s") from None
-        time.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -70,7 +54,7 @@ class SupportDeskRun:
 
 def run_support_desk(work: Path, bootstrap: str) -> SupportDeskRun:
     """Run the job once with the event log in ``work``."""
-    _wait_until_free(EXAMPLE_PORT)
+    wait_until_port_free(EXAMPLE_PORT)
     services = ExampleServices(EXAMPLE_PORT, SERVICE_LATENCY_S, UNKNOWN_CUSTOMERS)
     job_dir = work / "job"
     shutil.copytree(DEFAULT_JOB.parent / "support_desk", job_dir / "support_desk")
