@@ -137,24 +137,33 @@ class EventLog:
         try:
             outcome = await work
         except BaseException as exc:
-            cancelled = not isinstance(exc, Exception)
-            status: RunStatus = "cancelled" if cancelled else "failed"
-            latency_ms = _ms_since(started)
-            _tell(self._finished, status, latency_ms, 0)
-            if self.listeners:
-                self.emit(
-                    construct(
-                        RunFinished,
-                        **_run_fields(run),
-                        status=status,
-                        latency_ms=latency_ms,
-                        error=None if cancelled else self._error(exc),
-                    )
-                )
+            if not isinstance(exc, Exception):
+                self._run_finished(run, "cancelled", started, 0, None)
+            else:
+                failure = self._error(exc) if self.listeners else None
+                self._run_finished(run, "failed", started, 0, failure)
             raise
         result = summary(outcome)
-        status = "succeeded" if result.error is None else "failed"
-        latency_ms, outputs = _ms_since(started), len(result.outputs)
+        error = result.error
+        self._run_finished(
+            run,
+            "succeeded" if error is None else "failed",
+            started,
+            len(result.outputs),
+            None if error is None or not self.listeners else self.payloads.text(error.describe()),
+        )
+        return outcome
+
+    def _run_finished(
+        self,
+        run: RunRef,
+        status: RunStatus,
+        started: float,
+        outputs: int,
+        error: str | None,
+    ) -> None:
+        """Count a run's end and record it (``error``: rendered only when there are listeners)."""
+        latency_ms = _ms_since(started)
         _tell(self._finished, status, latency_ms, outputs)
         if self.listeners:
             self.emit(
@@ -164,12 +173,9 @@ class EventLog:
                     status=status,
                     latency_ms=latency_ms,
                     outputs=outputs,
-                    error=None
-                    if result.error is None
-                    else self.payloads.text(result.error.describe()),
+                    error=error,
                 )
             )
-        return outcome
 
     # --- actions and events ----------------------------------------------------------------------
 
