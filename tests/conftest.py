@@ -12,10 +12,13 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.durable.helpers import PROBE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,3 +106,11 @@ def flink_env(tmp_path_factory):
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(1)
     return env
+
+
+@pytest.fixture
+def fresh_probe() -> Iterator[None]:
+    """The shared probe of tests/durable/helpers.py, emptied before and after the test."""
+    PROBE.reset()
+    yield
+    PROBE.reset()

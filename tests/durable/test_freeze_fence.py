@@ -33,11 +33,7 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(autouse=True)
-def _fresh_probe():
-    PROBE.reset()
-    yield
-    PROBE.reset()
+pytestmark = pytest.mark.usefixtures("fresh_probe")
 
 
 @pytest.fixture

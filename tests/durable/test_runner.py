@@ -27,12 +27,7 @@ from flink_agents.testing import agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
-
-@pytest.fixture(autouse=True)
-def _fresh_probe():
-    PROBE.reset()
-    yield
-    PROBE.reset()
+pytestmark = pytest.mark.usefixtures("fresh_probe")
 
 
 def _input_state_key(plan_name: str, key: Any, action_name: str) -> ActionStateKey:

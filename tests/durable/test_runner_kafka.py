@@ -11,14 +11,7 @@ from flink_agents.testing import agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
-pytestmark = pytest.mark.kafka
-
-
-@pytest.fixture(autouse=True)
-def _fresh_probe():
-    PROBE.reset()
-    yield
-    PROBE.reset()
+pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("fresh_probe")]
 
 
 def _config(bootstrap: str) -> StoreConfig:

@@ -20,18 +20,12 @@ from flink_agents.observability._extra import OTEL_EXTRA, otel_from_extra
 from flink_agents.observability.exports import TracesConfig
 from flink_agents.observability.otel import REPLAYED, SpanListener
 from flink_agents.runtime import run_local
-from tests.durable.helpers import PROBE
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET
 from tests.observability.otlp import Receiver
 from tests.observability.scenarios import crash_and_replay
 
-
-@pytest.fixture(autouse=True)
-def _fresh_probe():
-    PROBE.reset()
-    yield
-    PROBE.reset()
+pytestmark = pytest.mark.usefixtures("fresh_probe")
 
 
 @pytest.fixture

@@ -20,12 +20,7 @@ from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.observability.scenarios import crash_and_replay
 
-
-@pytest.fixture(autouse=True)
-def _fresh_probe():
-    PROBE.reset()
-    yield
-    PROBE.reset()
+pytestmark = pytest.mark.usefixtures("fresh_probe")
 
 
 def test_the_weather_runs_print_as_trees(tmp_path: Path, capsys):
