@@ -89,6 +89,17 @@ class TaskManagerLogs:
         return sorted(self._dir.glob("*taskexecutor*"))
 
 
+def stop_taskmanagers(cluster: Any) -> tuple[list[int], TaskManagerLogs, float]:
+    """SIGSTOP the cluster's TaskManagers; returns their pids, their logs as they stood before,
+    and the moment of the stop."""
+    pids = taskmanager_pids(cluster)
+    logs = TaskManagerLogs(cluster)
+    moment = time.time()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    return pids, logs, moment
+
+
 def forget_taskmanager(cluster: Any, pid: int) -> None:
     """Drop ``pid`` from scripts/flink-cluster.sh's pid file (it was killed here)."""
     for pid_file in Path(cluster.env["FLINK_PID_DIR"]).glob("*taskexecutor*.pid"):
@@ -109,11 +120,7 @@ def test_taskmanager_stopped_past_the_heartbeat_timeout_leaves_no_zombie_write(
     require_own_service(int(flink_cluster.rest_url.rsplit(":", 1)[1]), "Flink cluster")
     with FaultRun("sigstop", flink_cluster, kafka_bootstrap, tmp_path) as run:
         run.wait_for_calls_in_flight()
-        stopped = taskmanager_pids(flink_cluster)
-        logs = TaskManagerLogs(flink_cluster)
-        stopped_at = time.time()
-        for pid in stopped:
-            os.kill(pid, signal.SIGSTOP)
+        stopped, logs, stopped_at = stop_taskmanagers(flink_cluster)
         # The stopped attempt can only have runs of tickets not answered yet.
         unanswered = len(run.produced) - run.answered()
         try:
@@ -178,11 +185,7 @@ def test_a_pause_past_the_fence_but_not_the_heartbeat_timeout_fails_the_task_lou
     adjust = with_heartbeat(HEARTBEAT_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS - fence_ms)
     with FaultRun("pause", flink_cluster, kafka_bootstrap, tmp_path, adjust_spec=adjust) as run:
         run.wait_for_calls_in_flight()
-        paused = taskmanager_pids(flink_cluster)
-        logs = TaskManagerLogs(flink_cluster)
-        paused_at = time.time()
-        for pid in paused:
-            os.kill(pid, signal.SIGSTOP)
+        paused, logs, paused_at = stop_taskmanagers(flink_cluster)
         try:
             time.sleep(fence_ms / 1000 + 2)
         finally:
