@@ -1,79 +1,207 @@
 """The CPU the event log costs per run, measured in-process (less sensitive to other load than a
-throughput A/B on a shared machine): `run_local` of the one-call agent at 0 ms latency, CPU
-seconds of the process (the file sink's writer thread included) per run, configurations
-alternated in every round (each round starts with the next one), medians over the rounds.
+throughput A/B on a shared machine): `run_local` of a workload at 0 ms latency, CPU of the
+process (the file sink's writer thread included) per run, configurations alternated in every
+round (each round starts with the next one), medians over the rounds. Each sample also splits
+the CPU into the engine's thread and the others (the writer), and counts garbage collections.
 
-    python -m bench.observability_cost [--rounds 5] [--inputs 3000] [--out FILE.jsonl]
+    python -m bench.observability_cost [--workload one_call|react_tools] [--rounds 5]
+        [--inputs 3000] [--label NAME] [--out FILE.jsonl] [--stages]
+
+``--stages`` first prints what each record kind costs, stage by stage, over one captured run:
+the typed path (payloads as JSON values, the record built, its line serialized) against the
+line path (payloads rendered as JSON text, the line rendered from the fields), best of 7
+``timeit`` repeats; what is left of the end-to-end cost is the hooks themselves (timing, field
+values, call names) and the collector.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import queue
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import timeit
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from bench.workloads import one_call
+from bench.workloads import WORKLOADS
 from flink_agents.observability import EventLogConfig, MetricsListener
+from flink_agents.observability.lines import render_line
+from flink_agents.observability.log import EventLog
+from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.observability.records import construct, record_json
 from flink_agents.plan.compile import compile_agent
+from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import run_local
 
 CONFIGS = ("off", "metrics", "metrics+log")
 
 
-def cpu_per_run_us(config: str, inputs: int, folder: Path) -> float:
-    """CPU microseconds per run of ``inputs`` runs over 1,000 keys in ``config``."""
-    plan = compile_agent(one_call(0.0))
+@contextmanager
+def _collections() -> Iterator[dict[str, float]]:
+    """Count the collector's runs and their time while the block runs."""
+    seen = {"count": 0, "seconds": 0.0, "began": 0.0}
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen["began"] = time.perf_counter()
+        else:
+            seen["count"] += 1
+            seen["seconds"] += time.perf_counter() - seen["began"]
+
+    gc.callbacks.append(callback)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def cpu_per_run(plan: AgentPlan, config: str, inputs: int, folder: Path) -> dict[str, float]:
+    """CPU microseconds per run of ``inputs`` runs over 1,000 keys in ``config``: the process,
+    the engine's thread (this one), the collector; and collections per 1,000 runs."""
     records = [{"k": n % 1000, "text": f"q{n}"} for n in range(inputs)]
     listeners = [] if config == "off" else [MetricsListener()]
     log = EventLogConfig(path=str(folder / f"{config}.jsonl")) if config == "metrics+log" else None
-    started = time.process_time()
-    results = run_local(
-        plan, records, key="k", max_in_flight=1000, listeners=listeners, event_log=log
-    )
-    cpu = time.process_time() - started
+    with _collections() as collected:
+        started, engine_started = time.process_time(), time.thread_time()
+        results = run_local(
+            plan, records, key="k", max_in_flight=1000, listeners=listeners, event_log=log
+        )
+        cpu, engine = time.process_time() - started, time.thread_time() - engine_started
     assert len(results) == inputs
-    return cpu / inputs * 1e6
+    return {
+        "cpu_us": cpu / inputs * 1e6,
+        "engine_us": engine / inputs * 1e6,
+        "other_threads_us": (cpu - engine) / inputs * 1e6,
+        "gc_us": collected["seconds"] / inputs * 1e6,
+        "collections_per_1000": collected["count"] / inputs * 1000,
+    }
 
 
 def measure(
-    rounds: int, inputs: int, report: Callable[[dict[str, object]], None]
-) -> dict[str, float]:
-    """Median CPU per run of each configuration over ``rounds`` alternating rounds."""
-    samples: dict[str, list[float]] = {config: [] for config in CONFIGS}
-    cpu_per_run_us("off", 300, Path(tempfile.mkdtemp()))  # warm up imports and caches
+    plan: AgentPlan, rounds: int, inputs: int, report: Callable[[dict[str, object]], None]
+) -> dict[str, dict[str, float]]:
+    """Median of each figure per configuration over ``rounds`` alternating rounds."""
+    samples: dict[str, list[dict[str, float]]] = {config: [] for config in CONFIGS}
+    cpu_per_run(plan, "metrics+log", 300, Path(tempfile.mkdtemp()))  # warm imports and caches
     for round_number in range(1, rounds + 1):
         with tempfile.TemporaryDirectory() as folder:
             first = (round_number - 1) % len(CONFIGS)  # none always runs first
             for config in CONFIGS[first:] + CONFIGS[:first]:
-                value = cpu_per_run_us(config, inputs, Path(folder))
-                samples[config].append(value)
-                report({"round": round_number, "config": config, "cpu_us_per_run": round(value, 1)})
-    return {config: round(statistics.median(values), 1) for config, values in samples.items()}
+                sample = cpu_per_run(plan, config, inputs, Path(folder))
+                samples[config].append(sample)
+                report(
+                    {"round": round_number, "config": config}
+                    | {name: round(value, 1) for name, value in sample.items()}
+                )
+    return {
+        config: {
+            name: round(statistics.median(sample[name] for sample in taken), 1) for name in taken[0]
+        }
+        for config, taken in samples.items()
+    }
+
+
+# --- stages ----------------------------------------------------------------------------------
+
+
+def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """What the event log's hooks publish in one run: (record type, fields, raw payloads)."""
+    published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
+    original = EventLog._publish
+
+    def capture(log: EventLog, record_type: Any, fields: Any, payloads: Any, **kw: Any) -> None:
+        published.append((record_type, dict(fields), dict(payloads)))
+        original(log, record_type, fields, payloads, **kw)
+
+    EventLog._publish = capture  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
+            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
+    finally:
+        EventLog._publish = original  # type: ignore[method-assign]
+    return published
+
+
+def _us(work: Callable[[], object], number: int = 2000) -> float:
+    return min(timeit.repeat(work, number=number, repeat=7)) / number * 1e6
+
+
+def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
+    """Microseconds per run of each stage, per record kind, on one captured run."""
+    writer = PayloadWriter()
+    queued: queue.SimpleQueue[str] = queue.SimpleQueue()
+    found: dict[str, dict[str, float]] = {}
+    batch: list[str] = []
+    for record_type, fields, payloads in _captured_run(plan):
+        written = {name: writer(value) for name, value in payloads.items()}
+        record = construct(record_type, **fields, **written)
+        line = render_line(fields, payloads, writer.json)
+        assert line == record_json(record)  # the two paths write the same line
+        batch.append(line)
+        as_json = sum(_us(lambda v=v: writer.json(v)) for v in payloads.values())
+        row = found.setdefault(fields["kind"], dict.fromkeys(_STAGES, 0.0) | {"records": 0})
+        row["records"] += 1
+        row["typed: payloads as values"] += sum(
+            _us(lambda v=v: writer(v)) for v in payloads.values()
+        )
+        row["typed: build the record"] += _us(
+            lambda t=record_type, f=fields, w=written: construct(t, **f, **w)
+        )
+        row["typed: serialize it"] += _us(lambda r=record: record_json(r))
+        row["line: payloads as JSON"] += as_json
+        row["line: render"] += (
+            _us(lambda f=fields, p=payloads: render_line(f, p, writer.json)) - as_json
+        )
+        row["queue the line"] += _us(lambda x=line: queued.put(x))
+    with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("a") as out:
+
+        def write_batch() -> None:
+            out.write("\n".join(batch) + "\n")
+            out.flush()
+
+        found["(writer thread: one run's lines, one write)"] = {"us": _us(write_batch, 500)}
+    return {kind: {k: round(v, 2) for k, v in row.items()} for kind, row in found.items()}
+
+
+_STAGES = (
+    "typed: payloads as values",
+    "typed: build the record",
+    "typed: serialize it",
+    "line: payloads as JSON",
+    "line: render",
+    "queue the line",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=("one_call", "react_tools"), default="one_call")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--inputs", type=int, default=3000)
     parser.add_argument("--label", default="", help="a name for this tree (before/after)")
     parser.add_argument("--out", type=Path, help="append every sample and the medians here")
+    parser.add_argument("--stages", action="store_true", help="first the cost of each stage")
     args = parser.parse_args(argv)
+    plan = compile_agent(WORKLOADS[args.workload](0.0))
     lines: list[dict[str, object]] = []
 
     def report(line: dict[str, object]) -> None:
-        line = {"label": args.label, **line}
+        line = {"label": args.label, "workload": args.workload, **line}
         lines.append(line)
         print(json.dumps(line), flush=True)
 
-    medians = measure(args.rounds, args.inputs, report)
-    report(
-        {"medians_cpu_us_per_run": medians, "load": Path("/proc/loadavg").read_text().split()[0]}
-    )
+    if args.stages:
+        report({"stages_us_per_run": stages(plan)})
+    medians = measure(plan, args.rounds, args.inputs, report)
+    report({"medians_per_run": medians, "load": Path("/proc/loadavg").read_text().split()[0]})
     if args.out:
         with args.out.open("a") as out:
             out.writelines(json.dumps(line) + "\n" for line in lines)

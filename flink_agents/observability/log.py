@@ -7,7 +7,10 @@ None`` check at its call site: nothing is built or timed. A
 typed values it counts, and no record is built for it. Records are built
 without validation (:func:`~flink_agents.observability.records.construct`): their fields come
 from the engine, already typed, and validating 13 records per run cost about as much CPU as the
-run itself (bench/observability_cost.py).
+run itself (bench/observability_cost.py). When every listener takes lines
+(:class:`~flink_agents.observability.lines.LineListener`: the JSON-lines file), no record is
+built either: each record's line is rendered straight from its fields
+(:mod:`~flink_agents.observability.lines`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
+from flink_agents.observability.lines import LineListener, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -38,15 +42,11 @@ from flink_agents.observability.records import (
     RunFinished,
     RunStarted,
     RunStatus,
+    _Record,
     construct,
+    record_json,
 )
-from flink_agents.observability.refs import (
-    CallRef,
-    RunRef,
-    call_kind,
-    call_target,
-    function_name,
-)
+from flink_agents.observability.refs import CallNamer, CallRef, RunRef, call_kind
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,9 @@ class EventLog:
     scrubs error messages; with ``include_payloads=False`` (a host that only counts) payload
     fields stay empty and nothing is serialized. ``observers`` are record listeners
     (``listeners``) and counters (``counters``): an object with the
-    :class:`~flink_agents.observability.listener.RunCounter` methods is a counter.
+    :class:`~flink_agents.observability.listener.RunCounter` methods is a counter. Listeners
+    that take lines (``on_line``) get each record's JSON line, rendered without the record when
+    no other listener wants records of its kind.
     """
 
     def __init__(
@@ -93,19 +95,54 @@ class EventLog:
         self._started = tuple(counter.on_run_started for counter in self.counters)
         self._finished = tuple(counter.on_run_finished for counter in self.counters)
         self._called = tuple(counter.on_call for counter in self.counters)
-        kinds = [record_kinds_of(listener) for listener in self.listeners]
+        self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
+        self._record_listeners = tuple(
+            each for each in self.listeners if not isinstance(each, LineListener)
+        )
+        self._records = bool(self._record_listeners)
+        kinds = [record_kinds_of(listener) for listener in self._record_listeners]
         # Actions and the events they send are most of a run's records; skip building them
         # when no listener wants them (kinds are checked per hook, not per record).
-        self._actions_wanted = any(
+        self._action_records = any(
             wanted is None or not wanted.isdisjoint(_ACTION_KINDS) for wanted in kinds
         )
+        self._actions_wanted = self._action_records or bool(self._line_sinks)
+        self._names = CallNamer()
 
     def emit(self, record: LogRecord) -> None:
-        for listener in self.listeners:
+        """Hand ``record`` to every listener (its JSON line to those that take lines)."""
+        for listener in self._record_listeners:
             try:
                 listener.on_record(record)
             except Exception:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
+        if self._line_sinks:
+            self._write(record_json(record), record.kind)
+
+    def _write(self, line: str, kind: str) -> None:
+        for sink in self._line_sinks:
+            try:
+                sink.on_line(line)
+            except Exception:
+                logger.exception("event listener %r failed on a %s record", sink, kind)
+
+    def _publish(
+        self,
+        record_type: type[_Record],
+        fields: dict[str, Any],
+        payloads: dict[str, Any],
+        *,
+        records: bool,
+    ) -> None:
+        """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
+        included: each hook writes them out, the cheapest dict to build) and ``payloads`` (raw
+        values): built and emitted when ``records`` (a record listener wants its kind), else
+        only its line rendered for the line sinks."""
+        if records:
+            written = {name: self._payload(value) for name, value in payloads.items()}
+            self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
+        elif self._line_sinks:
+            self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
@@ -120,7 +157,14 @@ class EventLog:
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
         if self.listeners:
-            self.emit(construct(RunAdmitted, **_run_fields(run)))
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "run_admitted",
+            }
+            self._publish(RunAdmitted, fields, {}, records=self._records)
 
     async def observe_run(
         self,
@@ -131,7 +175,14 @@ class EventLog:
     ) -> T:
         """Await ``work`` (one run), recording its start and its end."""
         if self.listeners:
-            self.emit(construct(RunStarted, **_run_fields(run), input=self._payload(input)))
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "run_started",
+            }
+            self._publish(RunStarted, fields, {"input": input}, records=self._records)
         _tell(self._started)
         started = time.perf_counter()
         try:
@@ -166,16 +217,18 @@ class EventLog:
         latency_ms = _ms_since(started)
         _tell(self._finished, status, latency_ms, outputs)
         if self.listeners:
-            self.emit(
-                construct(
-                    RunFinished,
-                    **_run_fields(run),
-                    status=status,
-                    latency_ms=latency_ms,
-                    outputs=outputs,
-                    error=error,
-                )
-            )
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "run_finished",
+                "status": status,
+                "latency_ms": latency_ms,
+                "outputs": outputs,
+                "error": error,
+            }
+            self._publish(RunFinished, fields, {}, records=self._records)
 
     # --- actions and events ----------------------------------------------------------------------
 
@@ -183,15 +236,17 @@ class EventLog:
         """Record an action's start; None (nothing to time) when no listener wants actions."""
         if not self._actions_wanted:
             return None
-        self.emit(
-            construct(
-                ActionStarted,
-                **_run_fields(run),
-                action=action,
-                event_id=event.id,
-                event_type=event.type,
-            )
-        )
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "action_started",
+            "action": action,
+            "event_id": event.id,
+            "event_type": event.type,
+        }
+        self._publish(ActionStarted, fields, {}, records=self._action_records)
         return ActionWatch(self, run, event, action, time.perf_counter())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
@@ -213,31 +268,35 @@ class EventLog:
         ``time.perf_counter()`` start (see :class:`ActionWatch`)."""
         if not self._actions_wanted:
             return
+        records = self._action_records
         for item in sent:
-            self.emit(
-                construct(
-                    EventSent,
-                    **_run_fields(run),
-                    event_id=item.id,
-                    event_type=item.type,
-                    upstream_id=item.upstream_id,
-                    action=item.upstream_action,
-                    payload=self._payload(item),
-                )
-            )
-        self.emit(
-            construct(
-                ActionFinished,
-                **_run_fields(run),
-                action=action,
-                event_id=event.id,
-                event_type=event.type,
-                latency_ms=_ms_since(started),
-                replayed=replayed,
-                events_sent=len(sent),
-                error=None if error is None else self._error(error),
-            )
-        )
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "event_sent",
+                "event_id": item.id,
+                "event_type": item.type,
+                "upstream_id": item.upstream_id,
+                "action": item.upstream_action,
+            }
+            self._publish(EventSent, fields, {"payload": item}, records=records)
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "action_finished",
+            "action": action,
+            "event_id": event.id,
+            "event_type": event.type,
+            "latency_ms": _ms_since(started),
+            "replayed": replayed,
+            "events_sent": len(sent),
+            "error": None if error is None else self._error(error),
+        }
+        self._publish(ActionFinished, fields, {}, records=records)
 
     # --- durable calls ---------------------------------------------------------------------------
 
@@ -259,32 +318,40 @@ class EventLog:
         if not self.listeners:
             return
         identity = call.identity
-        target = call_target(call.function)
-        self.emit(
-            construct(
-                CallFinished,
-                **_run_fields(identity.run),
-                event_id=identity.event_id,
-                action=identity.action,
-                call_id=identity.call_id,
-                call_kind=target.kind,
-                function=function_name(call.function),
-                target=target.name,
-                provider=target.provider,
-                outcome=outcome,
-                attempts=attempts,
-                latency_ms=latency_ms,
-                usage=usage,
-                arguments=self._payload({"args": call.args, "kwargs": call.kwargs}),
-                result=self._payload(value) if error is None else None,
-                error=None if error is None else self._error(error),
-            )
-        )
+        target, function = self._names(call.function)
+        run = identity.run
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "call",
+            "event_id": identity.event_id,
+            "action": identity.action,
+            "call_id": identity.call_id,
+            "call_kind": target.kind,
+            "function": function,
+            "target": target.name,
+            "provider": target.provider,
+            "outcome": outcome,
+            "attempts": attempts,
+            "latency_ms": latency_ms,
+            "usage": usage,
+            "error": None if error is None else self._error(error),
+        }
+        payloads = {
+            "arguments": {"args": call.args, "kwargs": call.kwargs},
+            "result": value if error is None else None,
+        }
+        self._publish(CallFinished, fields, payloads, records=self._records)
 
     # --- helpers ---------------------------------------------------------------------------------
 
     def _payload(self, value: Any) -> Any:
         return self.payloads(value) if self.include_payloads else None
+
+    def _payload_json(self, value: Any) -> str:
+        return self.payloads.json(value) if self.include_payloads else "null"
 
     def _error(self, error: BaseException) -> str:
         return self.payloads.text(f"{type(error).__name__}: {error}")
@@ -315,10 +382,6 @@ def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
             hook(*values)
         except Exception:
             logger.exception("event log counter hook %r failed", hook)
-
-
-def _run_fields(run: RunRef) -> dict[str, Any]:
-    return {"time": time.time(), "agent": run.agent, "key": run.key, "seq": run.seq}
 
 
 def _ms_since(started: float) -> float:

@@ -54,6 +54,7 @@ class PayloadWriter:
         return text
 
     def __call__(self, value: Any) -> Any:
+        """``value`` as the payload a record holds: a JSON value."""
         data = to_jsonable_python(value, fallback=_opaque)
         text = to_json(data).decode()  # compact, as json.dumps(..., ensure_ascii=False) but faster
         if _may_name_a_secret(text):
@@ -66,14 +67,28 @@ class PayloadWriter:
             return {"truncated": scrubbed[: self.max_chars], "chars": len(scrubbed)}
         return data if scrubbed == text else json.loads(scrubbed)
 
+    def json(self, value: Any) -> str:
+        """``value`` as a payload's JSON text: the JSON of what :meth:`__call__` returns.
+
+        Serialized once, straight from ``value``: most payloads name no secret, hold none and
+        fit, and are then their JSON as it is; any other takes :meth:`__call__`'s way.
+        """
+        text = to_json(value, fallback=_opaque).decode()
+        if len(text) > self.max_chars or _may_name_a_secret(text) or self._holds_a_secret(text):
+            return to_json(self(value)).decode()
+        return text
+
+    def _holds_a_secret(self, text: str) -> bool:
+        return any(map(text.__contains__, self._secrets))
+
 
 def _may_name_a_secret(text: str) -> bool:
     """Whether a secret word (:func:`_is_secret_name`'s) appears anywhere in ``text``."""
     if not text.isascii():  # Unicode case folding: let the regex decide, as it does for names
         return _SECRET_FIELD.search(text) is not None
-    # ASCII: the same answer, a twentieth of the regex's CPU on a payload of 500 characters.
-    lowered = text.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
+    # ASCII: the same answer, a twentieth of the regex's CPU on a payload of 500 characters
+    # (map, not a generator: no Python frame per word, half the CPU again).
+    return any(map(text.lower().__contains__, _SECRET_WORDS))
 
 
 def _opaque(value: Any) -> str:

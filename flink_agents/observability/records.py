@@ -5,7 +5,9 @@ the ``event_id`` it handled and its ``action``; an event names the ``upstream_id
 response to and the ``action`` that sent it; a durable call is the invocation plus its
 ``call_id``. Ids are the engine's deterministic ids, so a replay's records line up with the
 first attempt's. Payloads are JSON values cut at the configured size (see
-:class:`~flink_agents.observability.payloads.PayloadWriter`): never secrets.
+:class:`~flink_agents.observability.payloads.PayloadWriter`): never secrets. A record's payload
+fields are its last fields, so that a JSON line can end with payloads rendered on their own
+(:mod:`~flink_agents.observability.lines`).
 """
 
 from __future__ import annotations
@@ -120,9 +122,9 @@ class CallFinished(_Record):
     )
     latency_ms: float
     usage: TokenUsage | None = Field(default=None, description="Tokens of a model call.")
+    error: str | None = None
     arguments: Any = None
     result: Any = None
-    error: str | None = None
 
 
 LogRecord = Annotated[

@@ -118,3 +118,30 @@ def function_name(function: Callable[..., Any]) -> str:
     """``module:qualname`` of a function, bound method or callable object; for a tool's
     method, the tool's implementation (the same label the store records)."""
     return function_label(function, separator=":")
+
+
+class CallNamer:
+    """:func:`call_target` and :func:`function_name` of the functions a log sees, looked up once
+    per model setup, connection or tool (its provider takes a resource lookup) and then reused.
+
+    A call's function is a new bound method each time, so it is remembered by its owner's id
+    and its method (the owner is held here, so that its id is not reused); up to ``size`` of
+    them, then it starts over. A sub-agent's or a plain function's names are looked up every
+    time (cheap).
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._known: dict[tuple[int, Any], tuple[object, CallTarget, str]] = {}
+
+    def __call__(self, function: Callable[..., Any]) -> tuple[CallTarget, str]:
+        owner = getattr(function, "__self__", None)
+        if not isinstance(owner, ChatModelSetup | ChatModelConnection | Tool):
+            return call_target(function), function_name(function)
+        slot = (id(owner), getattr(function, "__func__", None))
+        known = self._known.get(slot)
+        if known is None:
+            if len(self._known) >= self._size:
+                self._known.clear()
+            known = self._known[slot] = (owner, call_target(function), function_name(function))
+        return known[1], known[2]
