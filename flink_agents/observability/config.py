@@ -52,6 +52,16 @@ class EventLogConfig(BaseModel):
         "as JSON, are cut to this many characters.",
     )
 
+    sample_runs: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description="The fraction of runs whose records are written, for very high rates: each "
+        "run is in or out by a hash of its identity (agent, key, seq), the same on every "
+        "execution of it; a failed run left out still gets its run_started and run_finished "
+        "records. The metrics count every run. 1: every run.",
+    )
+
     def resolved(self, base_dir: Path) -> EventLogConfig:
         """This config with a relative ``path`` made relative to ``base_dir``."""
         if self.path is None or Path(self.path).is_absolute():
@@ -100,7 +110,12 @@ def build_event_log(
         config.max_payload_chars if config is not None else DEFAULT_MAX_PAYLOAD_CHARS,
         referenced_secrets(plan_data, environ),
     )
-    return EventLog(every, payloads=payloads, include_payloads=config is not None)
+    return EventLog(
+        every,
+        payloads=payloads,
+        include_payloads=config is not None,
+        sample=config.sample_runs if config is not None else 1.0,
+    )
 
 
 def _listener(ref: str) -> Observer:

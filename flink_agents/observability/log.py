@@ -15,8 +15,10 @@ built either: each record's line is rendered straight from its fields
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+import zlib
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -70,7 +72,8 @@ class EventLog:
 
     ``payloads`` writes the payload fields (inputs, events, call arguments and results) and
     scrubs error messages; with ``include_payloads=False`` (a host that only counts) payload
-    fields stay empty and nothing is serialized. ``observers`` are record listeners
+    fields stay empty and nothing is serialized. ``sample`` below 1 records that fraction of the
+    runs (:meth:`kept`); the counters count every run. ``observers`` are record listeners
     (``listeners``) and counters (``counters``): an object with the
     :class:`~flink_agents.observability.listener.RunCounter` methods is a counter. Listeners
     that take lines (``on_line``) get each record's JSON line, rendered without the record when
@@ -83,6 +86,7 @@ class EventLog:
         *,
         payloads: PayloadWriter | None = None,
         include_payloads: bool = True,
+        sample: float = 1.0,
     ) -> None:
         self.counters = tuple(each for each in observers if isinstance(each, RunCounter))
         self.listeners: tuple[EventListener, ...] = tuple(
@@ -90,6 +94,9 @@ class EventLog:
         )
         self.payloads = payloads or PayloadWriter()
         self.include_payloads = include_payloads
+        if not 0.0 < sample <= 1.0:
+            raise ValueError(f"sample must be in (0, 1], got {sample}")
+        self._keep_below = None if sample == 1.0 else int(sample * 2**32)
         # The counters' hooks, bound once: each hook below calls them without building anything.
         self._admitted = tuple(counter.on_run_admitted for counter in self.counters)
         self._started = tuple(counter.on_run_started for counter in self.counters)
@@ -152,11 +159,20 @@ class EventLog:
             if close is not None:
                 close()
 
+    def kept(self, run: RunRef) -> bool:
+        """Whether ``run``'s records are written: always, unless the log samples runs. Then
+        the run's identity decides (a hash of agent, key and seq against the fraction), so a
+        run is in or out on every execution of it, after a restore too, in every process."""
+        if self._keep_below is None:
+            return True
+        identity = json.dumps([run.agent, run.key, run.seq], sort_keys=True, default=str)
+        return zlib.crc32(identity.encode()) < self._keep_below
+
     # --- runs ------------------------------------------------------------------------------------
 
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
-        if self.listeners:
+        if self.listeners and self.kept(run):
             fields = {
                 "time": time.time(),
                 "agent": run.agent,
@@ -173,31 +189,28 @@ class EventLog:
         work: Coroutine[Any, Any, T],
         summary: Callable[[T], RunSummary],
     ) -> T:
-        """Await ``work`` (one run), recording its start and its end."""
-        if self.listeners:
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "run_started",
-            }
-            self._publish(RunStarted, fields, {"input": input}, records=self._records)
+        """Await ``work`` (one run), recording its start and its end.
+
+        A run the log does not keep (:meth:`kept`) is recorded only if it fails: its start and
+        its end, both written when it ends (its actions and calls are not)."""
+        start = _RunStart(run, input, time.time(), self.kept(run))
+        if self.listeners and start.kept:
+            self._run_started(start)
         _tell(self._started)
         started = time.perf_counter()
         try:
             outcome = await work
         except BaseException as exc:
             if not isinstance(exc, Exception):
-                self._run_finished(run, "cancelled", started, 0, None)
+                self._run_finished(start, "cancelled", started, 0, None)
             else:
                 failure = self._error(exc) if self.listeners else None
-                self._run_finished(run, "failed", started, 0, failure)
+                self._run_finished(start, "failed", started, 0, failure)
             raise
         result = summary(outcome)
         error = result.error
         self._run_finished(
-            run,
+            start,
             "succeeded" if error is None else "failed",
             started,
             len(result.outputs),
@@ -205,36 +218,53 @@ class EventLog:
         )
         return outcome
 
+    def _run_started(self, start: _RunStart) -> None:
+        run = start.run
+        fields = {
+            "time": start.time,
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "run_started",
+        }
+        self._publish(RunStarted, fields, {"input": start.input}, records=self._records)
+
     def _run_finished(
         self,
-        run: RunRef,
+        start: _RunStart,
         status: RunStatus,
         started: float,
         outputs: int,
         error: str | None,
     ) -> None:
-        """Count a run's end and record it (``error``: rendered only when there are listeners)."""
+        """Count a run's end and record it (``error``: rendered only when there are listeners);
+        a failed run the sample left out gets its start recorded now."""
         latency_ms = _ms_since(started)
         _tell(self._finished, status, latency_ms, outputs)
-        if self.listeners:
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "run_finished",
-                "status": status,
-                "latency_ms": latency_ms,
-                "outputs": outputs,
-                "error": error,
-            }
-            self._publish(RunFinished, fields, {}, records=self._records)
+        if not self.listeners or not (start.kept or status == "failed"):
+            return
+        if not start.kept:
+            self._run_started(start)
+        run = start.run
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "run_finished",
+            "status": status,
+            "latency_ms": latency_ms,
+            "outputs": outputs,
+            "error": error,
+        }
+        self._publish(RunFinished, fields, {}, records=self._records)
 
     # --- actions and events ----------------------------------------------------------------------
 
     def action_started(self, run: RunRef, event: Event, action: str) -> ActionWatch | None:
-        """Record an action's start; None (nothing to time) when no listener wants actions."""
-        if not self._actions_wanted:
+        """Record an action's start; None (nothing to time) when no listener wants actions or
+        the run is not kept."""
+        if not self._actions_wanted or not self.kept(run):
             return None
         fields = {
             "time": time.time(),
@@ -251,6 +281,8 @@ class EventLog:
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
         """A completed action's record was reapplied instead of running it."""
+        if not self.kept(run):
+            return
         self.action_finished(run, event, action, time.perf_counter(), sent, None, replayed=True)
 
     def action_finished(
@@ -315,7 +347,7 @@ class EventLog:
         usage = value.usage if isinstance(value, ChatMessage) else None
         if self._called:
             _tell(self._called, call_kind(call.function), outcome, latency_ms, usage)
-        if not self.listeners:
+        if not self.listeners or not self.kept(call.identity.run):
             return
         identity = call.identity
         target, function = self._names(call.function)
@@ -355,6 +387,16 @@ class EventLog:
 
     def _error(self, error: BaseException) -> str:
         return self.payloads.text(f"{type(error).__name__}: {error}")
+
+
+@dataclass(slots=True)
+class _RunStart:
+    """What a run's end needs of its start."""
+
+    run: RunRef
+    input: Any
+    time: float
+    kept: bool
 
 
 @dataclass
