@@ -5,13 +5,16 @@ round (each round starts with the next one), medians over the rounds. Each sampl
 the CPU into the engine's thread and the others (the writer), and counts garbage collections.
 
     python -m bench.observability_cost [--workload one_call|react_tools] [--rounds 5]
-        [--inputs 3000] [--label NAME] [--out FILE.jsonl] [--stages]
+        [--inputs 3000] [--label NAME] [--out FILE.jsonl] [--stages] [--hooks]
 
 ``--stages`` first prints what each record kind costs, stage by stage, over one captured run:
 the typed path (payloads as JSON values, the record built, its line serialized) against the
 line path (payloads rendered as JSON text, the line rendered from the fields), best of 7
 ``timeit`` repeats; what is left of the end-to-end cost is the hooks themselves (timing, field
-values, call names) and the collector.
+values, call names) and the collector. ``--hooks`` prints the hooks' whole cost per run, on
+one captured run replayed (see :func:`hooks`): best-of timings, the figure least moved by other
+load. ``--rounds 0`` skips the end-to-end rounds. Without ``--stages`` it runs on older trees
+too (``cd OLD_TREE && PYTHONPATH=. python NEW_TREE/bench/observability_cost.py``).
 """
 
 from __future__ import annotations
@@ -31,9 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.workloads import WORKLOADS
-from flink_agents.observability import EventLogConfig, MetricsListener
-from flink_agents.observability.lines import render_line
-from flink_agents.observability.log import EventLog
+from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import construct, record_json
 from flink_agents.plan.compile import compile_agent
@@ -131,20 +132,24 @@ def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, 
 
 
 def _us(work: Callable[[], object], number: int = 2000) -> float:
-    return min(timeit.repeat(work, number=number, repeat=7)) / number * 1e6
+    """CPU microseconds per call of ``work``: the thread's CPU clock, not the wall clock, so
+    that time the OS gives other processes is not counted (best of 7)."""
+    return min(timeit.repeat(work, number=number, repeat=7, timer=time.thread_time)) / number * 1e6
 
 
 def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     """Microseconds per run of each stage, per record kind, on one captured run."""
+    from flink_agents.observability.lines import render_line  # not in trees before it: lazy
+
     writer = PayloadWriter()
-    queued: queue.SimpleQueue[str] = queue.SimpleQueue()
+    queued: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     found: dict[str, dict[str, float]] = {}
-    batch: list[str] = []
+    batch: list[bytes] = []
     for record_type, fields, payloads in _captured_run(plan):
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
         line = render_line(fields, payloads, writer.json)
-        assert line == record_json(record)  # the two paths write the same line
+        assert line == record_json(record).encode()  # the two paths write the same line
         batch.append(line)
         as_json = sum(_us(lambda v=v: writer.json(v)) for v in payloads.values())
         row = found.setdefault(fields["kind"], dict.fromkeys(_STAGES, 0.0) | {"records": 0})
@@ -161,14 +166,90 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
             _us(lambda f=fields, p=payloads: render_line(f, p, writer.json)) - as_json
         )
         row["queue the line"] += _us(lambda x=line: queued.put(x))
-    with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("a") as out:
+    with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("ab") as out:
 
         def write_batch() -> None:
-            out.write("\n".join(batch) + "\n")
+            out.write(b"\n".join(batch) + b"\n")
             out.flush()
 
         found["(writer thread: one run's lines, one write)"] = {"us": _us(write_batch, 500)}
     return {kind: {k: round(v, 2) for k, v in row.items()} for kind, row in found.items()}
+
+
+class _DiscardedLines:
+    """A JSON-lines sink without the file: the engine thread's part of the file sink's work."""
+
+    def on_record(self, record: Any) -> None:
+        record_json(record)
+
+    def on_line(self, line: bytes) -> None:
+        pass
+
+
+_HOOKS = ("run_admitted", "action_started", "action_finished", "action_replayed", "call_finished")
+
+
+def hooks(plan: AgentPlan) -> dict[str, float]:
+    """Microseconds per run of the event log's hooks (everything the engine thread does for
+    the log but collecting garbage), over the hook calls of one captured run replayed on a log
+    whose only listener is the file sink's engine-thread part, best of 7 ``timeit`` repeats;
+    and, for comparison, the same with a listener of records as well (the typed path)."""
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    originals = {name: getattr(EventLog, name) for name in (*_HOOKS, "observe_run")}
+
+    def capture(name: str) -> Callable[..., Any]:
+        def hook(log: EventLog, *args: Any, **kw: Any) -> Any:
+            calls.append((name, args, kw))
+            return originals[name](log, *args, **kw)
+
+        return hook
+
+    async def observe(log: EventLog, run: Any, input: Any, work: Any, summary: Any) -> Any:
+        outcome = await originals["observe_run"](log, run, input, work, summary)
+        calls.append(("observe_run", (run, input, outcome, summary), {}))
+        return outcome
+
+    for name in _HOOKS:
+        setattr(EventLog, name, capture(name))
+    EventLog.observe_run = observe  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
+            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
+    finally:
+        for name, original in originals.items():
+            setattr(EventLog, name, original)
+
+    def replay(log: EventLog) -> None:
+        for name, args, kw in calls:
+            if name == "observe_run":
+                run, input, outcome, summary = args
+                _drive(log.observe_run(run, input, _ready(outcome), summary))
+            else:
+                getattr(log, name)(*args, **kw)
+
+    class _Records:
+        def on_record(self, record: Any) -> None:
+            pass
+
+    file_only = EventLog([_DiscardedLines()], payloads=PayloadWriter())
+    with_records = EventLog([_DiscardedLines(), _Records()], payloads=PayloadWriter())
+    return {
+        "hooks, file only": round(_us(lambda: replay(file_only), 500), 1),
+        "hooks, file + a listener of records": round(_us(lambda: replay(with_records), 500), 1),
+    }
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def _drive(coroutine: Any) -> None:
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("the replayed run awaited something")
 
 
 _STAGES = (
@@ -189,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="", help="a name for this tree (before/after)")
     parser.add_argument("--out", type=Path, help="append every sample and the medians here")
     parser.add_argument("--stages", action="store_true", help="first the cost of each stage")
+    parser.add_argument("--hooks", action="store_true", help="first the hooks' cost per run")
     args = parser.parse_args(argv)
     plan = compile_agent(WORKLOADS[args.workload](0.0))
     lines: list[dict[str, object]] = []
@@ -200,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.stages:
         report({"stages_us_per_run": stages(plan)})
-    medians = measure(plan, args.rounds, args.inputs, report)
-    report({"medians_per_run": medians, "load": Path("/proc/loadavg").read_text().split()[0]})
+    if args.hooks:
+        report({"hooks_us_per_run": hooks(plan)})
+    if args.rounds > 0:
+        medians = measure(plan, args.rounds, args.inputs, report)
+        report({"medians_per_run": medians})
+    report({"load": Path("/proc/loadavg").read_text().split()[0]})
     if args.out:
         with args.out.open("a") as out:
             out.writelines(json.dumps(line) + "\n" for line in lines)

@@ -8,7 +8,7 @@ from flink_agents.observability.queued import QueuedSink
 from flink_agents.observability.records import LogRecord, record_json
 
 
-class JsonLinesSink(QueuedSink[str]):
+class JsonLinesSink(QueuedSink[bytes]):
     """Appends one JSON line per record to ``path``.
 
     A :class:`~flink_agents.observability.lines.LineListener`: the event log hands it each
@@ -16,7 +16,7 @@ class JsonLinesSink(QueuedSink[str]):
     listener needs it; :meth:`on_record` serializes a record it is handed (~1 us). Either
     queues the line; writing happens on a
     writer thread, so the engine's loop never waits for the disk. The line, not the record,
-    waits in the queue: a string is not tracked by Python's garbage collector, while the
+    waits in the queue: bytes are not tracked by Python's garbage collector, while the
     records and payloads that waited for the writer (~13 a run, each for up to
     :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
     often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
@@ -27,22 +27,22 @@ class JsonLinesSink(QueuedSink[str]):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._out = self.path.open("a", encoding="utf-8")
-        self._lines: list[str] = []
+        self._out = self.path.open("ab")  # the lines are UTF-8 already
+        self._lines: list[bytes] = []
         super().__init__(f"event-log:{self.path.name}")
 
-    def on_line(self, line: str) -> None:
+    def on_line(self, line: bytes) -> None:
         self._queue.put(line)
 
-    def _queued(self, record: LogRecord) -> str:
-        return record_json(record)
+    def _queued(self, record: LogRecord) -> bytes:
+        return record_json(record).encode()
 
-    def _write(self, item: str) -> None:
+    def _write(self, item: bytes) -> None:
         self._lines.append(item)
 
     def _flush(self) -> None:
         if self._lines:
-            self._out.write("\n".join(self._lines) + "\n")
+            self._out.write(b"\n".join(self._lines) + b"\n")
             self._lines.clear()
         self._out.flush()
 

@@ -20,25 +20,28 @@ from pydantic_core import to_json
 
 @runtime_checkable
 class LineListener(Protocol):
-    """A listener that takes each record as its JSON line (one line, no newline).
+    """A listener that takes each record as its JSON line (UTF-8, no newline).
 
     The event log hands it lines rendered from the fields when no other listener needs the
     record objects, and the record's :func:`~flink_agents.observability.records.record_json`
-    line otherwise: the same text either way. Like any listener it runs on the engine's thread
+    line otherwise: the same bytes either way. Like any listener it runs on the engine's thread
     and must not block.
     """
 
-    def on_line(self, line: str) -> None: ...
+    def on_line(self, line: bytes) -> None: ...
 
 
 def render_line(
-    fields: Mapping[str, Any], payloads: Mapping[str, Any], payload_json: Callable[[Any], str]
-) -> str:
-    """The JSON line of a record with ``fields`` (every non-payload field, in declaration order,
-    ``kind`` included) and ``payloads`` (its payload fields, raw values in order), each payload
-    rendered by ``payload_json``."""
-    head = to_json(fields).decode()
+    fields: Mapping[str, Any], payloads: Mapping[str, Any], payload_json: Callable[[Any], bytes]
+) -> bytes:
+    """The JSON line (UTF-8) of a record with ``fields`` (every non-payload field, in
+    declaration order, ``kind`` included) and ``payloads`` (its payload fields, raw values in
+    order), each payload rendered by ``payload_json``."""
+    head = to_json(fields)
     if not payloads:
         return head
-    tail = "".join([f',"{name}":{payload_json(value)}' for name, value in payloads.items()])
-    return f"{head[:-1]}{tail}}}"
+    parts = [head[:-1]]  # without its closing brace
+    for name, value in payloads.items():
+        parts.append(b',"%s":%s' % (name.encode(), payload_json(value)))
+    parts.append(b"}")
+    return b"".join(parts)

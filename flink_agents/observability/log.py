@@ -124,9 +124,9 @@ class EventLog:
             except Exception:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
         if self._line_sinks:
-            self._write(record_json(record), record.kind)
+            self._write(record_json(record).encode(), record.kind)
 
-    def _write(self, line: str, kind: str) -> None:
+    def _write(self, line: bytes, kind: str) -> None:
         for sink in self._line_sinks:
             try:
                 sink.on_line(line)
@@ -382,8 +382,8 @@ class EventLog:
     def _payload(self, value: Any) -> Any:
         return self.payloads(value) if self.include_payloads else None
 
-    def _payload_json(self, value: Any) -> str:
-        return self.payloads.json(value) if self.include_payloads else "null"
+    def _payload_json(self, value: Any) -> bytes:
+        return self.payloads.json(value) if self.include_payloads else b"null"
 
     def _error(self, error: BaseException) -> str:
         return self.payloads.text(f"{type(error).__name__}: {error}")
@@ -399,7 +399,7 @@ class _RunStart:
     kept: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class ActionWatch:
     """One action invocation being timed; :meth:`finished` or :meth:`failed` ends it."""
 
