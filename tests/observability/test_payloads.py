@@ -1,5 +1,7 @@
 """Payloads: JSON values, cut at the configured size, and never a secret."""
 
+import json
+
 import pytest
 from pydantic import BaseModel, SecretStr
 
@@ -68,10 +70,15 @@ def test_a_secret_word_in_a_value_redacts_nothing():
         ("x-ApiKey", "plain"),
         ("db_password", "plain"),
         ("Authorization", "plain"),
+        ("old_passwd", "plain"),
+        ("clientSecret", "plain"),
+        ("Credentials", "plain"),
         ("api_key", "caf\u00e9"),
         ("\u017fecret", "caf\u00e9"),  # a long s: the regex's Unicode case folding decides
     ],
 )
 def test_a_secret_name_is_redacted_in_any_case_and_script(name, text):
-    payload = PayloadWriter()({"outer": [{name: "value", "text": text}]})
+    writer = PayloadWriter()
+    payload = writer({"outer": [{name: "value", "text": text}]})
     assert payload == {"outer": [{name: REDACTED, "text": text}]}
+    assert json.loads(writer.json({"outer": [{name: "value", "text": text}]})) == payload
