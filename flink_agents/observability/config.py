@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flink_agents.api.refs import import_reference
 from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
+from flink_agents.observability.lines import LineListener
 from flink_agents.observability.listener import EventListener, Observer, RunCounter
 from flink_agents.observability.log import EventLog
 from flink_agents.observability.payloads import (
@@ -36,8 +37,9 @@ class EventLogConfig(BaseModel):
     listeners: list[str] = Field(
         default_factory=list,
         description="Listeners as module:attr references: a class or function called with no "
-        "arguments that returns an object with an on_record(record) method, or a counter "
-        "(the methods of flink_agents.observability.RunCounter).",
+        "arguments that returns an object with an on_record(record) method (or on_line(line), "
+        "for each record's JSON line), or a counter (the methods of "
+        "flink_agents.observability.RunCounter).",
     )
     kafka: KafkaEventLogConfig | None = Field(
         default=None, description="Also produce the records to a Kafka topic."
@@ -120,9 +122,9 @@ def build_event_log(
 
 def _listener(ref: str) -> Observer:
     made = import_reference(ref)()
-    if not isinstance(made, EventListener | RunCounter):
+    if not isinstance(made, EventListener | LineListener | RunCounter):
         raise TypeError(
-            f"event log listener {ref!r} made {made!r}, which has no on_record method "
+            f"event log listener {ref!r} made {made!r}, which has no on_record or on_line method "
             "(nor the methods of a RunCounter)"
         )
     return made

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from flink_agents.api.chat import TokenUsage
+from flink_agents.observability.lines import LineListener
 from flink_agents.observability.records import CallKind, CallOutcome, LogRecord, RunStatus
 
 
@@ -53,9 +54,9 @@ class RunCounter(Protocol):
         """A durable call's outcome (a ``call`` record); ``usage``: a model call's tokens."""
 
 
-Observer = EventListener | RunCounter
-"""What a host hands the event log: a listener of records or a counter (an object that is both
-is treated as a counter)."""
+Observer = EventListener | LineListener | RunCounter
+"""What a host hands the event log: a listener of records or of lines, or a counter (an object
+that is both is treated as a counter; one with ``on_line`` gets lines)."""
 
 
 def record_kinds_of(listener: EventListener) -> frozenset[str] | None:

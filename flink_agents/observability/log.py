@@ -89,7 +89,7 @@ class EventLog:
         sample: float = 1.0,
     ) -> None:
         self.counters = tuple(each for each in observers if isinstance(each, RunCounter))
-        self.listeners: tuple[EventListener, ...] = tuple(
+        self.listeners: tuple[EventListener | LineListener, ...] = tuple(
             each for each in observers if not isinstance(each, RunCounter)
         )
         self.payloads = payloads or PayloadWriter()
@@ -104,7 +104,9 @@ class EventLog:
         self._called = tuple(counter.on_call for counter in self.counters)
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
-            each for each in self.listeners if not isinstance(each, LineListener)
+            each  # an object with neither method fails in emit (logged), as before
+            for each in self.listeners
+            if not isinstance(each, LineListener)
         )
         self._records = bool(self._record_listeners)
         kinds = [record_kinds_of(listener) for listener in self._record_listeners]

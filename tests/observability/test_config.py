@@ -44,7 +44,7 @@ def test_the_file_is_per_subtask_and_referenced_listeners_are_built(tmp_path: Pa
 
 
 def test_a_reference_that_is_no_listener_is_refused():
-    with pytest.raises(TypeError, match="no on_record method"):
+    with pytest.raises(TypeError, match="no on_record or on_line method"):
         build_event_log(EventLogConfig(listeners=["pathlib:Path"]))
 
 

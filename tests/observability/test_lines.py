@@ -152,3 +152,21 @@ def test_with_only_a_file_no_record_is_built(tmp_path, monkeypatch):
     assert result.error is None
     kinds = {parse_record(line).kind for line in path.read_text().splitlines()}
     assert kinds >= {"run_started", "action_started", "event_sent", "call", "run_finished"}
+
+
+class KeptLines:
+    """A listener of lines, by reference (class-wide, so the test can read them)."""
+
+    lines: list[bytes] = []
+
+    def on_line(self, line: bytes) -> None:
+        KeptLines.lines.append(line)
+
+
+def test_a_listener_of_lines_can_be_named_in_the_config():
+    KeptLines.lines = []
+    config = EventLogConfig(listeners=["tests.observability.test_lines:KeptLines"])
+    run_local(build_agent(), [{"city": "Oslo"}], key="city", event_log=config)
+    records = [parse_record(line) for line in KeptLines.lines]
+    assert records[0].kind == "run_admitted" and records[-1].kind == "run_finished"
+    assert len(records) > 10
