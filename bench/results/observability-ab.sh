@@ -11,7 +11,10 @@
 # SHAPES picks the workloads (default both): "latency" = 100 keys, bound 100, 8,000 inputs
 # (latency bound, issue #20's shape); "cpu" = 1,000 keys, bound 1,000, 10,000 inputs (CPU bound
 # on 2 cores). STORE picks the action-state store (default kafka; "none" takes the store's own
-# run-to-run spread out of the comparison). The broker must answer on 127.0.0.1:9092.
+# run-to-run spread out of the comparison). CONFIGS picks the configurations (default all
+# three). OLD=/path/to/another/tree runs every configuration in that tree too, right after (or,
+# every other round, right before) this one, for a before/after on one machine; each line
+# names its tree. The broker must answer on 127.0.0.1:9092.
 set -u
 ROUNDS=${1:-3}
 TREE=${TREE:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -20,11 +23,12 @@ STORE=${STORE:-kafka}
 PYTHON=${PYTHON:-/work/main/.venv/bin/python}
 export FLINK_AGENTS_CACHE=${FLINK_AGENTS_CACHE:-/work/main/.cache}
 export TMPDIR=${TMPDIR:-/work/main/.cache/tmp}
-CONFIGS=(off metrics metrics+log)
+OLD=${OLD:-}
+read -r -a CONFIGS <<< "${CONFIGS:-off metrics metrics+log}"
 
-run() {  # round shape config args...
-  local round=$1 shape=$2 config=$3 at load line flags
-  shift 3
+run() {  # tree round shape config args...
+  local tree=$1 round=$2 shape=$3 config=$4 at load line flags
+  shift 4
   case $config in
     off) flags="--metrics off" ;;
     metrics) flags="--metrics on" ;;
@@ -32,12 +36,12 @@ run() {  # round shape config args...
   esac
   at=$(date -u +%FT%H:%M:%S)
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  mkdir -p "$TREE/.cache"  # the bench's work folders (a fresh worktree has none)
+  mkdir -p "$tree/.cache"  # the bench's work folders (a fresh worktree has none)
   # A failed run's error goes to stderr; its line says null.
   # shellcheck disable=SC2086  # $flags is a list of options
-  line=$(cd "$TREE" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" --store "$STORE" \
+  line=$(cd "$tree" && timeout 900 "$PYTHON" -m bench.operator_throughput "$@" --store "$STORE" \
     $flags | tail -1)
-  echo "{\"round\": $round, \"shape\": \"$shape\", \"config\": \"$config\", \"store\": \"$STORE\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
+  echo "{\"tree\": \"$tree\", \"round\": $round, \"shape\": \"$shape\", \"config\": \"$config\", \"store\": \"$STORE\", \"at\": \"$at\", \"load\": \"$load\", \"result\": ${line:-null}}"
 }
 
 for round in $(seq 1 "$ROUNDS"); do
@@ -47,10 +51,17 @@ for round in $(seq 1 "$ROUNDS"); do
       cpu) args="--inputs 10000 --keys 1000 --latency 0.2 --max-in-flight 1000" ;;
       *) echo "unknown shape $shape (expected latency or cpu)" >&2; exit 2 ;;
     esac
-    for i in 0 1 2; do  # round 1 starts with off, round 2 with metrics, round 3 with +log...
-      config=${CONFIGS[$(((round - 1 + i) % 3))]}
-      # shellcheck disable=SC2086  # $args is a list of options
-      run "$round" "$shape" "$config" $args
+    count=${#CONFIGS[@]}
+    for ((i = 0; i < count; i++)); do  # round 1 starts with the first config, round 2 the next...
+      config=${CONFIGS[$(((round - 1 + i) % count))]}
+      trees=("$TREE")
+      if [ -n "$OLD" ]; then  # both trees, the first one alternating per round
+        if ((round % 2)); then trees=("$TREE" "$OLD"); else trees=("$OLD" "$TREE"); fi
+      fi
+      for tree in "${trees[@]}"; do
+        # shellcheck disable=SC2086  # $args is a list of options
+        run "$tree" "$round" "$shape" "$config" $args
+      done
     done
   done
 done
