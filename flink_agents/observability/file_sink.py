@@ -20,30 +20,24 @@ class JsonLinesSink(QueuedSink[bytes]):
     records and payloads that waited for the writer (~13 a run, each for up to
     :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
     often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
-    operator"). The lines of what was queued are written in one go whenever the queue runs
-    empty; :meth:`close` writes what is queued and closes the file.
+    operator"). A batch of lines is written with one `write` call (the writer thread takes
+    what was queued at once); :meth:`close` writes what is queued and closes the file.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._out = self.path.open("ab")  # the lines are UTF-8 already
-        self._lines: list[bytes] = []
         super().__init__(f"event-log:{self.path.name}")
 
     def on_line(self, line: bytes) -> None:
-        self._queue.put(line)
+        self._put(line)
 
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()
 
-    def _write(self, item: bytes) -> None:
-        self._lines.append(item)
-
-    def _flush(self) -> None:
-        if self._lines:
-            self._out.write(b"\n".join(self._lines) + b"\n")
-            self._lines.clear()
+    def _write_batch(self, items: list[bytes]) -> None:
+        self._out.write(b"\n".join(items) + b"\n")
         self._out.flush()
 
     def _finish(self) -> None:

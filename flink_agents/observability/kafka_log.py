@@ -53,7 +53,12 @@ class KafkaEventLogSink(QueuedSink[LogRecord]):
     def _queued(self, record: LogRecord) -> LogRecord:
         return record
 
-    def _write(self, record: LogRecord) -> None:
+    def _write_batch(self, items: list[LogRecord]) -> None:
+        for record in items:
+            self._produce(record)
+        self._producer.poll(0)  # delivery reports
+
+    def _produce(self, record: LogRecord) -> None:
         key = json.dumps([record.agent, record.key, record.seq], sort_keys=True).encode()
         value = record_json(record).encode()
         while True:
@@ -64,9 +69,6 @@ class KafkaEventLogSink(QueuedSink[LogRecord]):
                 return
             except BufferError:  # the producer's queue is full: serve reports until there is room
                 self._producer.poll(_QUEUE_FULL_WAIT_S)
-
-    def _flush(self) -> None:
-        self._producer.poll(0)  # delivery reports
 
     def _finish(self) -> None:
         left = self._producer.flush(_CLOSE_TIMEOUT_S)

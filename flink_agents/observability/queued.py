@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import abc
-import queue
 import threading
 import time
 from typing import Generic, TypeVar
 
 from flink_agents.observability.records import LogRecord
-
-_CLOSE = None
 
 Item = TypeVar("Item")
 
@@ -21,40 +18,53 @@ LINGER_S = 0.01
 
 class QueuedSink(abc.ABC, Generic[Item]):
     """:meth:`on_record` only queues what :meth:`_queued` makes of the record (the record
-    itself, or its line); a writer thread hands each to :meth:`_write`,
-    calls :meth:`_flush` whenever the queue runs empty, and :meth:`_finish` after
-    :meth:`close`, so the engine's loop never waits for the sink's I/O.
+    itself, or its line); a writer thread hands what was queued to :meth:`_write_batch`, in
+    order, a batch at a time, and calls :meth:`_finish` after :meth:`close`, so the engine's
+    loop never waits for the sink's I/O.
 
     Woken by a record, the thread waits :data:`LINGER_S` before writing, so that it takes the
     GIL once per batch rather than once per record (~13 records a run: the wake-ups cost more
     CPU than writing the lines, bench/results/operator.md, "Observability cost, 2026-12-01").
+    It takes the batch by swapping the list the engine appends to (under a lock held for an
+    append or a swap), so nothing is done per record on its side: taking records one by one
+    off a queue was about half of its CPU (bench/results/analysis.md, "The event log's CPU").
 
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """
 
     def __init__(self, thread_name: str) -> None:
-        self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._pending: list[Item] = []
+        self._closing = False
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
         self._thread.start()
 
     def on_record(self, record: LogRecord) -> None:
-        self._queue.put(self._queued(record))
+        self._put(self._queued(record))
 
     def close(self) -> None:
         """Write what is queued, then release the sink's resources."""
         if self._thread.is_alive():
-            self._queue.put(_CLOSE)
+            self._closing = True
+            self._wake.set()
             self._thread.join()
+
+    def _put(self, item: Item) -> None:
+        with self._lock:
+            self._pending.append(item)
+            first = len(self._pending) == 1
+        if first:  # the writer clears the signal when it takes a batch, under the same lock
+            self._wake.set()
 
     @abc.abstractmethod
     def _queued(self, record: LogRecord) -> Item:
-        """What the engine's thread queues for ``record``: what :meth:`_write` is handed."""
+        """What the engine's thread queues for ``record``: what :meth:`_write_batch` is
+        handed."""
 
     @abc.abstractmethod
-    def _write(self, item: Item) -> None: ...
-
-    @abc.abstractmethod
-    def _flush(self) -> None: ...
+    def _write_batch(self, items: list[Item]) -> None:
+        """Write ``items`` (in the order they were queued), and push them on (flush)."""
 
     @abc.abstractmethod
     def _finish(self) -> None: ...
@@ -62,16 +72,16 @@ class QueuedSink(abc.ABC, Generic[Item]):
     def _drain(self) -> None:
         try:
             while True:
-                item = self._queue.get()
-                if item is not _CLOSE:
+                self._wake.wait()
+                if not self._closing:
                     time.sleep(LINGER_S)
-                while item is not _CLOSE:
-                    self._write(item)
-                    if self._queue.empty():
-                        break
-                    item = self._queue.get()
-                self._flush()
-                if item is _CLOSE:
+                with self._lock:
+                    batch, self._pending = self._pending, []
+                    self._wake.clear()
+                    closing = self._closing
+                if batch:
+                    self._write_batch(batch)
+                if closing:
                     return
         finally:
             self._finish()

@@ -4,9 +4,11 @@ raises never breaks a run."""
 from __future__ import annotations
 
 import logging
+import time
 
 from examples.weather import build_agent
 from flink_agents.observability import JsonLinesSink, RunAdmitted, RunFinished, parse_record
+from flink_agents.observability.queued import LINGER_S
 from flink_agents.runtime import run_local
 
 
@@ -23,6 +25,17 @@ def test_records_are_written_in_order_and_all_are_there_after_close(tmp_path):
     again.on_record(records[0])
     again.close()
     assert len(path.read_text().splitlines()) == 501
+
+
+def test_lines_queued_while_the_writer_takes_a_batch_are_neither_lost_nor_reordered(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    for n in range(20_000):
+        sink.on_line(b'{"n":%d}' % n)
+        if n % 1_000 == 0:
+            time.sleep(LINGER_S * 1.5)  # let the writer take a batch now and then
+    sink.close()
+    assert path.read_bytes() == b"".join(b'{"n":%d}\n' % n for n in range(20_000))
 
 
 def test_a_failing_listener_is_logged_and_the_others_still_get_every_record(caplog):
