@@ -140,6 +140,30 @@ def test_the_file_written_without_records_is_the_file_written_from_them(
     assert SECRET not in fast.read_text()
 
 
+class RunRecords(Collector):
+    """A listener of run records only (as the status line is): actions take the line path."""
+
+    record_kinds = frozenset({"run_admitted", "run_started", "run_finished"})
+
+
+def test_a_file_beside_a_listener_of_some_kinds_is_the_same_file(tmp_path):
+    Collector.records = []
+    fast, mixed = tmp_path / "fast.jsonl", tmp_path / "mixed.jsonl"
+    cities = [{"city": "Oslo"}, {"city": "Lisbon"}]
+    run_local(build_agent(), cities, key="city", event_log=EventLogConfig(path=str(fast)))
+    run_local(
+        build_agent(),
+        cities,
+        key="city",
+        event_log=EventLogConfig(path=str(mixed)),
+        listeners=[RunRecords()],
+    )
+    assert _lines(fast) == _lines(mixed)
+    kinds = {record.kind for record in Collector.records}
+    assert RunRecords.record_kinds <= kinds
+    assert not kinds & {"action_started", "action_finished", "event_sent"}  # lines only
+
+
 def test_with_only_a_file_no_record_is_built(tmp_path, monkeypatch):
     def forbidden(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a record was built for a sink that takes lines")
