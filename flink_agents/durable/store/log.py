@@ -12,10 +12,10 @@ number at which each run ended.
 
 The view is keyed by plain values: a state by its record key (bytes), a run by ``(agent, key,
 seq)``, not by the `ActionStateKey` and `RunKey` models. It holds every run of the prune window
-(a minute by default: tens of thousands of runs), and plain strings, bytes and tuples of them are
-not tracked by Python's garbage collector, while each model instance is, with its ``__dict__``
-and field set (11 tracked objects per run against 1): every full collection scanned all of them
-while holding the interpreter lock (bench/results/analysis.md, "The store's garbage").
+(a minute by default: tens of thousands of runs). Bytes, strings and tuples of them are not
+tracked by Python's garbage collector; model instances are, with their ``__dict__`` and field
+set: 11 tracked objects per run of three states, against none now, which every full collection
+scanned while holding the interpreter lock (bench/results/analysis.md, "The store's garbage").
 
 Every record carries its writer's epoch (`LogStore.epoch`, the wall clock in ns when the store
 was made, in the record's envelope: `RecordCodec.envelope`). A restore skips a record whose epoch
@@ -87,7 +87,8 @@ class LogStore(abc.ABC):
         #: Stamped on every record written; newer stores have higher epochs (see the module).
         self.epoch = time.time_ns()
         self._states: dict[bytes, bytes] = {}  # record key -> envelope
-        self._runs: dict[_Run, list[bytes]] = {}  # the record keys of each run's states
+        # The record keys of each run's states; a tuple, which the collector stops tracking.
+        self._runs: dict[_Run, tuple[bytes, ...]] = {}
         self._first_offset: dict[_Run, int] = {}
         self._open: set[_Run] = set()
         self._ended: dict[_Run, int] = {}
@@ -147,7 +148,7 @@ class LogStore(abc.ABC):
 
     def get_run(self, run: RunKey) -> list[ActionState]:
         """All states of `run` (fresh copies), in first-put order."""
-        return [self._load(self._states[k]) for k in self._runs.get(_run_of(run), [])]
+        return [self._load(self._states[k]) for k in self._runs.get(_run_of(run), ())]
 
     def begin_run(self, run: RunKey) -> None:
         """Mark `run` open."""
@@ -308,10 +309,10 @@ class LogStore(abc.ABC):
             self._drop_run(run)
         self._restored_idle.clear()
 
-    def _drop_run(self, run: _Run) -> list[bytes]:
+    def _drop_run(self, run: _Run) -> tuple[bytes, ...]:
         """Remove `run` from the in-memory view; return the record keys of the states it had."""
         self._first_offset.pop(run, None)
-        keys = self._runs.pop(run, [])
+        keys = self._runs.pop(run, ())
         for key in keys:
             del self._states[key]
         return keys
@@ -361,9 +362,8 @@ class LogStore(abc.ABC):
         return None if envelope is None else self._codec.seal(key, envelope)
 
     def _remember(self, key: bytes, run: _Run, envelope: bytes) -> None:
-        keys = self._runs.setdefault(run, [])
         if key not in self._states:
-            keys.append(key)
+            self._runs[run] = (*self._runs.get(run, ()), key)
         self._states[key] = envelope
 
     def _load(self, envelope: bytes) -> ActionState:
@@ -374,9 +374,10 @@ class LogStore(abc.ABC):
     def _forget(self, key: bytes, run: _Run) -> None:
         if self._states.pop(key, None) is None:
             return
-        keys = self._runs[run]
-        keys.remove(key)
-        if not keys:
+        keys = tuple(k for k in self._runs[run] if k != key)
+        if keys:
+            self._runs[run] = keys
+        else:
             del self._runs[run]
             self._first_offset.pop(run, None)
 
