@@ -15,7 +15,8 @@ seq)``, not by the `ActionStateKey` and `RunKey` models. It holds every run of t
 (a minute by default: tens of thousands of runs). Bytes, strings and tuples of them are not
 tracked by Python's garbage collector; model instances are, with their ``__dict__`` and field
 set: 11 tracked objects per run of three states, against none now, which every full collection
-scanned while holding the interpreter lock (bench/results/analysis.md, "The store's garbage").
+scanned while holding the interpreter lock (bench/results/analysis.md, "The store's cost inside
+the operator at 0 ms").
 
 Every record carries its writer's epoch (`LogStore.epoch`, the wall clock in ns when the store
 was made, in the record's envelope: `RecordCodec.envelope`). A restore skips a record whose epoch
@@ -399,7 +400,9 @@ class LogStore(abc.ABC):
         except ValueError:
             raise corrupt("record key is not an action-state key") from None
         if value is None:
-            self._forget(key or b"", _run_of(state_key))
+            # By the key's canonical form, as states are kept: a tombstone's key may be written
+            # in another (equal) JSON form.
+            self._forget(state_key.canonical().encode("utf-8"), _run_of(state_key))
             report.tombstones += 1
             return
         if offset < marker.partitions[partition].end and _run_of(state_key) not in open_runs:
