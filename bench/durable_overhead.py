@@ -15,6 +15,9 @@ most own time (cProfile) over one run.
 ``--cpu`` instead prints the CPU time of the process (all its threads, `time.process_time`)
 per run, per store, at the first latency: the median of ``--repeat`` rounds, the stores taking
 turns within each round. Unlike runs/s it hardly moves when other processes load the machine.
+``--agent react`` runs the agent of `bench.operator_throughput` instead (the one-call ReAct agent
+of `bench/workloads.py`: three actions per run, so three action states per run against one),
+which is what the operator's per-run figures are to be compared with.
 
 ``--run-latency`` instead measures what the store adds to each run's latency, in steady state:
 ``--per-key`` inputs for each key, ``--bound`` runs in flight, and per run the time from its
@@ -37,15 +40,17 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from bench.stats import percentile
+from bench.workloads import one_call
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.plan import compile_agent
+from flink_agents.plan import AgentPlan, compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
 from flink_agents.runtime import RunEngine
 from flink_agents.runtime.engine import RunResult
@@ -65,13 +70,31 @@ async def ask(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=reply.content))
 
 
-async def runs_per_second(keys: int, runner: CallRunner | None) -> float:
+def one_action_plan() -> AgentPlan:
+    """One action (``ask``) making one durable chat call: one action state per run."""
     agent = Agent(name="bench")
     agent.add_action(ask)
-    engine = RunEngine(compile_agent(agent), max_in_flight=keys, call_runner=runner)
+    return compile_agent(agent)
+
+
+def react_plan() -> AgentPlan:
+    """The operator benchmark's agent: a one-turn ReAct agent, three actions per run."""
+    return compile_agent(one_call(MODEL.latency_seconds))
+
+
+PLANS: dict[str, tuple[Callable[[], AgentPlan], Callable[[int], Any]]] = {
+    "one-action": (one_action_plan, lambda key: key),
+    "react": (react_plan, lambda key: {"k": key, "text": f"q{key}"}),  # its prompt reads text
+}
+
+
+async def runs_per_second(keys: int, runner: CallRunner | None, agent: str = "one-action") -> float:
+    make_plan, make_input = PLANS[agent]
+    plan = make_plan()
+    engine = RunEngine(plan, max_in_flight=keys, call_runner=runner)
     start = time.perf_counter()
     for key in range(keys):
-        engine.submit(key, key)
+        engine.submit(key, make_input(key))
     await engine.drain()
     elapsed = time.perf_counter() - start
     assert len(engine.take_results()) == keys
@@ -137,13 +160,13 @@ def measure(
             store.close()
 
 
-def cpu_per_run(keys: int, make_store: StoreFactory | None) -> float:
+def cpu_per_run(keys: int, make_store: StoreFactory | None, agent: str) -> float:
     """CPU seconds of this process per run over one job of ``keys`` runs."""
     store = make_store() if make_store else None  # made outside: connecting is not per run
     runner = StoreCallRunner(store, agent="bench") if store is not None else None
     try:
         start = time.process_time()
-        asyncio.run(runs_per_second(keys, runner))
+        asyncio.run(runs_per_second(keys, runner, agent))
         if store is not None:
             store.flush()  # writes still buffered belong to these runs
         return (time.process_time() - start) / keys
@@ -155,14 +178,14 @@ def cpu_per_run(keys: int, make_store: StoreFactory | None) -> float:
 def cpu_report(args: argparse.Namespace, stores: dict[str, StoreFactory | None]) -> None:
     MODEL.latency_seconds = args.latency_ms[0] / 1000
     for make_store in stores.values():
-        cpu_per_run(args.keys, make_store)  # warm up (imports, schemas, broker connections)
+        cpu_per_run(args.keys, make_store, args.agent)  # warm up (imports, schemas, connections)
     rounds: dict[str, list[float]] = {name: [] for name in stores}
     for _ in range(args.repeat):
         for name, make_store in stores.items():
-            rounds[name].append(cpu_per_run(args.keys, make_store))
+            rounds[name].append(cpu_per_run(args.keys, make_store, args.agent))
     print(
-        f"| store | CPU us/run ({args.keys} keys x 1 call, L = {args.latency_ms[0]:g} ms, "
-        f"median of {args.repeat} rounds) | min | max |"
+        f"| store | CPU us/run ({args.keys} keys x 1 call, {args.agent} agent, "
+        f"L = {args.latency_ms[0]:g} ms, median of {args.repeat} rounds) | min | max |"
     )
     print("|---|---|---|---|")
     for name, seconds in rounds.items():
@@ -200,6 +223,12 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the first latency")
     parser.add_argument("--run-latency", action="store_true", help="p50/p99 per run instead")
     parser.add_argument("--cpu", action="store_true", help="CPU time per run instead")
+    parser.add_argument(
+        "--agent",
+        choices=sorted(PLANS),
+        default="one-action",
+        help="--cpu: the agent (react: the operator benchmark's, three actions per run)",
+    )
     parser.add_argument("--bound", type=int, default=100, help="runs in flight (--run-latency)")
     parser.add_argument("--per-key", type=int, default=20, help="runs per key (--run-latency)")
     args = parser.parse_args()

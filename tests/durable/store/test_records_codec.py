@@ -244,3 +244,16 @@ def test_non_finite_floats_become_null_as_before_and_their_names_in_text_stay():
         assert roundtrip(codec, CallResult.pending("c").succeed(value)).value() == back
     text = CallResult.pending("c").succeed("NaN and -Infinity")
     assert roundtrip(codec, text).value() == "NaN and -Infinity"
+
+
+@pytest.mark.parametrize(
+    "key", ["user_1", 'quote " and \\ backslash', "ünïcödé 北京 🙂", "tab\t nl\n nul\x00 \u2028"]
+)
+@pytest.mark.parametrize("event_id", [None, "e" * 32, 'odd "id"'])
+def test_an_action_key_renders_as_the_canonical_json_of_its_fields(key, event_id):
+    # The record key of every state ever written: it must not change by a byte.
+    state_key = RunKey(agent="agent ä", key=key, seq=7).action("act/ü", event_id)
+    fields = {"agent": "agent ä", "key": key, "seq": 7, "action": "act/ü"}
+    if event_id is not None:
+        fields["event_id"] = event_id
+    assert state_key.canonical() == canonical_json(fields)
