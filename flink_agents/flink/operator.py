@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
+from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.metrics import Counter, Distribution, MetricGroup
 
@@ -138,12 +138,14 @@ class AgentFunction(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
         timers = ctx.timer_service()
+        # Only the event-time timer sits at END_OF_INPUT (processing-time ones are near now):
+        # the timestamp tells the domain without a call into the JVM.
         visit = self._require_logic().on_timer(
             ctx.get_current_key(),
             self._state,
             timestamp,
             timers.current_processing_time,
-            end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
+            end_of_input=timestamp == END_OF_INPUT,
         )
         if self._metrics is not None:
             self._metrics.publish_if_due()

@@ -226,9 +226,12 @@ class KeyedAgentLogic:
         if self._recovered:
             host.submit(key, record, seq)
         # Else the input waits in state for the store's restore; its timer comes back for it.
-        # The end-of-input timer is checkpointed with the key's state: its first input sets it
-        # (a state saved with a later seq, restored or not, comes with its timer).
-        return Visit(poll_at=self._arm(key, clock(), host.due(key)), until_end_of_input=seq == 0)
+        # A key with a timer armed needs none: that visit comes first and re-arms (so neither
+        # the clock nor the timer service is called). The end-of-input timer is checkpointed
+        # with the key's state: its first input sets it (a state saved with a later seq,
+        # restored or not, comes with its timer).
+        poll_at = None if key in self._armed else self._arm(key, clock(), host.due(key))
+        return Visit(poll_at=poll_at, until_end_of_input=seq == 0)
 
     def on_timer(
         self,
