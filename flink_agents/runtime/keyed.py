@@ -128,6 +128,7 @@ class KeyedAgentLogic:
         self._marker: str | None = None
         self._marker_deadline: float | None = None  # set by the first key without a marker
         self._armed: dict[str, int] = {}  # per key, the timer last armed until it fires
+        self._pending_states: dict[str, KeyState] = {}  # see _load
         self.visits = VisitCounts()
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
@@ -216,13 +217,13 @@ class KeyedAgentLogic:
         except BadRecord as exc:
             return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
         host = self._require_host()
-        runs = self._load(state)
+        runs = self._load(key, state)
         if self._recovered and not host.knows(key):
             host.restore(key, runs)
         seq = runs.next_seq
         runs.pending.append(PendingInput(seq=seq, input=record))
         runs.next_seq = seq + 1
-        self._save(state, runs)
+        self._save(key, state, runs)
         if self._recovered:
             host.submit(key, record, seq)
         # Else the input waits in state for the store's restore; its timer comes back for it.
@@ -259,7 +260,7 @@ class KeyedAgentLogic:
                 del self._armed[key]
         if not host.knows(key):
             # First visit after a restore: the engine starts the key's unfinished inputs again.
-            runs = self._load(state)
+            runs = self._load(key, state)
             if not self._recovered:
                 if not end_of_input:  # still waiting for a key that carries a marker
                     self.visits.idle += 1
@@ -278,9 +279,9 @@ class KeyedAgentLogic:
         # Most visits find the run still going: they touch neither state nor JSON.
         outputs: list[str] = []
         if completed:
-            runs = self._load(state)
+            runs = self._load(key, state)
             outputs = self._commit(runs, completed)
-            self._save(state, runs)
+            self._save(key, state, runs)
         elif progress is not None:
             self.visits.idle += 1
         if progress is None or not progress.unfinished:
@@ -335,22 +336,33 @@ class KeyedAgentLogic:
             delay = min(max(expected_ms // 4, interval), self._options.max_poll_ms)
         return ((now + delay) // interval + 1) * interval
 
-    def _load(self, state: SavedState) -> KeyState:
-        """The key's state; the first state read after a restart also restores the action-state
-        store from the marker saved with it."""
+    def _load(self, key: str, state: SavedState) -> KeyState:
+        """The key's state. While the key has inputs pending it is the one this logic saved last
+        (kept, not read back: nothing else writes a key's state, and a restart opens a new
+        logic), else it is read; the first state read after a restart also restores the
+        action-state store from the marker saved with it."""
+        if self._recovered:
+            kept = self._pending_states.get(key)
+            if kept is not None:
+                return kept
         text = state.value()
         saved = SavedKey.model_validate_json(text) if text else SavedKey()
         if not self._recovered:
             self._recover(saved.marker, saved.parallelism)
         return saved.runs
 
-    def _save(self, state: SavedState, runs: KeyState) -> None:
+    def _save(self, key: str, state: SavedState, runs: KeyState) -> None:
         # No marker before the store is restored: it would not cover the runs still to replay.
         if self._store is not None and self._recovered and self._clock.due():
             self._take_marker()
         if runs.pending or runs.next_seq or runs.short_term_memory:
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
             state.update(saved.model_dump_json())
+        # Kept only while inputs are pending: as many keys as the window of unfinished inputs.
+        if runs.pending:
+            self._pending_states[key] = runs
+        else:
+            self._pending_states.pop(key, None)
 
     def _recover(
         self, marker_json: str | None, saved_parallelism: int | None = None, *, wait: bool = True
