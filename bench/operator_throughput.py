@@ -17,7 +17,8 @@ middle of the job (from the first reading past 10 % of the runs to the last befo
 ``visits_per_run``, the operator's timer visits (``operator.visits``) per run finished
 (``runs.finished``), ``idle_visit_share``, the share of them that emitted nothing, and
 ``cpu_ms_per_run`` of the JVM, of its agent threads (operator, engine loop, store) and of the
-operator thread alone: counts and CPU, less moved by other load on the machine than runs/s.
+operator thread alone: counts and CPU, less moved by other load on the machine than runs/s;
+and the mean of the runs in flight and queued in the engine (is it fed enough?).
 With ``--event-log file``, ``emit_delay_ms`` is the time from a run's end (its
 ``run_finished`` record) to its output leaving the operator, p50 and p99. The figures for the
 operator's targets (1,000 keys, Kafka store on) come from this script; `make bench` runs the
@@ -71,6 +72,8 @@ VISIT_METRICS = {
     "visits": "flink_agents.operator.visits",
     "idle": "flink_agents.operator.visits_idle",
     "runs": "flink_agents.runs.finished",
+    "in_flight": "flink_agents.runs.in_flight",
+    "queued": "flink_agents.runs.queued",
 }
 
 
@@ -172,6 +175,8 @@ def sampled_figures(samples: list[dict[str, float]], inputs: int) -> dict[str, A
             "agent_threads": per_run("agent_threads_cpu_s", 1000),
             "operator_thread": per_run("operator_cpu_s", 1000),
         },
+        "mean_in_flight": round(sum(s["in_flight"] for s in middle) / len(middle), 1),
+        "mean_queued": round(sum(s["queued"] for s in middle) / len(middle), 1),
         "sampled_runs": int(runs),
     }
 
@@ -246,6 +251,12 @@ def main() -> None:
     parser.add_argument(
         "--metrics", choices=["on", "off"], default="on", help="the operator's Flink metrics"
     )
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        help="the Python worker's GIL switch interval (default: Python's 5 ms)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
@@ -262,6 +273,7 @@ def main() -> None:
         max_in_flight=args.max_in_flight,
         max_unfinished=args.max_unfinished,
         metrics=args.metrics == "on",
+        python_switch_interval_ms=args.switch_interval_ms,
     )
     store = None
     if args.store != "none":
@@ -309,6 +321,7 @@ def main() -> None:
         "store": args.store,
         "event_log": args.event_log,
         "metrics": args.metrics,
+        "switch_interval_ms": args.switch_interval_ms,
         "max_in_flight": args.max_in_flight,
         "max_unfinished": options.unfinished_bound,
         "outputs": n,
