@@ -273,7 +273,12 @@ def main() -> None:
         max_in_flight=args.max_in_flight,
         max_unfinished=args.max_unfinished,
         metrics=args.metrics == "on",
-        python_switch_interval_ms=args.switch_interval_ms,
+        # Only when given: the same script then runs an older tree for a side-by-side.
+        **(
+            {}
+            if args.switch_interval_ms is None
+            else {"python_switch_interval_ms": args.switch_interval_ms}
+        ),
     )
     store = None
     if args.store != "none":
