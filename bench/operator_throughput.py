@@ -251,12 +251,7 @@ def main() -> None:
     parser.add_argument(
         "--metrics", choices=["on", "off"], default="on", help="the operator's Flink metrics"
     )
-    parser.add_argument(
-        "--switch-interval-ms",
-        type=float,
-        default=None,
-        help="the Python worker's GIL switch interval (default: Python's 5 ms)",
-    )
+
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-operator-", dir=REPO / ".cache"))
@@ -273,12 +268,6 @@ def main() -> None:
         max_in_flight=args.max_in_flight,
         max_unfinished=args.max_unfinished,
         metrics=args.metrics == "on",
-        # Only when given: the same script then runs an older tree for a side-by-side.
-        **(
-            {}
-            if args.switch_interval_ms is None
-            else {"python_switch_interval_ms": args.switch_interval_ms}
-        ),
     )
     store = None
     if args.store != "none":
@@ -326,7 +315,6 @@ def main() -> None:
         "store": args.store,
         "event_log": args.event_log,
         "metrics": args.metrics,
-        "switch_interval_ms": args.switch_interval_ms,
         "max_in_flight": args.max_in_flight,
         "max_unfinished": options.unfinished_bound,
         "outputs": n,

@@ -37,7 +37,6 @@ from __future__ import annotations
 import gc
 import logging
 import math
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,8 +93,6 @@ class AgentFunction(KeyedProcessFunction):
     def open(self, runtime_context: RuntimeContext) -> None:
         # Before any client exists: records below this level are then dropped at the call site.
         logging.getLogger().setLevel(self._options.python_log_level)
-        if self._options.python_switch_interval_ms is not None:
-            sys.setswitchinterval(self._options.python_switch_interval_ms / 1000)
         self._options = with_cluster_heartbeat(self._options)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
         counts = MetricsListener() if self._options.metrics else None

@@ -79,14 +79,6 @@ class OperatorOptions(BaseModel):
         "DEBUG and hands every record to the JVM, so a library that logs on a hot path costs "
         "CPU (kafka-python's per-write DEBUG records took a third of the worker's).",
     )
-    python_switch_interval_ms: float | None = Field(
-        default=None,
-        gt=0,
-        description="The Python worker's GIL switch interval (``sys.setswitchinterval``; "
-        "unset: Python's 5 ms). In thread mode the operator thread shares one GIL with the "
-        "engine's loop and the store's threads: each call from Flink into Python may wait up "
-        "to this long for the GIL while they are busy. Applies to the whole worker.",
-    )
     heartbeat_timeout_ms: int = Field(
         default=50_000,
         ge=1,
