@@ -11,8 +11,9 @@ A key is named by its token, the canonical JSON text of its value (the Flink key
 host keys its books by it and decodes it once, on the loop thread, for the engine. To tell a
 caller when to come back, the host keeps for each key with unfinished inputs when its head input
 started running (the later of its submit and the key's previous finish: one key runs one input
-at a time) and a moving average of run durations measured from that start, so a key whose next
-input was queued behind its running one is not expected to finish a whole queue wait later.
+at a time), and moving averages of the run durations measured from that start and of their
+deviation: a key whose next input was queued behind its running one is not expected to finish a
+whole queue wait later.
 
 Nothing here polls: waiting is done on a condition variable signalled by the loop thread.
 """
@@ -57,8 +58,8 @@ class KeyProgress:
     unfinished: int
     """Inputs of the key whose run has not finished (running or queued)."""
     due: float | None
-    """When (the host's clock, s) the key's running input will likely be done: its start plus
-    the expected run duration. None when nothing is unfinished."""
+    """When (the host's clock, s) the key's running input is expected to be done: its start plus
+    the average run duration. None when nothing is unfinished."""
 
 
 class EngineHost:
@@ -111,10 +112,14 @@ class EngineHost:
     @property
     def expected_run_seconds(self) -> float:
         """How long a run likely takes from its start: the moving average of run durations
-        plus their mean deviation, so most runs are done by then, not only half of them."""
-        if self._mean_seconds is None:
-            return 0.0
-        return self._mean_seconds + self._deviation_seconds
+        (0 until a run has finished)."""
+        return self._mean_seconds or 0.0
+
+    @property
+    def run_deviation_seconds(self) -> float:
+        """The moving average of how far run durations fall from :attr:`expected_run_seconds`:
+        how long after its expected end a run still going will likely be done."""
+        return self._deviation_seconds
 
     def now(self) -> float:
         """The host's clock (seconds), in which :attr:`KeyProgress.due` is given."""

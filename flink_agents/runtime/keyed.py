@@ -19,6 +19,7 @@ it answers with a :class:`Visit`, the records to emit and the timers to register
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -319,21 +320,23 @@ class KeyedAgentLogic:
     def _next_visit(self, now: int, due: float | None) -> int:
         """When to come back to a key (processing time, ms) whose running input is ``due``.
 
-        While the run is expected to go on, at its expected end (capped at
-        ``max_first_poll_ms``); once it is overdue (or nothing tells when it started), a
-        quarter of the expected run duration later (at least ``poll_interval_ms``, at most
-        ``max_poll_ms``): a run that outlasts every estimate is still visited until it ends.
+        While the run is expected to go on, at its expected end, its start plus the average
+        run duration (capped at ``max_first_poll_ms``); once it is overdue (or nothing tells
+        when it started), the runs' mean deviation later (at least ``poll_interval_ms``, at
+        most ``max_poll_ms``): a run that outlasts every estimate is still visited until it
+        ends. Aiming at the average, not beyond it, keeps the output latency of the runs
+        slower than average to about a deviation (bench/results/analysis.md, "Timer visits").
         Timers sit on a grid of ``poll_interval_ms``: a host keeps one timer per key and
         timestamp (Flink does), so arming again never starts a second chain.
         """
         host = self._require_host()
         interval = self._options.poll_interval_ms
-        remaining_ms = 0 if due is None else int((due - host.now()) * 1000)
+        remaining_ms = 0 if due is None else math.ceil((due - host.now()) * 1000)
         if remaining_ms > 0:
             delay = min(remaining_ms, self._options.max_first_poll_ms)
         else:
-            expected_ms = int(host.expected_run_seconds * 1000)
-            delay = min(max(expected_ms // 4, interval), self._options.max_poll_ms)
+            deviation_ms = int(host.run_deviation_seconds * 1000)
+            delay = min(max(deviation_ms, interval), self._options.max_poll_ms)
         return ((now + delay) // interval + 1) * interval
 
     def _load(self, key: str, state: SavedState) -> KeyState:
