@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from examples.weather import build_agent
 from flink_agents.flink.operator import (
     METRIC_GROUP,
     PUBLISH_INTERVAL_S,
+    VISITS,
+    VISITS_IDLE,
     AgentFunction,
     FlinkMetrics,
     PublishedMetrics,
@@ -243,3 +246,9 @@ def test_the_operator_counts_its_timer_visits_and_those_that_emitted_nothing(mon
     # One run, polled until its one output came out: every visit but the last found nothing.
     assert operator["visits"].count >= 1
     assert operator["visits_idle"].count == operator["visits"].count - 1
+
+
+def test_the_visit_counters_are_documented_with_the_other_metrics() -> None:
+    table = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    for name in (VISITS, VISITS_IDLE):
+        assert f"| `{name}` | counter |" in table
