@@ -11,10 +11,13 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
   keyed state and hands it over, so a slow model call never blocks the operator thread, and a
   checkpoint never waits for one. It blocks while the window of unfinished inputs is full.
 * A processing-time timer per key with a run in flight brings the operator back to that key to
-  emit finished runs and commit the key's state (state may only be touched under its own key).
-  Timers are checkpointed: after a restore they fire and the key's pending inputs run again with
-  the same ``seq`` -- the action-state store then hands back every call that had completed.
-* An event-time timer at the end of time fires when a bounded input ends (the final watermark):
+  emit finished runs and commit the key's state (state may only be touched under its own key),
+  aimed at the running input's expected end; the visits are counted (``operator.visits``,
+  ``operator.visits_idle``). Timers are checkpointed: after a restore they fire and the key's
+  pending inputs run again with the same ``seq`` -- the action-state store then hands back
+  every call that had completed.
+* An event-time timer at the end of time, registered with a key's first input (Flink
+  checkpoints it with the key's state), fires when a bounded input ends (the final watermark):
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
 * Metrics are counted at the event log's hooks by a
   :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
@@ -36,11 +39,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 from pyflink.common import Types
-from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain, TimerService
+from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.metrics import Counter, Distribution, MetricGroup
 
@@ -50,7 +53,7 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.cluster_config import cluster_heartbeat
 from flink_agents.observability import EventLogConfig, MetricsListener
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.keyed import KeyedAgentLogic, Visit
+from flink_agents.runtime.keyed import KeyedAgentLogic, Visit, VisitCounts
 from flink_agents.runtime.options import OperatorOptions
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,11 @@ END_OF_INPUT = (1 << 63) - 2
 
 METRIC_GROUP = "flink_agents"
 """The operator's metric group; metric names below it are in docs/operations.md."""
+
+VISITS = "operator.visits"
+"""Counter: timer visits of keys (processing time; the end-of-input visit not counted)."""
+VISITS_IDLE = "operator.visits_idle"
+"""Counter: timer visits that emitted nothing (the key's run was still going)."""
 
 
 class AgentFunction(KeyedProcessFunction):
@@ -87,20 +95,22 @@ class AgentFunction(KeyedProcessFunction):
         logging.getLogger().setLevel(self._options.python_log_level)
         self._options = with_cluster_heartbeat(self._options)
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
-        self._metrics: PublishedMetrics | None = None
-        if self._options.metrics:
-            self._metrics = PublishedMetrics(
-                MetricsListener(),
-                FlinkMetrics(runtime_context.get_metrics_group().add_group(METRIC_GROUP)),
-            )
-            self._metrics.publish()
+        counts = MetricsListener() if self._options.metrics else None
         self._logic = KeyedAgentLogic(
             plan,
             self._options,
             self._store_config,
             event_log=self._event_log,
-            listeners=[] if self._metrics is None else [self._metrics.counts],
+            listeners=[] if counts is None else [counts],
         )
+        self._metrics: PublishedMetrics | None = None
+        if counts is not None:
+            self._metrics = PublishedMetrics(
+                counts,
+                FlinkMetrics(runtime_context.get_metrics_group().add_group(METRIC_GROUP)),
+                visits=self._logic.visits,
+            )
+            self._metrics.publish()
         self._logic.open(
             attempt=_attempt_number(runtime_context),
             subtask=_subtask_index(runtime_context),
@@ -128,12 +138,14 @@ class AgentFunction(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
         timers = ctx.timer_service()
+        # Only the event-time timer sits at END_OF_INPUT (processing-time ones are near now):
+        # the timestamp tells the domain without a call into the JVM.
         visit = self._require_logic().on_timer(
             ctx.get_current_key(),
             self._state,
             timestamp,
             timers.current_processing_time,
-            end_of_input=ctx.time_domain() != TimeDomain.PROCESSING_TIME,
+            end_of_input=timestamp == END_OF_INPUT,
         )
         if self._metrics is not None:
             self._metrics.publish_if_due()
@@ -157,12 +169,18 @@ class PublishedMetrics:
     counts: MetricsListener
     group: FlinkMetrics
     clock: Callable[[], float] = time.monotonic
+    visits: VisitCounts = field(default_factory=VisitCounts)
+    """The logic's visit counts, counted on the operator thread itself."""
     _published_at: float = -math.inf
+    _visits_pushed: VisitCounts = field(default_factory=VisitCounts)
 
     def publish(self) -> None:
         """Push what changed and the gauges' values (on the operator thread)."""
         self._published_at = self.clock()
         self.counts.publish(self.group)
+        self.group.increment(VISITS, self.visits.visits - self._visits_pushed.visits)
+        self.group.increment(VISITS_IDLE, self.visits.idle - self._visits_pushed.idle)
+        self._visits_pushed = VisitCounts(self.visits.visits, self.visits.idle)
         self.group.update_gauges()
 
     def publish_if_due(self) -> None:

@@ -7,12 +7,21 @@ thread submits inputs (blocking while the window of unfinished inputs is full: t
 back-pressure), and finished runs wait in a per-key mailbox until the host visits that key again
 (a timer) to emit outputs and commit the key's state.
 
+A key is named by its token, the canonical JSON text of its value (the Flink key as it is): the
+host keys its books by it and decodes it once, on the loop thread, for the engine. To tell a
+caller when to come back, the host keeps for each key with unfinished inputs when its head input
+started running (the later of its submit and the key's previous finish: one key runs one input
+at a time), and moving averages of the run durations measured from that start and of their
+deviation: a key whose next input was queued behind its running one is not expected to finish a
+whole queue wait later.
+
 Nothing here polls: waiting is done on a condition variable signalled by the loop thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections import defaultdict, deque
@@ -25,7 +34,7 @@ from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.state import KeyState
 
 _SMOOTHING = 0.05
-"""Weight of the newest run in the moving average of run durations."""
+"""Weight of the newest run in the moving averages of run durations and of their deviation."""
 
 
 @dataclass(frozen=True)
@@ -40,31 +49,52 @@ class CompletedRun:
     short_term_memory: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class KeyProgress:
+    """What a visit of one key finds, read at one moment (no run can finish in between)."""
+
+    completed: list[CompletedRun]
+    """Finished runs not taken before, in order."""
+    unfinished: int
+    """Inputs of the key whose run has not finished (running or queued)."""
+    due: float | None
+    """When (the host's clock, s) the key's running input is expected to be done: its start plus
+    the average run duration. None when nothing is unfinished."""
+
+
 class EngineHost:
     """Runs ``engine`` on a background event loop thread for a synchronous caller.
 
     ``max_unfinished`` bounds the inputs submitted whose run has not finished (running or queued
     behind another input of the same key or behind the engine's ``max_in_flight`` window);
-    :meth:`submit` blocks while it is reached.
+    :meth:`submit` blocks while it is reached. ``clock`` (monotonic seconds) times the runs.
     """
 
-    def __init__(self, engine_factory: Callable[..., RunEngine], *, max_unfinished: int) -> None:
+    def __init__(
+        self,
+        engine_factory: Callable[..., RunEngine],
+        *,
+        max_unfinished: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_unfinished < 1:
             raise ValueError("max_unfinished must be at least 1")
         self._max_unfinished = max_unfinished
+        self._clock = clock
         self._engine = engine_factory(on_result=self._on_result, on_failure=self._on_failure)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="flink-agents-engine", daemon=True
         )
         self._changed = threading.Condition()
-        self._unfinished: dict[str, int] = defaultdict(int)
+        self._unfinished: dict[str, int] = {}
         self._total_unfinished = 0
         self._done: dict[str, deque[CompletedRun]] = defaultdict(deque)
         self._known: set[str] = set()
         self._failure: BaseException | None = None
-        self._submitted_at: dict[tuple[str, int], float] = {}
-        self._expected_seconds = 0.0
+        self._head_started: dict[str, float] = {}  # keys with unfinished inputs
+        self._mean_seconds: float | None = None  # until a run has finished
+        self._deviation_seconds = 0.0
         self._inbox: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
         self._drain_scheduled = False
         self._thread.start()
@@ -81,63 +111,73 @@ class EngineHost:
 
     @property
     def expected_run_seconds(self) -> float:
-        """Moving average of the time from submit to finish: when a new input's run will
-        likely be done, so a host can come back then instead of polling right away."""
-        return self._expected_seconds
+        """How long a run likely takes from its start: the moving average of run durations
+        (0 until a run has finished)."""
+        return self._mean_seconds or 0.0
 
-    def knows(self, key: Any) -> bool:
+    @property
+    def run_deviation_seconds(self) -> float:
+        """The moving average of how far run durations fall from :attr:`expected_run_seconds`:
+        how long after its expected end a run still going will likely be done."""
+        return self._deviation_seconds
+
+    def now(self) -> float:
+        """The host's clock (seconds), in which :attr:`KeyProgress.due` is given."""
+        return self._clock()
+
+    def knows(self, token: str) -> bool:
         """Whether the engine holds this key (after a restart it holds none until restored)."""
-        return canonical_json(key) in self._known
+        return token in self._known
 
-    def submit(self, key: Any, value: Any, seq: int) -> None:
-        """Queue ``value`` as input ``seq`` of an already known ``key``; blocks while full.
+    def submit(self, token: str, value: Any, seq: int) -> None:
+        """Queue ``value`` as input ``seq`` of an already known key; blocks while full.
 
         The caller's key state numbers the inputs; the engine runs the input under this ``seq``.
         """
-        token = canonical_json(key)
         with self._changed:
             self._changed.wait_for(
                 lambda: self._total_unfinished < self._max_unfinished or self._failure is not None
             )
             self._raise_failure()
             self._count(token, 1)
-            self._submitted_at[(token, seq)] = time.monotonic()
-        self._call_soon(self._engine.submit, key, value, seq)
+        self._call_soon(_submit, self._engine, token, value, seq)
 
-    def restore(self, key: Any, state: KeyState) -> None:
+    def restore(self, token: str, state: KeyState) -> None:
         """Hand the engine a key's checkpointed state; its pending inputs run again."""
-        token = canonical_json(key)
         with self._changed:
             self._raise_failure()
             self._known.add(token)
             self._count(token, len(state.pending))
         # Copied now: the caller goes on to change its state before the loop thread runs this.
-        self._call_soon(self._engine.restore_key, key, state.model_copy(deep=True))
+        self._call_soon(_restore, self._engine, token, state.model_copy(deep=True))
 
-    def take(self, key: Any) -> list[CompletedRun]:
-        """Finished runs of ``key`` not yet taken, in order."""
-        token = canonical_json(key)
+    def due(self, token: str) -> float | None:
+        """When the key's running input will likely be done (see :attr:`KeyProgress.due`)."""
+        with self._changed:
+            started = self._head_started.get(token)
+        return None if started is None else started + self.expected_run_seconds
+
+    def visit(self, token: str) -> KeyProgress:
+        """Take the key's finished runs, with what is left of it and when its running input
+        will likely be done, all read at one moment: a run finishing between a take and a
+        count would otherwise be neither taken nor counted, and the key left without a visit."""
         with self._changed:
             self._raise_failure()
             done = self._done.pop(token, None)
-        return list(done or ())
+            unfinished = self._unfinished.get(token, 0)
+            started = self._head_started.get(token)
+        due = None if started is None else started + self.expected_run_seconds
+        return KeyProgress(list(done or ()), unfinished, due)
 
-    def pending(self, key: Any) -> int:
-        """Unfinished inputs of ``key``."""
-        with self._changed:
-            return self._unfinished.get(canonical_json(key), 0)
-
-    def wait_idle(self, key: Any, timeout: float | None = None) -> list[CompletedRun]:
-        """Block until ``key`` has no unfinished input (or ``timeout``); returns its finished runs.
-
-        Used at the end of a bounded input, when nothing else will visit the key again.
+    def wait_idle(self, token: str, timeout: float | None = None) -> list[CompletedRun]:
+        """Block until the key has no unfinished input (or ``timeout``); returns its finished
+        runs. Used at the end of a bounded input, when nothing else will visit the key again.
         """
-        token = canonical_json(key)
         with self._changed:
             self._changed.wait_for(
                 lambda: self._unfinished.get(token, 0) == 0 or self._failure is not None, timeout
             )
-        return self.take(key)
+        return self.visit(token).completed
 
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = 60) -> Any:
         """Run ``fn(*args)`` on the loop thread and return its result (blocking).
@@ -183,10 +223,9 @@ class EngineHost:
         memory = self._engine.committed_memory(result.key)
         token = canonical_json(result.key)
         with self._changed:
-            submitted = self._submitted_at.pop((token, result.run_id.seq), None)
-            if submitted is not None:
-                elapsed = time.monotonic() - submitted
-                self._expected_seconds += _SMOOTHING * (elapsed - self._expected_seconds)
+            started = self._head_started.get(token)
+            if started is not None:
+                self._learn(self._clock() - started)
             self._done[token].append(CompletedRun(result, memory))
             self._count(token, -1)
             self._changed.notify_all()
@@ -198,6 +237,15 @@ class EngineHost:
 
     # --- helpers ---------------------------------------------------------------------------------
 
+    def _learn(self, seconds: float) -> None:
+        """Fold one run's duration into the moving averages (under the lock)."""
+        if self._mean_seconds is None:  # the first run: its duration, give or take half
+            self._mean_seconds, self._deviation_seconds = seconds, seconds / 2
+            return
+        error = seconds - self._mean_seconds
+        self._mean_seconds += _SMOOTHING * error
+        self._deviation_seconds += _SMOOTHING * (abs(error) - self._deviation_seconds)
+
     def _call_soon(self, fn: Callable[..., object], *args: Any) -> None:
         # One loop wake-up for a burst of hand-offs (a bundle of records), not one per record:
         # each wake-up costs a write to the loop's self-pipe and a trip through the GIL.
@@ -207,14 +255,31 @@ class EngineHost:
             self._loop.call_soon_threadsafe(self._drain_inbox)
 
     def _count(self, token: str, delta: int) -> None:
+        """Change the key's unfinished inputs by ``delta`` (under the lock). The key's head
+        input starts now when the key had none (a submit) or when its run just finished and
+        another is queued (one key runs one input at a time)."""
         self._known.add(token)
-        self._unfinished[token] += delta
+        before = self._unfinished.get(token, 0)
+        after = before + delta
         self._total_unfinished += delta
-        if self._unfinished[token] == 0:
-            del self._unfinished[token]
+        if after == 0:
+            self._unfinished.pop(token, None)
+            self._head_started.pop(token, None)
+        else:
+            self._unfinished[token] = after
+            if before == 0 or delta < 0:
+                self._head_started[token] = self._clock()
         if delta < 0:
             self._changed.notify_all()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
+
+
+def _submit(engine: RunEngine, token: str, value: Any, seq: int) -> None:
+    engine.submit(json.loads(token), value, seq)
+
+
+def _restore(engine: RunEngine, token: str, state: KeyState) -> None:
+    engine.restore_key(json.loads(token), state)

@@ -8,7 +8,8 @@ it answers with a :class:`Visit`, the records to emit and the timers to register
 * the key's :class:`~flink_agents.runtime.state.KeyState`, the one owner of ``seq`` (the engine
   runs each input under the ``seq`` handed to it) and of the committed short-term memory (taken
   from each finished run when its outputs are emitted, and serialized with the state);
-* when to come back to a key with a run in flight (the timer arithmetic);
+* when to come back to a key with a run in flight (the timer arithmetic: one chain of timers per
+  key, aimed at its running input's expected end), and counts of those visits;
 * restoring the action-state store after a restart from the recovery marker saved with key
   states, and taking markers now and then (``runtime/recovery.py``);
 * the registry of open attempts: an attempt a failed one left open in this interpreter (PyFlink's
@@ -17,8 +18,8 @@ it answers with a :class:`Visit`, the records to emit and the timers to register
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,10 +64,21 @@ class Visit:
     """Processing time (ms) at which to visit the key again, if any."""
     until_end_of_input: bool = False
     """Whether to visit the key when a bounded input ends (so it does not end with runs in
-    flight); set with every accepted input, since the host checkpoints that timer with it."""
+    flight); set with a key's first input: the host checkpoints that timer with the key's
+    state, so it is there for every later input, after a restore too."""
 
 
 _NOTHING = Visit()
+
+
+@dataclass(slots=True)
+class VisitCounts:
+    """Timer visits of keys (the end-of-input visit not counted), for the host's metrics."""
+
+    visits: int = 0
+    """Processing-time visits."""
+    idle: int = 0
+    """Visits that emitted nothing (the key's run was still going)."""
 
 
 class SavedKey(BaseModel):
@@ -116,6 +128,9 @@ class KeyedAgentLogic:
         self._recovered = True
         self._marker: str | None = None
         self._marker_deadline: float | None = None  # set by the first key without a marker
+        self._armed: dict[str, int] = {}  # per key, the timer last armed until it fires
+        self._pending_states: dict[str, KeyState] = {}  # see _load
+        self.visits = VisitCounts()
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
         )
@@ -202,19 +217,23 @@ class KeyedAgentLogic:
                 raise BadRecord(f"input record has no usable key: {value[:120]!r}")
         except BadRecord as exc:
             return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
-        decoded = json.loads(key)
         host = self._require_host()
-        runs = self._load(state)
-        if self._recovered and not host.knows(decoded):
-            host.restore(decoded, runs)
+        runs = self._load(key, state)
+        if self._recovered and not host.knows(key):
+            host.restore(key, runs)
         seq = runs.next_seq
         runs.pending.append(PendingInput(seq=seq, input=record))
         runs.next_seq = seq + 1
-        self._save(state, runs)
+        self._save(key, state, runs)
         if self._recovered:
-            host.submit(decoded, record, seq)
+            host.submit(key, record, seq)
         # Else the input waits in state for the store's restore; its timer comes back for it.
-        return Visit(poll_at=self._next_visit(clock(), first=True), until_end_of_input=True)
+        # A key with a timer armed needs none: that visit comes first and re-arms (so neither
+        # the clock nor the timer service is called). The end-of-input timer is checkpointed
+        # with the key's state: its first input sets it (a state saved with a later seq,
+        # restored or not, comes with its timer).
+        poll_at = None if key in self._armed else self._arm(key, clock(), host.due(key))
+        return Visit(poll_at=poll_at, until_end_of_input=seq == 0)
 
     def on_timer(
         self,
@@ -235,30 +254,40 @@ class KeyedAgentLogic:
             # A poll timer outliving the end of a bounded input (the end-of-input timer already
             # finished the key's runs) fires after close(): nothing is left to do.
             return _NOTHING
-        decoded = json.loads(key)
         host = self._host
-        if not host.knows(decoded):
+        if not end_of_input:
+            self.visits.visits += 1
+            if self._armed.get(key) == timestamp:
+                del self._armed[key]
+        if not host.knows(key):
             # First visit after a restore: the engine starts the key's unfinished inputs again.
-            runs = self._load(state)
+            runs = self._load(key, state)
             if not self._recovered:
                 if not end_of_input:  # still waiting for a key that carries a marker
-                    return Visit(poll_at=self._next_visit(max(clock(), timestamp), first=False))
+                    self.visits.idle += 1
+                    return Visit(poll_at=self._arm(key, max(clock(), timestamp), None))
                 self._recover(None, wait=False)  # the input has ended: nothing more will come
             if not runs.pending:
+                if not end_of_input:
+                    self.visits.idle += 1
                 return _NOTHING
-            host.restore(decoded, runs)
+            host.restore(key, runs)
+        if end_of_input:
+            completed, progress = host.wait_idle(key), None
+        else:
+            progress = host.visit(key)
+            completed = progress.completed
         # Most visits find the run still going: they touch neither state nor JSON.
-        completed = host.wait_idle(decoded) if end_of_input else host.take(decoded)
         outputs: list[str] = []
         if completed:
-            runs = self._load(state)
+            runs = self._load(key, state)
             outputs = self._commit(runs, completed)
-            self._save(state, runs)
-        if end_of_input or not host.pending(decoded):
+            self._save(key, state, runs)
+        elif progress is not None:
+            self.visits.idle += 1
+        if progress is None or not progress.unfinished:
             return Visit(outputs=outputs)
-        return Visit(
-            outputs=outputs, poll_at=self._next_visit(max(clock(), timestamp), first=False)
-        )
+        return Visit(outputs=outputs, poll_at=self._arm(key, max(clock(), timestamp), progress.due))
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -271,39 +300,72 @@ class KeyedAgentLogic:
             outputs.extend(record.to_json() for record in outputs_of(run.result))
         return outputs
 
-    def _next_visit(self, now: int, *, first: bool) -> int:
-        """When to come back to a key whose run is likely done (processing time, ms).
+    def _arm(self, key: str, now: int, due: float | None) -> int | None:
+        """The timer to register so that ``key`` is visited when its running input is likely
+        done (``due``, the host's clock), or None when a timer already armed comes first.
 
-        The first visit waits for the host's moving average of run durations (capped), later
-        ones a quarter of it (at least ``poll_interval_ms``, at most ``max_poll_ms``), so a key
-        costs a few timers per run, not one per poll interval. Timers sit on a grid of
-        ``poll_interval_ms``: a host keeps one timer per key and timestamp (Flink does), so
-        arming again (a new input while a timer is pending) never starts a second chain.
+        The logic remembers the timer it last armed per key until that timer fires, so a key
+        has one chain of visits however many inputs arrive meanwhile: a visit re-arms only when
+        no later timer is pending. Every key with unfinished inputs has a timer pending (or
+        asked for here); after a restart the books start empty and the restored timers fire
+        anyway, which at worst arms one timer more.
         """
+        at = self._next_visit(now, due)
+        armed = self._armed.get(key)
+        if armed is not None and armed <= at:
+            return None
+        self._armed[key] = at
+        return at
+
+    def _next_visit(self, now: int, due: float | None) -> int:
+        """When to come back to a key (processing time, ms) whose running input is ``due``.
+
+        While the run is expected to go on, at its expected end, its start plus the average
+        run duration (capped at ``max_first_poll_ms``); once it is overdue (or nothing tells
+        when it started), the runs' mean deviation later (at least ``poll_interval_ms``, at
+        most ``max_poll_ms``): a run that outlasts every estimate is still visited until it
+        ends. Aiming at the average, not beyond it, keeps the output latency of the runs
+        slower than average to about a deviation (bench/results/analysis.md, "Timer visits").
+        Timers sit on a grid of ``poll_interval_ms``: a host keeps one timer per key and
+        timestamp (Flink does), so arming again never starts a second chain.
+        """
+        host = self._require_host()
         interval = self._options.poll_interval_ms
-        expected_ms = int(self._require_host().expected_run_seconds * 1000)
-        if first:
-            delay = min(expected_ms, self._options.max_first_poll_ms)
+        remaining_ms = 0 if due is None else math.ceil((due - host.now()) * 1000)
+        if remaining_ms > 0:
+            delay = min(remaining_ms, self._options.max_first_poll_ms)
         else:
-            delay = min(max(expected_ms // 4, interval), self._options.max_poll_ms)
+            deviation_ms = int(host.run_deviation_seconds * 1000)
+            delay = min(max(deviation_ms, interval), self._options.max_poll_ms)
         return ((now + delay) // interval + 1) * interval
 
-    def _load(self, state: SavedState) -> KeyState:
-        """The key's state; the first state read after a restart also restores the action-state
-        store from the marker saved with it."""
+    def _load(self, key: str, state: SavedState) -> KeyState:
+        """The key's state. While the key has inputs pending it is the one this logic saved last
+        (kept, not read back: nothing else writes a key's state, and a restart opens a new
+        logic), else it is read; the first state read after a restart also restores the
+        action-state store from the marker saved with it."""
+        if self._recovered:
+            kept = self._pending_states.get(key)
+            if kept is not None:
+                return kept
         text = state.value()
         saved = SavedKey.model_validate_json(text) if text else SavedKey()
         if not self._recovered:
             self._recover(saved.marker, saved.parallelism)
         return saved.runs
 
-    def _save(self, state: SavedState, runs: KeyState) -> None:
+    def _save(self, key: str, state: SavedState, runs: KeyState) -> None:
         # No marker before the store is restored: it would not cover the runs still to replay.
         if self._store is not None and self._recovered and self._clock.due():
             self._take_marker()
         if runs.pending or runs.next_seq or runs.short_term_memory:
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
             state.update(saved.model_dump_json())
+        # Kept only while inputs are pending: as many keys as the window of unfinished inputs.
+        if runs.pending:
+            self._pending_states[key] = runs
+        else:
+            self._pending_states.pop(key, None)
 
     def _recover(
         self, marker_json: str | None, saved_parallelism: int | None = None, *, wait: bool = True

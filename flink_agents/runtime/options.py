@@ -33,12 +33,14 @@ class OperatorOptions(BaseModel):
     max_poll_ms: int = Field(
         default=100,
         ge=1,
-        description="Longest wait between later visits of a key whose run is still going.",
+        description="Longest wait between visits of a key whose run is overdue (still going "
+        "past its expected end).",
     )
     max_first_poll_ms: int = Field(
         default=2000,
         ge=0,
-        description="Cap on the first visit's delay, which follows the average run duration.",
+        description="Cap on the wait for a running input's expected end (its start plus the "
+        "learned run duration).",
     )
 
     marker_interval_ms: int = Field(

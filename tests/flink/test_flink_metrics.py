@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,10 @@ from pyflink.datastream import TimeDomain
 
 from examples.weather import build_agent
 from flink_agents.flink.operator import (
+    METRIC_GROUP,
     PUBLISH_INTERVAL_S,
+    VISITS,
+    VISITS_IDLE,
     AgentFunction,
     FlinkMetrics,
     PublishedMetrics,
@@ -233,3 +237,18 @@ def test_with_metrics_on_the_counters_move(monkeypatch) -> None:
     assert group.groups["calls"].groups["tool"].counters["live"].count == 2
     assert group.groups["runs"].counters["in_flight"].count == 0
     assert len(group.groups["runs"].distributions["latency_ms"].values) == 1
+
+
+def test_the_operator_counts_its_timer_visits_and_those_that_emitted_nothing(monkeypatch) -> None:
+    runtime = _one_run(monkeypatch, OperatorOptions())
+    operator = runtime.group.groups[METRIC_GROUP].groups["operator"].counters
+    assert set(operator) == {"visits", "visits_idle"}
+    # One run, polled until its one output came out: every visit but the last found nothing.
+    assert operator["visits"].count >= 1
+    assert operator["visits_idle"].count == operator["visits"].count - 1
+
+
+def test_the_visit_counters_are_documented_with_the_other_metrics() -> None:
+    table = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    for name in (VISITS, VISITS_IDLE):
+        assert f"| `{name}` | counter |" in table

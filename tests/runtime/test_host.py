@@ -13,6 +13,9 @@ from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.state import KeyState, PendingInput
 from tests.sample_agents import EchoAgent, fail_on_negative
 
+K = '"k"'
+"""A key as the host names it: its canonical JSON text (the key "k")."""
+
 
 def _host(max_in_flight: int = 4, max_unfinished: int = 8) -> EngineHost:
     plan = compile_agent(EchoAgent())
@@ -24,10 +27,10 @@ def _host(max_in_flight: int = 4, max_unfinished: int = 8) -> EngineHost:
 def test_runs_finish_in_order_per_key_with_committed_memory() -> None:
     host = _host()
     try:
-        host.restore("k", KeyState())
+        host.restore(K, KeyState())
         for seq in range(3):
-            host.submit("k", {"n": seq}, seq)
-        done = host.wait_idle("k", timeout=10)
+            host.submit(K, {"n": seq}, seq)
+        done = host.wait_idle(K, timeout=10)
         assert [run.result.run_id.seq for run in done] == [0, 1, 2]
         assert [run.result.output_values for run in done] == [
             [{"doubled": 0, "count": 1}],
@@ -53,9 +56,9 @@ def test_restore_reruns_pending_inputs_with_their_seq() -> None:
             pending=[PendingInput(seq=5, input={"n": 1}), PendingInput(seq=6, input={"n": 2})],
             short_term_memory={"count": 10},
         )
-        host.restore("k", state)
-        host.submit("k", {"n": 3}, 7)
-        done = host.wait_idle("k", timeout=10)
+        host.restore(K, state)
+        host.submit(K, {"n": 3}, 7)
+        done = host.wait_idle(K, timeout=10)
         assert [run.result.run_id.seq for run in done] == [5, 6, 7]
         assert done[-1].short_term_memory == {"count": 13}
     finally:
@@ -66,10 +69,10 @@ def test_the_engine_runs_an_input_under_the_seq_the_caller_hands_it() -> None:
     # The caller's key state numbers the inputs; the engine does not count on its own.
     host = _host()
     try:
-        host.restore("k", KeyState(next_seq=3))
-        host.submit("k", {"n": 1}, 0)
-        host.submit("k", {"n": 2}, 9)
-        done = host.wait_idle("k", timeout=10)
+        host.restore(K, KeyState(next_seq=3))
+        host.submit(K, {"n": 1}, 0)
+        host.submit(K, {"n": 2}, 9)
+        done = host.wait_idle(K, timeout=10)
         assert [run.result.run_id.seq for run in done] == [0, 9]
     finally:
         host.close()
@@ -80,10 +83,10 @@ def test_a_failed_run_hands_back_the_memory_committed_before_it() -> None:
     agent.add_action(fail_on_negative, name="check")
     host = EngineHost(partial(RunEngine, compile_agent(agent)), max_unfinished=4)
     try:
-        host.restore("k", KeyState(short_term_memory={"count": 4}))
-        host.submit("k", {"n": 1}, 0)
-        host.submit("k", {"n": -1}, 1)
-        done = host.wait_idle("k", timeout=10)
+        host.restore(K, KeyState(short_term_memory={"count": 4}))
+        host.submit(K, {"n": 1}, 0)
+        host.submit(K, {"n": -1}, 1)
+        done = host.wait_idle(K, timeout=10)
         assert [run.result.error is None for run in done] == [True, False]
         committed = {"count": 5, "last": 1}
         assert [run.short_term_memory for run in done] == [committed, committed]
@@ -108,11 +111,11 @@ def test_submit_blocks_while_the_unfinished_window_is_full() -> None:
     plan = compile_agent(GatedAgent())
     host = EngineHost(partial(RunEngine, plan, max_in_flight=4), max_unfinished=2)
     try:
-        for key in ("a", "b", "c"):
+        for key in ('"a"', '"b"', '"c"'):
             host.restore(key, KeyState())
-        host.submit("a", 1, 0)
-        host.submit("b", 2, 0)
-        third = threading.Thread(target=host.submit, args=("c", 3, 0))
+        host.submit('"a"', 1, 0)
+        host.submit('"b"', 2, 0)
+        third = threading.Thread(target=host.submit, args=('"c"', 3, 0))
         third.start()
         third.join(timeout=0.5)
         assert third.is_alive(), "the third submit should wait for a free place in the window"
@@ -123,7 +126,7 @@ def test_submit_blocks_while_the_unfinished_window_is_full() -> None:
         assert not third.is_alive()
         outputs = [
             value
-            for key in ("a", "b", "c")
+            for key in ('"a"', '"b"', '"c"')
             for run in host.wait_idle(key, timeout=10)
             for value in run.result.output_values
         ]
@@ -138,11 +141,11 @@ def test_restore_takes_the_state_as_it_was_when_called() -> None:
     host = _host()
     try:
         state = KeyState()
-        host.restore("k", state)
+        host.restore(K, state)
         state.pending.append(PendingInput(seq=0, input={"n": 5}))
         state.next_seq = 1
-        host.submit("k", {"n": 5}, 0)
-        done = host.wait_idle("k", timeout=10)
+        host.submit(K, {"n": 5}, 0)
+        done = host.wait_idle(K, timeout=10)
         assert [run.result.run_id.seq for run in done] == [0]
     finally:
         host.close()

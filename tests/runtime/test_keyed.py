@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -388,3 +388,38 @@ def test_the_heartbeat_interval_must_leave_a_fence():
     assert OperatorOptions().freeze_fence_s == 40.0  # Flink's defaults: 50 s - 10 s
     with pytest.raises(ValueError, match="heartbeat_interval_ms"):
         OperatorOptions(heartbeat_timeout_ms=10_000, heartbeat_interval_ms=10_000)
+
+
+# --- the cost of an input -------------------------------------------------------------------------
+
+
+@dataclass
+class CountedSlot(KeySlot):
+    """A key's saved value that counts how often it is read."""
+
+    reads: list[str] = field(default_factory=list)
+
+    def value(self) -> str | None:
+        self.reads.append(self.key)
+        return super().value()
+
+
+def test_a_key_with_inputs_pending_is_not_read_back_from_keyed_state(monkeypatch):
+    echo = compile_agent(EchoAgent(name="echo"))
+    with Attempt(monkeypatch, None, {}, 0, plan=echo) as attempt:
+        slot = CountedSlot(attempt.table, json.dumps("a"))
+        for n in range(3):
+            attempt.logic.on_input(slot.key, json.dumps({"n": n}), slot, now_ms)
+        assert len(slot.reads) == 1  # the first input found no state; the others, its own
+        outputs: list[str] = []
+        deadline = time.monotonic() + 10
+        while len(outputs) < 3 and time.monotonic() < deadline:
+            outputs += attempt.logic.on_timer(slot.key, slot, now_ms(), now_ms).outputs
+            time.sleep(0.01)
+        assert [json.loads(o)["seq"] for o in outputs] == [0, 1, 2]
+        assert len(slot.reads) == 1
+        saved = SavedKey.model_validate_json(attempt.table[slot.key]).runs
+        assert (saved.next_seq, saved.pending) == (3, [])  # what it kept was written through
+
+        attempt.logic.on_input(slot.key, json.dumps({"n": 3}), slot, now_ms)
+        assert len(slot.reads) == 2  # nothing pending any more: read again
