@@ -46,7 +46,7 @@ from flink_agents.durable.store.base import (
     partition_of_key,
 )
 from flink_agents.durable.store.codec import RecordCodec, record_epoch
-from flink_agents.durable.store.errors import CorruptRecordError, StoreError
+from flink_agents.durable.store.errors import CorruptRecordError, StoreError, StoreWriteError
 from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
 
 logger = logging.getLogger(__name__)
@@ -104,6 +104,8 @@ class LogStore(abc.ABC):
         # Held by a flush from taking its batch until its offsets are recorded, and by the
         # operations that read or reset those offsets.
         self._flush_lock = threading.RLock()
+        # The first batch lost since the last restore (see `flush`).
+        self._lost: BaseException | None = None
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -165,20 +167,31 @@ class LogStore(abc.ABC):
         """Send every buffered write and wait until each is acknowledged; raise
         `StoreWriteError` if not.
 
-        Also waits for a flush running in another thread, whose batch may hold earlier writes.
+        Also waits for a flush running in another thread, whose batch may hold earlier writes,
+        and raises if any batch was lost since the last restore: a synchronous settle would
+        otherwise send a run's next call although the run's earlier write, taken by an `aflush`
+        that failed in its worker thread, never reached the log.
         """
         with self._flush_lock:
+            if self._lost is not None:
+                raise StoreWriteError(
+                    f"an earlier write to {self.topic!r} was lost: {self._lost}"
+                ) from self._lost
             with self._pending_lock:
                 unsent, self._unsent = self._unsent, {}
             if not unsent:
                 return
-            handles = self._send(
-                [
-                    (self._partition(run), key, self._seal(key, envelope))
-                    for key, (run, envelope) in unsent.items()
-                ]
-            )
-            offsets = self._await(handles, timeout)
+            try:
+                handles = self._send(
+                    [
+                        (self._partition(run), key, self._seal(key, envelope))
+                        for key, (run, envelope) in unsent.items()
+                    ]
+                )
+                offsets = self._await(handles, timeout)
+            except Exception as exc:
+                self._lost = exc
+                raise
             for (run, envelope), offset in zip(unsent.values(), offsets, strict=True):
                 if envelope is not None:  # a tombstone does not count towards the first offset
                     self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
@@ -211,7 +224,9 @@ class LogStore(abc.ABC):
     def restore(self, marker: RecoveryMarker) -> RestoreReport:
         """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records."""
         with self._flush_lock:
-            return self._restore(marker)
+            report = self._restore(marker)
+            self._lost = None  # the view was rebuilt from what the log holds
+            return report
 
     def _restore(self, marker: RecoveryMarker) -> RestoreReport:
         if marker.topic != self.topic:

@@ -15,6 +15,7 @@ from flink_agents.durable.store import (
     RecoveryMarker,
     RunKey,
     StoreError,
+    StoreWriteError,
 )
 from tests.durable.store.payload_types import Opaque, Reply
 
@@ -393,3 +394,38 @@ def test_a_tombstone_with_its_key_in_another_json_form_still_hides_the_state():
     report = fresh.restore(start)
     assert (report.loaded, report.tombstones) == (1, 1)
     assert fresh.get(key) is None and fresh.state_count == 0
+
+
+class _FirstBatchLostStore(_GatedStore):
+    """The first batch fails once ``gate`` is set, as a write the broker never acknowledged."""
+
+    def _await(self, handles, timeout):
+        if not self.awaiting.is_set():
+            self.awaiting.set()
+            self.gate.wait(5)
+            raise StoreWriteError("not acknowledged")
+        return super()._await(handles, timeout)
+
+
+def test_a_batch_lost_in_aflush_fails_every_later_flush_until_a_restore():
+    """A synchronous settle flushes on the loop thread while the run's write is in the batch an
+    `aflush` took: that batch failing in its worker thread must fail the settle too, though the
+    settle's own flush has nothing left to send."""
+    log = InMemoryLog()
+    store = _FirstBatchLostStore(log)
+
+    async def scenario() -> None:
+        store.put(state(run("k")))
+        flushing = asyncio.ensure_future(store.aflush())
+        assert await asyncio.to_thread(store.awaiting.wait, 5)  # aflush took the batch
+        threading.Timer(0.2, store.gate.set).start()
+        with pytest.raises(StoreWriteError):
+            store.flush()  # blocks the loop, as a synchronous action's settle does
+        with pytest.raises(StoreWriteError):
+            await flushing
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    with pytest.raises(StoreWriteError, match="was lost"):
+        store.flush()  # also with nothing to send: until a restore
+    store.restore(InMemoryActionStateStore(log).recovery_marker())
+    store.flush()  # nothing lost since the restore
