@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flink_agents.api.context import InDoubtPolicy, Reconciler, ReconcileRequest
+from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.durable.journal import ActionJournal
 from flink_agents.observability import EventLog, observed_direct, observed_direct_async
@@ -74,20 +75,29 @@ class CallRunner(Protocol):
 
 
 class DirectCallRunner:
-    """Calls the function and records nothing."""
+    """Calls the function and records nothing.
+
+    A keyed host sets ``fence``: a process frozen past the cluster's heartbeat timeout then
+    sends no more calls (its task runs again elsewhere), store or not.
+    """
 
     journal: ActionJournal | None = None
     event_log: EventLog | None = None
+    fence: FreezeFence | None = None
 
     def run_admitted(self, run: RunId, input: Any) -> None:
         return None
 
     @observed_direct
     def run(self, call: DurableCall) -> Any:
+        if self.fence is not None:
+            self.fence.check()
         return call.invoke()
 
     @observed_direct_async
     async def run_async(self, call: DurableCall) -> Any:
+        if self.fence is not None:
+            self.fence.check()
         result = call.invoke()
         if inspect.isawaitable(result):
             result = await result

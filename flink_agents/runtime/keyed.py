@@ -29,6 +29,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field
 
 from flink_agents.durable import faults
+from flink_agents.durable.call import DirectCallRunner
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.runner import StoreCallRunner
@@ -145,7 +146,7 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         """
         plan = self._plan
-        call_runner = None
+        call_runner: StoreCallRunner | DirectCallRunner = DirectCallRunner()
         if self._store_config is not None:
             self._store = self._store_config.build()
             call_runner = StoreCallRunner.for_plan(
@@ -155,9 +156,10 @@ class KeyedAgentLogic:
                 default_policy=self._store_config.mismatch_policy,
                 record_arguments=self._store_config.record_arguments,
             )
-            # A zombie's writes are fenced at restore (writer epochs); its calls, here.
-            self._fence = call_runner.fence = FreezeFence(self._options.freeze_fence_s)
-            self._fence.start()
+        # A zombie's store writes are fenced at restore (writer epochs); its calls, here, with
+        # a store or without.
+        self._fence = call_runner.fence = FreezeFence(self._options.freeze_fence_s)
+        self._fence.start()
         self._event_log = build_event_log(
             self._event_log_config,
             self._listeners,

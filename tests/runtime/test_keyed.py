@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from examples.weather import build_agent
+from flink_agents.durable.call import DurableCall
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
 from flink_agents.durable.store import (
     ActionState,
@@ -354,15 +355,14 @@ def test_an_attempt_left_open_is_closed_when_the_next_one_of_its_subtask_opens(m
 # --- a TaskManager frozen past the heartbeat timeout ----------------------------------------------
 
 
-def test_an_attempt_frozen_past_the_heartbeat_timeout_fails_and_sends_and_emits_nothing(
-    monkeypatch,
-):
+@pytest.fixture
+def frozen(monkeypatch) -> tuple[list[float], list[FreezeFence]]:
+    """The clock of the fences the logic builds (the test moves it), and those fences: their
+    watchdogs froze with the process."""
     clock = [100.0]
     fences: list[FreezeFence] = []
 
     class FrozenWatchdogFence(FreezeFence):
-        """The fence the logic builds, on the test's clock; its watchdog froze with the process."""
-
         def __init__(self, threshold_s: float) -> None:
             super().__init__(threshold_s, clock=lambda: clock[0])
             fences.append(self)
@@ -371,6 +371,13 @@ def test_an_attempt_frozen_past_the_heartbeat_timeout_fails_and_sends_and_emits_
             pass
 
     monkeypatch.setattr(keyed, "FreezeFence", FrozenWatchdogFence)
+    return clock, fences
+
+
+def test_an_attempt_frozen_past_the_heartbeat_timeout_fails_and_sends_and_emits_nothing(
+    monkeypatch, frozen
+):
+    clock, fences = frozen
     log = InMemoryLog()
     with Attempt(
         monkeypatch, log, {}, 0, heartbeat_timeout_ms=10_000, heartbeat_interval_ms=2_000
@@ -382,6 +389,26 @@ def test_an_attempt_frozen_past_the_heartbeat_timeout_fails_and_sends_and_emits_
         with pytest.raises(FrozenProcessError):
             attempt.answers("Oslo")
         assert len(log.partitions[0]) == written
+
+
+def test_without_a_store_a_frozen_attempt_sends_no_call(monkeypatch, frozen):
+    clock, fences = frozen
+    sent: list[DurableCall] = []
+    invoke = DurableCall.invoke
+    monkeypatch.setattr(DurableCall, "invoke", lambda call: sent.append(call) or invoke(call))
+    with Attempt(
+        monkeypatch, None, {}, 0, heartbeat_timeout_ms=10_000, heartbeat_interval_ms=2_000
+    ) as attempt:
+        assert [fence.threshold_s for fence in fences] == [8.0]
+        ask(attempt, "Bergen")
+        assert attempt.answers("Bergen")[0]["key"] == "Bergen"
+        before = len(sent)
+        assert before > 0
+        clock[0] += 9.0
+        ask(attempt, "Oslo")
+        with pytest.raises(FrozenProcessError):
+            attempt.answers("Oslo")
+        assert len(sent) == before
 
 
 def test_the_heartbeat_interval_must_leave_a_fence():
