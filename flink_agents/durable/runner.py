@@ -119,6 +119,11 @@ class StoreCallRunner:
     event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
     # Set by a keyed host: checked before every call is sent and every write (freeze_fence.py).
     fence: FreezeFence | None = None
+    # Set by a keyed host that emits a run's outputs some time after the run finishes: it then
+    # ends each run itself (`end_run`) once the outputs are emitted. Ended at its finish, a run
+    # would be left out of a recovery marker taken before its emission, and a checkpoint that
+    # still holds its input would replay it with its records skipped: every call sent again.
+    ends_runs_when_emitted: bool = False
 
     def __init__(
         self,
@@ -183,6 +188,11 @@ class StoreCallRunner:
             self._open.pop(invocation, None)
         self._inputs.pop(run, None)
         self._unsettled.pop(run, None)
+        if not self.ends_runs_when_emitted:
+            self.end_run(run)
+
+    def end_run(self, run: RunId) -> None:
+        """End ``run`` in the store (its outputs are emitted): the next marker leaves it out."""
         key = self._run_keys.pop(run) if run in self._run_keys else _run_key(run)
         self.store.end_run(key)
 

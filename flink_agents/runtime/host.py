@@ -179,6 +179,10 @@ class EngineHost:
             )
         return self.visit(token).completed
 
+    def post(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop thread, after every hand-off before it (not waited for)."""
+        self._call_soon(fn, *args)
+
     def call(self, fn: Callable[..., Any], *args: Any, timeout: float | None = 60) -> Any:
         """Run ``fn(*args)`` on the loop thread and return its result (blocking).
 

@@ -124,6 +124,7 @@ class KeyedAgentLogic:
         self._host: EngineHost | None = None
         self._store: ActionStateStore | None = None
         self._fence: FreezeFence | None = None
+        self._store_runner: StoreCallRunner | None = None
         self._restarted = False
         self._parallelism = 1
         self._recovered = True
@@ -160,6 +161,9 @@ class KeyedAgentLogic:
         # a store or without.
         self._fence = call_runner.fence = FreezeFence(self._options.freeze_fence_s)
         self._fence.start()
+        if isinstance(call_runner, StoreCallRunner):
+            call_runner.ends_runs_when_emitted = True  # see _end_emitted
+            self._store_runner = call_runner
         self._event_log = build_event_log(
             self._event_log_config,
             self._listeners,
@@ -285,6 +289,7 @@ class KeyedAgentLogic:
             runs = self._load(key, state)
             outputs = self._commit(runs, completed)
             self._save(key, state, runs)
+            self._end_emitted(completed)
         elif progress is not None:
             self.visits.idle += 1
         if progress is None or not progress.unfinished:
@@ -301,6 +306,14 @@ class KeyedAgentLogic:
             runs.short_term_memory = run.short_term_memory
             outputs.extend(record.to_json() for record in outputs_of(run.result))
         return outputs
+
+    def _end_emitted(self, completed: list[CompletedRun]) -> None:
+        """End the runs just emitted in the store, now that the key's state no longer holds their
+        inputs: a recovery marker taken while a finished run waits for its visit still covers
+        it, so a checkpoint holding its input replays it with its records."""
+        if self._store_runner is not None:
+            for run in completed:
+                self._require_host().post(self._store_runner.end_run, run.result.run_id)
 
     def _arm(self, key: str, now: int, due: float | None) -> int | None:
         """The timer to register so that ``key`` is visited when its running input is likely

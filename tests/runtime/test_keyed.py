@@ -352,6 +352,24 @@ def test_an_attempt_left_open_is_closed_when_the_next_one_of_its_subtask_opens(m
         other_subtask.logic.close()
 
 
+def test_a_finished_run_stays_in_the_markers_until_its_outputs_are_emitted(monkeypatch):
+    """A run ends in the store when its outputs leave, not when it finishes: a marker taken in
+    between (a checkpoint may still hold its input) must keep its records for the replay."""
+    with Attempt(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        host, store = attempt.logic._require_host(), attempt.logic._store
+        assert store is not None
+        ask(attempt, "Oslo")
+        deadline = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert host.unfinished == 0  # finished, not visited: its output is not emitted yet
+        finished = host.call(store.recovery_marker)
+        assert [run.key for run in finished.open_runs] == [json.dumps("Oslo")]
+        assert attempt.answers("Oslo")[0]["key"] == "Oslo"
+        emitted = host.call(store.recovery_marker)
+        assert emitted.open_runs == []
+
+
 # --- a TaskManager frozen past the heartbeat timeout ----------------------------------------------
 
 
