@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.crash_matrix import REPO, RUN_TIMEOUT_S, SCENARIOS, matrix
+from bench.crash_matrix import RUN_TIMEOUT_S, SCENARIOS, matrix
 
 # Eight runs, each a JVM of its own and bounded by RUN_TIMEOUT_S: on 2 shared cores they take
 # longer together than the suite's default timeout.
@@ -17,8 +17,11 @@ pytestmark = [
 ]
 
 
-def test_every_kill_point_loses_nothing_and_reinvokes_no_completed_call(kafka_bootstrap) -> None:
-    logs = REPO / ".cache" / "crash-matrix" / "test"
+def test_every_kill_point_loses_nothing_and_reinvokes_no_completed_call(
+    kafka_bootstrap, tmp_path
+) -> None:
+    # A fresh folder: `matrix` reuses the finished runs it finds in one (an earlier test run's).
+    logs = tmp_path / "crash-matrix"
     baseline, rows = matrix(SCENARIOS, runs=1, seed=14, port=0, logs=logs)
 
     assert (baseline.lost, baseline.extra, baseline.outputs) == (0, 0, baseline.inputs)
