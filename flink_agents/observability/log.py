@@ -178,13 +178,7 @@ class EventLog:
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
         if self.listeners and self.kept(run):
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "run_admitted",
-            }
+            fields = _head(run, "run_admitted")
             self._publish(RunAdmitted, fields, {}, records=self._records)
 
     async def observe_run(
@@ -225,13 +219,7 @@ class EventLog:
 
     def _run_started(self, start: _RunStart) -> None:
         run = start.run
-        fields = {
-            "time": start.time,
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "run_started",
-        }
+        fields = _head(run, "run_started", start.time)
         self._publish(RunStarted, fields, {"input": start.input}, records=self._records)
 
     def _run_finished(
@@ -251,17 +239,13 @@ class EventLog:
         if not start.kept:
             self._run_started(start)
         run = start.run
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "run_finished",
-            "status": status,
-            "latency_ms": latency_ms,
-            "outputs": outputs,
-            "error": error,
-        }
+        fields = _head(run, "run_finished")
+        fields.update(
+            status=status,
+            latency_ms=latency_ms,
+            outputs=outputs,
+            error=error,
+        )
         self._publish(RunFinished, fields, {}, records=self._records)
 
     # --- actions and events ----------------------------------------------------------------------
@@ -271,16 +255,12 @@ class EventLog:
         the run is not kept."""
         if not self._actions_wanted or not self.kept(run):
             return None
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "action_started",
-            "action": action,
-            "event_id": event.id,
-            "event_type": event.type,
-        }
+        fields = _head(run, "action_started")
+        fields.update(
+            action=action,
+            event_id=event.id,
+            event_type=event.type,
+        )
         self._publish(ActionStarted, fields, {}, records=self._action_records)
         return ActionWatch(self, run, event, action, time.perf_counter())
 
@@ -307,32 +287,24 @@ class EventLog:
             return
         records = self._action_records
         for item in sent:
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "event_sent",
-                "event_id": item.id,
-                "event_type": item.type,
-                "upstream_id": item.upstream_id,
-                "action": item.upstream_action,
-            }
+            fields = _head(run, "event_sent")
+            fields.update(
+                event_id=item.id,
+                event_type=item.type,
+                upstream_id=item.upstream_id,
+                action=item.upstream_action,
+            )
             self._publish(EventSent, fields, {"payload": item}, records=records)
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "action_finished",
-            "action": action,
-            "event_id": event.id,
-            "event_type": event.type,
-            "latency_ms": _ms_since(started),
-            "replayed": replayed,
-            "events_sent": len(sent),
-            "error": None if error is None else self._error(error),
-        }
+        fields = _head(run, "action_finished")
+        fields.update(
+            action=action,
+            event_id=event.id,
+            event_type=event.type,
+            latency_ms=_ms_since(started),
+            replayed=replayed,
+            events_sent=len(sent),
+            error=None if error is None else self._error(error),
+        )
         self._publish(ActionFinished, fields, {}, records=records)
 
     # --- durable calls ---------------------------------------------------------------------------
@@ -357,25 +329,21 @@ class EventLog:
         identity = call.identity
         target, function = self._names(call.function)
         run = identity.run
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "call",
-            "event_id": identity.event_id,
-            "action": identity.action,
-            "call_id": identity.call_id,
-            "call_kind": target.kind,
-            "function": function,
-            "target": target.name,
-            "provider": target.provider,
-            "outcome": outcome,
-            "attempts": attempts,
-            "latency_ms": latency_ms,
-            "usage": usage,
-            "error": None if error is None else self._error(error),
-        }
+        fields = _head(run, "call")
+        fields.update(
+            event_id=identity.event_id,
+            action=identity.action,
+            call_id=identity.call_id,
+            call_kind=target.kind,
+            function=function,
+            target=target.name,
+            provider=target.provider,
+            outcome=outcome,
+            attempts=attempts,
+            latency_ms=latency_ms,
+            usage=usage,
+            error=None if error is None else self._error(error),
+        )
         payloads = {
             "arguments": {"args": call.args, "kwargs": call.kwargs},
             "result": value if error is None else None,
@@ -433,3 +401,14 @@ def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
 
 def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _head(run: RunRef, kind: str, at: float | None = None) -> dict[str, Any]:
+    """The fields every record starts with, in the records' declaration order."""
+    return {
+        "time": time.time() if at is None else at,
+        "agent": run.agent,
+        "key": run.key,
+        "seq": run.seq,
+        "kind": kind,
+    }
