@@ -46,6 +46,7 @@ ready() {
 
 start() {
   already_running && return 0
+  refuse_taken_ports "$port"
   local bin
   bin=$(chroma_bin)
   mkdir -p "$run_dir" "$data_dir"

@@ -29,6 +29,9 @@ cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/flink/cluster-$rest_port"
 
 log() { echo "flink-cluster.sh: $*" >&2; }
+name="Flink cluster"
+# shellcheck source=scripts/service-lib.sh
+source "$here/service-lib.sh"
 
 [ -x "$python" ] || { log "no Python at $python: run 'make install' first"; exit 1; }
 flink_home=$("$python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))')
@@ -114,6 +117,7 @@ start() {
     log "already running: REST on http://127.0.0.1:$rest_port"
     return 0
   fi
+  refuse_taken_ports "$rest_port" "$rpc_port"
   prepare
   "$flink_home/bin/jobmanager.sh" start >"$FLINK_LOG_DIR/start.out" 2>&1
   "$flink_home/bin/taskmanager.sh" start >>"$FLINK_LOG_DIR/start.out" 2>&1

@@ -97,6 +97,7 @@ LOG
 
 start() {
   already_running && return 0
+  refuse_taken_ports "$port" "$controller_port"
   fetch
   write_config
   local java_opts=(-Xms128m "-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1

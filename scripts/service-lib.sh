@@ -68,3 +68,17 @@ already_running() {
   pid=$(running_pid) || return 1
   log "already running (pid $pid) on 127.0.0.1:$port"
 }
+
+# Refuse to start when one of the given ports already answers: another process (a service
+# started from another checkout, say) holds it, and the new one would die on a bind error.
+refuse_taken_ports() {
+  local taken
+  for taken in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$taken") 2>/dev/null; then
+      log "cannot start the $name: 127.0.0.1:$taken is already in use by a process this" \
+        "checkout did not start (a $name from another checkout?). Stop it, or pick other" \
+        "ports (see the environment variables at the top of $0)."
+      exit 1
+    fi
+  done
+}
