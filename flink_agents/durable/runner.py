@@ -64,6 +64,7 @@ from flink_agents.durable.store import (
     RunKey,
     StoreError,
 )
+from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog, observed_protocol
 
 logger = logging.getLogger(__name__)
@@ -146,8 +147,10 @@ class StoreCallRunner:
         # when it is opened. Not keyed by `ActionInvocation`: a dataclass hashes in Python,
         # and through its `RunId` again (about 20 lookups per run), a tuple of strings in C.
         self._open: dict[RunId, dict[tuple[str, str], _Invocation]] = {}
-        # Inputs of admitted runs, until their first action's state takes one.
-        self._inputs: dict[RunId, RunInput] = {}
+        # Inputs of admitted runs and when they were admitted, until their first action's state
+        # takes them (as a `RunInput`, made then: a model held per run in flight is three
+        # objects for the garbage collector to scan, a tuple one).
+        self._inputs: dict[RunId, tuple[Any, float]] = {}
         # Per run, the ticket of its latest call record: what its next call or output waits for.
         self._unsettled: dict[RunId, int] = {}
         # Per run in flight, its store key (rendering the key's JSON is not free).
@@ -180,7 +183,7 @@ class StoreCallRunner:
         except (TypeError, ValueError):
             logger.debug("run %s: its input has no JSON form and is not recorded", run)
             return
-        self._inputs[run] = RunInput(value=input)
+        self._inputs[run] = (input, now_ms())
 
     def run_finished(self, run: RunId) -> None:
         self._put_outcomes(run)
@@ -390,7 +393,8 @@ class StoreCallRunner:
         run = invocation.run
         if run not in self._inputs or invocation.event_id != event_id(run, None, None, 0):
             return None
-        return self._inputs.pop(run)
+        value, admitted_at = self._inputs.pop(run)
+        return RunInput(value=value, admitted_at=admitted_at)
 
     def _run_key(self, run: RunId) -> RunKey:
         key = self._run_keys.get(run)
