@@ -79,7 +79,10 @@ class MemoryWatch:
         }
         updates: list[MemoryUpdate] = []
         for scope, memory in now.items():
-            before, after = self._before[scope], _snapshot(memory)
+            before = self._before[scope]
+            if not before and not len(memory):
+                continue  # empty before and after
+            after = _snapshot(memory)
             gone = [k for k in before if k not in after]
             updates += [MemoryUpdate(scope=scope, key=k, delete=True) for k in gone]
             updates += [
