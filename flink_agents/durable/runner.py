@@ -78,7 +78,7 @@ class _Op(Enum):
     SETTLE = "settle"  # wait until the run's writes so far are acknowledged
 
 
-@dataclass(slots=True)  # no __dict__: one object fewer per action for the collector
+@dataclass
 class _Invocation:
     """The working copy of one action invocation's state, and how far replay has come."""
 
@@ -88,7 +88,7 @@ class _Invocation:
     unput: bool = False  # the state holds an outcome not put into the store yet
 
 
-@dataclass(slots=True)
+@dataclass
 class _Attempts:
     """The :class:`AttemptTracker` of one call: counts live in the call's record."""
 
