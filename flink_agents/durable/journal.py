@@ -67,8 +67,8 @@ class MemoryWatch:
     def __init__(self, run: RunMemories) -> None:
         self._run = run
         self._before = {
-            "short_term": run.short_term_memory.snapshot(),
-            "sensory": run.sensory_memory.snapshot(),
+            "short_term": _snapshot(run.short_term_memory),
+            "sensory": _snapshot(run.sensory_memory),
         }
 
     def updates(self) -> list[MemoryUpdate]:
@@ -79,7 +79,10 @@ class MemoryWatch:
         }
         updates: list[MemoryUpdate] = []
         for scope, memory in now.items():
-            before, after = self._before[scope], memory.snapshot()
+            before = self._before[scope]
+            if not before and not len(memory):
+                continue  # empty before and after
+            after = _snapshot(memory)
             gone = [k for k in before if k not in after]
             updates += [MemoryUpdate(scope=scope, key=k, delete=True) for k in gone]
             updates += [
@@ -88,6 +91,12 @@ class MemoryWatch:
                 if k not in before or before[k] != v
             ]
         return updates
+
+
+def _snapshot(memory: Memory) -> dict[str, Any]:
+    """``memory``'s content as a copy; an empty memory (most actions' sensory memory, and
+    every memory of a stateless agent) without a deep copy: four per action otherwise."""
+    return memory.snapshot() if len(memory) else {}
 
 
 class ActionJournal(Protocol):

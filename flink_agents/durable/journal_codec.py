@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from flink_agents.api.events import Event
 from flink_agents.durable.journal import MemoryUpdate, RecordedAction
 from flink_agents.durable.store import (
@@ -19,10 +21,13 @@ from flink_agents.durable.store import (
     decode_payload,
     encode_payload,
 )
+from flink_agents.durable.store.canonical import type_tag
 
 
 def write_action(state: ActionState, action: RecordedAction) -> None:
-    """Mark ``state`` completed with the events and memory writes of ``action``."""
+    """Mark ``state`` completed with the events and memory writes of ``action``. An event stays
+    its model in ``state`` until the store encodes the state (a state read back from the store
+    holds each event's JSON form)."""
     state.completed = True
     state.events = [_encode(event, "event") for event in action.events]
     state.memory_updates = [
@@ -46,6 +51,11 @@ def read_action(state: ActionState) -> RecordedAction:
 
 
 def _encode(value: Any, what: str) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        # Kept as the model until the state is encoded: the store's serializer writes the
+        # JSON form `encode_payload` would dump it to, in the same pass (a dump to dicts
+        # first, serialized again, cost as much once more for every event).
+        return {"value": value, "value_type": type_tag(type(value))}
     payload, tag = encode_payload(value)
     if tag == PICKLE_TAG:
         raise PayloadError(

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections import defaultdict
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -65,6 +64,7 @@ from flink_agents.durable.store import (
     RunKey,
     StoreError,
 )
+from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog, observed_protocol
 
 logger = logging.getLogger(__name__)
@@ -143,11 +143,14 @@ class StoreCallRunner:
         self.record_arguments = record_arguments
         self.journal = self
         self._flusher = GroupFlusher(store)
-        # Keyed by invocation: its state key is built once, when it is opened.
-        self._open: dict[ActionInvocation, _Invocation] = {}
-        self._by_run: defaultdict[RunId, set[ActionInvocation]] = defaultdict(set)
-        # Inputs of admitted runs, until their first action's state takes one.
-        self._inputs: dict[RunId, RunInput] = {}
+        # Per run, its open invocations by (event id, action); its state key is built once,
+        # when it is opened. Not keyed by `ActionInvocation`: a dataclass hashes in Python,
+        # and through its `RunId` again (about 20 lookups per run), a tuple of strings in C.
+        self._open: dict[RunId, dict[tuple[str, str], _Invocation]] = {}
+        # Inputs of admitted runs and when they were admitted, until their first action's state
+        # takes them (as a `RunInput`, made then: a model held per run in flight is three
+        # objects for the garbage collector to scan, a tuple one).
+        self._inputs: dict[RunId, tuple[Any, float]] = {}
         # Per run, the ticket of its latest call record: what its next call or output waits for.
         self._unsettled: dict[RunId, int] = {}
         # Per run in flight, its store key (rendering the key's JSON is not free).
@@ -180,12 +183,11 @@ class StoreCallRunner:
         except (TypeError, ValueError):
             logger.debug("run %s: its input has no JSON form and is not recorded", run)
             return
-        self._inputs[run] = RunInput(value=input)
+        self._inputs[run] = (input, now_ms())
 
     def run_finished(self, run: RunId) -> None:
         self._put_outcomes(run)
-        for invocation in self._by_run.pop(run, ()):
-            self._open.pop(invocation, None)
+        self._open.pop(run, None)
         self._inputs.pop(run, None)
         self._unsettled.pop(run, None)
         if not self.ends_runs_when_emitted:
@@ -226,8 +228,10 @@ class StoreCallRunner:
             return read_action(state)
         if state is None:
             state = ActionState(key=key, run_input=self._input_for(invocation))
-        self._open[invocation] = _Invocation(invocation.run, state)
-        self._by_run[invocation.run].add(invocation)
+        opened = self._open.get(invocation.run)
+        if opened is None:
+            opened = self._open[invocation.run] = {}
+        opened[invocation.event_id, invocation.action] = _Invocation(invocation.run, state)
         return None
 
     async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
@@ -237,7 +241,7 @@ class StoreCallRunner:
         if self.fence is not None:
             self.fence.check()
         self.store.put(working.state)
-        self._open.pop(invocation, None)
+        self._open[invocation.run].pop((invocation.event_id, invocation.action), None)
         # The completion alone is not waited for, not even by the run's outputs: lost in a
         # crash, it only means the action runs again on replay, and its calls' outcomes
         # (acknowledged before anything depending on them left) are handed back. An outcome
@@ -389,7 +393,8 @@ class StoreCallRunner:
         run = invocation.run
         if run not in self._inputs or invocation.event_id != event_id(run, None, None, 0):
             return None
-        return self._inputs.pop(run)
+        value, admitted_at = self._inputs.pop(run)
+        return RunInput(value=value, admitted_at=admitted_at)
 
     def _run_key(self, run: RunId) -> RunKey:
         key = self._run_keys.get(run)
@@ -398,10 +403,11 @@ class StoreCallRunner:
         return key
 
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
-        working = self._open.get(invocation)
+        opened = self._open.get(invocation.run)
+        working = None if opened is None else opened.get((invocation.event_id, invocation.action))
         if working is None:  # not opened through the journal (an engine without one)
             self.recorded(invocation)
-            working = self._open[invocation]
+            working = self._open[invocation.run][invocation.event_id, invocation.action]
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
@@ -437,9 +443,8 @@ class StoreCallRunner:
 
     def _put_outcomes(self, run: RunId) -> None:
         """Put the outcomes of ``run`` not put yet: something is about to wait for them."""
-        for invocation in self._by_run.get(run, ()):
-            working = self._open.get(invocation)
-            if working is not None and working.unput:
+        for working in self._open.get(run, {}).values():
+            if working.unput:
                 self._put(working)
 
     def _settle_blocking(self, run: RunId) -> None:

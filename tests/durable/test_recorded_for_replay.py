@@ -8,9 +8,13 @@ import asyncio
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.identity import canonical_json
+from flink_agents.durable import runner as runner_module
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.replay import ReplayMismatchError
-from flink_agents.durable.store import InMemoryActionStateStore, RunKey
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store import InMemoryActionStateStore, RunInput, RunKey
+from flink_agents.durable.store import records as records_module
 from flink_agents.runtime import KeyState, PendingInput
 from flink_agents.testing import agent_plan, replay, run_live
 
@@ -59,3 +63,22 @@ def test_a_mismatch_under_fail_shows_a_diff_of_the_arguments(monkeypatch) -> Non
     message = str(error)
     assert '-   "text": "hello"' in message and '+   "text": "good morning"' in message
     assert "--- recorded arguments" in message and "+++ arguments now" in message
+
+
+def test_a_run_input_is_stamped_when_the_run_is_admitted_not_when_its_first_action_starts(
+    monkeypatch,
+) -> None:
+    store = InMemoryActionStateStore()
+    runner = StoreCallRunner(store, agent="greeter")
+    run = RunId("greeter", "u", 0)
+    monkeypatch.setattr(runner_module, "now_ms", lambda: 111.0)
+    runner.run_admitted(run, {"user": "u"})
+    monkeypatch.setattr(runner_module, "now_ms", lambda: 222.0)
+    monkeypatch.setattr(records_module, "now_ms", lambda: 222.0)
+    first = ActionInvocation(run, event_id(run, None, None, 0), "greet")
+    assert runner.recorded(first) is None
+    asyncio.run(runner.completed(first, RecordedAction()))
+    state = store.get(
+        RunKey(agent="greeter", key=canonical_json("u"), seq=0).action("greet", first.event_id)
+    )
+    assert state is not None and state.run_input == RunInput(value={"user": "u"}, admitted_at=111.0)

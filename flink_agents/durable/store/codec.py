@@ -26,7 +26,6 @@ from collections.abc import Callable
 
 import pydantic_core
 
-from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.errors import CorruptRecordError, PickleNotAllowedError
 from flink_agents.durable.store.payload import PICKLE_TAG
 from flink_agents.durable.store.records import ActionState, CallResult
@@ -102,13 +101,11 @@ class RecordCodec:
                 f"secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the configured "
                 "variable), or return JSON-able values, pydantic models or dataclasses"
             )
-        kind = next(k for k, cls in _KINDS.items() if isinstance(record, cls))
-        # pydantic's serializer is several times faster than dumping to dicts and json.dumps.
-        body = pydantic_core.to_json(record, inf_nan_mode="constants")
-        if b"NaN" in body or b"Infinity" in body:
-            # Maybe a non-finite float (or just text): JSON mode writes null for the former.
-            body = canonical_json(record.model_dump(mode="json")).encode("utf-8")
-        envelope = b'{"body":%s,"kind":"%s","v":%d' % (body, kind.encode("ascii"), FORMAT_VERSION)
+        kind = b"action_state" if isinstance(record, ActionState) else b"call_result"
+        # pydantic's serializer is several times faster than dumping to dicts and json.dumps;
+        # it writes a non-finite float as null, as JSON mode always did (no scan of the text).
+        body = pydantic_core.to_json(record, inf_nan_mode="null")
+        envelope = b'{"body":%s,"kind":"%s","v":%d' % (body, kind, FORMAT_VERSION)
         return envelope + (b',"epoch":%d}' % epoch if epoch else b"}")
 
     def seal(self, key: bytes, envelope: bytes) -> bytes:

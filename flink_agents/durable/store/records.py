@@ -146,7 +146,8 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
-        done._trusted = tag == PICKLE_TAG
+        if tag == PICKLE_TAG:  # a private attribute is slow to set: only where it counts
+            done._trusted = True
         return done
 
     def fail(
@@ -167,7 +168,9 @@ class CallResult(BaseModel):
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
-        return decode_payload(self.payload, self.payload_type, result_type, trusted=self._trusted)
+        # Trust matters only for a pickle (and a private attribute is slow to read).
+        trusted = self.payload_type == PICKLE_TAG and self._trusted
+        return decode_payload(self.payload, self.payload_type, result_type, trusted=trusted)
 
 
 class RunKey(BaseModel):
@@ -255,6 +258,8 @@ class ActionState(BaseModel):
 
     @pydantic.model_validator(mode="after")
     def _unique_call_ids(self) -> ActionState:
+        if len(self.calls) < 2:  # most states: every new one, and those of call-less actions
+            return self
         ids = [c.call_id for c in self.calls]
         if len(ids) != len(set(ids)):
             raise ValueError(f"duplicate call ids in action state {self.key.canonical()}")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 
 from pydantic import BaseModel
+
+from flink_agents.api.events import Event
 
 
 class Reply(BaseModel):
@@ -47,3 +50,12 @@ class Exploding:
 
     def __reduce__(self):  # type: ignore[no-untyped-def]
         return (_explode, (self.tag,))
+
+
+class Reading(Event):
+    """An event with fields whose JSON form differs from their value (a datetime, floats that
+    are not finite, a tuple)."""
+
+    at: datetime.datetime
+    values: list[float]
+    pair: tuple[int, int]

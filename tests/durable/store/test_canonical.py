@@ -1,11 +1,13 @@
 import dataclasses
 import datetime as dt
 import enum
+import json
 import subprocess
 import sys
 
 import pytest
 
+from flink_agents.durable.identity import CallIdentity, RunId, event_id
 from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
 from tests.durable.store.payload_types import Point, Reply
 
@@ -80,4 +82,46 @@ def test_digest_is_pinned_so_records_of_earlier_versions_still_replay():
     args = (request, {"n": [1, 2.5, float("inf")], 3: None, "b": b"\x00"})
     assert digest_arguments(args, {"k": {"z": [True], "a": "x"}}) == (
         "11f12fa4019c83f4f32ad5b271c1507695dfa78d16ee6050258a271898cb0717"
+    )
+
+
+CANONICAL_CASES = [
+    ["event", ["agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7], None, None, 0],
+    {"b": {"d": [], "c": {}}, "a": 'quote " backslash \\ nul \x00 ls \u2028 🙂'},
+    [1e300, -0.0, 0.1, 10**30, -(2**63), False],
+    "just text",
+    3,
+    None,
+]
+
+
+@pytest.mark.parametrize("value", CANONICAL_CASES)
+def test_canonical_json_is_the_text_of_the_standard_encoder(value):
+    # Every identity, record key and digest ever written is this text: not a byte may change.
+    reference = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert canonical_json(value) == reference
+
+
+def test_canonical_json_errors_leave_the_next_call_unaffected():
+    circular: list[object] = []
+    circular.append(circular)
+    with pytest.raises(ValueError, match="Circular"):
+        canonical_json(circular)
+    with pytest.raises(TypeError):
+        canonical_json([{"a": object()}])
+    with pytest.raises(ValueError):
+        canonical_json({"x": [float("inf")]})
+    shared = [1]
+    assert canonical_json([shared, shared]) == "[[1],[1]]"  # shared is not circular
+
+
+def test_identity_digests_are_pinned():
+    run = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
+    assert event_id(run, None, None, 0) == "d0c099e56ecd80ab0692fdf602e8cc4b"
+    assert CallIdentity(run, "e" * 32, "act", "#0").digest() == "b1f235dd7b2500d2d6f8f7ef4f22060d"
+    args = ([{"role": "user", "content": 'q"0\\ \u2028'}], 1.0, -0.0, 10**20)
+    assert digest_arguments(args, {"k": {"b": 1, "a": [None]}}) == (
+        "6732903f7f294c4d5def06245fca28b9b3b8476c099173768816f112a2e95cad"
     )

@@ -1,0 +1,57 @@
+"""MemoryWatch: the memory writes an action made, told by a diff of before and after."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_agents.api.memory import Memory
+from flink_agents.durable.journal import MemoryUpdate, MemoryWatch
+
+
+class CountingMemory(Memory):
+    """A memory that counts its snapshots (each one a deep copy of the content)."""
+
+    def __init__(self, content: dict[str, Any] | None = None) -> None:
+        super().__init__(content)
+        self.snapshots = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        self.snapshots += 1
+        return super().snapshot()
+
+
+@dataclass
+class Run:
+    short_term_memory: CountingMemory = field(default_factory=CountingMemory)
+    sensory_memory: CountingMemory = field(default_factory=CountingMemory)
+
+
+def test_writes_deletes_and_in_place_mutations_are_updates():
+    run = Run(short_term_memory=CountingMemory({"kept": 1, "gone": 2, "listed": [1]}))
+    watch = MemoryWatch(run)
+    run.short_term_memory.set("new", {"a": 1})
+    run.short_term_memory.delete("gone")
+    run.short_term_memory.get("listed").append(2)  # mutated in place, not set again
+    run.sensory_memory.set("seen", True)
+    assert watch.updates() == [
+        MemoryUpdate(scope="short_term", key="gone", delete=True),
+        MemoryUpdate(scope="short_term", key="listed", value=[1, 2]),
+        MemoryUpdate(scope="short_term", key="new", value={"a": 1}),
+        MemoryUpdate(scope="sensory", key="seen", value=True),
+    ]
+
+
+def test_an_empty_memory_is_not_copied():
+    run = Run()
+    watch = MemoryWatch(run)
+    assert watch.updates() == []
+    assert (run.short_term_memory.snapshots, run.sensory_memory.snapshots) == (0, 0)
+
+
+def test_a_memory_that_is_empty_before_the_action_still_shows_its_writes():
+    run = Run()
+    watch = MemoryWatch(run)
+    run.sensory_memory.set("k", [1])
+    assert watch.updates() == [MemoryUpdate(scope="sensory", key="k", value=[1])]
+    assert run.sensory_memory.snapshots == 1  # after the action only: it was empty before
