@@ -20,6 +20,7 @@ too (``cd OLD_TREE && PYTHONPATH=. python NEW_TREE/bench/observability_cost.py``
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import queue
@@ -112,22 +113,33 @@ def measure(
 # --- stages ----------------------------------------------------------------------------------
 
 
-def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
-    """What the event log's hooks publish in one run: (record type, fields, raw payloads)."""
-    published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
-    original = EventLog._publish
-
-    def capture(log: EventLog, record_type: Any, fields: Any, payloads: Any, **kw: Any) -> None:
-        published.append((record_type, dict(fields), dict(payloads)))
-        original(log, record_type, fields, payloads, **kw)
-
-    EventLog._publish = capture  # type: ignore[method-assign]
+def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> None:
+    """Run one input of ``plan`` with a JSON-lines event log, ``EventLog``'s methods named in
+    ``replacements`` replaced by them (each gets the original as its ``original`` keyword), and
+    the originals put back: how the stages and the hooks capture what one run does."""
+    originals = {name: getattr(EventLog, name) for name in replacements}
+    for name, replacement in replacements.items():
+        setattr(EventLog, name, functools.partialmethod(replacement, original=originals[name]))
     try:
         with tempfile.TemporaryDirectory() as folder:
             log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
             run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
     finally:
-        EventLog._publish = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(EventLog, name, original)
+
+
+def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """What the event log's hooks publish in one run: (record type, fields, raw payloads)."""
+    published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
+
+    def capture(
+        log: EventLog, record_type: Any, fields: Any, payloads: Any, *, original: Any, **kw: Any
+    ) -> None:
+        published.append((record_type, dict(fields), dict(payloads)))
+        original(log, record_type, fields, payloads, **kw)
+
+    _one_run(plan, {"_publish": capture})
     return published
 
 
@@ -195,30 +207,22 @@ def hooks(plan: AgentPlan) -> dict[str, float]:
     whose only listener is the file sink's engine-thread part, best of 7 ``timeit`` repeats;
     and, for comparison, the same with a listener of records as well (the typed path)."""
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-    originals = {name: getattr(EventLog, name) for name in (*_HOOKS, "observe_run")}
 
     def capture(name: str) -> Callable[..., Any]:
-        def hook(log: EventLog, *args: Any, **kw: Any) -> Any:
+        def hook(log: EventLog, *args: Any, original: Callable[..., Any], **kw: Any) -> Any:
             calls.append((name, args, kw))
-            return originals[name](log, *args, **kw)
+            return original(log, *args, **kw)
 
         return hook
 
-    async def observe(log: EventLog, run: Any, input: Any, work: Any, summary: Any) -> Any:
-        outcome = await originals["observe_run"](log, run, input, work, summary)
+    async def observe(
+        log: EventLog, run: Any, input: Any, work: Any, summary: Any, *, original: Any
+    ) -> Any:
+        outcome = await original(log, run, input, work, summary)
         calls.append(("observe_run", (run, input, outcome, summary), {}))
         return outcome
 
-    for name in _HOOKS:
-        setattr(EventLog, name, capture(name))
-    EventLog.observe_run = observe  # type: ignore[method-assign]
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
-            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
-    finally:
-        for name, original in originals.items():
-            setattr(EventLog, name, original)
+    _one_run(plan, {name: capture(name) for name in _HOOKS} | {"observe_run": observe})
 
     def replay(log: EventLog) -> None:
         for name, args, kw in calls:
