@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from flink_agents.observability.lines import line_of
 from flink_agents.observability.queued import QueuedSink
 from flink_agents.observability.records import LogRecord, record_json
-
-_Parts = tuple[dict[str, Any], dict[str, bytes]]
 
 SLICE = 16
 """Lines the writer thread renders between two hand-backs of the interpreter (see
@@ -22,7 +20,7 @@ for the interpreter to take it (a zero sleep releases it, but the writer usually
 first)."""
 
 
-class JsonLinesSink(QueuedSink[bytes | _Parts]):
+class JsonLinesSink(QueuedSink[bytes | dict[str, Any]]):
     """Appends one JSON line per record to ``path``.
 
     A :class:`~flink_agents.observability.lines.PartsListener`: on the event log's fast path it
@@ -30,12 +28,13 @@ class JsonLinesSink(QueuedSink[bytes | _Parts]):
     renders the line on its writer thread; lines of the typed path come through
     :meth:`on_line`, and :meth:`on_record` serializes a record it is handed (~1 us). Either
     way only something small is queued, and writing happens on the writer thread, so the
-    engine's loop never waits for the disk. No record waits in the queue: its objects would be
-    tracked by Python's garbage collector, and the records and payloads that waited for the
-    writer (~13 a run, each for up to :data:`~flink_agents.observability.queued.LINGER_S`) made
-    it collect about three times as often (bench/results/operator.md, "Observability cost,
-    2026-12-01", "Inside the operator"); a dict of strings and numbers and bytes are not
-    tracked.
+    engine's loop never waits for the disk. Nothing the garbage collector tracks waits in the
+    queue: the records and payloads that waited for the writer (~13 a run, each for up to
+    :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
+    often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
+    operator"). A line is bytes; a record's parts are queued as two dicts in a row (its fields,
+    then its payloads' JSON), which the collector does not track while they hold only strings,
+    numbers and bytes (the pair in a tuple it would: a quarter more collections).
 
     The writer renders a batch :data:`SLICE` lines at a time and steps aside between slices,
     so the engine's thread, when it waits for the interpreter, waits for a slice, not for the
@@ -55,17 +54,21 @@ class JsonLinesSink(QueuedSink[bytes | _Parts]):
         self._put(line)
 
     def on_line_parts(self, fields: dict[str, Any], payloads: dict[str, bytes]) -> None:
-        self._put((fields, payloads))
+        self._put(fields, payloads)  # two items in a row: see the class docstring
 
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()
 
-    def _write_batch(self, items: list[bytes | _Parts]) -> None:
-        lines = []
-        for count, item in enumerate(items, 1):
-            lines.append(item if isinstance(item, bytes) else line_of(*item))
-            if not count % SLICE:
-                time.sleep(PAUSE_S)
+    def _write_batch(self, items: list[bytes | dict[str, Any]]) -> None:
+        lines: list[bytes] = []
+        queued = iter(items)
+        for item in queued:
+            if isinstance(item, bytes):
+                lines.append(item)
+            else:  # a record's fields, its payloads next
+                lines.append(line_of(item, cast(dict[str, bytes], next(queued))))
+                if not len(lines) % SLICE:
+                    time.sleep(PAUSE_S)
         self._out.write(b"\n".join(lines) + b"\n")
         self._out.flush()
 
