@@ -217,7 +217,7 @@ class _DiscardedLines:
     def on_line(self, line: bytes) -> None:
         pass
 
-    def on_line_parts(self, fields: Any, payloads: Any) -> None:
+    def on_line_parts(self, fields: Any, tail: Any) -> None:
         pass
 
 

@@ -32,9 +32,11 @@ class JsonLinesSink(QueuedSink[bytes | dict[str, Any]]):
     queue: the records and payloads that waited for the writer (~13 a run, each for up to
     :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
     often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
-    operator"). A line is bytes; a record's parts are queued as two dicts in a row (its fields,
-    then its payloads' JSON), which the collector does not track while they hold only strings,
-    numbers and bytes (the pair in a tuple it would: a quarter more collections).
+    operator"). A line is bytes; a record's parts are queued as its fields (a dict of strings
+    and numbers, which the collector does not track) followed by its payloads' JSON (bytes),
+    not as a pair in a tuple (tracked: a quarter more collections). A queued dict still counts
+    towards the collector's next young collection until the writer drops it (~15 % more of
+    them in-process; bench/results/analysis.md, "The event log at 200 ms").
 
     The writer renders a batch :data:`SLICE` lines at a time and steps aside between slices,
     so the engine's thread, when it waits for the interpreter, waits for a slice, not for the
@@ -53,8 +55,8 @@ class JsonLinesSink(QueuedSink[bytes | dict[str, Any]]):
     def on_line(self, line: bytes) -> None:
         self._put(line)
 
-    def on_line_parts(self, fields: dict[str, Any], payloads: dict[str, bytes]) -> None:
-        self._put(fields, payloads)  # two items in a row: see the class docstring
+    def on_line_parts(self, fields: dict[str, Any], tail: bytes) -> None:
+        self._put(fields, tail)  # two items in a row: see the class docstring
 
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()
@@ -65,8 +67,8 @@ class JsonLinesSink(QueuedSink[bytes | dict[str, Any]]):
         for item in queued:
             if isinstance(item, bytes):
                 lines.append(item)
-            else:  # a record's fields, its payloads next
-                lines.append(line_of(item, cast(dict[str, bytes], next(queued))))
+            else:  # a record's fields, its payloads' JSON next
+                lines.append(line_of(item, cast(bytes, next(queued))))
                 if not len(lines) % SLICE:
                     time.sleep(PAUSE_S)
         self._out.write(b"\n".join(lines) + b"\n")

@@ -40,15 +40,15 @@ class LineListener(Protocol):
 @runtime_checkable
 class PartsListener(LineListener, Protocol):
     """A :class:`LineListener` that renders the lines of the fast path itself:
-    :meth:`on_line_parts` gets a record's parts, and ``line_of(fields, payloads)`` is its line.
+    :meth:`on_line_parts` gets a record's parts, and ``line_of(fields, tail)`` is its line.
 
-    The parts are the listener's to keep (fresh objects no one changes: ``fields`` holds
-    strings, numbers, the run's key and a model call's token usage; ``payloads`` is bytes), so
-    it may render them later, on another thread. Lines of the typed path (a listener of records
-    beside it) still come through :meth:`on_line`.
+    The parts are the listener's to keep (``fields`` is a fresh dict no one changes: strings,
+    numbers, the run's key and a model call's token usage; ``tail`` is bytes: the payload
+    fields, already JSON), so it may render them later, on another thread. Lines of the typed
+    path (a listener of records beside it) still come through :meth:`on_line`.
     """
 
-    def on_line_parts(self, fields: dict[str, Any], payloads: dict[str, bytes]) -> None: ...
+    def on_line_parts(self, fields: dict[str, Any], tail: bytes) -> None: ...
 
 
 def render_line(
@@ -57,17 +57,18 @@ def render_line(
     """The JSON line (UTF-8) of a record with ``fields`` (every non-payload field, in
     declaration order, ``kind`` included) and ``payloads`` (its payload fields, raw values in
     order), each payload rendered by ``payload_json``."""
-    return line_of(fields, {name: payload_json(value) for name, value in payloads.items()})
+    return line_of(fields, payload_tail(payloads, payload_json))
 
 
-def line_of(fields: Mapping[str, Any], payloads: Mapping[str, bytes]) -> bytes:
+def payload_tail(payloads: Mapping[str, Any], payload_json: Callable[[Any], bytes]) -> bytes:
+    """The end of a line: ``,"name":JSON`` for each payload field in order (empty without)."""
+    return b"".join(
+        [b',"%s":%s' % (name.encode(), payload_json(value)) for name, value in payloads.items()]
+    )
+
+
+def line_of(fields: Mapping[str, Any], tail: bytes) -> bytes:
     """The JSON line of a record with ``fields`` (as for :func:`render_line`) and its payload
-    fields' JSON, in order."""
+    fields' :func:`payload_tail`."""
     head = to_json(fields)
-    if not payloads:
-        return head
-    parts = [head[:-1]]  # without its closing brace
-    for name, value in payloads.items():
-        parts.append(b',"%s":%s' % (name.encode(), value))
-    parts.append(b"}")
-    return b"".join(parts)
+    return head[:-1] + tail + b"}" if tail else head  # the payloads before the closing brace

@@ -26,7 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, PartsListener, line_of
+from flink_agents.observability.lines import LineListener, PartsListener, line_of, payload_tail
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
-_NO_PAYLOADS: dict[str, bytes] = {}
 
 
 class RunSummary(Protocol):
@@ -161,20 +160,16 @@ class EventLog:
             written = {name: self._payload(value) for name, value in payloads.items()}
             self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
         elif self._line_sinks:
-            as_json = (
-                {name: self._payload_json(value) for name, value in payloads.items()}
-                if payloads
-                else _NO_PAYLOADS  # most records: no comprehension to run (never changed)
-            )
+            tail = payload_tail(payloads, self._payload_json) if payloads else b""
             for sink in self._parts_sinks:
                 try:
-                    sink.on_line_parts(fields, as_json)
+                    sink.on_line_parts(fields, tail)
                 except Exception:
                     logger.exception(
                         "event listener %r failed on a %s record", sink, fields["kind"]
                     )
             if self._bytes_sinks:
-                self._write(self._bytes_sinks, line_of(fields, as_json), fields["kind"])
+                self._write(self._bytes_sinks, line_of(fields, tail), fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it

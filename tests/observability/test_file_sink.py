@@ -97,7 +97,7 @@ def test_the_writer_steps_aside_after_every_slice_of_lines(tmp_path, monkeypatch
     path = tmp_path / "events.jsonl"
     sink = JsonLinesSink(path)
     for n in range(4 * file_sink.SLICE + 3):
-        sink.on_line_parts({"n": n}, {"payload": b"[%d]" % n})
+        sink.on_line_parts({"n": n}, b',"payload":[%d]' % n)
     sink.close()
     lines = path.read_text().splitlines()
     assert lines == [f'{{"n":{n},"payload":[{n}]}}' for n in range(4 * file_sink.SLICE + 3)]
