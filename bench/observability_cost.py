@@ -208,16 +208,12 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
 
 
 class _DiscardedLines:
-    """A JSON-lines sink without the file: the engine thread's part of the file sink's work
-    (on the fast path the sink renders the lines on its own thread: it takes the parts)."""
+    """A JSON-lines sink without the file: the engine thread's part of the file sink's work."""
 
     def on_record(self, record: Any) -> None:
         record_json(record)
 
     def on_line(self, line: bytes) -> None:
-        pass
-
-    def on_line_parts(self, fields: Any, tail: Any) -> None:
         pass
 
 

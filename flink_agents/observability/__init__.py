@@ -13,7 +13,7 @@ from flink_agents.observability.calls import (
 from flink_agents.observability.config import EventLogConfig, build_event_log
 from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
-from flink_agents.observability.lines import LineListener, PartsListener
+from flink_agents.observability.lines import LineListener
 from flink_agents.observability.listener import EventListener, Observer, RunCounter
 from flink_agents.observability.log import ActionWatch, EventLog
 from flink_agents.observability.metrics import MetricsListener, MetricsSink
@@ -45,7 +45,6 @@ __all__ = [
     "MetricsListener",
     "MetricsSink",
     "Observer",
-    "PartsListener",
     "RunAdmitted",
     "RunCounter",
     "RunFinished",

@@ -26,7 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, PartsListener, line_of, payload_tail
+from flink_agents.observability.lines import LineListener, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -104,14 +104,6 @@ class EventLog:
         self._finished = tuple(counter.on_run_finished for counter in self.counters)
         self._called = tuple(counter.on_call for counter in self.counters)
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
-        # Of the line sinks, those that render the fast path's lines themselves, off this thread
-        # (the JSON-lines file), and those handed the lines.
-        self._parts_sinks = tuple(
-            each for each in self._line_sinks if isinstance(each, PartsListener)
-        )
-        self._bytes_sinks = tuple(
-            each for each in self._line_sinks if not isinstance(each, PartsListener)
-        )
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
             for each in self.listeners
@@ -135,10 +127,10 @@ class EventLog:
             except Exception:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
         if self._line_sinks:
-            self._write(self._line_sinks, record_json(record).encode(), record.kind)
+            self._write(record_json(record).encode(), record.kind)
 
-    def _write(self, sinks: Sequence[LineListener], line: bytes, kind: str) -> None:
-        for sink in sinks:
+    def _write(self, line: bytes, kind: str) -> None:
+        for sink in self._line_sinks:
             try:
                 sink.on_line(line)
             except Exception:
@@ -153,23 +145,14 @@ class EventLog:
         records: bool,
     ) -> None:
         """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
-        included; a fresh dict, handed on as it is) and ``payloads`` (raw values): built and
-        emitted when ``records`` (a record listener wants its kind), else only its line, handed
-        to the line sinks as its parts (payloads serialized now) or rendered here."""
+        included: each hook writes them out, the cheapest dict to build) and ``payloads`` (raw
+        values): built and emitted when ``records`` (a record listener wants its kind), else
+        only its line rendered for the line sinks."""
         if records:
             written = {name: self._payload(value) for name, value in payloads.items()}
             self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
         elif self._line_sinks:
-            tail = payload_tail(payloads, self._payload_json) if payloads else b""
-            for sink in self._parts_sinks:
-                try:
-                    sink.on_line_parts(fields, tail)
-                except Exception:
-                    logger.exception(
-                        "event listener %r failed on a %s record", sink, fields["kind"]
-                    )
-            if self._bytes_sinks:
-                self._write(self._bytes_sinks, line_of(fields, tail), fields["kind"])
+            self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it

@@ -50,11 +50,10 @@ class QueuedSink(abc.ABC, Generic[Item]):
             self._wake.set()
             self._thread.join()
 
-    def _put(self, *items: Item) -> None:
-        """Queue ``items``, one after the other, as one (a batch holds all of them or none)."""
+    def _put(self, item: Item) -> None:
         with self._lock:
-            self._pending.extend(items)
-            first = len(self._pending) == len(items)
+            self._pending.append(item)
+            first = len(self._pending) == 1
         if first:  # the writer clears the signal when it takes a batch, under the same lock
             self._wake.set()
 
