@@ -5,7 +5,7 @@ round (each round starts with the next one), medians over the rounds. Each sampl
 the CPU into the engine's thread and the others (the writer), and counts garbage collections.
 
     python -m bench.observability_cost [--workload one_call|react_tools] [--rounds 5]
-        [--inputs 3000] [--label NAME] [--out FILE.jsonl] [--stages] [--hooks]
+        [--inputs 3000] [--label NAME] [--out FILE.jsonl] [--stages] [--hooks] [--store]
 
 ``--stages`` first prints what each record kind costs, stage by stage, over one captured run:
 the typed path (payloads as JSON values, the record built, its line serialized) against the
@@ -13,13 +13,16 @@ line path (payloads rendered as JSON text, the line rendered from the fields), b
 ``timeit`` repeats; what is left of the end-to-end cost is the hooks themselves (timing, field
 values, call names) and the collector. ``--hooks`` prints the hooks' whole cost per run, on
 one captured run replayed (see :func:`hooks`): best-of timings, the figure least moved by other
-load. ``--rounds 0`` skips the end-to-end rounds. Without ``--stages`` it runs on older trees
-too (``cd OLD_TREE && PYTHONPATH=. python NEW_TREE/bench/observability_cost.py``).
+load. ``--store`` sends the end-to-end rounds' calls through a memory action-state store, as
+the operator's go through its store (the call protocol the event log observes there is not the
+direct runner's). ``--rounds 0`` skips the end-to-end rounds. Without ``--stages`` it runs on
+older trees too (``cd OLD_TREE && PYTHONPATH=. python NEW_TREE/bench/observability_cost.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import queue
@@ -34,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.workloads import WORKLOADS
+from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.store.config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import construct, record_json
@@ -63,16 +68,27 @@ def _collections() -> Iterator[dict[str, float]]:
         gc.callbacks.remove(callback)
 
 
-def cpu_per_run(plan: AgentPlan, config: str, inputs: int, folder: Path) -> dict[str, float]:
-    """CPU microseconds per run of ``inputs`` runs over 1,000 keys in ``config``: the process,
-    the engine's thread (this one), the collector; and collections per 1,000 runs."""
+def cpu_per_run(
+    plan: AgentPlan, config: str, inputs: int, folder: Path, store: bool = False
+) -> dict[str, float]:
+    """CPU microseconds per run of ``inputs`` runs over 1,000 keys in ``config`` (with
+    ``store``: through a memory action-state store, as the operator's calls go through its
+    store): the process, the engine's thread (this one), the collector; and collections per
+    1,000 runs."""
     records = [{"k": n % 1000, "text": f"q{n}"} for n in range(inputs)]
     listeners = [] if config == "off" else [MetricsListener()]
     log = EventLogConfig(path=str(folder / f"{config}.jsonl")) if config == "metrics+log" else None
+    runner = StoreCallRunner(StoreConfig(kind="memory").build(), agent=plan.name) if store else None
     with _collections() as collected:
         started, engine_started = time.process_time(), time.thread_time()
         results = run_local(
-            plan, records, key="k", max_in_flight=1000, listeners=listeners, event_log=log
+            plan,
+            records,
+            key="k",
+            max_in_flight=1000,
+            call_runner=runner,
+            listeners=listeners,
+            event_log=log,
         )
         cpu, engine = time.process_time() - started, time.thread_time() - engine_started
     assert len(results) == inputs
@@ -86,16 +102,20 @@ def cpu_per_run(plan: AgentPlan, config: str, inputs: int, folder: Path) -> dict
 
 
 def measure(
-    plan: AgentPlan, rounds: int, inputs: int, report: Callable[[dict[str, object]], None]
+    plan: AgentPlan,
+    rounds: int,
+    inputs: int,
+    report: Callable[[dict[str, object]], None],
+    store: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Median of each figure per configuration over ``rounds`` alternating rounds."""
     samples: dict[str, list[dict[str, float]]] = {config: [] for config in CONFIGS}
-    cpu_per_run(plan, "metrics+log", 300, Path(tempfile.mkdtemp()))  # warm imports and caches
+    cpu_per_run(plan, "metrics+log", 300, Path(tempfile.mkdtemp()), store)  # warm up
     for round_number in range(1, rounds + 1):
         with tempfile.TemporaryDirectory() as folder:
             first = (round_number - 1) % len(CONFIGS)  # none always runs first
             for config in CONFIGS[first:] + CONFIGS[:first]:
-                sample = cpu_per_run(plan, config, inputs, Path(folder))
+                sample = cpu_per_run(plan, config, inputs, Path(folder), store)
                 samples[config].append(sample)
                 report(
                     {"round": round_number, "config": config}
@@ -112,22 +132,33 @@ def measure(
 # --- stages ----------------------------------------------------------------------------------
 
 
-def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
-    """What the event log's hooks publish in one run: (record type, fields, raw payloads)."""
-    published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
-    original = EventLog._publish
-
-    def capture(log: EventLog, record_type: Any, fields: Any, payloads: Any, **kw: Any) -> None:
-        published.append((record_type, dict(fields), dict(payloads)))
-        original(log, record_type, fields, payloads, **kw)
-
-    EventLog._publish = capture  # type: ignore[method-assign]
+def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> None:
+    """Run one input of ``plan`` with a JSON-lines event log, ``EventLog``'s methods named in
+    ``replacements`` replaced by them (each gets the original as its ``original`` keyword), and
+    the originals put back: how the stages and the hooks capture what one run does."""
+    originals = {name: getattr(EventLog, name) for name in replacements}
+    for name, replacement in replacements.items():
+        setattr(EventLog, name, functools.partialmethod(replacement, original=originals[name]))
     try:
         with tempfile.TemporaryDirectory() as folder:
             log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
             run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
     finally:
-        EventLog._publish = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(EventLog, name, original)
+
+
+def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """What the event log's hooks publish in one run: (record type, fields, raw payloads)."""
+    published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
+
+    def capture(
+        log: EventLog, record_type: Any, fields: Any, payloads: Any, *, original: Any, **kw: Any
+    ) -> None:
+        published.append((record_type, dict(fields), dict(payloads)))
+        original(log, record_type, fields, payloads, **kw)
+
+    _one_run(plan, {"_publish": capture})
     return published
 
 
@@ -195,30 +226,22 @@ def hooks(plan: AgentPlan) -> dict[str, float]:
     whose only listener is the file sink's engine-thread part, best of 7 ``timeit`` repeats;
     and, for comparison, the same with a listener of records as well (the typed path)."""
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-    originals = {name: getattr(EventLog, name) for name in (*_HOOKS, "observe_run")}
 
     def capture(name: str) -> Callable[..., Any]:
-        def hook(log: EventLog, *args: Any, **kw: Any) -> Any:
+        def hook(log: EventLog, *args: Any, original: Callable[..., Any], **kw: Any) -> Any:
             calls.append((name, args, kw))
-            return originals[name](log, *args, **kw)
+            return original(log, *args, **kw)
 
         return hook
 
-    async def observe(log: EventLog, run: Any, input: Any, work: Any, summary: Any) -> Any:
-        outcome = await originals["observe_run"](log, run, input, work, summary)
+    async def observe(
+        log: EventLog, run: Any, input: Any, work: Any, summary: Any, *, original: Any
+    ) -> Any:
+        outcome = await original(log, run, input, work, summary)
         calls.append(("observe_run", (run, input, outcome, summary), {}))
         return outcome
 
-    for name in _HOOKS:
-        setattr(EventLog, name, capture(name))
-    EventLog.observe_run = observe  # type: ignore[method-assign]
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
-            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
-    finally:
-        for name, original in originals.items():
-            setattr(EventLog, name, original)
+    _one_run(plan, {name: capture(name) for name in _HOOKS} | {"observe_run": observe})
 
     def replay(log: EventLog) -> None:
         for name, args, kw in calls:
@@ -271,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="append every sample and the medians here")
     parser.add_argument("--stages", action="store_true", help="first the cost of each stage")
     parser.add_argument("--hooks", action="store_true", help="first the hooks' cost per run")
+    parser.add_argument(
+        "--store", action="store_true", help="calls through a memory store (as the operator's)"
+    )
     args = parser.parse_args(argv)
     plan = compile_agent(WORKLOADS[args.workload](0.0))
     lines: list[dict[str, object]] = []
@@ -285,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hooks:
         report({"hooks_us_per_run": hooks(plan)})
     if args.rounds > 0:
-        medians = measure(plan, args.rounds, args.inputs, report)
+        medians = measure(plan, args.rounds, args.inputs, report, args.store)
         report({"medians_per_run": medians})
     report({"load": Path("/proc/loadavg").read_text().split()[0]})
     if args.out:
