@@ -23,6 +23,7 @@ from flink_agents.flink.operator import (
     PUBLISH_INTERVAL_S,
     VISITS,
     VISITS_IDLE,
+    YOUNG_COLLECTION_THRESHOLD,
     AgentFunction,
     FlinkMetrics,
     PublishedMetrics,
@@ -153,6 +154,7 @@ class FakeRuntimeContext:
     def __init__(self) -> None:
         self.group = FakeGroup()
         self.metric_groups_asked = 0
+        self.gc_thresholds: list[tuple[int, ...]] = []
 
     def get_metrics_group(self) -> FakeGroup:
         self.metric_groups_asked += 1
@@ -205,6 +207,8 @@ def _one_run(monkeypatch: pytest.MonkeyPatch, options: OperatorOptions) -> FakeR
     monkeypatch.setattr(gc, "freeze", lambda: None)  # keep this test process collectable
     monkeypatch.setattr(logging.getLogger(), "level", logging.getLogger().level)
     runtime = FakeRuntimeContext()
+    # Keep this test process's collector as it is; the thresholds asked for are recorded.
+    monkeypatch.setattr(gc, "set_threshold", lambda *limits: runtime.gc_thresholds.append(limits))
     function = AgentFunction(compile_agent(build_agent()).to_json(), options)
     function.open(runtime)  # type: ignore[arg-type]
     try:
@@ -246,6 +250,13 @@ def test_the_operator_counts_its_timer_visits_and_those_that_emitted_nothing(mon
     # One run, polled until its one output came out: every visit but the last found nothing.
     assert operator["visits"].count >= 1
     assert operator["visits_idle"].count == operator["visits"].count - 1
+
+
+def test_opening_the_operator_raises_the_young_collection_threshold(monkeypatch) -> None:
+    default_older = gc.get_threshold()[1:]
+    runtime = _one_run(monkeypatch, OperatorOptions())
+    assert runtime.gc_thresholds == [(YOUNG_COLLECTION_THRESHOLD, *default_older)]
+    assert YOUNG_COLLECTION_THRESHOLD > 700  # Python's default
 
 
 def test_the_visit_counters_are_documented_with_the_other_metrics() -> None:
