@@ -178,7 +178,7 @@ class EventLog:
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
         if self.listeners and self.kept(run):
-            fields = _head(run, "run_admitted")
+            fields = _fields(run, "run_admitted")
             self._publish(RunAdmitted, fields, {}, records=self._records)
 
     async def observe_run(
@@ -219,7 +219,7 @@ class EventLog:
 
     def _run_started(self, start: _RunStart) -> None:
         run = start.run
-        fields = _head(run, "run_started", start.time)
+        fields = _fields(run, "run_started", at=start.time)
         self._publish(RunStarted, fields, {"input": start.input}, records=self._records)
 
     def _run_finished(
@@ -239,8 +239,9 @@ class EventLog:
         if not start.kept:
             self._run_started(start)
         run = start.run
-        fields = _head(run, "run_finished")
-        fields.update(
+        fields = _fields(
+            run,
+            "run_finished",
             status=status,
             latency_ms=latency_ms,
             outputs=outputs,
@@ -255,8 +256,9 @@ class EventLog:
         the run is not kept."""
         if not self._actions_wanted or not self.kept(run):
             return None
-        fields = _head(run, "action_started")
-        fields.update(
+        fields = _fields(
+            run,
+            "action_started",
             action=action,
             event_id=event.id,
             event_type=event.type,
@@ -287,16 +289,18 @@ class EventLog:
             return
         records = self._action_records
         for item in sent:
-            fields = _head(run, "event_sent")
-            fields.update(
+            fields = _fields(
+                run,
+                "event_sent",
                 event_id=item.id,
                 event_type=item.type,
                 upstream_id=item.upstream_id,
                 action=item.upstream_action,
             )
             self._publish(EventSent, fields, {"payload": item}, records=records)
-        fields = _head(run, "action_finished")
-        fields.update(
+        fields = _fields(
+            run,
+            "action_finished",
             action=action,
             event_id=event.id,
             event_type=event.type,
@@ -329,8 +333,9 @@ class EventLog:
         identity = call.identity
         target, function = self._names(call.function)
         run = identity.run
-        fields = _head(run, "call")
-        fields.update(
+        fields = _fields(
+            run,
+            "call",
             event_id=identity.event_id,
             action=identity.action,
             call_id=identity.call_id,
@@ -403,12 +408,14 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
-def _head(run: RunRef, kind: str, at: float | None = None) -> dict[str, Any]:
-    """The fields every record starts with, in the records' declaration order."""
+def _fields(run: RunRef, kind: str, *, at: float | None = None, **rest: Any) -> dict[str, Any]:
+    """A record's fields: those every record starts with, then ``rest``, in the records'
+    declaration order."""
     return {
         "time": time.time() if at is None else at,
         "agent": run.agent,
         "key": run.key,
         "seq": run.seq,
         "kind": kind,
+        **rest,
     }
