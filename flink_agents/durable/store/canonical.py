@@ -35,7 +35,7 @@ _C_ENCODER: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", 
 
 def canonical_json(value: Any) -> str:
     """Serialize an already-plain JSON value deterministically."""
-    if isinstance(value, str) or _C_ENCODER is None:
+    if _C_ENCODER is None:
         return _ENCODER.encode(value)
     # What `_ENCODER.encode` runs, without its Python layers (`encode`, `iterencode` and the
     # closures it defines per call): a quarter of the cost of the digests and keys every run
