@@ -9,15 +9,14 @@ the CPU into the engine's thread and the others (the writer), and counts garbage
 
 ``--stages`` first prints what each record kind costs, stage by stage, over one captured run:
 the typed path (payloads as JSON values, the record built, its line serialized) against the
-line path's payloads rendered as JSON text (the line itself is a template the hook fills:
-``--hooks`` measures it), best of 7 ``timeit`` repeats; what is left of the end-to-end cost is
-the hooks themselves (timing, field values, call names) and the collector. ``--hooks`` prints
-the hooks' whole cost per run, on one captured run replayed (see :func:`hooks`): best-of
-timings, the figure least moved by other load. ``--store`` sends the end-to-end rounds' calls
-through a memory action-state store, as the operator's go through its store (the call protocol
-the event log observes there is not the direct runner's). ``--rounds 0`` skips the end-to-end
-rounds. Without ``--stages`` it runs on older trees too (``cd OLD_TREE && PYTHONPATH=. python
-NEW_TREE/bench/observability_cost.py``).
+line path (payloads rendered as JSON text, the line rendered from the fields), best of 7
+``timeit`` repeats; what is left of the end-to-end cost is the hooks themselves (timing, field
+values, call names) and the collector. ``--hooks`` prints the hooks' whole cost per run, on
+one captured run replayed (see :func:`hooks`): best-of timings, the figure least moved by other
+load. ``--store`` sends the end-to-end rounds' calls through a memory action-state store, as
+the operator's go through its store (the call protocol the event log observes there is not the
+direct runner's). ``--rounds 0`` skips the end-to-end rounds. Without ``--stages`` it runs on
+older trees too (``cd OLD_TREE && PYTHONPATH=. python NEW_TREE/bench/observability_cost.py``).
 """
 
 from __future__ import annotations
@@ -171,6 +170,8 @@ def _us(work: Callable[[], object], number: int = 2000) -> float:
 
 def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     """Microseconds per run of each stage, per record kind, on one captured run."""
+    from flink_agents.observability.lines import render_line  # not in trees before it: lazy
+
     writer = PayloadWriter()
     queued: queue.SimpleQueue[bytes] = queue.SimpleQueue()
     found: dict[str, dict[str, float]] = {}
@@ -178,7 +179,8 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     for record_type, fields, payloads in _captured_run(plan):
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
-        line = record_json(record).encode()  # the line the hooks render (test_lines.py)
+        line = render_line(fields, payloads, writer.json)
+        assert line == record_json(record).encode()  # the two paths write the same line
         batch.append(line)
         as_json = sum(_us(lambda v=v: writer.json(v)) for v in payloads.values())
         row = found.setdefault(fields["kind"], dict.fromkeys(_STAGES, 0.0) | {"records": 0})
@@ -191,6 +193,9 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
         )
         row["typed: serialize it"] += _us(lambda r=record: record_json(r))
         row["line: payloads as JSON"] += as_json
+        row["line: render"] += (
+            _us(lambda f=fields, p=payloads: render_line(f, p, writer.json)) - as_json
+        )
         row["queue the line"] += _us(lambda x=line: queued.put(x))
     with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("ab") as out:
 
@@ -275,6 +280,7 @@ _STAGES = (
     "typed: build the record",
     "typed: serialize it",
     "line: payloads as JSON",
+    "line: render",
     "queue the line",
 )
 

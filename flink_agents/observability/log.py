@@ -26,7 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, LineShape, json_text, run_json
+from flink_agents.observability.lines import LineListener, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -56,14 +56,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
-
-_RUN_ADMITTED = LineShape(RunAdmitted)
-_RUN_STARTED = LineShape(RunStarted, ("input",))
-_RUN_FINISHED = LineShape(RunFinished)
-_ACTION_STARTED = LineShape(ActionStarted)
-_ACTION_FINISHED = LineShape(ActionFinished)
-_EVENT_SENT = LineShape(EventSent, ("payload",))
-_CALL = LineShape(CallFinished, ("arguments", "result"))
 
 
 class RunSummary(Protocol):
@@ -126,8 +118,6 @@ class EventLog:
         )
         self._actions_wanted = self._action_records or bool(self._line_sinks)
         self._names = CallNamer()
-        self._run: RunRef | None = None  # the run of the last line, and its JSON (run_json)
-        self._run_json = ""
 
     def emit(self, record: LogRecord) -> None:
         """Hand ``record`` to every listener (its JSON line to those that take lines)."""
@@ -137,30 +127,32 @@ class EventLog:
             except Exception:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
         if self._line_sinks:
-            self._write_line(record_json(record).encode())
+            self._write(record_json(record).encode(), record.kind)
 
-    def _publish(
-        self, record_type: type[_Record], fields: dict[str, Any], payloads: dict[str, Any]
-    ) -> None:
-        """One record of ``fields`` and ``payloads`` (raw values) built and emitted: the way
-        when a record listener wants its kind. Otherwise each hook renders only its line
-        (:class:`~flink_agents.observability.lines.LineShape`, :meth:`_line`)."""
-        written = {name: self._payload(value) for name, value in payloads.items()}
-        self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
-
-    def _run_of(self, run: RunRef) -> str:
-        """``run``'s JSON in a line (:func:`~flink_agents.observability.lines.run_json`),
-        rendered once for the hooks in a row that share the run."""
-        if run is not self._run:
-            self._run, self._run_json = run, run_json(run.agent, run.key, run.seq)
-        return self._run_json
-
-    def _write_line(self, line: bytes) -> None:
+    def _write(self, line: bytes, kind: str) -> None:
         for sink in self._line_sinks:
             try:
                 sink.on_line(line)
             except Exception:
-                logger.exception("event listener %r failed on a line", sink)
+                logger.exception("event listener %r failed on a %s record", sink, kind)
+
+    def _publish(
+        self,
+        record_type: type[_Record],
+        fields: dict[str, Any],
+        payloads: dict[str, Any],
+        *,
+        records: bool,
+    ) -> None:
+        """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
+        included: each hook writes them out, the cheapest dict to build) and ``payloads`` (raw
+        values): built and emitted when ``records`` (a record listener wants its kind), else
+        only its line rendered for the line sinks."""
+        if records:
+            written = {name: self._payload(value) for name, value in payloads.items()}
+            self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
+        elif self._line_sinks:
+            self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
@@ -185,12 +177,9 @@ class EventLog:
 
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
-        if not self.listeners or not self.kept(run):
-            return
-        if self._records:
-            self._publish(RunAdmitted, _fields(run, "run_admitted"), {})
-        else:
-            self._write_line(_RUN_ADMITTED.render((time.time(), self._run_of(run))))
+        if self.listeners and self.kept(run):
+            fields = _fields(run, "run_admitted")
+            self._publish(RunAdmitted, fields, {}, records=self._records)
 
     async def observe_run(
         self,
@@ -230,12 +219,8 @@ class EventLog:
 
     def _run_started(self, start: _RunStart) -> None:
         run = start.run
-        if self._records:
-            fields = _fields(run, "run_started", at=start.time)
-            self._publish(RunStarted, fields, {"input": start.input})
-        else:
-            line_fields = (start.time, self._run_of(run))
-            self._write_line(_RUN_STARTED.render(line_fields, (self._payload_json(start.input),)))
+        fields = _fields(run, "run_started", at=start.time)
+        self._publish(RunStarted, fields, {"input": start.input}, records=self._records)
 
     def _run_finished(
         self,
@@ -254,26 +239,15 @@ class EventLog:
         if not start.kept:
             self._run_started(start)
         run = start.run
-        if self._records:
-            fields = _fields(
-                run,
-                "run_finished",
-                status=status,
-                latency_ms=latency_ms,
-                outputs=outputs,
-                error=error,
-            )
-            self._publish(RunFinished, fields, {})
-        else:
-            line_fields = (
-                time.time(),
-                self._run_of(run),
-                json_text(status),
-                latency_ms,
-                outputs,
-                json_text(error),
-            )
-            self._write_line(_RUN_FINISHED.render(line_fields))
+        fields = _fields(
+            run,
+            "run_finished",
+            status=status,
+            latency_ms=latency_ms,
+            outputs=outputs,
+            error=error,
+        )
+        self._publish(RunFinished, fields, {}, records=self._records)
 
     # --- actions and events ----------------------------------------------------------------------
 
@@ -282,24 +256,14 @@ class EventLog:
         the run is not kept."""
         if not self._actions_wanted or not self.kept(run):
             return None
-        if self._action_records:
-            fields = _fields(
-                run,
-                "action_started",
-                action=action,
-                event_id=event.id,
-                event_type=event.type,
-            )
-            self._publish(ActionStarted, fields, {})
-        else:
-            line_fields = (
-                time.time(),
-                self._run_of(run),
-                json_text(action),
-                json_text(event.id),
-                json_text(event.type),
-            )
-            self._write_line(_ACTION_STARTED.render(line_fields))
+        fields = _fields(
+            run,
+            "action_started",
+            action=action,
+            event_id=event.id,
+            event_type=event.type,
+        )
+        self._publish(ActionStarted, fields, {}, records=self._action_records)
         return ActionWatch(self, run, event, action, time.perf_counter())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
@@ -323,9 +287,7 @@ class EventLog:
         ``time.perf_counter()`` start (see :class:`ActionWatch`)."""
         if not self._actions_wanted:
             return
-        if not self._action_records:
-            self._action_lines(run, event, action, started, sent, error, replayed)
-            return
+        records = self._action_records
         for item in sent:
             fields = _fields(
                 run,
@@ -335,7 +297,7 @@ class EventLog:
                 upstream_id=item.upstream_id,
                 action=item.upstream_action,
             )
-            self._publish(EventSent, fields, {"payload": item})
+            self._publish(EventSent, fields, {"payload": item}, records=records)
         fields = _fields(
             run,
             "action_finished",
@@ -347,42 +309,7 @@ class EventLog:
             events_sent=len(sent),
             error=None if error is None else self._error(error),
         )
-        self._publish(ActionFinished, fields, {})
-
-    def _action_lines(
-        self,
-        run: RunRef,
-        event: Event,
-        action: str,
-        started: float,
-        sent: Sequence[Event],
-        error: BaseException | None,
-        replayed: bool,
-    ) -> None:
-        """:meth:`action_finished`'s records as lines only."""
-        run_json = self._run_of(run)
-        for item in sent:
-            sent_fields = (
-                time.time(),
-                run_json,
-                json_text(item.id),
-                json_text(item.type),
-                json_text(item.upstream_id),
-                json_text(item.upstream_action),
-            )
-            self._write_line(_EVENT_SENT.render(sent_fields, (self._payload_json(item),)))
-        line_fields = (
-            time.time(),
-            run_json,
-            json_text(action),
-            json_text(event.id),
-            json_text(event.type),
-            _ms_since(started),
-            "true" if replayed else "false",
-            len(sent),
-            json_text(None if error is None else self._error(error)),
-        )
-        self._write_line(_ACTION_FINISHED.render(line_fields))
+        self._publish(ActionFinished, fields, {}, records=records)
 
     # --- durable calls ---------------------------------------------------------------------------
 
@@ -406,29 +333,6 @@ class EventLog:
         identity = call.identity
         target, function = self._names(call.function)
         run = identity.run
-        arguments = {"args": call.args, "kwargs": call.kwargs}
-        result = value if error is None else None
-        failure = None if error is None else self._error(error)
-        if not self._records:
-            line_fields = (
-                time.time(),
-                self._run_of(run),
-                json_text(identity.event_id),
-                json_text(identity.action),
-                json_text(identity.call_id),
-                json_text(target.kind),
-                json_text(function),
-                json_text(target.name),
-                json_text(target.provider),
-                json_text(outcome),
-                "null" if attempts is None else str(attempts),
-                latency_ms,
-                "null" if usage is None else to_json(usage).decode(),
-                json_text(failure),
-            )
-            payloads = (self._payload_json(arguments), self._payload_json(result))
-            self._write_line(_CALL.render(line_fields, payloads))
-            return
         fields = _fields(
             run,
             "call",
@@ -443,9 +347,13 @@ class EventLog:
             attempts=attempts,
             latency_ms=latency_ms,
             usage=usage,
-            error=failure,
+            error=None if error is None else self._error(error),
         )
-        self._publish(CallFinished, fields, {"arguments": arguments, "result": result})
+        payloads = {
+            "arguments": {"args": call.args, "kwargs": call.kwargs},
+            "result": value if error is None else None,
+        }
+        self._publish(CallFinished, fields, payloads, records=self._records)
 
     # --- helpers ---------------------------------------------------------------------------------
 

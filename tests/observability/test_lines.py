@@ -4,7 +4,6 @@ lines the typed records write (the records stay the log's documented schema)."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from examples.weather import build_agent
 from flink_agents.api import ChatMessage, InputEvent
 from flink_agents.observability import EventLogConfig, parse_record
 from flink_agents.observability import log as log_module
-from flink_agents.observability.lines import LineShape, json_text, run_json
+from flink_agents.observability.lines import render_line
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     CallFinished,
@@ -90,61 +89,7 @@ def test_a_line_rendered_from_fields_is_the_records_json_line(payload):
     for record_type, fields, payloads in examples:
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
-        assert _line_of(record_type, fields, payloads, writer) == record_json(record).encode()
-
-
-def _line_of(
-    record_type: Any, fields: dict[str, Any], payloads: dict[str, Any], writer: PayloadWriter
-) -> bytes:
-    """The line a hook renders for a record of ``fields`` (as the record holds them)."""
-    shape = LineShape(record_type, tuple(payloads))
-    body = [_filled(value) for name, value in fields.items() if name not in _RUN_FIELDS]
-    values = (fields["time"], run_json(fields["agent"], fields["key"], fields["seq"]), *body)
-    return shape.render(tuple(values), tuple(writer.json(value) for value in payloads.values()))
-
-
-_RUN_FIELDS = ("time", "agent", "key", "seq", "kind")
-
-
-def _filled(value: Any) -> Any:
-    """What a hook fills a field's slot with: numbers as they are, the rest as JSON."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    return json_text(value) if value is None or isinstance(value, str) else to_json(value).decode()
-
-
-TEXTS = [
-    "",
-    "e1",
-    "act-2:x",
-    'say "hi"',
-    "back\\slash",
-    "tab\t",
-    "nul\x00",
-    "del\x7f",
-    "h\u00e9",
-    "\u2713",
-]
-
-
-@pytest.mark.parametrize("text", [*TEXTS, None])
-def test_a_texts_json_is_the_serializers(text):
-    assert json_text(text).encode() == to_json(text)
-
-
-def test_the_floats_a_line_holds_are_written_as_the_serializer_writes_them():
-    # Clock readings and latencies rounded to 1 us: Python's repr is the serializer's text.
-    rng = random.Random(16)
-    samples = [0.0, 1.0, 0.001, 1e15, 1764600000.0, 1764600000.123456]
-    samples += [1.7e9 + rng.random() * 1e8 for _ in range(20_000)]
-    samples += [round(rng.expovariate(1 / 300), 3) for _ in range(20_000)]
-    samples += [round(rng.random() * 10 ** rng.randint(0, 9), 3) for _ in range(20_000)]
-    assert [b"%r" % value for value in samples] == [to_json(value) for value in samples]
-
-
-def test_a_record_whose_payloads_are_not_its_last_fields_has_no_line_shape():
-    with pytest.raises(ValueError, match="line shape"):
-        LineShape(CallFinished, ("result", "arguments"))
+        assert render_line(fields, payloads, writer.json) == record_json(record).encode()
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
