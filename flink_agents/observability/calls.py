@@ -61,7 +61,7 @@ def observed_protocol(
 
 def _observed_steps(steps: Steps, call: CallRef, log: EventLog, reconcile_step: object) -> Steps:
     """Pass ``steps`` through to the driver (replies and errors back); record the outcome."""
-    started = time.perf_counter()
+    started = time.perf_counter_ns()
     outcome: CallOutcome | None = None  # no step at all: a recorded outcome handed back
     tracker: AttemptTracker | None = None
     reply: Any = None
@@ -129,7 +129,7 @@ def observed_direct(run: Callable[[R, C], V]) -> Callable[[R, C], V]:
         log = runner.event_log
         if log is None:
             return run(runner, call)
-        started, attempts = time.perf_counter(), _CountedAttempts()
+        started, attempts = time.perf_counter_ns(), _CountedAttempts()
         try:
             with _counting(attempts):
                 value = run(runner, call)
@@ -152,7 +152,7 @@ def observed_direct_async(
         log = runner.event_log
         if log is None:
             return await run(runner, call)
-        started, attempts = time.perf_counter(), _CountedAttempts()
+        started, attempts = time.perf_counter_ns(), _CountedAttempts()
         try:
             with _counting(attempts):
                 value = await run(runner, call)

@@ -196,7 +196,7 @@ class EventLog:
         if self.listeners and start.kept:
             self._run_started(start)
         _tell(self._started)
-        started = time.perf_counter()
+        started = time.perf_counter_ns()
         try:
             outcome = await work
         except BaseException as exc:
@@ -226,7 +226,7 @@ class EventLog:
         self,
         start: _RunStart,
         status: RunStatus,
-        started: float,
+        started: int,
         outputs: int,
         error: str | None,
     ) -> None:
@@ -264,27 +264,27 @@ class EventLog:
             event_type=event.type,
         )
         self._publish(ActionStarted, fields, {}, records=self._action_records)
-        return ActionWatch(self, run, event, action, time.perf_counter())
+        return ActionWatch(self, run, event, action, time.perf_counter_ns())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
         """A completed action's record was reapplied instead of running it."""
         if not self.kept(run):
             return
-        self.action_finished(run, event, action, time.perf_counter(), sent, None, replayed=True)
+        self.action_finished(run, event, action, time.perf_counter_ns(), sent, None, replayed=True)
 
     def action_finished(
         self,
         run: RunRef,
         event: Event,
         action: str,
-        started: float,
+        started: int,
         sent: Sequence[Event],
         error: BaseException | None,
         *,
         replayed: bool = False,
     ) -> None:
         """Record the events an action sent, then its end; ``started`` is its
-        ``time.perf_counter()`` start (see :class:`ActionWatch`)."""
+        ``time.perf_counter_ns()`` start (see :class:`ActionWatch`)."""
         if not self._actions_wanted:
             return
         records = self._action_records
@@ -317,13 +317,13 @@ class EventLog:
         self,
         call: CallRef,
         outcome: CallOutcome,
-        started: float,
+        started: int,
         *,
         attempts: int | None = None,
         value: Any = None,
         error: BaseException | None = None,
     ) -> None:
-        """Record ``call``'s outcome; ``started`` is its ``time.perf_counter()`` start."""
+        """Record ``call``'s outcome; ``started`` is its ``time.perf_counter_ns()`` start."""
         latency_ms = _ms_since(started)
         usage = value.usage if isinstance(value, ChatMessage) else None
         if self._called:
@@ -385,7 +385,7 @@ class ActionWatch:
     run: RunRef
     event: Event
     action: str
-    started: float
+    started: int
 
     def finished(self, sent: Sequence[Event]) -> None:
         self.log.action_finished(self.run, self.event, self.action, self.started, sent, None)
@@ -404,8 +404,11 @@ def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
             logger.exception("event log counter hook %r failed", hook)
 
 
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
+def _ms_since(started: int) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter_ns()``), to the microsecond: the
+    float ``round(seconds * 1000, 3)`` gave, from integers (that ``round`` of a float cost
+    ~2,600 instructions a call)."""
+    return (time.perf_counter_ns() - started + 500) // 1000 / 1000
 
 
 def _fields(run: RunRef, kind: str, *, at: float | None = None, **rest: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ class _Log:
     def __init__(self) -> None:
         self.outcomes: list[str] = []
 
-    def call_finished(self, call: Any, outcome: str, started: float, **kw: Any) -> None:
+    def call_finished(self, call: Any, outcome: str, started: int, **kw: Any) -> None:
         self.outcomes.append(outcome)
 
 

@@ -19,6 +19,7 @@ from flink_agents.observability import (
     RunFinished,
     RunStarted,
 )
+from flink_agents.observability import log as log_module
 from flink_agents.observability.trace import read_records
 from flink_agents.runtime import ActionError, run_local
 from tests.observability import agents
@@ -175,3 +176,15 @@ def test_a_delegation_is_a_subagent_call_and_the_child_actions_are_recorded_unde
     actions = [r.action for r in Collector.records if isinstance(r, ActionStarted)]
     assert actions == ["delegate", "shout"]  # the child's action, in the parent's run
     assert {(r.agent, r.key, r.seq) for r in Collector.records} == {("caller", "k", 0)}
+
+
+@pytest.mark.parametrize(
+    ("elapsed_ns", "latency_ms"),
+    [(0, 0.0), (499, 0.0), (500, 0.001), (1_234_567, 1.235), (200_000_400_000, 200000.4)],
+)
+def test_a_latency_is_in_milliseconds_rounded_to_the_microsecond(
+    elapsed_ns, latency_ms, monkeypatch
+):
+    monkeypatch.setattr(log_module.time, "perf_counter_ns", lambda: 10**12 + elapsed_ns)
+    assert log_module._ms_since(10**12) == latency_ms
+    assert repr(log_module._ms_since(10**12)) == repr(round(elapsed_ns / 1e6, 3))
