@@ -30,8 +30,7 @@ class JsonLinesSink(QueuedSink[bytes]):
         self._out = self.path.open("ab")  # the lines are UTF-8 already
         super().__init__(f"event-log:{self.path.name}")
 
-    def on_line(self, line: bytes) -> None:
-        self._put(line)
+    on_line = QueuedSink._put  # the engine's thread queues the line: no frame of its own
 
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()

@@ -140,19 +140,22 @@ class EventLog:
         self,
         record_type: type[_Record],
         fields: dict[str, Any],
-        payloads: dict[str, Any],
-        *,
+        payloads: dict[str, Any] | None,
         records: bool,
     ) -> None:
         """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
-        included: each hook writes them out, the cheapest dict to build) and ``payloads`` (raw
-        values): built and emitted when ``records`` (a record listener wants its kind), else
-        only its line rendered for the line sinks."""
+        included: each hook writes them out as one dict literal, the cheapest dict to build, a
+        third of a helper's with keyword arguments) and ``payloads`` (raw values, or None):
+        built and emitted when ``records`` (a record listener wants its kind), else only its
+        line rendered for the line sinks."""
         if records:
-            written = {name: self._payload(value) for name, value in payloads.items()}
+            written = {name: self._payload(value) for name, value in (payloads or {}).items()}
             self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
         elif self._line_sinks:
-            self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
+            if payloads is None:
+                self._write(to_json(fields), fields["kind"])
+            else:
+                self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
@@ -178,8 +181,14 @@ class EventLog:
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
         if self.listeners and self.kept(run):
-            fields = _fields(run, "run_admitted")
-            self._publish(RunAdmitted, fields, {}, records=self._records)
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "run_admitted",
+            }
+            self._publish(RunAdmitted, fields, None, self._records)
 
     async def observe_run(
         self,
@@ -219,8 +228,14 @@ class EventLog:
 
     def _run_started(self, start: _RunStart) -> None:
         run = start.run
-        fields = _fields(run, "run_started", at=start.time)
-        self._publish(RunStarted, fields, {"input": start.input}, records=self._records)
+        fields = {
+            "time": start.time,
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "run_started",
+        }
+        self._publish(RunStarted, fields, {"input": start.input}, self._records)
 
     def _run_finished(
         self,
@@ -239,15 +254,18 @@ class EventLog:
         if not start.kept:
             self._run_started(start)
         run = start.run
-        fields = _fields(
-            run,
-            "run_finished",
-            status=status,
-            latency_ms=latency_ms,
-            outputs=outputs,
-            error=error,
-        )
-        self._publish(RunFinished, fields, {}, records=self._records)
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "run_finished",
+            "status": status,
+            "latency_ms": latency_ms,
+            "outputs": outputs,
+            "error": error,
+        }
+        self._publish(RunFinished, fields, None, self._records)
 
     # --- actions and events ----------------------------------------------------------------------
 
@@ -256,14 +274,17 @@ class EventLog:
         the run is not kept."""
         if not self._actions_wanted or not self.kept(run):
             return None
-        fields = _fields(
-            run,
-            "action_started",
-            action=action,
-            event_id=event.id,
-            event_type=event.type,
-        )
-        self._publish(ActionStarted, fields, {}, records=self._action_records)
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "action_started",
+            "action": action,
+            "event_id": event.id,
+            "event_type": event.type,
+        }
+        self._publish(ActionStarted, fields, None, self._action_records)
         return ActionWatch(self, run, event, action, time.perf_counter_ns())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
@@ -289,27 +310,33 @@ class EventLog:
             return
         records = self._action_records
         for item in sent:
-            fields = _fields(
-                run,
-                "event_sent",
-                event_id=item.id,
-                event_type=item.type,
-                upstream_id=item.upstream_id,
-                action=item.upstream_action,
-            )
-            self._publish(EventSent, fields, {"payload": item}, records=records)
-        fields = _fields(
-            run,
-            "action_finished",
-            action=action,
-            event_id=event.id,
-            event_type=event.type,
-            latency_ms=_ms_since(started),
-            replayed=replayed,
-            events_sent=len(sent),
-            error=None if error is None else self._error(error),
-        )
-        self._publish(ActionFinished, fields, {}, records=records)
+            fields = {
+                "time": time.time(),
+                "agent": run.agent,
+                "key": run.key,
+                "seq": run.seq,
+                "kind": "event_sent",
+                "event_id": item.id,
+                "event_type": item.type,
+                "upstream_id": item.upstream_id,
+                "action": item.upstream_action,
+            }
+            self._publish(EventSent, fields, {"payload": item}, records)
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "action_finished",
+            "action": action,
+            "event_id": event.id,
+            "event_type": event.type,
+            "latency_ms": _ms_since(started),
+            "replayed": replayed,
+            "events_sent": len(sent),
+            "error": None if error is None else self._error(error),
+        }
+        self._publish(ActionFinished, fields, None, records)
 
     # --- durable calls ---------------------------------------------------------------------------
 
@@ -333,27 +360,30 @@ class EventLog:
         identity = call.identity
         target, function = self._names(call.function)
         run = identity.run
-        fields = _fields(
-            run,
-            "call",
-            event_id=identity.event_id,
-            action=identity.action,
-            call_id=identity.call_id,
-            call_kind=target.kind,
-            function=function,
-            target=target.name,
-            provider=target.provider,
-            outcome=outcome,
-            attempts=attempts,
-            latency_ms=latency_ms,
-            usage=usage,
-            error=None if error is None else self._error(error),
-        )
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "call",
+            "event_id": identity.event_id,
+            "action": identity.action,
+            "call_id": identity.call_id,
+            "call_kind": target.kind,
+            "function": function,
+            "target": target.name,
+            "provider": target.provider,
+            "outcome": outcome,
+            "attempts": attempts,
+            "latency_ms": latency_ms,
+            "usage": usage,
+            "error": None if error is None else self._error(error),
+        }
         payloads = {
             "arguments": {"args": call.args, "kwargs": call.kwargs},
             "result": value if error is None else None,
         }
-        self._publish(CallFinished, fields, payloads, records=self._records)
+        self._publish(CallFinished, fields, payloads, self._records)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -409,16 +439,3 @@ def _ms_since(started: int) -> float:
     float ``round(seconds * 1000, 3)`` gave, from integers (that ``round`` of a float cost
     ~2,600 instructions a call)."""
     return (time.perf_counter_ns() - started + 500) // 1000 / 1000
-
-
-def _fields(run: RunRef, kind: str, *, at: float | None = None, **rest: Any) -> dict[str, Any]:
-    """A record's fields: those every record starts with, then ``rest``, in the records'
-    declaration order."""
-    return {
-        "time": time.time() if at is None else at,
-        "agent": run.agent,
-        "key": run.key,
-        "seq": run.seq,
-        "kind": kind,
-        **rest,
-    }
