@@ -95,9 +95,15 @@ class EventLog:
         )
         self.payloads = payloads or PayloadWriter()
         self.include_payloads = include_payloads
+        # A payload's JSON (the line path), bound once: no frame of the log's own per payload.
+        self._payload_json: Callable[[Any], bytes] = (
+            self.payloads.json if include_payloads else _null_json
+        )
         if not 0.0 < sample <= 1.0:
             raise ValueError(f"sample must be in (0, 1], got {sample}")
         self._keep_below = None if sample == 1.0 else int(sample * 2**32)
+        # Hooks ask kept() only of a sampled log: a call per hook cost ~2,000 instructions.
+        self._sampled = self._keep_below is not None
         # The counters' hooks, bound once: each hook below calls them without building anything.
         self._admitted = tuple(counter.on_run_admitted for counter in self.counters)
         self._started = tuple(counter.on_run_started for counter in self.counters)
@@ -180,7 +186,7 @@ class EventLog:
 
     def run_admitted(self, run: RunRef) -> None:
         _tell(self._admitted)
-        if self.listeners and self.kept(run):
+        if self.listeners and (not self._sampled or self.kept(run)):
             fields = {
                 "time": time.time(),
                 "agent": run.agent,
@@ -201,7 +207,7 @@ class EventLog:
 
         A run the log does not keep (:meth:`kept`) is recorded only if it fails: its start and
         its end, both written when it ends (its actions and calls are not)."""
-        start = _RunStart(run, input, time.time(), self.kept(run))
+        start = _RunStart(run, input, time.time(), not self._sampled or self.kept(run))
         if self.listeners and start.kept:
             self._run_started(start)
         _tell(self._started)
@@ -272,7 +278,7 @@ class EventLog:
     def action_started(self, run: RunRef, event: Event, action: str) -> ActionWatch | None:
         """Record an action's start; None (nothing to time) when no listener wants actions or
         the run is not kept."""
-        if not self._actions_wanted or not self.kept(run):
+        if not self._actions_wanted or (self._sampled and not self.kept(run)):
             return None
         fields = {
             "time": time.time(),
@@ -289,7 +295,7 @@ class EventLog:
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
         """A completed action's record was reapplied instead of running it."""
-        if not self.kept(run):
+        if self._sampled and not self.kept(run):
             return
         self.action_finished(run, event, action, time.perf_counter_ns(), sent, None, replayed=True)
 
@@ -355,7 +361,7 @@ class EventLog:
         usage = value.usage if isinstance(value, ChatMessage) else None
         if self._called:
             _tell(self._called, call_kind(call.function), outcome, latency_ms, usage)
-        if not self.listeners or not self.kept(call.identity.run):
+        if not self.listeners or (self._sampled and not self.kept(call.identity.run)):
             return
         identity = call.identity
         target, function = self._names(call.function)
@@ -390,9 +396,6 @@ class EventLog:
     def _payload(self, value: Any) -> Any:
         return self.payloads(value) if self.include_payloads else None
 
-    def _payload_json(self, value: Any) -> bytes:
-        return self.payloads.json(value) if self.include_payloads else b"null"
-
     def _error(self, error: BaseException) -> str:
         return self.payloads.text(f"{type(error).__name__}: {error}")
 
@@ -422,6 +425,10 @@ class ActionWatch:
 
     def failed(self, error: BaseException) -> None:
         self.log.action_finished(self.run, self.event, self.action, self.started, (), error)
+
+
+def _null_json(value: Any) -> bytes:
+    return b"null"
 
 
 def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
