@@ -153,10 +153,10 @@ def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, 
     published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
 
     def capture(
-        log: EventLog, record_type: Any, fields: Any, payloads: Any, *, original: Any, **kw: Any
+        log: EventLog, record_type: Any, fields: Any, payloads: Any, *args: Any, original: Any
     ) -> None:
-        published.append((record_type, dict(fields), dict(payloads)))
-        original(log, record_type, fields, payloads, **kw)
+        published.append((record_type, dict(fields), dict(payloads or {})))
+        original(log, record_type, fields, payloads, *args)
 
     _one_run(plan, {"_publish": capture})
     return published

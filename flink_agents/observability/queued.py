@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
+from collections import deque
 from typing import Generic, TypeVar
 
 from flink_agents.observability.records import LogRecord
@@ -25,16 +26,16 @@ class QueuedSink(abc.ABC, Generic[Item]):
     Woken by a record, the thread waits :data:`LINGER_S` before writing, so that it takes the
     GIL once per batch rather than once per record (~13 records a run: the wake-ups cost more
     CPU than writing the lines, bench/results/operator.md, "Observability cost, 2026-12-01").
-    It takes the batch by swapping the list the engine appends to (under a lock held for an
-    append or a swap), so nothing is done per record on its side: taking records one by one
-    off a queue was about half of its CPU (bench/results/analysis.md, "The event log's CPU").
+    The engine appends to a deque and the writer pops what it finds there: both are atomic
+    under the GIL, so neither side takes a lock per record (a lock per line cost the engine's
+    thread ~1,500 instructions a record, bench/results/analysis.md, "The event log's
+    instructions per run"); the writer wakes on the first record after it emptied the deque.
 
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """
 
     def __init__(self, thread_name: str) -> None:
-        self._lock = threading.Lock()
-        self._pending: list[Item] = []
+        self._pending: deque[Item] = deque()
         self._closing = False
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
@@ -51,10 +52,9 @@ class QueuedSink(abc.ABC, Generic[Item]):
             self._thread.join()
 
     def _put(self, item: Item) -> None:
-        with self._lock:
-            self._pending.append(item)
-            first = len(self._pending) == 1
-        if first:  # the writer clears the signal when it takes a batch, under the same lock
+        pending = self._pending
+        pending.append(item)
+        if len(pending) == 1:  # the first since the writer emptied it (or took it already)
             self._wake.set()
 
     @abc.abstractmethod
@@ -75,10 +75,13 @@ class QueuedSink(abc.ABC, Generic[Item]):
                 self._wake.wait()
                 if not self._closing:
                     time.sleep(LINGER_S)
-                with self._lock:
-                    batch, self._pending = self._pending, []
-                    self._wake.clear()
-                    closing = self._closing
+                # Cleared before the deque is emptied: a record put after the last pop finds
+                # it empty and sets the signal again.
+                self._wake.clear()
+                closing = self._closing
+                pending, batch = self._pending, []
+                while pending:
+                    batch.append(pending.popleft())
                 if batch:
                     self._write_batch(batch)
                 if closing:
