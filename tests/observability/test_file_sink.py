@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from examples.weather import build_agent
 from flink_agents.observability import JsonLinesSink, RunAdmitted, RunFinished, parse_record
@@ -36,6 +37,24 @@ def test_lines_queued_while_the_writer_takes_a_batch_are_neither_lost_nor_reorde
             time.sleep(LINGER_S * 1.5)  # let the writer take a batch now and then
     sink.close()
     assert path.read_bytes() == b"".join(b'{"n":%d}\n' % n for n in range(20_000))
+
+
+def test_a_line_put_after_the_writer_emptied_its_queue_wakes_it_again(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    try:
+        for n in range(3):
+            sink.on_line(b'{"n":%d}' % n)
+            _wait_for(lambda n=n: path.read_bytes().count(b"\n") == n + 1)  # without close()
+    finally:
+        sink.close()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the writer did not write the line"
+        time.sleep(LINGER_S)
 
 
 def test_a_failing_listener_is_logged_and_the_others_still_get_every_record(caplog):
