@@ -52,9 +52,11 @@ class QueuedSink(abc.ABC, Generic[Item]):
             self._thread.join()
 
     def _put(self, item: Item) -> None:
-        pending = self._pending
-        pending.append(item)
-        if len(pending) == 1:  # the first since the writer emptied it (or took it already)
+        self._pending.append(item)
+        # Asked of the signal, not of the deque's length: with two threads putting, both could
+        # see a length of 2 and neither wake the writer. The writer clears the signal before
+        # it empties the deque, so an item it will not pop finds the signal clear.
+        if not self._wake.is_set():
             self._wake.set()
 
     @abc.abstractmethod
@@ -76,7 +78,7 @@ class QueuedSink(abc.ABC, Generic[Item]):
                 if not self._closing:
                     time.sleep(LINGER_S)
                 # Cleared before the deque is emptied: a record put after the last pop finds
-                # it empty and sets the signal again.
+                # the signal clear and sets it again.
                 self._wake.clear()
                 closing = self._closing
                 pending, batch = self._pending, []

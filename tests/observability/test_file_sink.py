@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 
 from examples.weather import build_agent
@@ -46,6 +47,27 @@ def test_a_line_put_after_the_writer_emptied_its_queue_wakes_it_again(tmp_path):
         for n in range(3):
             sink.on_line(b'{"n":%d}' % n)
             _wait_for(lambda n=n: path.read_bytes().count(b"\n") == n + 1)  # without close()
+    finally:
+        sink.close()
+
+
+def test_two_threads_putting_at_once_do_not_leave_lines_unwritten(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+
+    class OtherThreadPutsRightAfterAppend(deque[bytes]):
+        """The other thread's whole put lands between this thread's append and its check."""
+
+        def append(self, line: bytes) -> None:
+            super().append(line)
+            if line == b'{"n":0}':
+                sink.on_line(b'{"n":1}')
+
+    try:
+        _wait_for(lambda: not sink._wake.is_set())  # the writer is waiting, the queue empty
+        sink._pending = OtherThreadPutsRightAfterAppend()
+        sink.on_line(b'{"n":0}')
+        _wait_for(lambda: path.read_bytes().count(b"\n") == 2)  # without close()
     finally:
         sink.close()
 
