@@ -32,6 +32,7 @@ from flink_agents.runtime import keyed
 from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.recovery import MarkerClock
 from flink_agents.runtime.state import KeyState
 from tests.sample_agents import EchoAgent, fail_on_negative
 
@@ -396,6 +397,31 @@ def test_a_finished_run_stays_in_the_markers_until_its_outputs_are_emitted(monke
         assert attempt.answers("Oslo")[0]["key"] == "Oslo"
         emitted = host.call(store.recovery_marker)
         assert emitted.open_runs == []
+
+
+def test_the_markers_kept_for_pruning_hold_no_open_runs(monkeypatch):
+    """The marker clock keeps every marker for the prune delay: compact ones, without the list
+    of open runs (thousands of objects per marker with many runs in flight)."""
+    kept: list[RecoveryMarker] = []
+    taken = MarkerClock.taken
+
+    def recorded(clock: MarkerClock, marker: RecoveryMarker, now: float | None = None):
+        kept.append(marker)
+        return taken(clock, marker, now)
+
+    monkeypatch.setattr(MarkerClock, "taken", recorded)
+    monkeypatch.setattr(MarkerClock, "due", lambda clock, now=None: True)  # a marker per save
+    with Attempt(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        host = attempt.logic._require_host()
+        ask(attempt, "Oslo")
+        deadline = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert host.unfinished == 0  # finished, not emitted: still open in the store
+        ask(attempt, "Bergen")  # its save takes a marker with Oslo's run open
+        assert attempt.answers("Oslo")[0]["key"] == "Oslo"
+    assert len(kept) >= 2
+    assert [marker.open_runs for marker in kept] == [[]] * len(kept)
 
 
 # --- a TaskManager frozen past the heartbeat timeout ----------------------------------------------
