@@ -70,6 +70,7 @@ class _KeySlot:
     # can be handed out without a copy (see committed_memory).
     memory: dict[str, Any] = field(default_factory=dict)
     busy: bool = False
+    ready: bool = False  # in the engine's ready queue (a flag: a deque's `in` scans it all)
 
 
 class RunEngine:
@@ -209,14 +210,14 @@ class RunEngine:
         token = canonical_json(key)
         if token in self._slots and self._slots[token].busy:
             raise RuntimeError(f"key {token} has a run in flight; restore keys before running")
+        if token in self._slots and self._slots[token].ready:
+            self._ready.remove(token)
         self._keys[token] = key
         self._slots[token] = _KeySlot(
             next_seq=state.next_seq,
             queue=deque(p.model_copy(deep=True) for p in state.pending),
             memory=copy.deepcopy(state.short_term_memory),
         )
-        if token in self._ready:
-            self._ready.remove(token)
         self._mark_ready(token)
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
         # already hold its recorded states (a store lets go of restored runs never admitted).
@@ -236,13 +237,15 @@ class RunEngine:
 
     def _mark_ready(self, token: str) -> None:
         slot = self._slots[token]
-        if slot.queue and not slot.busy and token not in self._ready:
+        if slot.queue and not slot.busy and not slot.ready:
+            slot.ready = True
             self._ready.append(token)
 
     def _start_ready(self) -> None:
         while self._ready and len(self._active) < self._max_in_flight and self._failure is None:
             token = self._ready.popleft()
             slot = self._slots[token]
+            slot.ready = False
             slot.busy = True
             run = RunState(
                 RunId(self._plan.name, self._keys[token], slot.queue[0].seq),

@@ -130,7 +130,8 @@ class EngineHost:
         return token in self._known
 
     def submit(self, token: str, value: Any, seq: int) -> None:
-        """Queue ``value`` as input ``seq`` of an already known key; blocks while full.
+        """Queue ``value`` as input ``seq`` of a key restored before or new to the job (with
+        nothing to restore); blocks while full.
 
         The caller's key state numbers the inputs; the engine runs the input under this ``seq``.
         """

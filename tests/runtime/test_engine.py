@@ -11,6 +11,7 @@ from flink_agents.runtime import (
     ActionError,
     DuplicateCallIdError,
     KeyState,
+    PendingInput,
     RunEngine,
     run_local,
 )
@@ -99,6 +100,22 @@ def test_snapshot_and_restore_of_a_key_rerun_pending_inputs_with_the_same_seq():
         (1, [{"doubled": 4, "count": 2}]),
         (2, [{"doubled": 6, "count": 3}]),
     ]
+
+
+def test_keys_waiting_for_the_window_start_in_the_order_they_became_ready_each_once():
+    async def scenario() -> list:
+        engine = _echo_engine(max_in_flight=1)
+        for key in "abc":
+            engine.submit(key, {"n": 1})
+        engine.submit("a", {"n": 2})  # "a" waits already: it does not wait twice
+        # A key restored while it waits goes to the back, once.
+        engine.restore_key("b", KeyState(pending=[PendingInput(seq=0, input={"n": 5})]))
+        await engine.drain()
+        return engine.take_results()
+
+    results = asyncio.run(scenario())
+    assert [(r.key, r.run_id.seq) for r in results] == [("a", 0), ("c", 0), ("b", 0), ("a", 1)]
+    assert results[2].output_values == [{"doubled": 10, "count": 1}]
 
 
 def test_an_input_handed_a_seq_runs_under_it_and_the_key_counts_on_from_there():

@@ -29,8 +29,11 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import keyed
+from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.recovery import MarkerClock
+from flink_agents.runtime.state import KeyState
 from tests.sample_agents import EchoAgent, fail_on_negative
 
 WEATHER = compile_agent(build_agent())
@@ -290,6 +293,32 @@ def test_seq_and_memory_continue_from_the_saved_key_state_after_a_restart(monkey
         assert (answer["seq"], answer["output"]) == (2, {"doubled": 6, "count": 3})
 
 
+def test_only_a_key_with_saved_state_is_restored_into_the_engine(monkeypatch):
+    restored: list[str] = []
+    restore = EngineHost.restore
+
+    def counted(host: EngineHost, token: str, state: KeyState) -> None:
+        restored.append(token)
+        restore(host, token, state)
+
+    monkeypatch.setattr(EngineHost, "restore", counted)
+    echo = compile_agent(EchoAgent(name="echo"))
+    with Attempt(monkeypatch, None, {}, 0, plan=echo) as first:
+        first.send("a", {"n": 1})
+        first.answers("a")
+        checkpoint = dict(first.table)
+    assert restored == []  # a key new to the job has nothing to restore
+
+    with Attempt(monkeypatch, None, checkpoint, 1, plan=echo) as second:
+        second.send("a", {"n": 2})
+        second.send("b", {"n": 3})
+        [answer_a] = second.answers("a")
+        [answer_b] = second.answers("b")
+    assert restored == [json.dumps("a")]
+    assert (answer_a["seq"], answer_a["output"]) == (1, {"doubled": 4, "count": 2})
+    assert (answer_b["seq"], answer_b["output"]) == (0, {"doubled": 6, "count": 1})
+
+
 def test_a_failed_run_commits_no_memory(monkeypatch):
     agent = EchoAgent(name="guard", error_policy="emit")
     agent.add_action(fail_on_negative, name="check")
@@ -368,6 +397,31 @@ def test_a_finished_run_stays_in_the_markers_until_its_outputs_are_emitted(monke
         assert attempt.answers("Oslo")[0]["key"] == "Oslo"
         emitted = host.call(store.recovery_marker)
         assert emitted.open_runs == []
+
+
+def test_the_markers_kept_for_pruning_hold_no_open_runs(monkeypatch):
+    """The marker clock keeps every marker for the prune delay: compact ones, without the list
+    of open runs (thousands of objects per marker with many runs in flight)."""
+    kept: list[RecoveryMarker] = []
+    taken = MarkerClock.taken
+
+    def recorded(clock: MarkerClock, marker: RecoveryMarker, now: float | None = None):
+        kept.append(marker)
+        return taken(clock, marker, now)
+
+    monkeypatch.setattr(MarkerClock, "taken", recorded)
+    monkeypatch.setattr(MarkerClock, "due", lambda clock, now=None: True)  # a marker per save
+    with Attempt(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        host = attempt.logic._require_host()
+        ask(attempt, "Oslo")
+        deadline = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert host.unfinished == 0  # finished, not emitted: still open in the store
+        ask(attempt, "Bergen")  # its save takes a marker with Oslo's run open
+        assert attempt.answers("Oslo")[0]["key"] == "Oslo"
+    assert len(kept) >= 2
+    assert [marker.open_runs for marker in kept] == [[]] * len(kept)
 
 
 # --- a TaskManager frozen past the heartbeat timeout ----------------------------------------------
