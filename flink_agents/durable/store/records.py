@@ -13,7 +13,7 @@ from json.encoder import encode_basestring as _json_string  # what canonical_jso
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
@@ -74,6 +74,16 @@ class CallError(BaseModel):
         )
 
 
+class TrustedPickle(str):
+    """A pickled payload (base64 text) made in this process or read from an authenticated
+    record: the only kind `CallResult.value` unpickles. The payload carries its trust, so a
+    result needs no private attribute (pydantic initialises those in Python, for every result
+    made); a payload parsed from JSON is a plain `str`, never trusted. Serialized as the text
+    it is, and equal to it."""
+
+    __slots__ = ()
+
+
 class CallResult(BaseModel):
     """The durable outcome of one model, tool or sub-agent call.
 
@@ -95,11 +105,6 @@ class CallResult(BaseModel):
     arguments: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
-
-    # Set on pickled payloads made in this process or read from an authenticated record; only
-    # then may the payload be unpickled. Never serialized; left False for JSON payloads so that
-    # equality does not depend on where a result came from.
-    _trusted: bool = PrivateAttr(default=False)
 
     @pydantic.model_validator(mode="after")
     def _check_status(self) -> CallResult:
@@ -137,6 +142,8 @@ class CallResult(BaseModel):
         """A copy of this result marked SUCCEEDED with `value` (of the declared `result_type`,
         if given: see `encode_payload`) as payload."""
         payload, tag = encode_payload(value, result_type)
+        if tag == PICKLE_TAG:  # made in this process: it may be unpickled here
+            payload = TrustedPickle(payload)
         done = self.model_copy(
             update={
                 "status": CallStatus.SUCCEEDED,
@@ -146,8 +153,6 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
-        if tag == PICKLE_TAG:  # a private attribute is slow to set: only where it counts
-            done._trusted = True
         return done
 
     def fail(
@@ -168,8 +173,7 @@ class CallResult(BaseModel):
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
-        # Trust matters only for a pickle (and a private attribute is slow to read).
-        trusted = self.payload_type == PICKLE_TAG and self._trusted
+        trusted = isinstance(self.payload, TrustedPickle)
         return decode_payload(self.payload, self.payload_type, result_type, trusted=trusted)
 
 

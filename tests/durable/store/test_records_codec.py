@@ -257,3 +257,12 @@ def test_an_action_key_renders_as_the_canonical_json_of_its_fields(key, event_id
     if event_id is not None:
         fields["event_id"] = event_id
     assert state_key.canonical() == canonical_json(fields)
+
+
+def test_a_pickled_payloads_trust_is_not_written():
+    call = CallResult.pending("opaque").succeed(Opaque(5))
+    forged = CallResult.model_validate_json(call.model_dump_json())
+    assert forged == call  # the same text: trust is where the payload came from, not in it
+    codec = RecordCodec(SECRET)
+    assert codec.envelope(forged) == codec.envelope(call)
+    assert codec.decode(b"k", codec.encode(b"k", forged), **WHERE).value() == Opaque(5)
