@@ -7,6 +7,7 @@ Pure data (pydantic); no Flink, no engine imports. Identities are structured and
 from __future__ import annotations
 
 import enum
+import functools
 import time
 import traceback
 from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
@@ -215,11 +216,17 @@ class ActionStateKey(BaseModel):
     def canonical(self) -> str:
         """Canonical JSON of this identity; also the Kafka record key.
 
-        `event_id` is left out when None, so keys without it render as they always did. Filled
-        in field by field, in sorted order, with the JSON encoder's own string form: the text
-        `canonical_json` gives for these fields, at a quarter of its cost (a store renders one
-        for every write and every lookup).
+        `event_id` is left out when None, so keys without it render as they always did.
+        Rendered once per key (the key is frozen): a store renders it for every lookup and
+        every write, and an action's state is looked up and put with the same key.
         """
+        return self._canonical
+
+    @functools.cached_property
+    def _canonical(self) -> str:
+        # Filled in field by field, in sorted order, with the JSON encoder's own string form:
+        # the text `canonical_json` gives for these fields, at a quarter of its cost. Kept in
+        # the instance's __dict__, which pydantic neither serializes nor compares.
         text = _json_string
         action, agent, key, seq = text(self.action), text(self.agent), text(self.key), self.seq
         if self.event_id is None:
