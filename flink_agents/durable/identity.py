@@ -12,6 +12,7 @@ JSON (so user keys containing any separator cannot collide), computed from:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -42,12 +43,20 @@ class RunId:
     def __str__(self) -> str:
         return f"{self.agent}/{canonical_json(self.key)}/{self.seq}"
 
+    @functools.cached_property
+    def input_event_id(self) -> str:
+        """Id of the run's input event: `event_id` with no upstream, no action, ordinal 0.
+        Computed once per run id (the engine names the event, the store recognises it)."""
+        return digest(["event", self.as_list(), None, None, 0])
+
 
 def event_id(run: RunId, upstream_id: str | None, action: str | None, ordinal: int | str) -> str:
     """Id of the ``ordinal``-th event ``action`` sent while handling ``upstream_id``.
 
-    The input event of a run has no upstream and no action.
+    The input event of a run has no upstream and no action (see `RunId.input_event_id`).
     """
+    if upstream_id is None and action is None and type(ordinal) is int and ordinal == 0:
+        return run.input_event_id
     return digest(["event", run.as_list(), upstream_id, action, ordinal])
 
 

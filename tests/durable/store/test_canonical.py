@@ -150,3 +150,13 @@ def test_identity_digests_are_pinned():
 def test_arguments_and_digest_without_walking_dumps_are_those_of_the_walk(args, kwargs):
     arguments = canonical_arguments(args, kwargs)
     assert canonical_arguments_and_digest(args, kwargs) == (arguments, digest_canonical(arguments))
+
+
+def test_a_runs_input_event_id_is_the_event_id_it_always_was():
+    run = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
+    assert run.input_event_id == "d0c099e56ecd80ab0692fdf602e8cc4b"  # as pinned above
+    assert event_id(run, None, None, 0) == run.input_event_id
+    assert event_id(run, None, None, "0") != run.input_event_id
+    assert event_id(run, None, None, False) != run.input_event_id  # type: ignore[arg-type]
+    same = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
+    assert same == run and str(same) == str(run)  # the cached id is no field
