@@ -12,7 +12,6 @@ JSON (so user keys containing any separator cannot collide), computed from:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +42,18 @@ class RunId:
     def __str__(self) -> str:
         return f"{self.agent}/{canonical_json(self.key)}/{self.seq}"
 
-    @functools.cached_property
+    @property
     def input_event_id(self) -> str:
         """Id of the run's input event: `event_id` with no upstream, no action, ordinal 0.
         Computed once per run id (the engine names the event, the store recognises it)."""
-        return digest(["event", self.as_list(), None, None, 0])
+        # In the instance's __dict__, which no field method reads (`functools.cached_property`
+        # would do the same, but takes a lock in Python 3.11).
+        cached: str | None = self.__dict__.get("_input_event_id")
+        if cached is None:
+            cached = self.__dict__["_input_event_id"] = digest(
+                ["event", self.as_list(), None, None, 0]
+            )
+        return cached
 
 
 def event_id(run: RunId, upstream_id: str | None, action: str | None, ordinal: int | str) -> str:

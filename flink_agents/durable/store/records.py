@@ -7,9 +7,9 @@ Pure data (pydantic); no Flink, no engine imports. Identities are structured and
 from __future__ import annotations
 
 import enum
-import functools
 import time
 import traceback
+from collections.abc import Mapping
 from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
 from typing import Any
 
@@ -198,6 +198,9 @@ class RunKey(BaseModel):
         )
 
 
+_RENDERED = "_rendered"  # where an `ActionStateKey` keeps its canonical JSON
+
+
 class ActionStateKey(BaseModel):
     """Identity of one action's state within a run: `(agent, key, seq, action[, event_id])`.
 
@@ -220,13 +223,24 @@ class ActionStateKey(BaseModel):
         Rendered once per key (the key is frozen): a store renders it for every lookup and
         every write, and an action's state is looked up and put with the same key.
         """
-        return self._canonical
+        # Kept in the instance's __dict__, which pydantic neither serializes nor compares
+        # (what `functools.cached_property` does, without the lock it takes in Python 3.11).
+        rendered = self.__dict__.get(_RENDERED)
+        if rendered is None:
+            rendered = self.__dict__[_RENDERED] = self._render()
+        return rendered
 
-    @functools.cached_property
-    def _canonical(self) -> str:
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> ActionStateKey:
+        """A copy (see pydantic), rendered again if asked for: ``update`` may change fields."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop(_RENDERED, None)
+        return copied
+
+    def _render(self) -> str:
         # Filled in field by field, in sorted order, with the JSON encoder's own string form:
-        # the text `canonical_json` gives for these fields, at a quarter of its cost. Kept in
-        # the instance's __dict__, which pydantic neither serializes nor compares.
+        # the text `canonical_json` gives for these fields, at a quarter of its cost.
         text = _json_string
         action, agent, key, seq = text(self.action), text(self.agent), text(self.key), self.seq
         if self.event_id is None:

@@ -278,3 +278,5 @@ def test_an_action_keys_rendering_is_neither_written_nor_compared():
     assert RecordCodec().envelope(state) == before  # rendered once, not a field
     assert key == fresh and hash(key) == hash(fresh)
     assert ActionStateKey.model_validate_json(key.model_dump_json()) == key
+    moved = key.model_copy(update={"seq": 2})
+    assert moved.canonical() == canonical_json({**key.model_dump(), "seq": 2})
