@@ -42,12 +42,27 @@ class RunId:
     def __str__(self) -> str:
         return f"{self.agent}/{canonical_json(self.key)}/{self.seq}"
 
+    @property
+    def input_event_id(self) -> str:
+        """Id of the run's input event: `event_id` with no upstream, no action, ordinal 0.
+        Computed once per run id (the engine names the event, the store recognises it)."""
+        # In the instance's __dict__, which no field method reads (`functools.cached_property`
+        # would do the same, but takes a lock in Python 3.11).
+        cached: str | None = self.__dict__.get("_input_event_id")
+        if cached is None:
+            cached = self.__dict__["_input_event_id"] = digest(
+                ["event", self.as_list(), None, None, 0]
+            )
+        return cached
+
 
 def event_id(run: RunId, upstream_id: str | None, action: str | None, ordinal: int | str) -> str:
     """Id of the ``ordinal``-th event ``action`` sent while handling ``upstream_id``.
 
-    The input event of a run has no upstream and no action.
+    The input event of a run has no upstream and no action (see `RunId.input_event_id`).
     """
+    if upstream_id is None and action is None and type(ordinal) is int and ordinal == 0:
+        return run.input_event_id
     return digest(["event", run.as_list(), upstream_id, action, ordinal])
 
 

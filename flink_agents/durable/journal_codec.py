@@ -29,8 +29,9 @@ def write_action(state: ActionState, action: RecordedAction) -> None:
     its model in ``state`` until the store encodes the state (a state read back from the store
     holds each event's JSON form)."""
     state.completed = True
-    state.events = [_encode(event, "event") for event in action.events]
-    state.memory_updates = [
+    # Filled in place: assigning a field runs pydantic's `__setattr__` in Python, per field.
+    state.events[:] = [_encode(event, "event") for event in action.events]
+    state.memory_updates[:] = [
         {**update.model_dump(exclude={"value"}), **_encode(update.value, update.key)}
         for update in action.memory_updates
     ]

@@ -18,13 +18,8 @@ from typing import Any, Literal, get_args
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.tools import function_label
 from flink_agents.durable.identity import ActionInvocation
-from flink_agents.durable.store import (
-    ArgumentDigestError,
-    CallResult,
-    arguments_text,
-    canonical_arguments,
-)
-from flink_agents.durable.store.canonical import digest_canonical
+from flink_agents.durable.store import ArgumentDigestError, CallResult, arguments_text
+from flink_agents.durable.store.canonical import canonical_arguments_and_digest
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +58,12 @@ class CallSignature:
         """The signature of a call; ``with_text=False`` leaves ``arguments`` unknown (saves
         building the text when it is not recorded)."""
         try:
-            arguments = canonical_arguments(args, kw)
+            arguments, digest = canonical_arguments_and_digest(args, kw)
         except ArgumentDigestError as exc:
             logger.debug("call %s: arguments not compared on replay: %s", call_id, exc)
             return cls(call_id, function_label(fn), "")
         text = arguments_text(arguments) if with_text else None
-        return cls(call_id, function_label(fn), digest_canonical(arguments), text)
+        return cls(call_id, function_label(fn), digest, text)
 
     @classmethod
     def recorded(cls, result: CallResult) -> CallSignature:

@@ -43,7 +43,7 @@ from flink_agents.durable.call import DurableCall
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.group_flush import GroupFlusher
-from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
+from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.journal_codec import read_action, write_action
 from flink_agents.durable.replay import (
@@ -391,7 +391,7 @@ class StoreCallRunner:
         """The run's input, for the first action invoked on its input event (so a recorded run
         can be replayed elsewhere: one small field, no record of its own)."""
         run = invocation.run
-        if run not in self._inputs or invocation.event_id != event_id(run, None, None, 0):
+        if run not in self._inputs or invocation.event_id != run.input_event_id:
             return None
         value, admitted_at = self._inputs.pop(run)
         return RunInput(value=value, admitted_at=admitted_at)

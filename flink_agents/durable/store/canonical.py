@@ -45,8 +45,12 @@ def canonical_json(value: Any) -> str:
     return "".join(encode(value, 0))
 
 
-def to_canonical(value: Any) -> Any:
+def to_canonical(value: Any, dumps_as_they_are: bool = False) -> Any:
     """Normalize `value` to plain JSON (dict/list/str/int/float/bool/None), deterministically.
+
+    ``dumps_as_they_are`` leaves a pydantic model's JSON dump unwalked: it is plain JSON already
+    (string keys, JSON leaves) except for non-finite floats, which the walk maps and
+    `canonical_json` refuses -- see `canonical_arguments_and_digest`, the one caller that sets it.
 
     Rules, in order:
     - pydantic models: `model_dump(mode="json")`; dataclass instances: their fields, by name.
@@ -66,10 +70,11 @@ def to_canonical(value: Any) -> Any:
         return value
     if kind is dict:
         return {
-            k if type(k) is str else _canonical_key(k): to_canonical(v) for k, v in value.items()
+            k if type(k) is str else _canonical_key(k): to_canonical(v, dumps_as_they_are)
+            for k, v in value.items()
         }
     if kind is list:
-        return [to_canonical(v) for v in value]
+        return [to_canonical(v, dumps_as_they_are) for v in value]
     if isinstance(value, (bool, str)):
         return value
     if isinstance(value, enum.Enum):
@@ -81,15 +86,19 @@ def to_canonical(value: Any) -> Any:
             return value
         return {"__float__": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
     if isinstance(value, pydantic.BaseModel):
-        return to_canonical(value.model_dump(mode="json"))
+        dumped = value.model_dump(mode="json")
+        return dumped if dumps_as_they_are else to_canonical(dumped)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: to_canonical(getattr(value, f.name), dumps_as_they_are)
+            for f in dataclasses.fields(value)
+        }
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"__bytes__": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, Mapping):
-        return {_canonical_key(k): to_canonical(v) for k, v in value.items()}
+        return {_canonical_key(k): to_canonical(v, dumps_as_they_are) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_canonical(v) for v in value]
+        return [to_canonical(v, dumps_as_they_are) for v in value]
     if isinstance(value, (set, frozenset)):
         items = [to_canonical(v) for v in value]
         return sorted(items, key=canonical_json)
@@ -131,9 +140,27 @@ def digest_canonical(arguments: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(arguments).encode("utf-8")).hexdigest()
 
 
+def canonical_arguments_and_digest(
+    args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """`canonical_arguments` and their digest (`digest_canonical`), the same values at less
+    cost: pydantic models' JSON dumps (most of a model call's arguments) are not walked by
+    `to_canonical`, which would change nothing in them but a non-finite float. Such a float
+    makes `canonical_json` refuse them, and only then are they walked too."""
+    arguments = {
+        "args": to_canonical(list(args), True),
+        "kwargs": to_canonical(kwargs, True),
+    }
+    try:
+        return arguments, digest_canonical(arguments)
+    except ValueError:  # a non-finite float in a model's dump
+        arguments = canonical_arguments(args, kwargs)
+        return arguments, digest_canonical(arguments)
+
+
 def digest_arguments(args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
     """sha256 hex digest of the canonical JSON of `{"args": [...], "kwargs": {...}}`."""
-    return digest_canonical(canonical_arguments(args, kwargs))
+    return canonical_arguments_and_digest(args, kwargs)[1]
 
 
 #: Upper bound (UTF-8 bytes) of a call's arguments as recorded for humans (`arguments_text`).

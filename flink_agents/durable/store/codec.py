@@ -28,7 +28,7 @@ import pydantic_core
 
 from flink_agents.durable.store.errors import CorruptRecordError, PickleNotAllowedError
 from flink_agents.durable.store.payload import PICKLE_TAG
-from flink_agents.durable.store.records import ActionState, CallResult
+from flink_agents.durable.store.records import ActionState, CallResult, TrustedPickle
 
 #: Environment variable holding the job secret used to sign records.
 DEFAULT_SECRET_ENV = "FLINK_AGENTS_STORE_SECRET"
@@ -56,8 +56,8 @@ def _calls_of(record: Record) -> list[CallResult]:
 def _trusting_pickles(record: Record) -> Record:
     """Mark pickled payloads loadable: only call on records known to be authentic."""
     for call in _calls_of(record):
-        if call.payload_type == PICKLE_TAG:
-            call._trusted = True
+        if call.payload_type == PICKLE_TAG and isinstance(call.payload, str):
+            call.payload = TrustedPickle(call.payload)
     return record
 
 

@@ -75,8 +75,10 @@ def _cached_adapter(result_type: Any) -> pydantic.TypeAdapter[Any]:
 def _encode_declared(value: Any, result_type: Any) -> tuple[Any, str | None]:
     adapter = _adapter(result_type)
     try:
-        typed = adapter.validate_python(value)
-        payload = adapter.dump_python(typed, mode="json", warnings="error")
+        # The adapter's own validator and serializer: its `validate_python` / `dump_python`
+        # only forward to them, through a Python frame each (a call uses three).
+        typed = adapter.validator.validate_python(value)
+        payload = adapter.serializer.to_python(typed, mode="json", warnings="error")
     except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
         raise PayloadError(f"result does not encode as {result_type!r}: {exc}") from exc
     typed_class = isinstance(typed, pydantic.BaseModel) or dataclasses.is_dataclass(typed)
@@ -132,6 +134,6 @@ def resolve_type_tag(tag: str) -> type:
 
 def _validate(result_type: Any, json_payload: Any) -> Any:
     try:
-        return _adapter(result_type).validate_python(json_payload)
+        return _adapter(result_type).validator.validate_python(json_payload)
     except pydantic.ValidationError as exc:
         raise PayloadError(f"payload does not validate as {result_type!r}: {exc}") from exc

@@ -9,11 +9,12 @@ from __future__ import annotations
 import enum
 import time
 import traceback
+from collections.abc import Mapping
 from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
 from typing import Any
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
@@ -74,6 +75,16 @@ class CallError(BaseModel):
         )
 
 
+class TrustedPickle(str):
+    """A pickled payload (base64 text) made in this process or read from an authenticated
+    record: the only kind `CallResult.value` unpickles. The payload carries its trust, so a
+    result needs no private attribute (pydantic initialises those in Python, for every result
+    made); a payload parsed from JSON is a plain `str`, never trusted. Serialized as the text
+    it is, and equal to it."""
+
+    __slots__ = ()
+
+
 class CallResult(BaseModel):
     """The durable outcome of one model, tool or sub-agent call.
 
@@ -95,11 +106,6 @@ class CallResult(BaseModel):
     arguments: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
-
-    # Set on pickled payloads made in this process or read from an authenticated record; only
-    # then may the payload be unpickled. Never serialized; left False for JSON payloads so that
-    # equality does not depend on where a result came from.
-    _trusted: bool = PrivateAttr(default=False)
 
     @pydantic.model_validator(mode="after")
     def _check_status(self) -> CallResult:
@@ -137,6 +143,8 @@ class CallResult(BaseModel):
         """A copy of this result marked SUCCEEDED with `value` (of the declared `result_type`,
         if given: see `encode_payload`) as payload."""
         payload, tag = encode_payload(value, result_type)
+        if tag == PICKLE_TAG:  # made in this process: it may be unpickled here
+            payload = TrustedPickle(payload)
         done = self.model_copy(
             update={
                 "status": CallStatus.SUCCEEDED,
@@ -146,8 +154,6 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
-        if tag == PICKLE_TAG:  # a private attribute is slow to set: only where it counts
-            done._trusted = True
         return done
 
     def fail(
@@ -168,8 +174,7 @@ class CallResult(BaseModel):
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
-        # Trust matters only for a pickle (and a private attribute is slow to read).
-        trusted = self.payload_type == PICKLE_TAG and self._trusted
+        trusted = isinstance(self.payload, TrustedPickle)
         return decode_payload(self.payload, self.payload_type, result_type, trusted=trusted)
 
 
@@ -193,6 +198,9 @@ class RunKey(BaseModel):
         )
 
 
+_RENDERED = "_rendered"  # where an `ActionStateKey` keeps its canonical JSON
+
+
 class ActionStateKey(BaseModel):
     """Identity of one action's state within a run: `(agent, key, seq, action[, event_id])`.
 
@@ -211,11 +219,28 @@ class ActionStateKey(BaseModel):
     def canonical(self) -> str:
         """Canonical JSON of this identity; also the Kafka record key.
 
-        `event_id` is left out when None, so keys without it render as they always did. Filled
-        in field by field, in sorted order, with the JSON encoder's own string form: the text
-        `canonical_json` gives for these fields, at a quarter of its cost (a store renders one
-        for every write and every lookup).
+        `event_id` is left out when None, so keys without it render as they always did.
+        Rendered once per key (the key is frozen): a store renders it for every lookup and
+        every write, and an action's state is looked up and put with the same key.
         """
+        # Kept in the instance's __dict__, which pydantic neither serializes nor compares
+        # (what `functools.cached_property` does, without the lock it takes in Python 3.11).
+        rendered = self.__dict__.get(_RENDERED)
+        if rendered is None:
+            rendered = self.__dict__[_RENDERED] = self._render()
+        return rendered
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> ActionStateKey:
+        """A copy (see pydantic), rendered again if asked for: ``update`` may change fields."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop(_RENDERED, None)
+        return copied
+
+    def _render(self) -> str:
+        # Filled in field by field, in sorted order, with the JSON encoder's own string form:
+        # the text `canonical_json` gives for these fields, at a quarter of its cost.
         text = _json_string
         action, agent, key, seq = text(self.action), text(self.agent), text(self.key), self.seq
         if self.event_id is None:

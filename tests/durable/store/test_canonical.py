@@ -9,7 +9,12 @@ import pytest
 
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
 from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
-from tests.durable.store.payload_types import Point, Reply
+from flink_agents.durable.store.canonical import (
+    canonical_arguments,
+    canonical_arguments_and_digest,
+    digest_canonical,
+)
+from tests.durable.store.payload_types import Point, Reading, Reply
 
 
 class Color(enum.Enum):
@@ -125,3 +130,33 @@ def test_identity_digests_are_pinned():
     assert digest_arguments(args, {"k": {"b": 1, "a": [None]}}) == (
         "6732903f7f294c4d5def06245fca28b9b3b8476c099173768816f112a2e95cad"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"),
+    [
+        (
+            (Reply(text="hi", tokens=3), [Reply(text="ü", tokens=0)]),
+            {"r": Reply(text="", tokens=1)},
+        ),
+        ((Point(1, 2), {3: Reply(text="x", tokens=2)}, (1.5, None)), {}),
+        ((Reading(at=dt.datetime(2024, 1, 2), values=[1.0, float("nan")], pair=(1, 2)),), {}),
+        (
+            ({"n": float("inf")},),
+            {"m": Reading(at=dt.datetime(2024, 1, 2), values=[-0.0], pair=(3, 4))},
+        ),
+    ],
+)
+def test_arguments_and_digest_without_walking_dumps_are_those_of_the_walk(args, kwargs):
+    arguments = canonical_arguments(args, kwargs)
+    assert canonical_arguments_and_digest(args, kwargs) == (arguments, digest_canonical(arguments))
+
+
+def test_a_runs_input_event_id_is_the_event_id_it_always_was():
+    run = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
+    assert run.input_event_id == "d0c099e56ecd80ab0692fdf602e8cc4b"  # as pinned above
+    assert event_id(run, None, None, 0) == run.input_event_id
+    assert event_id(run, None, None, "0") != run.input_event_id
+    assert event_id(run, None, None, False) != run.input_event_id  # type: ignore[arg-type]
+    same = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
+    assert same == run and str(same) == str(run)  # the cached id is no field

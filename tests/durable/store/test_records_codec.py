@@ -5,6 +5,7 @@ from flink_agents.durable.store import (
     MAX_TRACE_BYTES,
     PICKLE_TAG,
     ActionState,
+    ActionStateKey,
     CallError,
     CallResult,
     CallStatus,
@@ -257,3 +258,25 @@ def test_an_action_key_renders_as_the_canonical_json_of_its_fields(key, event_id
     if event_id is not None:
         fields["event_id"] = event_id
     assert state_key.canonical() == canonical_json(fields)
+
+
+def test_a_pickled_payloads_trust_is_not_written():
+    call = CallResult.pending("opaque").succeed(Opaque(5))
+    forged = CallResult.model_validate_json(call.model_dump_json())
+    assert forged == call  # the same text: trust is where the payload came from, not in it
+    codec = RecordCodec(SECRET)
+    assert codec.envelope(forged) == codec.envelope(call)
+    assert codec.decode(b"k", codec.encode(b"k", forged), **WHERE).value() == Opaque(5)
+
+
+def test_an_action_keys_rendering_is_neither_written_nor_compared():
+    key = RunKey(agent="a", key="k", seq=1).action("act", "e" * 32)
+    fresh = RunKey(agent="a", key="k", seq=1).action("act", "e" * 32)
+    state = ActionState(key=key)
+    before = RecordCodec().envelope(state)
+    assert key.canonical() == fresh.canonical()
+    assert RecordCodec().envelope(state) == before  # rendered once, not a field
+    assert key == fresh and hash(key) == hash(fresh)
+    assert ActionStateKey.model_validate_json(key.model_dump_json()) == key
+    moved = key.model_copy(update={"seq": 2})
+    assert moved.canonical() == canonical_json({**key.model_dump(), "seq": 2})
