@@ -23,7 +23,8 @@ class Memory:
     """A key-value store; ``snapshot`` returns an independent copy of its content."""
 
     def __init__(self, content: Mapping[str, Any] | None = None) -> None:
-        self._content: dict[str, Any] = copy.deepcopy(dict(content or {}))
+        # Runs start from an empty memory far more often than not: nothing to copy then.
+        self._content: dict[str, Any] = copy.deepcopy(dict(content)) if content else {}
 
     def get(self, key: str, default: Any = None) -> Any:
         return self._content.get(key, default)
@@ -45,4 +46,4 @@ class Memory:
         return len(self._content)
 
     def snapshot(self) -> dict[str, Any]:
-        return copy.deepcopy(self._content)
+        return copy.deepcopy(self._content) if self._content else {}

@@ -65,3 +65,17 @@ def test_memory_stores_a_copy_and_refuses_what_json_cannot_hold_naming_the_key()
         memory.set("pending", {1})
     with pytest.raises(NotJsonError, match=r"\$\[\"odd key\"\]"):
         memory.set("odd key", float("nan"))
+
+
+def test_memory_copies_its_content_in_and_out_empty_or_not() -> None:
+    content: dict[str, object] = {"notes": ["a"]}
+    memory = Memory(content)
+    content["notes"].append("b")  # type: ignore[attr-defined]
+    assert memory.get("notes") == ["a"]
+    taken = memory.snapshot()
+    taken["notes"].append("c")
+    assert memory.get("notes") == ["a"]
+    empty = Memory({})
+    first, second = empty.snapshot(), empty.snapshot()
+    first["x"] = 1
+    assert second == {} and len(empty) == 0 and first is not second
