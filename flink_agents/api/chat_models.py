@@ -154,10 +154,12 @@ class ChatModelSetup(Resource):
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
             filled = prompt.format_messages(**(prompt_args or {}))
             messages = [*(m.model_copy(update={"role": "system"}) for m in filled), *messages]
+        offered_tools: dict[str, tuple[str, Tool]] = self._private("_offered_tools")
+        offer: SubagentOffer = self._private("_offer")
         return ChatRequest(
             model=self.model,
             messages=messages,
-            tools=[*(tool.spec() for _, tool in self._offered_tools.values()), *self._offer.specs],
+            tools=[*(tool.spec() for _, tool in offered_tools.values()), *offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             extra=self.extra,

@@ -141,6 +141,17 @@ class Resource(BaseModel):
         loop of its calls when the engine stops. The default does nothing."""
 
     def get_resource(self, name: str, resource_type: ResourceType) -> Resource:
-        if self._lookup is None:
+        lookup: ResourceLookup | None = self._private("_lookup")
+        if lookup is None:
             raise RuntimeError(f"{type(self).__name__} is not bound to a resource registry")
-        return self._lookup(name, resource_type)
+        return lookup(name, resource_type)
+
+    def _private(self, name: str) -> Any:
+        """The private attribute ``name``, for paths every run takes.
+
+        ``self._name`` finds it only after the ordinary lookup failed and raised, in pydantic's
+        ``__getattr__`` (a few thousand instructions); the values' own dict is one lookup.
+        """
+        values = self.__pydantic_private__
+        assert values is not None  # every Resource declares at least `_lookup`
+        return values[name]

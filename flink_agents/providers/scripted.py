@@ -162,14 +162,16 @@ class ScriptedChatModelConnection(ChatModelConnection):
         turn_index = sum(1 for m in messages if m.role == "assistant")
         last = messages[-1].content if messages else ""
         answered = next((m.content for m in reversed(messages) if m.role != "system"), "")
-        turn = next((t for pattern, t in self._by_content if pattern.search(answered)), None)
+        by_content: list[tuple[re.Pattern[str], ScriptedTurn]] = self._private("_by_content")
+        by_number: list[ScriptedTurn] = self._private("_by_number")
+        turn = next((t for pattern, t in by_content if pattern.search(answered)), None)
         if turn is None:
-            if turn_index >= len(self._by_number):
+            if turn_index >= len(by_number):
                 raise ScriptedModelError(
-                    f"scripted model {self.name!r} has {len(self._by_number)} numbered turn(s) "
+                    f"scripted model {self.name!r} has {len(by_number)} numbered turn(s) "
                     f"and no matching one; asked for turn {turn_index + 1}"
                 )
-            turn = self._by_number[turn_index]
+            turn = by_number[turn_index]
         if turn.error is not None:
             raise ScriptedModelError(turn.error)
         users = [m.content for m in messages if m.role == "user"]

@@ -34,3 +34,19 @@ def test_agent_refuses_duplicate_resource_names():
     agent.add_prompt("p", "hi")
     with pytest.raises(ValueError, match="already has a resource named 'p'"):
         agent.add_resource("p", ResourceType.PROMPT, "flink_agents.api.prompts:Prompt", text="x")
+
+
+def test_a_resource_finds_its_siblings_only_once_bound_and_copies_keep_the_binding():
+    connection = ScriptedChatModelConnection(turns=[{"content": "hi"}])
+    with pytest.raises(RuntimeError, match="not bound to a resource registry"):
+        connection.get_resource("other", ResourceType.PROMPT)
+    asked: list[tuple[str, ResourceType]] = []
+
+    def lookup(name: str, resource_type: ResourceType) -> ScriptedChatModelConnection:
+        asked.append((name, resource_type))
+        return connection
+
+    connection.bind(lookup)
+    assert connection.get_resource("other", ResourceType.PROMPT) is connection
+    assert connection.model_copy().get_resource("again", ResourceType.TOOL) is connection
+    assert asked == [("other", ResourceType.PROMPT), ("again", ResourceType.TOOL)]
