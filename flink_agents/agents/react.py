@@ -27,8 +27,12 @@ from flink_agents.api.resources import ResourceDescriptor, ResourceType
 _FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
+# What `json.dumps(value, sort_keys=True)` builds on every call, built once: the same text.
+_JSON_TEXT = json.JSONEncoder(sort_keys=True)
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return value if isinstance(value, str) else _JSON_TEXT.encode(value)
 
 
 def _prompt_values(value: Any) -> dict[str, Any]:

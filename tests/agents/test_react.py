@@ -1,5 +1,7 @@
 import pytest
 
+from flink_agents.agents.react import _prompt_values
+
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
 from tests.sample_agents import react_agent
@@ -63,3 +65,12 @@ def test_endless_tool_requests_stop_at_max_tool_rounds():
     [result] = run_local(agent, [{"id": 1, "city": "x"}], key="id")
     assert result.error.action == "chat_action"
     assert result.error.error_type == "ToolLoopLimitError"
+
+
+def test_a_map_input_fills_input_with_its_sorted_ascii_json_text():
+    # Fixed text, as json.dumps(..., sort_keys=True) wrote it before (it reaches the model
+    # and so the call's digest).
+    values = _prompt_values({"b": "\u00e9", "a": [1, 2.5, None, True]})
+    assert values["input"] == '{"a": [1, 2.5, null, true], "b": "\\u00e9"}'
+    assert _prompt_values({"input": "kept", "x": 1})["input"] == "kept"
+    assert _prompt_values(["q", 3]) == {"input": '["q", 3]'}
