@@ -354,21 +354,25 @@ class RunEngine:
         """
         plan = scope.resolved.plan
         journal = self._call_runner.journal
+        run_child = functools.partial(self._run_child, scope, run.run_id)
         events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
             if isinstance(event, OutputEvent):
                 outputs.append(event)
             for action in plan.listeners(event.type):
-                invocation = ActionInvocation(run.run_id, event.id, action.name)
-                recorded = journal.recorded(invocation) if journal is not None else None
-                if recorded is not None:  # completed before a failover: not run again
-                    replayed = recorded.replay(run)
-                    if self._log is not None:
-                        self._log.action_replayed(run.run_id, event, action.name, replayed)
-                    events.extend(replayed)
-                    continue
-                watch = MemoryWatch(run) if journal is not None else None
+                invocation: ActionInvocation | None = None
+                watch: MemoryWatch | None = None
+                if journal is not None:
+                    invocation = ActionInvocation(run.run_id, event.id, action.name)
+                    recorded = journal.recorded(invocation)
+                    if recorded is not None:  # completed before a failover: not run again
+                        replayed = recorded.replay(run)
+                        if self._log is not None:
+                            self._log.action_replayed(run.run_id, event, action.name, replayed)
+                        events.extend(replayed)
+                        continue
+                    watch = MemoryWatch(run)
                 ctx = ActionContext(
                     run,
                     action,
@@ -376,7 +380,7 @@ class RunEngine:
                     plan.config,
                     scope.resources,
                     self._call_runner,
-                    functools.partial(self._run_child, scope, run.run_id),
+                    run_child,
                 )
                 watched = (
                     self._log.action_started(run.run_id, event, action.name)
@@ -385,9 +389,9 @@ class RunEngine:
                 )
                 try:
                     outcome = scope.resolved.functions[action.name](event, ctx)
-                    if inspect.isawaitable(outcome):
+                    if outcome is not None and inspect.isawaitable(outcome):
                         await outcome
-                    if journal is not None and watch is not None:
+                    if journal is not None and invocation is not None and watch is not None:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())
                         await journal.completed(invocation, done)
                 except Exception as exc:

@@ -1,7 +1,6 @@
 import pytest
 
 from flink_agents.agents.react import _prompt_values
-
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
 from tests.sample_agents import react_agent
