@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 # The one serializer for bytes that matter (also the store's record keys): sorted keys, compact,
@@ -25,7 +26,11 @@ __all__ = ["ActionInvocation", "CallIdentity", "RunId", "canonical_json", "diges
 
 def digest(value: Any) -> str:
     """A 128-bit hex digest of ``value``'s canonical JSON."""
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:32]
+    return _digest_text(canonical_json(value))
+
+
+def _digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -50,9 +55,17 @@ class RunId:
         # would do the same, but takes a lock in Python 3.11).
         cached: str | None = self.__dict__.get("_input_event_id")
         if cached is None:
-            cached = self.__dict__["_input_event_id"] = digest(
-                ["event", self.as_list(), None, None, 0]
+            cached = self.__dict__["_input_event_id"] = _digest_text(
+                f'["event",{self.canonical},null,null,0]'
             )
+        return cached
+
+    @property
+    def canonical(self) -> str:
+        """The canonical JSON of `as_list`, rendered once per run id (in every event id)."""
+        cached: str | None = self.__dict__.get("_canonical")
+        if cached is None:
+            cached = self.__dict__["_canonical"] = canonical_json(self.as_list())
         return cached
 
 
@@ -63,7 +76,27 @@ def event_id(run: RunId, upstream_id: str | None, action: str | None, ordinal: i
     """
     if upstream_id is None and action is None and type(ordinal) is int and ordinal == 0:
         return run.input_event_id
+    tail = _int_or_string_json(ordinal)
+    if tail is not None and _string_or_none(upstream_id) and _string_or_none(action):
+        # The canonical JSON of the list below, written around the run's cached text: the
+        # same bytes (a string as the encoder escapes it, an int as its repr) for a fraction
+        # of the encoder's work.
+        upstream = "null" if upstream_id is None else encode_basestring(upstream_id)
+        sender = "null" if action is None else encode_basestring(action)
+        return _digest_text(f'["event",{run.canonical},{upstream},{sender},{tail}]')
     return digest(["event", run.as_list(), upstream_id, action, ordinal])
+
+
+def _int_or_string_json(value: Any) -> str | None:
+    if type(value) is int:
+        return str(value)
+    if type(value) is str:
+        return encode_basestring(value)
+    return None  # a bool or a subclass: the encoder's own way
+
+
+def _string_or_none(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 AUTO_CALL_PREFIX = "#"

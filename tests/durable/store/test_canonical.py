@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from flink_agents.durable.identity import CallIdentity, RunId, event_id
+from flink_agents.durable.identity import CallIdentity, RunId, digest, event_id
 from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
 from flink_agents.durable.store.canonical import (
     canonical_arguments,
@@ -160,3 +160,49 @@ def test_a_runs_input_event_id_is_the_event_id_it_always_was():
     assert event_id(run, None, None, False) != run.input_event_id  # type: ignore[arg-type]
     same = RunId("agent ä", {"user": "ü 北京", "n": [1, 2.5, True, None]}, 7)
     assert same == run and str(same) == str(run)  # the cached id is no field
+
+
+@pytest.mark.parametrize(
+    ("run", "upstream_id", "action", "ordinal", "pinned"),
+    [  # digests computed before event ids were written around the run's cached text
+        (
+            RunId("agent", {"k": 1, "a": ["é", None]}, 3),
+            "e" * 32,
+            "react_start",
+            0,
+            "ab421ecb5ce2803f36578908eda9c258",
+        ),
+        (RunId("agent", 7, 0), "e" * 32, "chat_action", 2, "830629835bcf087469d50383b491d2c3"),
+        (
+            RunId('a"gent', "κλειδί\n", 12),
+            "f" * 32,
+            "act\u2028ion",
+            "error",
+            "5048b595d2ca4e08bc3c8a0a0a9cb7e6",
+        ),
+        (
+            RunId("agent", [1, 2.5, True], 1),
+            None,
+            "scope:child",
+            0,
+            "d685a33ed70c3ceb67a8d9a8ded4bbad",
+        ),
+        (RunId("agent", "k", 0), None, None, 1, "4739c8f9e24b27041ad68f830454677f"),
+        (RunId("agent", "k", 0), "u", None, 0, "b2e9cfba9dbccfda51c2e2526a9c850a"),
+    ],
+)
+def test_sent_event_ids_are_pinned(run, upstream_id, action, ordinal, pinned):
+    assert event_id(run, upstream_id, action, ordinal) == pinned
+    as_digested = digest(["event", run.as_list(), upstream_id, action, ordinal])
+    assert as_digested == pinned
+
+
+def test_event_ids_of_other_value_types_are_the_digest_of_their_list():
+    class Name(str):
+        pass
+
+    run = RunId("agent", "k", 0)
+    assert event_id(run, Name("u"), "a", 1) == event_id(run, "u", "a", 1)
+    assert event_id(run, "u", "a", True) == digest(["event", run.as_list(), "u", "a", True])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        event_id(RunId("agent", object(), 0), "u", "a", 1)
