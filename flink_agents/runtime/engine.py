@@ -71,6 +71,9 @@ class _KeySlot:
     memory: dict[str, Any] = field(default_factory=dict)
     busy: bool = False
     ready: bool = False  # in the engine's ready queue (a flag: a deque's `in` scans it all)
+    # The run ids of queued inputs made when they were admitted, by seq: the run starts with
+    # the same object, whose ids (its input event's, say) are then rendered once.
+    admitted: dict[int, RunId] = field(default_factory=dict)
 
 
 class RunEngine:
@@ -134,12 +137,15 @@ class RunEngine:
         Runs start from within the loop (:meth:`drain`, :meth:`wait_for_results`).
         """
         self._raise_failure()
-        slot = self._slot(key)
+        token = canonical_json(key)
+        slot = self._slot(token, key)
         pending = PendingInput(seq=slot.next_seq if seq is None else seq, input=value)
         slot.next_seq = pending.seq + 1
         slot.queue.append(pending)
-        self._mark_ready(canonical_json(key))
+        self._mark_ready(token)
         run = RunId(self._plan.name, key, pending.seq)
+        if _same_key(self._keys[token], key):
+            slot.admitted[pending.seq] = run
         self._call_runner.run_admitted(run, value)
         if self._log is not None:
             self._log.run_admitted(run)
@@ -228,8 +234,7 @@ class RunEngine:
 
     # --- scheduling ----------------------------------------------------------------------------
 
-    def _slot(self, key: Any) -> _KeySlot:
-        token = canonical_json(key)
+    def _slot(self, token: str, key: Any) -> _KeySlot:
         if token not in self._slots:
             self._slots[token] = _KeySlot()
             self._keys[token] = key
@@ -247,8 +252,10 @@ class RunEngine:
             slot = self._slots[token]
             slot.ready = False
             slot.busy = True
+            seq = slot.queue[0].seq
+            run_id = slot.admitted.pop(seq, None) or RunId(self._plan.name, self._keys[token], seq)
             run = RunState(
-                RunId(self._plan.name, self._keys[token], slot.queue[0].seq),
+                run_id,
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
             )
             work = self._execute(run, slot.queue[0])
@@ -443,6 +450,13 @@ class _ActionRaised(Exception):
     def __init__(self, failure: ActionFailure) -> None:
         super().__init__(failure.describe())
         self.failure = failure
+
+
+def _same_key(held: Any, key: Any) -> bool:
+    """Whether a run of ``key`` is a run of the key object the engine holds for its token:
+    the same object, or an equal string or int (a key of another type with the same JSON,
+    a tuple for a list say, keeps the held object, as it always did)."""
+    return held is key or (type(held) is type(key) and type(key) in (str, int))
 
 
 def _result(outcome: _Outcome) -> RunResult:

@@ -253,3 +253,26 @@ def test_closing_the_engine_closes_its_resources_even_when_one_fails_to(caplog):
     asyncio.run(engine.close())
     assert sorted(ClosingTool.closed) == ["one", "two"]  # the parent's and the child scope's
     assert "resource 'broken' failed to close" in caplog.text
+
+
+def test_a_run_has_the_run_id_its_input_was_admitted_with_and_the_key_the_engine_holds():
+    admitted: list[RunId] = []
+
+    class Admitting(DirectCallRunner):
+        def run_admitted(self, run: RunId, input: Any) -> None:
+            admitted.append(run)
+
+    async def scenario() -> list[RunId]:
+        engine = _echo_engine(call_runner=Admitting())
+        engine.submit("".join(["a", "b"]), {"n": 1})
+        engine.submit("".join(["a", "b"]), {"n": 2})  # an equal string, another object
+        engine.submit([1, 2], {"n": 3})
+        engine.submit((1, 2), {"n": 4})  # the same JSON as the list: the list stays the key
+        await engine.drain()
+        return sorted((result.run_id for result in engine.take_results()), key=str)
+
+    finished = asyncio.run(scenario())
+    expected = ['echo/"ab"/0', 'echo/"ab"/1', "echo/[1,2]/0", "echo/[1,2]/1"]
+    assert [str(run) for run in finished] == expected
+    assert finished[0] is admitted[0] and finished[1] is admitted[1]
+    assert [run.key for run in finished[2:]] == [[1, 2], [1, 2]]
