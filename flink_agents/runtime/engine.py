@@ -367,7 +367,7 @@ class RunEngine:
             event = events.popleft()
             if isinstance(event, OutputEvent):
                 outputs.append(event)
-            for action in plan.listeners(event.type):
+            for action in scope.listeners(event.type):
                 invocation: ActionInvocation | None = None
                 watch: MemoryWatch | None = None
                 if journal is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from flink_agents.plan.models import ActionPlan
 from flink_agents.plan.resolve import ResolvedPlan
 from flink_agents.runtime.resources import ResourceRegistry
 
@@ -24,6 +25,9 @@ class Scope:
     resources: ResourceRegistry
     parent: Scope | None = None
     children: dict[str, Scope] = field(default_factory=dict)
+    _listeners: dict[str, list[ActionPlan]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def build(
@@ -40,6 +44,14 @@ class Scope:
             child: cls.build(plan, environ, scope, child) for child, plan in resolved.scopes.items()
         }
         return scope
+
+    def listeners(self, event_type: str) -> list[ActionPlan]:
+        """The plan's actions handling ``event_type``, in plan order (found once per type:
+        the plan does not change while it runs)."""
+        found = self._listeners.get(event_type)
+        if found is None:
+            found = self._listeners[event_type] = self.resolved.plan.listeners(event_type)
+        return found
 
     def child(self, name: str) -> Scope:
         """The child scope ``name``, searched here and then in enclosing scopes."""
