@@ -45,20 +45,25 @@ class ChatModelConnection(Resource):
     async def chat(self, request: ChatRequest) -> ChatMessage:
         raise NotImplementedError
 
-    @contextlib.asynccontextmanager
-    async def call_slot(self) -> AsyncIterator[None]:
+    def call_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Hold one of the ``max_concurrent_calls`` slots for the block (no cap: at once).
 
         Waiting here is not a call: a provider enters the slot before it counts an attempt.
         """
         if self.max_concurrent_calls is None:
-            yield
-            return
+            return _NO_CAP  # no generator and context manager made per call
+        return self._capped_slot(self.max_concurrent_calls)
+
+    @contextlib.asynccontextmanager
+    async def _capped_slot(self, cap: int) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._slots[0] is not loop:
-            self._slots = (loop, asyncio.Semaphore(self.max_concurrent_calls))
+            self._slots = (loop, asyncio.Semaphore(cap))
         async with self._slots[1]:
             yield
+
+
+_NO_CAP: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
 
 
 class ChatModelSetup(Resource):
