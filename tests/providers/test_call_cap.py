@@ -128,3 +128,25 @@ def test_waiting_for_a_slot_is_not_an_attempt_and_backoff_holds_no_slot() -> Non
         assert seen_during_backoff == [False]  # the slot is free while the retry waits
 
     asyncio.run(scenario())
+
+
+def test_without_a_cap_every_call_enters_at_once_and_with_one_the_cap_holds() -> None:
+    async def entered_together(connection: ScriptedChatModelConnection, calls: int) -> int:
+        inside = most = 0
+
+        async def one() -> None:
+            nonlocal inside, most
+            async with connection.call_slot():
+                inside += 1
+                most = max(most, inside)
+                await asyncio.sleep(0)
+                inside -= 1
+
+        await asyncio.gather(*(one() for _ in range(calls)))
+        return most
+
+    turns = [{"content": "x"}]
+    uncapped = ScriptedChatModelConnection(turns=turns)
+    capped = ScriptedChatModelConnection(turns=turns, max_concurrent_calls=2)
+    assert asyncio.run(entered_together(uncapped, 5)) == 5
+    assert asyncio.run(entered_together(capped, 5)) == 2
