@@ -26,7 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, render_line
+from flink_agents.observability.lines import LineListener, fields_json, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -159,7 +159,7 @@ class EventLog:
             self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
         elif self._line_sinks:
             if payloads is None:
-                self._write(to_json(fields), fields["kind"])
+                self._write(fields_json(fields), fields["kind"])
             else:
                 self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
 
