@@ -111,8 +111,9 @@ def test_any_run_key_is_written_as_pydantic_writes_it(key):
     assert fields_json(fields) == to_json(fields)
 
 
-def test_a_call_line_with_a_models_usage_is_its_records_line():
-    fields = call_fields()
+@pytest.mark.parametrize("changed", [{}, {"key": {"user": [7, 1.5]}}, {"attempts": 2**64}])
+def test_a_call_line_with_its_payloads_is_its_records_line(changed):
+    fields = call_fields(**changed)
     payloads = {"arguments": {"args": [1.5, None]}, "result": "r\u00e9"}
     record = construct(CallFinished, **fields, **payloads)
     assert render_line(fields, payloads, to_json) == record_json(record).encode()
