@@ -54,19 +54,13 @@ class LineListener(Protocol):
 def fields_json(fields: Mapping[str, Any]) -> bytes:
     """``to_json(fields)``'s bytes for a record's ``fields`` (a dict with a ``key``), written by
     orjson unless a value could come out otherwise (see the module's docstring)."""
-    written = _by_orjson(fields)
-    return to_json(fields) if written is None else written
-
-
-def _by_orjson(fields: Mapping[str, Any]) -> bytes | None:
-    """``fields`` written by orjson, or None where pydantic must write them."""
     key = fields["key"]
     if type(key) is str or type(key) is int:
         try:
             return orjson.dumps(fields, default=_pydantic_json, option=_PASSTHROUGH)
         except orjson.JSONEncodeError:  # a value orjson refuses: pydantic decides, as before
             pass
-    return None
+    return to_json(fields)
 
 
 def _pydantic_json(value: Any) -> orjson.Fragment:
@@ -79,16 +73,12 @@ def render_line(
 ) -> bytes:
     """The JSON line (UTF-8) of a record with ``fields`` (every non-payload field, in
     declaration order, ``kind`` included) and ``payloads`` (its payload fields, raw values in
-    order), each payload rendered by ``payload_json`` and spliced in as it is."""
-    rendered = {name: payload_json(value) for name, value in payloads.items()}
-    line = dict(fields)
-    for name, json in rendered.items():
-        line[name] = orjson.Fragment(json)
-    written = _by_orjson(line)
-    if written is not None:
-        return written
-    parts = [to_json(fields)[:-1]]  # without its closing brace
-    for name, json in rendered.items():
-        parts.append(b',"%s":%s' % (name.encode(), json))
+    order), each payload rendered by ``payload_json``."""
+    head = fields_json(fields)
+    if not payloads:
+        return head
+    parts = [head[:-1]]  # without its closing brace
+    for name, value in payloads.items():
+        parts.append(b',"%s":%s' % (name.encode(), payload_json(value)))
     parts.append(b"}")
     return b"".join(parts)
