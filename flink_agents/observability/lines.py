@@ -77,8 +77,7 @@ def render_line(
     head = fields_json(fields)
     if not payloads:
         return head
-    parts = [head[:-1]]  # without its closing brace
+    line = head[:-1]  # without its closing brace; a record has one or two payloads: no join
     for name, value in payloads.items():
-        parts.append(b',"%s":%s' % (name.encode(), payload_json(value)))
-    parts.append(b"}")
-    return b"".join(parts)
+        line += b',"%s":%s' % (name.encode(), payload_json(value))
+    return line + b"}"
