@@ -77,7 +77,8 @@ def render_line(
     head = fields_json(fields)
     if not payloads:
         return head
-    line = head[:-1]  # without its closing brace; a record has one or two payloads: no join
+    parts = [head[:-1]]  # without its closing brace
     for name, value in payloads.items():
-        line += b',"%s":%s' % (name.encode(), payload_json(value))
-    return line + b"}"
+        parts.append(b',"%s":%s' % (name.encode(), payload_json(value)))
+    parts.append(b"}")
+    return b"".join(parts)
