@@ -9,7 +9,7 @@ the record's declaration order, serialized by the same serializer, with the payl
 record, turning payloads into JSON values and serializing those again cost about half of the
 event log's CPU (bench/results/analysis.md, "The event log's CPU").
 
-The fields are serialized by orjson where it writes pydantic's bytes, at about a third of
+The fields are serialized by orjson where it writes pydantic's bytes, at less than half of
 pydantic's CPU (bench/results/analysis.md, "The event log's lines rendered with orjson"):
 floats (shortest round trip, the same exponent form), strings (UTF-8, the same escapes),
 ``None``, booleans, 64-bit integers, lists and string-keyed dicts. Where the two could differ,

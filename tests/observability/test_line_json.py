@@ -26,6 +26,10 @@ class Name(str):
     """A subclass of str: orjson writes it itself, unless told to hand it over."""
 
 
+class Seconds(float):
+    """A subclass of float: orjson hands it to ``default``."""
+
+
 @dataclasses.dataclass
 class Point:
     x: float
@@ -69,7 +73,7 @@ SAME_BYTES: list[Any] = [
     "".join(chr(c) for c in range(0x800)),
 ]
 
-# Values orjson would write otherwise, or refuse: pydantic writes them.
+# Values orjson would write otherwise, refuses, or hands over: pydantic writes them.
 PYDANTICS: list[Any] = [
     2**64,  # orjson: beyond 64 bits, refused
     -(2**63) - 1,
@@ -77,7 +81,8 @@ PYDANTICS: list[Any] = [
     datetime.date(2026, 12, 1),
     Point(1.5),
     Name("n"),
-    Color.RED,
+    Seconds("inf"),  # a non-finite float orjson does not write itself: pydantic's Infinity
+    Color.RED,  # an enum: orjson writes its value, as pydantic does
 ]
 
 # Run keys that orjson is never handed: a list or dict could hold a non-finite float, which
