@@ -26,7 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, render_line
+from flink_agents.observability.lines import LineListener, fields_json, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -126,21 +126,12 @@ class EventLog:
         self._names = CallNamer()
 
     def emit(self, record: LogRecord) -> None:
-        """Hand ``record`` to every listener (its JSON line to those that take lines)."""
+        """Hand ``record`` to every listener of records (lines: :meth:`_publish`)."""
         for listener in self._record_listeners:
             try:
                 listener.on_record(record)
             except Exception:
                 logger.exception("event listener %r failed on a %s record", listener, record.kind)
-        if self._line_sinks:
-            self._write(record_json(record).encode(), record.kind)
-
-    def _write(self, line: bytes, kind: str) -> None:
-        for sink in self._line_sinks:
-            try:
-                sink.on_line(line)
-            except Exception:
-                logger.exception("event listener %r failed on a %s record", sink, kind)
 
     def _publish(
         self,
@@ -153,15 +144,24 @@ class EventLog:
         included: each hook writes them out as one dict literal, the cheapest dict to build, a
         third of a helper's with keyword arguments) and ``payloads`` (raw values, or None):
         built and emitted when ``records`` (a record listener wants its kind), else only its
-        line rendered for the line sinks."""
+        line rendered for the line sinks (there are some: a listener that is no listener of
+        records takes lines)."""
         if records:
             written = {name: self._payload(value) for name, value in (payloads or {}).items()}
-            self.emit(cast(LogRecord, construct(record_type, **fields, **written)))
-        elif self._line_sinks:
-            if payloads is None:
-                self._write(to_json(fields), fields["kind"])
-            else:
-                self._write(render_line(fields, payloads, self._payload_json), fields["kind"])
+            record = cast(LogRecord, construct(record_type, **fields, **written))
+            self.emit(record)
+            if not self._line_sinks:
+                return
+            line = record_json(record).encode()
+        elif payloads is None:
+            line = fields_json(fields)
+        else:
+            line = render_line(fields, payloads, self._payload_json)
+        for sink in self._line_sinks:  # here, not in a method: a frame less a record
+            try:
+                sink.on_line(line)
+            except Exception:
+                logger.exception("event listener %r failed on a %s record", sink, fields["kind"])
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
