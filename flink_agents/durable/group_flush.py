@@ -2,15 +2,17 @@
 only where a result must be durable.
 
 Every write put into the store is announced with :meth:`GroupFlusher.wrote`, which hands back
-its ticket (1, 2, 3, ...) and makes sure a flush is running. At most one ``store.aflush()`` runs at
-a time; the writes put while it runs are taken by the next one, started as soon as it ends. So
-the store is flushed continuously while writes come, in batches as large as the writes of one
-round trip, and no write waits for anyone to ask.
+its ticket (1, 2, 3, ...) and makes sure a flush is running. At most one flush (the store's
+``flush`` in a worker thread) runs at a time; the writes put after it took the store's buffer are
+taken by the next one, started as soon as it ends. So the store is flushed continuously while
+writes come, in batches as large as the writes of one round trip, and no write waits for anyone
+to ask.
 
 Waiting is separate: :meth:`GroupFlusher.durable` returns once the write with a given ticket
-(and every earlier one) is acknowledged. A flush covers every ticket handed out before it
-started running (``aflush`` takes the buffer later still, so it holds at least those writes), and
-flushes end in the order they started, so "acknowledged up to ticket N" is one number.
+(and every earlier one) is acknowledged. A flush covers every ticket handed out before its worker
+counted them, just before the store takes its buffer (a write is put before it is announced, so
+each of those is in the batch or an earlier one), and flushes end in the order they started, so
+"acknowledged up to ticket N" is one number.
 """
 
 from __future__ import annotations
@@ -78,10 +80,16 @@ class GroupFlusher:
         task.add_done_callback(self._finished)
 
     async def _flush(self) -> int:
-        """One flush; returns the last ticket it covers. Counted when the task first runs, not
-        when it was created: the writes of the same loop turn then share it."""
+        """One flush in a worker thread; returns the last ticket it covers."""
+        return await asyncio.to_thread(self._flush_in_worker)
+
+    def _flush_in_worker(self) -> int:
+        # Counted here, not when the task first ran: the writes announced during the hand-off
+        # to this thread are in the buffer the store takes next, and counted then they would
+        # ride in this batch but be released only by the next flush (9 % of the writes at
+        # 200 ms, bench/results/analysis.md).
         covers = self._written
-        await self._store.aflush()
+        self._store.flush()
         return covers
 
     def _finished(self, task: asyncio.Future[int]) -> None:

@@ -2,6 +2,8 @@
 once its write is acknowledged; a failed flush is reported to all and stays failed."""
 
 import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -10,18 +12,20 @@ from flink_agents.durable.store import StoreWriteError
 
 
 class CountingStore:
-    """Only what GroupFlusher uses: ``aflush``, counted; each may be made to fail or to wait."""
+    """Only what GroupFlusher uses: ``flush`` (in its worker thread), counted; each may be made
+    to fail or to wait until ``gate`` is set (``taken`` is set once one has taken its batch)."""
 
     def __init__(self, fail: bool = False) -> None:
         self.flushes = 0
         self.fail = fail
-        self.gate: asyncio.Event | None = None
+        self.gate: threading.Event | None = None
+        self.taken = threading.Event()
 
-    async def aflush(self, timeout: float | None = None) -> None:
+    def flush(self, timeout: float | None = None) -> None:
         self.flushes += 1
-        await asyncio.sleep(0)
+        self.taken.set()
         if self.gate is not None:
-            await self.gate.wait()
+            self.gate.wait(5)
         if self.fail:
             raise StoreWriteError("broker gone")
 
@@ -43,10 +47,10 @@ def test_writes_during_a_flush_are_taken_by_the_next_one_unasked():
     store = CountingStore()
 
     async def scenario() -> list[bool]:
-        store.gate = asyncio.Event()
+        store.gate = threading.Event()
         flusher = GroupFlusher(store)  # type: ignore[arg-type]
         first = flusher.wrote()
-        await asyncio.sleep(0)  # the first flush has started (and taken its batch)
+        await asyncio.to_thread(store.taken.wait, 5)  # the first flush has taken its batch
         second = flusher.wrote()
         store.gate.set()
         await flusher.durable(first)
@@ -58,11 +62,32 @@ def test_writes_during_a_flush_are_taken_by_the_next_one_unasked():
     assert store.flushes == 2
 
 
+def test_a_flush_covers_the_writes_announced_until_its_worker_takes_the_buffer():
+    store = CountingStore()
+    hold = threading.Event()
+
+    async def scenario() -> bool:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        busy = loop.run_in_executor(None, hold.wait, 5)  # the flush's worker cannot start yet
+        flusher = GroupFlusher(store)  # type: ignore[arg-type]
+        first = flusher.wrote()
+        await asyncio.sleep(0)  # the flush has started and handed its work to the executor
+        second = flusher.wrote()  # announced before the worker takes the buffer: in the batch
+        hold.set()
+        await busy
+        await flusher.durable(first)
+        return flusher.acknowledged(second)
+
+    assert asyncio.run(scenario()) is True
+    assert store.flushes == 1
+
+
 def test_a_waiter_does_not_return_before_its_write_is_acknowledged():
     store = CountingStore()
 
     async def scenario() -> bool:
-        store.gate = asyncio.Event()
+        store.gate = threading.Event()
         flusher = GroupFlusher(store)  # type: ignore[arg-type]
         waiter = asyncio.ensure_future(flusher.durable(flusher.wrote()))
         await asyncio.sleep(0.01)
