@@ -204,74 +204,48 @@ class KafkaActionStateStore(LogStore):
                 "must match"
             )
 
-    def _send(
-        self, records: list[tuple[int, bytes, bytes | None]]
-    ) -> list[tuple[_Deliveries, int]]:
+    def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[_Delivery]:
         """One `produce_batch` per partition for a flush's records: `produce` holds the GIL
         while it waits for librdkafka's queue lock, once per record (bench/results/analysis.md).
-        Per partition, since this client ignores a message's own ``partition`` in a batch.
+        Per partition, since this client ignores a message's own ``partition`` in a batch."""
+        deliveries = [_Delivery() for _ in records]
+        by_partition: dict[int, list[dict[str, Any]]] = {}
+        for (partition, key, value), delivery in zip(records, deliveries, strict=True):
+            message = {"key": key, "value": value, "callback": delivery}
+            by_partition.setdefault(partition, []).append(message)
+        for partition, messages in by_partition.items():
+            self._produce_batch(partition, messages)
+        return deliveries
 
-        Each record's delivery report still comes on its own (any write may fail alone), but
-        to one callback per partition and flush, not to an object made per record. A record's
-        handle is its partition's `_Deliveries` and its place in the order its partition's
-        records were queued in."""
-        by_partition: dict[int, list[int]] = {}
-        for index, (partition, _, _) in enumerate(records):
-            by_partition.setdefault(partition, []).append(index)
-        ranks: dict[int, tuple[_Deliveries, int]] = {}
-        for partition, indices in by_partition.items():
-            report = _Deliveries(len(indices))
-            messages = [{"key": records[i][1], "value": records[i][2]} for i in indices]
-            queued = self._produce_batch(partition, messages, report)
-            for rank, position in enumerate(queued):
-                ranks[indices[position]] = (report, rank)
-        return [ranks[index] for index in range(len(records))]
-
-    def _produce_batch(
-        self, partition: int, messages: list[dict[str, Any]], report: _Deliveries
-    ) -> list[int]:
-        """Queue `messages` for `partition`; returns their positions in the order they were
-        queued (a full queue refuses some, which are queued again after the rest)."""
-        positions = list(range(len(messages)))
-        order: list[int] = []
+    def _produce_batch(self, partition: int, messages: list[dict[str, Any]]) -> None:
         while messages:
-            queued = self._producer.produce_batch(
-                self.topic, messages, partition=partition, on_delivery=report.delivered
-            )
+            queued = self._producer.produce_batch(self.topic, messages, partition=partition)
             if queued == len(messages):
-                return order + positions
-            refused = {i for i, message in enumerate(messages) if "_error" in message}
-            for i in refused:
-                error = messages[i].pop("_error")
+                return
+            refused = [message for message in messages if "_error" in message]
+            for message in refused:
+                error = message.pop("_error")
                 if error.code() != KafkaError._QUEUE_FULL:
                     raise StoreWriteError(f"cannot write to {self.topic!r}: {error}")
-            order += [p for i, p in enumerate(positions) if i not in refused]
-            messages = [m for i, m in enumerate(messages) if i in refused]
-            positions = [p for i, p in enumerate(positions) if i in refused]
-            self._producer.poll(_QUEUE_FULL_WAIT_S)  # the queue is full: serve reports
-        return order
+            messages = refused  # the queue is full: serve reports until there is room
+            self._producer.poll(_QUEUE_FULL_WAIT_S)
 
-    def _await(self, handles: list[tuple[_Deliveries, int]], timeout: float | None) -> list[int]:
-        """Wait for every report; the offsets of the records in `handles`' order.
-
-        A partition's offsets, sorted, are its records' offsets in the order they were queued:
-        the idempotent producer appends one partition's writes in that order, across retries
-        (the ordering argument of docs/durable-execution.md), whatever order the reports are
-        served in."""
+    def _await(self, handles: list[_Delivery], timeout: float | None) -> list[int]:
         left = self._producer.flush() if timeout is None else self._producer.flush(timeout)
-        reports = list(dict.fromkeys(report for report, _ in handles))  # one per partition
-        failed = [report for report in reports if not report.complete]
-        if failed:
-            lost = sum(report.expected - len(report.offsets) for report in failed)
-            errors = [report.error for report in failed if report.error is not None]
-            first = errors[0] if errors else f"none in {timeout} s ({left} writes queued)"
+        offsets: list[int] = []
+        failures: list[KafkaError | None] = []
+        for delivery in handles:
+            if delivery.offset is None:
+                failures.append(delivery.error)
+            else:
+                offsets.append(delivery.offset)
+        if failures:
+            first = failures[0] or f"not acknowledged in {timeout} s ({left} writes queued)"
             raise StoreWriteError(
-                f"{lost} of {len(handles)} writes to {self.topic!r} were not "
+                f"{len(failures)} of {len(handles)} writes to {self.topic!r} were not "
                 f"acknowledged; first error: {first}"
             )
-        for report in reports:
-            report.offsets.sort()
-        return [report.offsets[rank] for report, rank in handles]
+        return offsets
 
     def _end_offsets(self) -> dict[int, int]:
         return {p: self._end_offset(p) for p in range(self.partitions)}
@@ -360,26 +334,17 @@ class KafkaActionStateStore(LogStore):
             self._consumer.close()
 
 
-class _Deliveries:
-    """The delivery reports of one partition's records in one flush: their offsets as they
-    are acknowledged, and the first error."""
+class _Delivery:
+    """A write's delivery report: its offset once acknowledged, or the error."""
 
-    __slots__ = ("error", "expected", "offsets")
+    __slots__ = ("error", "offset")
 
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.offsets: list[int] = []
+    def __init__(self) -> None:
+        self.offset: int | None = None
         self.error: KafkaError | None = None
 
-    @property
-    def complete(self) -> bool:
-        """Whether every record was acknowledged."""
-        return self.error is None and len(self.offsets) == self.expected
-
-    def delivered(self, error: KafkaError | None, message: Message) -> None:
-        """librdkafka's report for one record (served by `flush` or `poll`)."""
-        offset = message.offset()
-        if error is None and offset is not None:
-            self.offsets.append(offset)
-        elif self.error is None:
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            self.offset = message.offset()
+        else:
             self.error = error
