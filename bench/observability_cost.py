@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -132,7 +132,11 @@ def measure(
 # --- stages ----------------------------------------------------------------------------------
 
 
-def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> None:
+def _one_run(
+    plan: AgentPlan,
+    replacements: dict[str, Callable[..., Any]],
+    listeners: Sequence[Any] = (),
+) -> None:
     """Run one input of ``plan`` with a JSON-lines event log, ``EventLog``'s methods named in
     ``replacements`` replaced by them (each gets the original as its ``original`` keyword), and
     the originals put back: how the stages and the hooks capture what one run does."""
@@ -142,7 +146,7 @@ def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> No
     try:
         with tempfile.TemporaryDirectory() as folder:
             log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
-            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
+            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log, listeners=listeners)
     finally:
         for name, original in originals.items():
             setattr(EventLog, name, original)
@@ -153,12 +157,16 @@ def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, 
     published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
 
     def capture(
-        log: EventLog, record_type: Any, fields: Any, payloads: Any, *args: Any, original: Any
+        log: EventLog, record_type: Any, fields: Any, payloads: Any, *, original: Any
     ) -> None:
         published.append((record_type, dict(fields), dict(payloads or {})))
-        original(log, record_type, fields, payloads, *args)
+        original(log, record_type, fields, payloads)
 
-    _one_run(plan, {"_publish": capture})
+    class _Records:  # a listener of records: every record then goes through _publish
+        def on_record(self, record: Any) -> None:
+            pass
+
+    _one_run(plan, {"_publish": capture}, [_Records()])
     return published
 
 

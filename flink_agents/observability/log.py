@@ -26,6 +26,7 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
+from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.lines import LineListener, fields_json, render_line
 from flink_agents.observability.listener import (
     EventListener,
@@ -116,6 +117,11 @@ class EventLog:
             if not isinstance(each, LineListener)
         )
         self._records = bool(self._record_listeners)
+        # Where a rendered line goes: the file sink's own queue put (a C call that cannot
+        # raise) when it is the only line sink, else every sink, each in a try (a frame a line).
+        self._line: Callable[[bytes], None] = self._to_line_sinks
+        if len(self._line_sinks) == 1 and isinstance(self._line_sinks[0], JsonLinesSink):
+            self._line = self._line_sinks[0].on_line
         kinds = [record_kinds_of(listener) for listener in self._record_listeners]
         # Actions and the events they send are most of a run's records; skip building them
         # when no listener wants them (kinds are checked per hook, not per record).
@@ -138,30 +144,26 @@ class EventLog:
         record_type: type[_Record],
         fields: dict[str, Any],
         payloads: dict[str, Any] | None,
-        records: bool,
     ) -> None:
         """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
         included: each hook writes them out as one dict literal, the cheapest dict to build, a
-        third of a helper's with keyword arguments) and ``payloads`` (raw values, or None):
-        built and emitted when ``records`` (a record listener wants its kind), else only its
-        line rendered for the line sinks (there are some: a listener that is no listener of
-        records takes lines)."""
-        if records:
-            written = {name: self._payload(value) for name, value in (payloads or {}).items()}
-            record = cast(LogRecord, construct(record_type, **fields, **written))
-            self.emit(record)
-            if not self._line_sinks:
-                return
-            line = record_json(record).encode()
-        elif payloads is None:
-            line = fields_json(fields)
-        else:
-            line = render_line(fields, payloads, self._payload_json)
-        for sink in self._line_sinks:  # here, not in a method: a frame less a record
+        third of a helper's with keyword arguments) and ``payloads`` (raw values, or None),
+        built and emitted to the listeners of records (a hook calls this when one wants its
+        kind; otherwise it renders the line itself and hands it to :attr:`_line`), then its
+        line to the line sinks."""
+        written = {name: self._payload(value) for name, value in (payloads or {}).items()}
+        record = cast(LogRecord, construct(record_type, **fields, **written))
+        self.emit(record)
+        if self._line_sinks:
+            self._line(record_json(record).encode())
+
+    def _to_line_sinks(self, line: bytes) -> None:
+        """Hand ``line`` to every line sink; one that raises is logged, as a listener is."""
+        for sink in self._line_sinks:
             try:
                 sink.on_line(line)
             except Exception:
-                logger.exception("event listener %r failed on a %s record", sink, fields["kind"])
+                logger.exception("event listener %r failed on a line", sink)
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
@@ -194,7 +196,10 @@ class EventLog:
                 "seq": run.seq,
                 "kind": "run_admitted",
             }
-            self._publish(RunAdmitted, fields, None, self._records)
+            if self._records:
+                self._publish(RunAdmitted, fields, None)
+            else:
+                self._line(fields_json(fields))
 
     async def observe_run(
         self,
@@ -241,7 +246,10 @@ class EventLog:
             "seq": run.seq,
             "kind": "run_started",
         }
-        self._publish(RunStarted, fields, {"input": start.input}, self._records)
+        if self._records:
+            self._publish(RunStarted, fields, {"input": start.input})
+        else:
+            self._line(render_line(fields, {"input": start.input}, self._payload_json))
 
     def _run_finished(
         self,
@@ -271,7 +279,10 @@ class EventLog:
             "outputs": outputs,
             "error": error,
         }
-        self._publish(RunFinished, fields, None, self._records)
+        if self._records:
+            self._publish(RunFinished, fields, None)
+        else:
+            self._line(fields_json(fields))
 
     # --- actions and events ----------------------------------------------------------------------
 
@@ -290,7 +301,10 @@ class EventLog:
             "event_id": event.id,
             "event_type": event.type,
         }
-        self._publish(ActionStarted, fields, None, self._action_records)
+        if self._action_records:
+            self._publish(ActionStarted, fields, None)
+        else:
+            self._line(fields_json(fields))
         return ActionWatch(self, run, event, action, time.perf_counter_ns())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
@@ -327,7 +341,10 @@ class EventLog:
                 "upstream_id": item.upstream_id,
                 "action": item.upstream_action,
             }
-            self._publish(EventSent, fields, {"payload": item}, records)
+            if records:
+                self._publish(EventSent, fields, {"payload": item})
+            else:
+                self._line(render_line(fields, {"payload": item}, self._payload_json))
         fields = {
             "time": time.time(),
             "agent": run.agent,
@@ -342,7 +359,10 @@ class EventLog:
             "events_sent": len(sent),
             "error": None if error is None else self._error(error),
         }
-        self._publish(ActionFinished, fields, None, records)
+        if records:
+            self._publish(ActionFinished, fields, None)
+        else:
+            self._line(fields_json(fields))
 
     # --- durable calls ---------------------------------------------------------------------------
 
@@ -389,7 +409,10 @@ class EventLog:
             "arguments": {"args": call.args, "kwargs": call.kwargs},
             "result": value if error is None else None,
         }
-        self._publish(CallFinished, fields, payloads, self._records)
+        if self._records:
+            self._publish(CallFinished, fields, payloads)
+        else:
+            self._line(render_line(fields, payloads, self._payload_json))
 
     # --- helpers ---------------------------------------------------------------------------------
 
