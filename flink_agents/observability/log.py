@@ -15,6 +15,7 @@ built either: each record's line is rendered straight from its fields
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import zlib
@@ -34,6 +35,7 @@ from flink_agents.observability.listener import (
     RunCounter,
     record_kinds_of,
 )
+from flink_agents.observability.metrics import MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     ActionFinished,
@@ -106,10 +108,11 @@ class EventLog:
         # Hooks ask kept() only of a sampled log: a call per hook cost ~2,000 instructions.
         self._sampled = self._keep_below is not None
         # The counters' hooks, bound once: each hook below calls them without building anything.
-        self._admitted = tuple(counter.on_run_admitted for counter in self.counters)
-        self._started = tuple(counter.on_run_started for counter in self.counters)
-        self._finished = tuple(counter.on_run_finished for counter in self.counters)
-        self._called = tuple(counter.on_call for counter in self.counters)
+        # None without counters.
+        self._admitted = _teller([counter.on_run_admitted for counter in self.counters])
+        self._started = _teller([counter.on_run_started for counter in self.counters])
+        self._finished = _teller([counter.on_run_finished for counter in self.counters])
+        self._called = _teller([counter.on_call for counter in self.counters])
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
@@ -187,7 +190,8 @@ class EventLog:
     # --- runs ------------------------------------------------------------------------------------
 
     def run_admitted(self, run: RunRef) -> None:
-        _tell(self._admitted)
+        if self._admitted is not None:
+            self._admitted()
         if self.listeners and (not self._sampled or self.kept(run)):
             fields = {
                 "time": time.time(),
@@ -215,7 +219,8 @@ class EventLog:
         start = _RunStart(run, input, time.time(), not self._sampled or self.kept(run))
         if self.listeners and start.kept:
             self._run_started(start)
-        _tell(self._started)
+        if self._started is not None:
+            self._started()
         started = time.perf_counter_ns()
         try:
             outcome = await work
@@ -262,7 +267,8 @@ class EventLog:
         """Count a run's end and record it (``error``: rendered only when there are listeners);
         a failed run the sample left out gets its start recorded now."""
         latency_ms = _ms_since(started)
-        _tell(self._finished, status, latency_ms, outputs)
+        if self._finished is not None:
+            self._finished(status, latency_ms, outputs)
         if not self.listeners or not (start.kept or status == "failed"):
             return
         if not start.kept:
@@ -378,9 +384,13 @@ class EventLog:
     ) -> None:
         """Record ``call``'s outcome; ``started`` is its ``time.perf_counter_ns()`` start."""
         latency_ms = _ms_since(started)
-        usage = value.usage if isinstance(value, ChatMessage) else None
-        if self._called:
-            _tell(self._called, call_kind(call.function), outcome, latency_ms, usage)
+        usage = (
+            value.usage
+            if type(value) is ChatMessage or isinstance(value, ChatMessage)  # ABCMeta's: ~1,000
+            else None
+        )
+        if self._called is not None:
+            self._called(call_kind(call.function), outcome, latency_ms, usage)
         if not self.listeners or (self._sampled and not self.kept(call.identity.run)):
             return
         identity = call.identity
@@ -452,6 +462,17 @@ class ActionWatch:
 
 def _null_json(value: Any) -> bytes:
     return b"null"
+
+
+def _teller(hooks: list[Callable[..., None]]) -> Callable[..., None] | None:
+    """What a hook calls to tell every counter: None without counters; the metrics' own
+    method when they are the only counter (it adds to a dict and cannot raise: no frame of
+    ours a call); else :func:`_tell` over them."""
+    if not hooks:
+        return None
+    if len(hooks) == 1 and type(getattr(hooks[0], "__self__", None)) is MetricsListener:
+        return hooks[0]
+    return functools.partial(_tell, tuple(hooks))
 
 
 def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:
