@@ -178,7 +178,8 @@ def _us(work: Callable[[], object], number: int = 2000) -> float:
 
 def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     """Microseconds per run of each stage, per record kind, on one captured run."""
-    from flink_agents.observability.lines import render_line  # not in trees before it: lazy
+    # not in trees before it: lazy
+    from flink_agents.observability.lines import payload_pairs, render_line
 
     writer = PayloadWriter()
     queued: queue.SimpleQueue[bytes] = queue.SimpleQueue()
@@ -187,7 +188,7 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     for record_type, fields, payloads in _captured_run(plan):
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
-        line = render_line(fields, payloads, writer.json)
+        line = render_line(fields, writer.json, *payload_pairs(payloads))
         assert line == record_json(record).encode()  # the two paths write the same line
         batch.append(line)
         as_json = sum(_us(lambda v=v: writer.json(v)) for v in payloads.values())
@@ -201,8 +202,9 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
         )
         row["typed: serialize it"] += _us(lambda r=record: record_json(r))
         row["line: payloads as JSON"] += as_json
+        pairs = payload_pairs(payloads)
         row["line: render"] += (
-            _us(lambda f=fields, p=payloads: render_line(f, p, writer.json)) - as_json
+            _us(lambda f=fields, p=pairs: render_line(f, writer.json, *p)) - as_json
         )
         row["queue the line"] += _us(lambda x=line: queued.put(x))
     with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("ab") as out:

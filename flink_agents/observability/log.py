@@ -28,7 +28,7 @@ from pydantic_core import to_json
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
 from flink_agents.observability.file_sink import JsonLinesSink
-from flink_agents.observability.lines import LineListener, fields_json, render_line
+from flink_agents.observability.lines import LineListener, fields_json, payload_key, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -57,6 +57,12 @@ from flink_agents.observability.refs import CallNamer, CallRef, RunRef, call_kin
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# The payload fields' keys as a line writes them, made once.
+_INPUT = payload_key("input")
+_PAYLOAD = payload_key("payload")
+_ARGUMENTS = payload_key("arguments")
+_RESULT = payload_key("result")
 
 _ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
 
@@ -254,7 +260,7 @@ class EventLog:
         if self._records:
             self._publish(RunStarted, fields, {"input": start.input})
         else:
-            self._line(render_line(fields, {"input": start.input}, self._payload_json))
+            self._line(render_line(fields, self._payload_json, (_INPUT, start.input)))
 
     def _run_finished(
         self,
@@ -350,7 +356,7 @@ class EventLog:
             if records:
                 self._publish(EventSent, fields, {"payload": item})
             else:
-                self._line(render_line(fields, {"payload": item}, self._payload_json))
+                self._line(render_line(fields, self._payload_json, (_PAYLOAD, item)))
         fields = {
             "time": time.time(),
             "agent": run.agent,
@@ -415,14 +421,14 @@ class EventLog:
             "usage": usage,
             "error": None if error is None else self._error(error),
         }
-        payloads = {
-            "arguments": {"args": call.args, "kwargs": call.kwargs},
-            "result": value if error is None else None,
-        }
+        arguments = {"args": call.args, "kwargs": call.kwargs}
+        result = value if error is None else None
         if self._records:
-            self._publish(CallFinished, fields, payloads)
+            self._publish(CallFinished, fields, {"arguments": arguments, "result": result})
         else:
-            self._line(render_line(fields, payloads, self._payload_json))
+            self._line(
+                render_line(fields, self._payload_json, (_ARGUMENTS, arguments), (_RESULT, result))
+            )
 
     # --- helpers ---------------------------------------------------------------------------------
 
