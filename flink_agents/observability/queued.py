@@ -41,10 +41,7 @@ class QueuedSink(abc.ABC, Generic[Item]):
     def __init__(self, thread_name: str) -> None:
         self._pending: list[Item] = []
         self._put: Callable[[Item], None] = self._pending.append
-        # Held until close() releases it: the writer's timed acquire is both its sleep between
-        # looks and its signal to stop (an Event's wait runs ~40 lines of Python a look).
-        self._open = threading.Lock()
-        self._open.acquire()
+        self._closed = threading.Event()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
         self._thread.start()
 
@@ -54,7 +51,7 @@ class QueuedSink(abc.ABC, Generic[Item]):
     def close(self) -> None:
         """Write what is queued, then release the sink's resources."""
         if self._thread.is_alive():
-            self._open.release()
+            self._closed.set()
             self._thread.join()
 
     @abc.abstractmethod
@@ -73,8 +70,8 @@ class QueuedSink(abc.ABC, Generic[Item]):
         try:
             wait = LINGER_S
             while True:
-                # Acquired once close() released it: what was queued before is in the list now.
-                closing = self._open.acquire(timeout=wait)
+                # Set by close() only: what was queued before it is in the list now.
+                closing = self._closed.wait(wait)
                 pending = self._pending
                 batch = pending.copy()
                 del pending[: len(batch)]
