@@ -40,7 +40,7 @@ def test_lines_queued_while_the_writer_takes_a_batch_are_neither_lost_nor_reorde
     assert path.read_bytes() == b"".join(b'{"n":%d}\n' % n for n in range(20_000))
 
 
-def test_a_line_put_after_the_writer_emptied_its_queue_wakes_it_again(tmp_path):
+def test_a_line_put_after_the_writer_emptied_its_queue_is_written_without_close(tmp_path):
     path = tmp_path / "events.jsonl"
     sink = JsonLinesSink(path)
     try:
