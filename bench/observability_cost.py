@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -132,7 +132,11 @@ def measure(
 # --- stages ----------------------------------------------------------------------------------
 
 
-def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> None:
+def _one_run(
+    plan: AgentPlan,
+    replacements: dict[str, Callable[..., Any]],
+    listeners: Sequence[Any] = (),
+) -> None:
     """Run one input of ``plan`` with a JSON-lines event log, ``EventLog``'s methods named in
     ``replacements`` replaced by them (each gets the original as its ``original`` keyword), and
     the originals put back: how the stages and the hooks capture what one run does."""
@@ -142,7 +146,7 @@ def _one_run(plan: AgentPlan, replacements: dict[str, Callable[..., Any]]) -> No
     try:
         with tempfile.TemporaryDirectory() as folder:
             log = EventLogConfig(path=str(Path(folder) / "one.jsonl"))
-            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log)
+            run_local(plan, [{"k": 0, "text": "q0"}], key="k", event_log=log, listeners=listeners)
     finally:
         for name, original in originals.items():
             setattr(EventLog, name, original)
@@ -153,12 +157,16 @@ def _captured_run(plan: AgentPlan) -> list[tuple[Any, dict[str, Any], dict[str, 
     published: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
 
     def capture(
-        log: EventLog, record_type: Any, fields: Any, payloads: Any, *args: Any, original: Any
+        log: EventLog, record_type: Any, fields: Any, payloads: Any, *, original: Any
     ) -> None:
         published.append((record_type, dict(fields), dict(payloads or {})))
-        original(log, record_type, fields, payloads, *args)
+        original(log, record_type, fields, payloads)
 
-    _one_run(plan, {"_publish": capture})
+    class _Records:  # a listener of records: every record then goes through _publish
+        def on_record(self, record: Any) -> None:
+            pass
+
+    _one_run(plan, {"_publish": capture}, [_Records()])
     return published
 
 
@@ -170,7 +178,8 @@ def _us(work: Callable[[], object], number: int = 2000) -> float:
 
 def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     """Microseconds per run of each stage, per record kind, on one captured run."""
-    from flink_agents.observability.lines import render_line  # not in trees before it: lazy
+    # not in trees before it: lazy
+    from flink_agents.observability.lines import payload_pairs, render_line
 
     writer = PayloadWriter()
     queued: queue.SimpleQueue[bytes] = queue.SimpleQueue()
@@ -179,7 +188,7 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
     for record_type, fields, payloads in _captured_run(plan):
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
-        line = render_line(fields, payloads, writer.json)
+        line = render_line(fields, writer.json, *payload_pairs(payloads))
         assert line == record_json(record).encode()  # the two paths write the same line
         batch.append(line)
         as_json = sum(_us(lambda v=v: writer.json(v)) for v in payloads.values())
@@ -193,8 +202,9 @@ def stages(plan: AgentPlan) -> dict[str, dict[str, float]]:
         )
         row["typed: serialize it"] += _us(lambda r=record: record_json(r))
         row["line: payloads as JSON"] += as_json
+        pairs = payload_pairs(payloads)
         row["line: render"] += (
-            _us(lambda f=fields, p=payloads: render_line(f, p, writer.json)) - as_json
+            _us(lambda f=fields, p=pairs: render_line(f, writer.json, *p)) - as_json
         )
         row["queue the line"] += _us(lambda x=line: queued.put(x))
     with tempfile.TemporaryDirectory() as folder, (Path(folder) / "w.jsonl").open("ab") as out:

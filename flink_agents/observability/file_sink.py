@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from flink_agents.observability.queued import QueuedSink
@@ -29,14 +30,14 @@ class JsonLinesSink(QueuedSink[bytes]):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._out = self.path.open("ab")  # the lines are UTF-8 already
         super().__init__(f"event-log:{self.path.name}")
-
-    on_line = QueuedSink._put  # the engine's thread queues the line: no frame of its own
+        self.on_line: Callable[[bytes], None] = self._put  # the list's append: no frame of ours
 
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()
 
     def _write_batch(self, items: list[bytes]) -> None:
-        self._out.write(b"\n".join(items) + b"\n")
+        items.append(b"")  # the last line's newline, without copying the batch again
+        self._out.write(b"\n".join(items))
         self._out.flush()
 
     def _finish(self) -> None:

@@ -15,6 +15,7 @@ built either: each record's line is rendered straight from its fields
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import zlib
@@ -26,13 +27,15 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, fields_json, render_line
+from flink_agents.observability.file_sink import JsonLinesSink
+from flink_agents.observability.lines import LineListener, fields_json, payload_key, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
     RunCounter,
     record_kinds_of,
 )
+from flink_agents.observability.metrics import MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     ActionFinished,
@@ -54,6 +57,12 @@ from flink_agents.observability.refs import CallNamer, CallRef, RunRef, call_kin
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# The payload fields' keys as a line writes them, made once.
+_INPUT = payload_key("input")
+_PAYLOAD = payload_key("payload")
+_ARGUMENTS = payload_key("arguments")
+_RESULT = payload_key("result")
 
 _ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
 
@@ -105,10 +114,11 @@ class EventLog:
         # Hooks ask kept() only of a sampled log: a call per hook cost ~2,000 instructions.
         self._sampled = self._keep_below is not None
         # The counters' hooks, bound once: each hook below calls them without building anything.
-        self._admitted = tuple(counter.on_run_admitted for counter in self.counters)
-        self._started = tuple(counter.on_run_started for counter in self.counters)
-        self._finished = tuple(counter.on_run_finished for counter in self.counters)
-        self._called = tuple(counter.on_call for counter in self.counters)
+        # None without counters.
+        self._admitted = _teller([counter.on_run_admitted for counter in self.counters])
+        self._started = _teller([counter.on_run_started for counter in self.counters])
+        self._finished = _teller([counter.on_run_finished for counter in self.counters])
+        self._called = _teller([counter.on_call for counter in self.counters])
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
@@ -116,6 +126,11 @@ class EventLog:
             if not isinstance(each, LineListener)
         )
         self._records = bool(self._record_listeners)
+        # Where a rendered line goes: the file sink's own queue put (a C call that cannot
+        # raise) when it is the only line sink, else every sink, each in a try (a frame a line).
+        self._line: Callable[[bytes], None] = self._to_line_sinks
+        if len(self._line_sinks) == 1 and isinstance(self._line_sinks[0], JsonLinesSink):
+            self._line = self._line_sinks[0].on_line
         kinds = [record_kinds_of(listener) for listener in self._record_listeners]
         # Actions and the events they send are most of a run's records; skip building them
         # when no listener wants them (kinds are checked per hook, not per record).
@@ -138,30 +153,26 @@ class EventLog:
         record_type: type[_Record],
         fields: dict[str, Any],
         payloads: dict[str, Any] | None,
-        records: bool,
     ) -> None:
         """One record of ``fields`` (its non-payload fields in declaration order, ``kind``
         included: each hook writes them out as one dict literal, the cheapest dict to build, a
-        third of a helper's with keyword arguments) and ``payloads`` (raw values, or None):
-        built and emitted when ``records`` (a record listener wants its kind), else only its
-        line rendered for the line sinks (there are some: a listener that is no listener of
-        records takes lines)."""
-        if records:
-            written = {name: self._payload(value) for name, value in (payloads or {}).items()}
-            record = cast(LogRecord, construct(record_type, **fields, **written))
-            self.emit(record)
-            if not self._line_sinks:
-                return
-            line = record_json(record).encode()
-        elif payloads is None:
-            line = fields_json(fields)
-        else:
-            line = render_line(fields, payloads, self._payload_json)
-        for sink in self._line_sinks:  # here, not in a method: a frame less a record
+        third of a helper's with keyword arguments) and ``payloads`` (raw values, or None),
+        built and emitted to the listeners of records (a hook calls this when one wants its
+        kind; otherwise it renders the line itself and hands it to :attr:`_line`), then its
+        line to the line sinks."""
+        written = {name: self._payload(value) for name, value in (payloads or {}).items()}
+        record = cast(LogRecord, construct(record_type, **fields, **written))
+        self.emit(record)
+        if self._line_sinks:
+            self._line(record_json(record).encode())
+
+    def _to_line_sinks(self, line: bytes) -> None:
+        """Hand ``line`` to every line sink; one that raises is logged, as a listener is."""
+        for sink in self._line_sinks:
             try:
                 sink.on_line(line)
             except Exception:
-                logger.exception("event listener %r failed on a %s record", sink, fields["kind"])
+                logger.exception("event listener %r failed on a line", sink)
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
@@ -185,7 +196,8 @@ class EventLog:
     # --- runs ------------------------------------------------------------------------------------
 
     def run_admitted(self, run: RunRef) -> None:
-        _tell(self._admitted)
+        if self._admitted is not None:
+            self._admitted()
         if self.listeners and (not self._sampled or self.kept(run)):
             fields = {
                 "time": time.time(),
@@ -194,7 +206,10 @@ class EventLog:
                 "seq": run.seq,
                 "kind": "run_admitted",
             }
-            self._publish(RunAdmitted, fields, None, self._records)
+            if self._records:
+                self._publish(RunAdmitted, fields, None)
+            else:
+                self._line(fields_json(fields))
 
     async def observe_run(
         self,
@@ -210,7 +225,8 @@ class EventLog:
         start = _RunStart(run, input, time.time(), not self._sampled or self.kept(run))
         if self.listeners and start.kept:
             self._run_started(start)
-        _tell(self._started)
+        if self._started is not None:
+            self._started()
         started = time.perf_counter_ns()
         try:
             outcome = await work
@@ -241,7 +257,10 @@ class EventLog:
             "seq": run.seq,
             "kind": "run_started",
         }
-        self._publish(RunStarted, fields, {"input": start.input}, self._records)
+        if self._records:
+            self._publish(RunStarted, fields, {"input": start.input})
+        else:
+            self._line(render_line(fields, self._payload_json, (_INPUT, start.input)))
 
     def _run_finished(
         self,
@@ -254,7 +273,8 @@ class EventLog:
         """Count a run's end and record it (``error``: rendered only when there are listeners);
         a failed run the sample left out gets its start recorded now."""
         latency_ms = _ms_since(started)
-        _tell(self._finished, status, latency_ms, outputs)
+        if self._finished is not None:
+            self._finished(status, latency_ms, outputs)
         if not self.listeners or not (start.kept or status == "failed"):
             return
         if not start.kept:
@@ -271,7 +291,10 @@ class EventLog:
             "outputs": outputs,
             "error": error,
         }
-        self._publish(RunFinished, fields, None, self._records)
+        if self._records:
+            self._publish(RunFinished, fields, None)
+        else:
+            self._line(fields_json(fields))
 
     # --- actions and events ----------------------------------------------------------------------
 
@@ -290,7 +313,10 @@ class EventLog:
             "event_id": event.id,
             "event_type": event.type,
         }
-        self._publish(ActionStarted, fields, None, self._action_records)
+        if self._action_records:
+            self._publish(ActionStarted, fields, None)
+        else:
+            self._line(fields_json(fields))
         return ActionWatch(self, run, event, action, time.perf_counter_ns())
 
     def action_replayed(self, run: RunRef, event: Event, action: str, sent: list[Event]) -> None:
@@ -327,7 +353,10 @@ class EventLog:
                 "upstream_id": item.upstream_id,
                 "action": item.upstream_action,
             }
-            self._publish(EventSent, fields, {"payload": item}, records)
+            if records:
+                self._publish(EventSent, fields, {"payload": item})
+            else:
+                self._line(render_line(fields, self._payload_json, (_PAYLOAD, item)))
         fields = {
             "time": time.time(),
             "agent": run.agent,
@@ -342,7 +371,10 @@ class EventLog:
             "events_sent": len(sent),
             "error": None if error is None else self._error(error),
         }
-        self._publish(ActionFinished, fields, None, records)
+        if records:
+            self._publish(ActionFinished, fields, None)
+        else:
+            self._line(fields_json(fields))
 
     # --- durable calls ---------------------------------------------------------------------------
 
@@ -358,9 +390,13 @@ class EventLog:
     ) -> None:
         """Record ``call``'s outcome; ``started`` is its ``time.perf_counter_ns()`` start."""
         latency_ms = _ms_since(started)
-        usage = value.usage if isinstance(value, ChatMessage) else None
-        if self._called:
-            _tell(self._called, call_kind(call.function), outcome, latency_ms, usage)
+        usage = (
+            value.usage
+            if type(value) is ChatMessage or isinstance(value, ChatMessage)  # ABCMeta's: ~1,000
+            else None
+        )
+        if self._called is not None:
+            self._called(call_kind(call.function), outcome, latency_ms, usage)
         if not self.listeners or (self._sampled and not self.kept(call.identity.run)):
             return
         identity = call.identity
@@ -385,11 +421,14 @@ class EventLog:
             "usage": usage,
             "error": None if error is None else self._error(error),
         }
-        payloads = {
-            "arguments": {"args": call.args, "kwargs": call.kwargs},
-            "result": value if error is None else None,
-        }
-        self._publish(CallFinished, fields, payloads, self._records)
+        arguments = {"args": call.args, "kwargs": call.kwargs}
+        result = value if error is None else None
+        if self._records:
+            self._publish(CallFinished, fields, {"arguments": arguments, "result": result})
+        else:
+            self._line(
+                render_line(fields, self._payload_json, (_ARGUMENTS, arguments), (_RESULT, result))
+            )
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -429,6 +468,17 @@ class ActionWatch:
 
 def _null_json(value: Any) -> bytes:
     return b"null"
+
+
+def _teller(hooks: list[Callable[..., None]]) -> Callable[..., None] | None:
+    """What a hook calls to tell every counter: None without counters; the metrics' own
+    method when they are the only counter (it adds to a dict and cannot raise: no frame of
+    ours a call); else :func:`_tell` over them."""
+    if not hooks:
+        return None
+    if len(hooks) == 1 and type(getattr(hooks[0], "__self__", None)) is MetricsListener:
+        return hooks[0]
+    return functools.partial(_tell, tuple(hooks))
 
 
 def _tell(hooks: tuple[Callable[..., None], ...], *values: Any) -> None:

@@ -40,6 +40,9 @@ COUNTERS: tuple[str, ...] = (
     TOKENS_INPUT,
     TOKENS_OUTPUT,
 )
+_CALL_COUNTERS = {
+    (k, o): call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)
+}
 GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED)
 DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY)
 _MAX_SAMPLES = 10_000  # between two publishes; later samples are dropped
@@ -82,12 +85,14 @@ class MetricsListener:
         self.queued += 1
 
     def on_run_started(self) -> None:
-        self.queued = max(0, self.queued - 1)
+        if self.queued:  # never below zero (a `max` call cost more than the test)
+            self.queued -= 1
         self.in_flight += 1
         self._totals[RUNS_STARTED] += 1
 
     def on_run_finished(self, status: RunStatus, latency_ms: float, outputs: int) -> None:
-        self.in_flight = max(0, self.in_flight - 1)
+        if self.in_flight:
+            self.in_flight -= 1
         if status != "cancelled":
             self._totals[RUNS_FINISHED] += 1
             self._sample(RUN_LATENCY, latency_ms)
@@ -97,7 +102,7 @@ class MetricsListener:
     def on_call(
         self, kind: CallKind, outcome: CallOutcome, latency_ms: float, usage: TokenUsage | None
     ) -> None:
-        self._totals[call_counter(kind, outcome)] += 1
+        self._totals[_CALL_COUNTERS[kind, outcome]] += 1
         self._sample(CALL_LATENCY, latency_ms)
         if usage is not None and outcome == "live":
             self._totals[TOKENS_INPUT] += usage.input_tokens

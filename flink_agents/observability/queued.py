@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import abc
 import threading
-import time
-from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from flink_agents.observability.records import LogRecord
@@ -14,7 +13,10 @@ Item = TypeVar("Item")
 
 
 LINGER_S = 0.01
-"""How long the writer thread lets records gather after the first one wakes it."""
+"""How long the writer thread lets records gather between two looks while records come."""
+
+IDLE_S = 0.1
+"""The longest the writer thread sleeps between two looks once records stop coming."""
 
 
 class QueuedSink(abc.ABC, Generic[Item]):
@@ -23,21 +25,23 @@ class QueuedSink(abc.ABC, Generic[Item]):
     order, a batch at a time, and calls :meth:`_finish` after :meth:`close`, so the engine's
     loop never waits for the sink's I/O.
 
-    Woken by a record, the thread waits :data:`LINGER_S` before writing, so that it takes the
-    GIL once per batch rather than once per record (~13 records a run: the wake-ups cost more
-    CPU than writing the lines, bench/results/operator.md, "Observability cost, 2026-12-01").
-    The engine appends to a deque and the writer pops what it finds there: both are atomic
-    under the GIL, so neither side takes a lock per record (a lock per line cost the engine's
-    thread ~1,500 instructions a record, bench/results/analysis.md, "The event log's
-    instructions per run"); the writer wakes on the first record after it emptied the deque.
+    The engine's thread only appends to a list (:attr:`_put`: the list's own ``append``, no
+    Python frame; a put that also woke the writer cost ~1,500 instructions a record,
+    bench/results/analysis.md, "The event log's instructions per run, shared"). The writer
+    looks every :data:`LINGER_S` while records come, so that it takes the GIL once per batch
+    rather than once per record (~13 records a run: wake-ups cost more CPU than writing the
+    lines, bench/results/operator.md, "Observability cost, 2026-12-01"), and less often, down
+    to every :data:`IDLE_S`, while none come. It copies the list and deletes what it copied
+    from its front: each is one C call under the GIL, so a record appended in between stays
+    for the next look, and neither side takes a lock.
 
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """
 
     def __init__(self, thread_name: str) -> None:
-        self._pending: deque[Item] = deque()
-        self._closing = False
-        self._wake = threading.Event()
+        self._pending: list[Item] = []
+        self._put: Callable[[Item], None] = self._pending.append
+        self._closed = threading.Event()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
         self._thread.start()
 
@@ -47,17 +51,8 @@ class QueuedSink(abc.ABC, Generic[Item]):
     def close(self) -> None:
         """Write what is queued, then release the sink's resources."""
         if self._thread.is_alive():
-            self._closing = True
-            self._wake.set()
+            self._closed.set()
             self._thread.join()
-
-    def _put(self, item: Item) -> None:
-        self._pending.append(item)
-        # Asked of the signal, not of the deque's length: with two threads putting, both could
-        # see a length of 2 and neither wake the writer. The writer clears the signal before
-        # it empties the deque, so an item it will not pop finds the signal clear.
-        if not self._wake.is_set():
-            self._wake.set()
 
     @abc.abstractmethod
     def _queued(self, record: LogRecord) -> Item:
@@ -73,19 +68,18 @@ class QueuedSink(abc.ABC, Generic[Item]):
 
     def _drain(self) -> None:
         try:
+            wait = LINGER_S
             while True:
-                self._wake.wait()
-                if not self._closing:
-                    time.sleep(LINGER_S)
-                # Cleared before the deque is emptied: a record put after the last pop finds
-                # the signal clear and sets it again.
-                self._wake.clear()
-                closing = self._closing
-                pending, batch = self._pending, []
-                while pending:
-                    batch.append(pending.popleft())
+                # Set by close() only: what was queued before it is in the list now.
+                closing = self._closed.wait(wait)
+                pending = self._pending
+                batch = pending.copy()
+                del pending[: len(batch)]
                 if batch:
                     self._write_batch(batch)
+                    wait = LINGER_S
+                else:
+                    wait = min(wait * 2, IDLE_S)
                 if closing:
                     return
         finally:

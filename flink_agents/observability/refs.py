@@ -63,8 +63,21 @@ class CallTarget:
 
 def call_kind(function: Callable[..., Any]) -> CallKind:
     """Whether ``function`` asks a chat model, runs a tool, delegates to a sub-agent, or other
-    (what a counter needs: no name is looked up)."""
+    (what a counter needs: no name is looked up). Decided once per type of function and of its
+    owner: an ``isinstance`` against a model class goes through ``ABCMeta`` (~1,000
+    instructions), two or three a call."""
     owner = getattr(function, "__self__", None)
+    types = (type(owner), type(function))
+    kind = _KINDS.get(types)
+    if kind is None:
+        kind = _KINDS[types] = _kind_of(owner, function)
+    return kind
+
+
+_KINDS: dict[tuple[type, type], CallKind] = {}
+
+
+def _kind_of(owner: object, function: Callable[..., Any]) -> CallKind:
     if isinstance(owner, ChatModelSetup | ChatModelConnection):
         return "model"
     if isinstance(owner, Tool):
@@ -120,6 +133,9 @@ def function_name(function: Callable[..., Any]) -> str:
     return function_label(function, separator=":")
 
 
+_NAMED_BY_OWNER = frozenset({"model", "tool"})  # a model setup or connection, or a tool
+
+
 class CallNamer:
     """:func:`call_target` and :func:`function_name` of the functions a log sees, looked up once
     per model setup, connection or tool (its provider takes a resource lookup) and then reused.
@@ -135,9 +151,9 @@ class CallNamer:
         self._known: dict[tuple[int, Any], tuple[object, CallTarget, str]] = {}
 
     def __call__(self, function: Callable[..., Any]) -> tuple[CallTarget, str]:
-        owner = getattr(function, "__self__", None)
-        if not isinstance(owner, ChatModelSetup | ChatModelConnection | Tool):
+        if call_kind(function) not in _NAMED_BY_OWNER:
             return call_target(function), function_name(function)
+        owner = getattr(function, "__self__", None)
         slot = (id(owner), getattr(function, "__func__", None))
         known = self._known.get(slot)
         if known is None:

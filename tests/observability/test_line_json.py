@@ -14,7 +14,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from flink_agents.api.chat import TokenUsage
 from flink_agents.observability import lines
-from flink_agents.observability.lines import fields_json, render_line
+from flink_agents.observability.lines import fields_json, payload_pairs, render_line
 from flink_agents.observability.records import CallFinished, construct, record_json
 
 
@@ -121,7 +121,7 @@ def test_a_call_line_with_its_payloads_is_its_records_line(changed):
     fields = call_fields(**changed)
     payloads = {"arguments": {"args": [1.5, None]}, "result": "r\u00e9"}
     record = construct(CallFinished, **fields, **payloads)
-    assert render_line(fields, payloads, to_json) == record_json(record).encode()
+    assert render_line(fields, to_json, *payload_pairs(payloads)) == record_json(record).encode()
 
 
 def test_a_lone_surrogate_fails_as_it_did_with_pydantic():

@@ -14,7 +14,7 @@ from examples.weather import build_agent
 from flink_agents.api import ChatMessage, InputEvent
 from flink_agents.observability import EventLogConfig, parse_record
 from flink_agents.observability import log as log_module
-from flink_agents.observability.lines import render_line
+from flink_agents.observability.lines import payload_pairs, render_line
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     CallFinished,
@@ -89,7 +89,8 @@ def test_a_line_rendered_from_fields_is_the_records_json_line(payload):
     for record_type, fields, payloads in examples:
         written = {name: writer(value) for name, value in payloads.items()}
         record = construct(record_type, **fields, **written)
-        assert render_line(fields, payloads, writer.json) == record_json(record).encode()
+        line = render_line(fields, writer.json, *payload_pairs(payloads))
+        assert line == record_json(record).encode()
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
