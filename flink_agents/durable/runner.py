@@ -227,7 +227,7 @@ class StoreCallRunner:
         if state is not None and state.completed:
             return read_action(state)
         if state is None:
-            state = ActionState(key=key, run_input=self._input_for(invocation))
+            state = ActionState.opened(key, self._input_for(invocation))
         opened = self._open.get(invocation.run)
         if opened is None:
             opened = self._open[invocation.run] = {}
@@ -394,7 +394,7 @@ class StoreCallRunner:
         if run not in self._inputs or invocation.event_id != run.input_event_id:
             return None
         value, admitted_at = self._inputs.pop(run)
-        return RunInput(value=value, admitted_at=admitted_at)
+        return RunInput.of(value, admitted_at)
 
     def _run_key(self, run: RunId) -> RunKey:
         key = self._run_keys.get(run)
