@@ -62,6 +62,9 @@ def _trusting_pickles(record: Record) -> Record:
 
 
 _EPOCH_FIELD = b',"epoch":'
+# What follows an envelope's body, by kind.
+_STATE_KIND = b',"kind":"action_state","v":%d' % FORMAT_VERSION
+_CALL_KIND = b',"kind":"call_result","v":%d' % FORMAT_VERSION
 
 
 def record_epoch(value: bytes) -> int:
@@ -95,18 +98,24 @@ class RecordCodec:
     def envelope(self, record: Record, *, epoch: int = 0) -> bytes:
         """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret.
         A writer's ``epoch`` (see `record_epoch`) is its last field when given."""
-        if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
-            raise PickleNotAllowedError(
-                "a call payload has no JSON form and would be pickled, but the store has no "
-                f"secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the configured "
-                "variable), or return JSON-able values, pydantic models or dataclasses"
-            )
-        kind = b"action_state" if isinstance(record, ActionState) else b"call_result"
+        if isinstance(record, ActionState):
+            calls, kind = record.calls, _STATE_KIND
+        else:
+            calls, kind = [record], _CALL_KIND
+        if self._secret is None:
+            for call in calls:  # a loop, not `any` over a generator: one frame less a record
+                if call.payload_type == PICKLE_TAG:
+                    raise PickleNotAllowedError(
+                        "a call payload has no JSON form and would be pickled, but the store "
+                        f"has no secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the "
+                        "configured variable), or return JSON-able values, pydantic models or "
+                        "dataclasses"
+                    )
         # pydantic's serializer is several times faster than dumping to dicts and json.dumps;
         # it writes a non-finite float as null, as JSON mode always did (no scan of the text).
         body = pydantic_core.to_json(record, inf_nan_mode="null")
-        envelope = b'{"body":%s,"kind":"%s","v":%d' % (body, kind, FORMAT_VERSION)
-        return envelope + (b',"epoch":%d}' % epoch if epoch else b"}")
+        tail = b',"epoch":%d}' % epoch if epoch else b"}"
+        return b"".join((b'{"body":', body, kind, tail))
 
     def seal(self, key: bytes, envelope: bytes) -> bytes:
         """The record value for `envelope` stored under `key`: signed if there is a secret."""
