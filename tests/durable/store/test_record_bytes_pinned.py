@@ -19,6 +19,7 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import OutputEvent
 from flink_agents.durable.journal import MemoryUpdate, RecordedAction
 from flink_agents.durable.journal_codec import write_action
+from flink_agents.durable.store import codec as codec_module
 from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.durable.store.records import (
     ActionState,
@@ -86,12 +87,43 @@ def _states() -> dict[str, ActionState]:
     write_action(calls, RecordedAction([OutputEvent(id="o3", output=None)]))
     pickled = ActionState(key=RUN.action("pickled", "b" * 32))
     pickled.record_call(_pending("pickle").succeed(Opaque(1), finished_at=7.0))
+    # The values of these two orjson writes itself (no int beyond 64 bits, no declared field
+    # holding another type): the cases above send such records to pydantic as a whole.
+    finished = ActionState(key=RUN.action("finished", "c" * 32))
+    finished.record_call(_pending("q"))
+    finished.record_call(
+        _pending("s").succeed(
+            ChatMessage(role="assistant", content="é \u2028 \x00"), ChatMessage, finished_at=2.5
+        )
+    )
+    finished.record_call(
+        _pending("plain").succeed(
+            {"f": [math.nan, math.inf, 1e-7, 1e16, -0.0, 5e-324], "b": [True, None], "i": -(2**63)},
+            finished_at=3.0,
+        )
+    )
+    finished.record_call(_pending("text").succeed(Tag("tagged"), finished_at=4.0))
+    finished.record_call(
+        _pending("failed").fail(CallError(type="E", message="m\n"), finished_at=5.5)
+    )
+    write_action(
+        finished,
+        RecordedAction(
+            [OutputEvent(id="o4", output={"n": 2**63 - 1})],
+            [MemoryUpdate(scope="short_term", key="k", value=[Colour.RED, Tag("t"), 2.5])],
+        ),
+    )
+    started = ActionState(key=RUN.action("started", "d" * 32))
+    started.run_input = RunInput(value={"c": Colour.RED, "t": Tag("t"), "f": 1.5}, admitted_at=1.25)
+    started.record_call(_pending("pickle").succeed(Opaque(2), finished_at=7.0))
     return {
         "fresh": fresh,
         "whole": whole,
         "completed": completed,
         "calls": calls,
         "pickled": pickled,
+        "finished": finished,
+        "started": started,
     }
 
 
@@ -114,6 +146,8 @@ PINNED = {
     "completed": "12ec892dbf515c07095c3bb323b5694e09cccf6370a71e5229df5269fce6c85b",
     "calls": "2f61672c7bb780992bbd3f8b5b6a85533a1c7221f135c829dfb4f9e4b6c7090f",
     "pickled": "c1ccb404ff46800f54d5661907ed409d5ae69f51e2ceef29d42ebf66c381bcb2",
+    "finished": "14e84a6d471a2b5a9eef903d8c82409567a0ff54c2ff2060fbab2e3b5c67761b",
+    "started": "67ff1a5816f3457f034e41d5af271fd6175f308a49f4ed3719206739849521ea",
 }
 
 
@@ -124,3 +158,25 @@ def test_records_are_pinned_byte_for_byte():
         key = state.key.canonical().encode("utf-8")
         value = codec.seal(key, codec.envelope(state, epoch=1796154032143572809))
         assert _fingerprint(key, value) == PINNED[name], name
+
+
+def test_records_the_runtime_makes_are_written_by_orjson_the_others_by_pydantic(monkeypatch):
+    # Which path wrote a body: pydantic is handed the whole record only when orjson is not.
+    handed: list[type] = []
+    to_json = codec_module.pydantic_core.to_json
+
+    def spy(value, **options):
+        handed.append(type(value))
+        return to_json(value, **options)
+
+    monkeypatch.setattr(codec_module.pydantic_core, "to_json", spy)
+    codec = RecordCodec(b"secret")
+    by_pydantic = set()
+    for name, state in _states().items():
+        handed.clear()
+        codec.envelope(_without_traces(state))
+        if ActionState in handed:
+            by_pydantic.add(name)
+    # "calls": a payload holds an int beyond 64 bits, a `finished_at` an int. The events and
+    # models of "completed" (ints beyond 64 bits inside) are written by pydantic, in place.
+    assert by_pydantic == {"calls"}
