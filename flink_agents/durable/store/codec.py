@@ -148,9 +148,10 @@ def _fields(value: object) -> object:
             "event_id": fields["event_id"],
         }
     if kind is RunInput:
-        if type(value.admitted_at) is not float:
+        fields = value.__dict__
+        if type(fields["admitted_at"]) is not float:
             raise _Declined
-        return value.__dict__
+        return fields
     return orjson.Fragment(pydantic_core.to_json(value, inf_nan_mode="null"))
 
 
