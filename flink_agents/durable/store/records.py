@@ -256,12 +256,36 @@ class RunKey(BaseModel):
                 "action": action,
                 "event_id": event_id,
             }
-            return _unvalidated(ActionStateKey, values, set(_KEY_FIELDS))
+            key = _unvalidated(ActionStateKey, values, set(_KEY_FIELDS))
+            # Its record key rendered around this run's part, rendered once per run (a run
+            # has several action keys): the text `ActionStateKey._render` gives.
+            agent, run_key, seq = self._rendered_parts()
+            if event_id is None:
+                values[_RENDERED] = (
+                    f'{{"action":{_json_string(action)},"agent":{agent},"key":{run_key},'
+                    f'"seq":{seq}}}'
+                )
+            else:
+                values[_RENDERED] = (
+                    f'{{"action":{_json_string(action)},"agent":{agent},'
+                    f'"event_id":{_json_string(event_id)},"key":{run_key},"seq":{seq}}}'
+                )
+            return key
         return ActionStateKey(
             agent=self.agent, key=self.key, seq=self.seq, action=action, event_id=event_id
         )
 
+    def _rendered_parts(self) -> tuple[str, str, str]:
+        """``agent``, ``key`` and ``seq`` as a record key writes them (see
+        `ActionStateKey._render`), kept in the instance's __dict__ like a rendered key."""
+        parts: tuple[str, str, str] | None = self.__dict__.get(_PARTS)
+        if parts is None:
+            parts = _json_string(self.agent), _json_string(self.key), f"{self.seq:d}"
+            self.__dict__[_PARTS] = parts
+        return parts
 
+
+_PARTS = "_key_parts"  # where a `RunKey` keeps the rendered parts of its action keys
 _KEY_FIELDS = frozenset(("agent", "key", "seq", "action", "event_id"))
 _RENDERED = "_rendered"  # where an `ActionStateKey` keeps its canonical JSON
 
