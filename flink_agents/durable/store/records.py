@@ -31,10 +31,10 @@ _set = object.__setattr__
 def _unvalidated(model: type[_M], values: dict[str, Any], given: set[str]) -> _M:
     """An instance of ``model`` holding ``values`` (every field, in declaration order), as
     validating them would leave it, with ``given`` the fields passed: for values the runtime
-    made and whose types were checked. Validating a model of a few fields costs ~15,000
-    instructions, this ~2,000 (bench/results/analysis.md, "The store's records, cheaper to
-    build and write"); pydantic's `model_construct` loops over every field in Python and costs
-    more than validating. None of these models has private attributes or extra fields."""
+    made and whose types were checked: 2,000-10,000 instructions less a model than validating
+    (bench/results/analysis.md, "The store's records, cheaper to build and write"); pydantic's
+    `model_construct` loops over every field in Python and costs more than validating. None of
+    these models has private attributes or extra fields."""
     instance = model.__new__(model)
     _set(instance, "__dict__", values)
     _set(instance, "__pydantic_fields_set__", given)
@@ -223,8 +223,10 @@ class CallResult(BaseModel):
 
     def _copy(self, update: dict[str, Any]) -> CallResult:
         """``model_copy(update=update)``: the same copy, without its Python layers."""
+        if type(self) is not CallResult:  # a subclass may hold private attributes
+            return self.model_copy(update=update)
         values = {**self.__dict__, **update}
-        return _unvalidated(type(self), values, self.__pydantic_fields_set__ | update.keys())
+        return _unvalidated(CallResult, values, self.__pydantic_fields_set__ | update.keys())
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
