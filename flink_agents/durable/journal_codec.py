@@ -28,7 +28,7 @@ def write_action(state: ActionState, action: RecordedAction) -> None:
     """Mark ``state`` completed with the events and memory writes of ``action``. An event stays
     its model in ``state`` until the store encodes the state (a state read back from the store
     holds each event's JSON form)."""
-    state.completed = True
+    state.complete()
     # Filled in place: assigning a field runs pydantic's `__setattr__` in Python, per field.
     state.events[:] = [_encode(event, "event") for event in action.events]
     state.memory_updates[:] = [

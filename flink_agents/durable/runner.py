@@ -27,7 +27,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -79,10 +79,28 @@ class _Op(Enum):
 
 
 @dataclass
+class _Run:
+    """What the runner keeps of one run in flight, found by one lookup of its `RunId` (a
+    dataclass: it hashes in Python, each lookup a frame): its store key, its open
+    invocations, its input until its first action's state takes it, and its latest ticket."""
+
+    key: RunKey
+    # Open invocations by (event id, action), not by `ActionInvocation`: a dataclass hashes
+    # in Python, and through its `RunId` again; a tuple of strings in C.
+    open: dict[tuple[str, str], _Invocation] = field(default_factory=dict)
+    # The input and when it was admitted, until its first action's state takes it (as a
+    # `RunInput`, made then: a model held per run in flight is three objects for the garbage
+    # collector to scan, a tuple one).
+    input: tuple[Any, float] | None = None
+    # The ticket of its latest call record: what its next call or output waits for.
+    ticket: int | None = None
+
+
+@dataclass
 class _Invocation:
     """The working copy of one action invocation's state, and how far replay has come."""
 
-    run: RunId
+    run: _Run
     state: ActionState
     position: int = 0  # calls requested so far in this execution
     unput: bool = False  # the state holds an outcome not put into the store yet
@@ -143,18 +161,8 @@ class StoreCallRunner:
         self.record_arguments = record_arguments
         self.journal = self
         self._flusher = GroupFlusher(store)
-        # Per run, its open invocations by (event id, action); its state key is built once,
-        # when it is opened. Not keyed by `ActionInvocation`: a dataclass hashes in Python,
-        # and through its `RunId` again (about 20 lookups per run), a tuple of strings in C.
-        self._open: dict[RunId, dict[tuple[str, str], _Invocation]] = {}
-        # Inputs of admitted runs and when they were admitted, until their first action's state
-        # takes them (as a `RunInput`, made then: a model held per run in flight is three
-        # objects for the garbage collector to scan, a tuple one).
-        self._inputs: dict[RunId, tuple[Any, float]] = {}
-        # Per run, the ticket of its latest call record: what its next call or output waits for.
-        self._unsettled: dict[RunId, int] = {}
-        # Per run in flight, its store key (rendering the key's JSON is not free).
-        self._run_keys: dict[RunId, RunKey] = {}
+        # The runs in flight (until they end: see `end_run`).
+        self._runs: dict[RunId, _Run] = {}
         # Invocations with outcomes not put yet; all are put at the end of the loop step.
         self._unput: list[_Invocation] = []
 
@@ -177,26 +185,27 @@ class StoreCallRunner:
     # --- run lifecycle ---------------------------------------------------------------------
 
     def run_admitted(self, run: RunId, input: Any) -> None:
-        self.store.begin_run(self._run_key(run))
+        state = self._run(run)
+        self.store.begin_run(state.key)
         try:
             canonical_json(input)
         except (TypeError, ValueError):
             logger.debug("run %s: its input has no JSON form and is not recorded", run)
             return
-        self._inputs[run] = (input, now_ms())
+        state.input = (input, now_ms())
 
     def run_finished(self, run: RunId) -> None:
-        self._put_outcomes(run)
-        self._open.pop(run, None)
-        self._inputs.pop(run, None)
-        self._unsettled.pop(run, None)
+        state = self._runs.get(run)
+        if state is not None:
+            self._put_outcomes(state)
+            state.open, state.input, state.ticket = {}, None, None
         if not self.ends_runs_when_emitted:
             self.end_run(run)
 
     def end_run(self, run: RunId) -> None:
         """End ``run`` in the store (its outputs are emitted): the next marker leaves it out."""
-        key = self._run_keys.pop(run) if run in self._run_keys else _run_key(run)
-        self.store.end_run(key)
+        state = self._runs.pop(run, None)
+        self.store.end_run(_run_key(run) if state is None else state.key)
 
     @property
     def writes(self) -> int:
@@ -213,25 +222,25 @@ class StoreCallRunner:
     async def settled(self, run: RunId) -> None:
         """Return once every call outcome recorded for ``run`` is acknowledged: the engine
         awaits this before the run's result (its outputs, its memory) leaves it."""
-        self._put_outcomes(run)
-        ticket = self._unsettled.get(run)
-        if ticket is not None:
-            await self._flusher.durable(ticket)
+        state = self._runs.get(run)
+        if state is None:
+            return
+        self._put_outcomes(state)
+        if state.ticket is not None:
+            await self._flusher.durable(state.ticket)
 
     # --- the action journal ----------------------------------------------------------------
 
     def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
         """A completed invocation's record; otherwise (re)opens it for its calls."""
-        key = self._run_key(invocation.run).action(invocation.action, invocation.event_id)
+        run = self._run(invocation.run)
+        key = run.key.action(invocation.action, invocation.event_id)
         state = self.store.get(key)
         if state is not None and state.completed:
             return read_action(state)
         if state is None:
-            state = ActionState(key=key, run_input=self._input_for(invocation))
-        opened = self._open.get(invocation.run)
-        if opened is None:
-            opened = self._open[invocation.run] = {}
-        opened[invocation.event_id, invocation.action] = _Invocation(invocation.run, state)
+            state = ActionState.opened(key, self._input_for(run, invocation))
+        run.open[invocation.event_id, invocation.action] = _Invocation(run, state)
         return None
 
     async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
@@ -241,7 +250,7 @@ class StoreCallRunner:
         if self.fence is not None:
             self.fence.check()
         self.store.put(working.state)
-        self._open[invocation.run].pop((invocation.event_id, invocation.action), None)
+        working.run.open.pop((invocation.event_id, invocation.action), None)
         # The completion alone is not waited for, not even by the run's outputs: lost in a
         # crash, it only means the action runs again on replay, and its calls' outcomes
         # (acknowledged before anything depending on them left) are handed back. An outcome
@@ -249,7 +258,7 @@ class StoreCallRunner:
         ticket = self._flusher.wrote()
         if working.unput:
             working.unput = False
-            self._unsettled[working.run] = ticket
+            working.run.ticket = ticket
         plan = faults.ARMED
         if plan is not None and plan.arms(KillPoint.AFTER_ACTION_COMPLETED):
             await self._flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a fault plan
@@ -263,7 +272,7 @@ class StoreCallRunner:
         while (step := stepper.next()) is not None:
             try:
                 if step is _Op.SETTLE:
-                    self._settle_blocking(call.identity.invocation.run)
+                    self._settle_blocking(call.identity.run)
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
@@ -281,7 +290,7 @@ class StoreCallRunner:
         while (step := stepper.next()) is not None:
             try:
                 if step is _Op.SETTLE:
-                    await self.settled(call.identity.invocation.run)
+                    await self.settled(call.identity.run)
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
@@ -301,7 +310,8 @@ class StoreCallRunner:
         anything is sent (see the module docstring).
         """
         identity = call.identity
-        working = self._invocation(identity.invocation)
+        invocation = identity.invocation  # made per access: once
+        working = self._invocation(invocation)
         signature = CallSignature.of(
             identity.call_id,
             call.function,
@@ -309,7 +319,7 @@ class StoreCallRunner:
             call.kwargs,
             with_text=self.record_arguments,  # only recorded arguments are ever shown
         )
-        recorded = self._recorded_at(identity.invocation, working, signature)
+        recorded = self._recorded_at(invocation, working, signature)
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
             if faults.ARMED is not None:
                 faults.ARMED.reached(KillPoint.DURING_RESTORE)
@@ -387,27 +397,26 @@ class StoreCallRunner:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _input_for(self, invocation: ActionInvocation) -> RunInput | None:
+    def _input_for(self, run: _Run, invocation: ActionInvocation) -> RunInput | None:
         """The run's input, for the first action invoked on its input event (so a recorded run
         can be replayed elsewhere: one small field, no record of its own)."""
-        run = invocation.run
-        if run not in self._inputs or invocation.event_id != run.input_event_id:
+        if run.input is None or invocation.event_id != invocation.run.input_event_id:
             return None
-        value, admitted_at = self._inputs.pop(run)
-        return RunInput(value=value, admitted_at=admitted_at)
+        (value, admitted_at), run.input = run.input, None
+        return RunInput.of(value, admitted_at)
 
-    def _run_key(self, run: RunId) -> RunKey:
-        key = self._run_keys.get(run)
-        if key is None:
-            key = self._run_keys[run] = _run_key(run)
-        return key
+    def _run(self, run: RunId) -> _Run:
+        state = self._runs.get(run)
+        if state is None:
+            state = self._runs[run] = _Run(_run_key(run))
+        return state
 
     def _invocation(self, invocation: ActionInvocation) -> _Invocation:
-        opened = self._open.get(invocation.run)
-        working = None if opened is None else opened.get((invocation.event_id, invocation.action))
+        run = self._runs.get(invocation.run)
+        working = None if run is None else run.open.get((invocation.event_id, invocation.action))
         if working is None:  # not opened through the journal (an engine without one)
             self.recorded(invocation)
-            working = self._open[invocation.run][invocation.event_id, invocation.action]
+            working = self._runs[invocation.run].open[invocation.event_id, invocation.action]
         return working
 
     def _record(self, working: _Invocation, result: CallResult) -> None:
@@ -429,7 +438,7 @@ class StoreCallRunner:
             self.fence.check()
         self.store.put(working.state)
         working.unput = False
-        self._unsettled[working.run] = self._flusher.wrote()
+        working.run.ticket = self._flusher.wrote()
 
     def _put_all_outcomes(self) -> None:
         waiting, self._unput = self._unput, []
@@ -441,16 +450,19 @@ class StoreCallRunner:
                     # Still not put: tried again, and raised, where its run waits for it.
                     logger.warning("putting %s failed: %r", working.state.key.canonical(), exc)
 
-    def _put_outcomes(self, run: RunId) -> None:
+    def _put_outcomes(self, run: _Run) -> None:
         """Put the outcomes of ``run`` not put yet: something is about to wait for them."""
-        for working in self._open.get(run, {}).values():
+        for working in run.open.values():
             if working.unput:
                 self._put(working)
 
     def _settle_blocking(self, run: RunId) -> None:
         """:meth:`settled` for synchronous actions: flushes the store on the loop thread."""
-        self._put_outcomes(run)
-        ticket = self._unsettled.get(run)
+        state = self._runs.get(run)
+        if state is None:
+            return
+        self._put_outcomes(state)
+        ticket = state.ticket
         if ticket is not None and not self._flusher.acknowledged(ticket):
             written = self._flusher.written
             self.store.flush()

@@ -6,8 +6,10 @@ Wire format of a record value (the Kafka record key is the canonical JSON of the
     signed:    b"FAS1" <32-byte HMAC-SHA256> <envelope>
     envelope:  JSON {"body": {...}, "kind": "action_state" | "call_result", "v": 1}
 
-The body is written by pydantic's serializer (fields in declaration order); readers parse it as
+The body is pydantic's JSON of the record (fields in declaration order); readers parse it as
 JSON and must not depend on key order. Non-finite floats become null (pydantic's JSON mode).
+orjson writes those bytes from the record's fields where it writes what pydantic would, and
+pydantic the rest (see `_body`).
 
 The HMAC covers `len(key) (4 bytes, big endian) || key || envelope`, so a valid record cannot be
 replayed under another key. With a secret configured every record is signed and every record
@@ -24,11 +26,19 @@ import json
 import os
 from collections.abc import Callable
 
+import orjson
 import pydantic_core
 
 from flink_agents.durable.store.errors import CorruptRecordError, PickleNotAllowedError
 from flink_agents.durable.store.payload import PICKLE_TAG
-from flink_agents.durable.store.records import ActionState, CallResult, TrustedPickle
+from flink_agents.durable.store.records import (
+    ActionState,
+    ActionStateKey,
+    CallError,
+    CallResult,
+    RunInput,
+    TrustedPickle,
+)
 
 #: Environment variable holding the job secret used to sign records.
 DEFAULT_SECRET_ENV = "FLINK_AGENTS_STORE_SECRET"
@@ -62,6 +72,9 @@ def _trusting_pickles(record: Record) -> Record:
 
 
 _EPOCH_FIELD = b',"epoch":'
+# What follows an envelope's body, by kind.
+_STATE_KIND = b',"kind":"action_state","v":%d' % FORMAT_VERSION
+_CALL_KIND = b',"kind":"call_result","v":%d' % FORMAT_VERSION
 
 
 def record_epoch(value: bytes) -> int:
@@ -72,6 +85,74 @@ def record_epoch(value: bytes) -> int:
     if not found or not tail.endswith(b"}") or not digits.isdigit():
         return 0  # an envelope of an earlier version ends with its "v" field
     return int(digits)
+
+
+# Types orjson writes its own way (datetimes, dataclasses, subclasses of str, int, dict, list)
+# go to `_fields`, as do those it does not know (models).
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+_FLOAT_OR_NONE = (float, type(None))
+
+
+class _Declined(Exception):
+    """A field holds a value of another type than declared: pydantic writes it as the declared
+    type (an int where a float is declared as ``8.0``), orjson as what it is."""
+
+
+def _body(record: Record) -> bytes:
+    """``pydantic_core.to_json(record, inf_nan_mode="null")``: the record's JSON.
+
+    Written by orjson from the fields, at less CPU for the records the runtime makes
+    (bench/results/analysis.md, "The store's records, cheaper to build and write"): a model
+    of the record (its key, a call, the input) as its fields, in declaration order; anything
+    else orjson does not write as pydantic would (an event, a datetime, a dataclass, a str
+    subclass...) by pydantic (`_fields`). Where orjson refuses a value (an int beyond 64 bits,
+    a dict key that is not a str, a lone surrogate) or a field holds another type than
+    declared, pydantic writes the whole body. Both write a non-finite float as null and the
+    same text for every other float, str and int (tests/observability/test_line_json.py;
+    tests/durable/store/test_record_bytes_pinned.py pins the records).
+    """
+    fields = record.__dict__
+    if type(record) is ActionState and type(fields["completed"]) is bool:
+        try:
+            return orjson.dumps(fields, default=_fields, option=_PASSTHROUGH)
+        except orjson.JSONEncodeError:  # a value orjson refuses, or `_Declined`
+            pass
+    return pydantic_core.to_json(record, inf_nan_mode="null")
+
+
+def _fields(value: object) -> object:
+    """What orjson writes for a value it does not write itself (its ``default``)."""
+    kind = type(value)
+    if kind is CallResult:
+        fields = value.__dict__  # exactly its fields, in order
+        error = fields["error"]
+        if (
+            type(fields["attempts"]) is not int
+            or type(fields["started_at"]) not in _FLOAT_OR_NONE
+            or type(fields["finished_at"]) not in _FLOAT_OR_NONE
+            or (error is not None and type(error) is not CallError)
+        ):
+            raise _Declined
+        return fields
+    if kind is ActionStateKey:
+        fields = value.__dict__  # validated when made, frozen; holds its rendered key too
+        return {
+            "agent": fields["agent"],
+            "key": fields["key"],
+            "seq": fields["seq"],
+            "action": fields["action"],
+            "event_id": fields["event_id"],
+        }
+    if kind is RunInput:
+        fields = value.__dict__
+        if type(fields["admitted_at"]) is not float:
+            raise _Declined
+        return fields
+    return orjson.Fragment(pydantic_core.to_json(value, inf_nan_mode="null"))
 
 
 class RecordCodec:
@@ -95,18 +176,22 @@ class RecordCodec:
     def envelope(self, record: Record, *, epoch: int = 0) -> bytes:
         """The unsigned envelope of `record` (see `seal`); refuses pickles without a secret.
         A writer's ``epoch`` (see `record_epoch`) is its last field when given."""
-        if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
-            raise PickleNotAllowedError(
-                "a call payload has no JSON form and would be pickled, but the store has no "
-                f"secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the configured "
-                "variable), or return JSON-able values, pydantic models or dataclasses"
-            )
-        kind = b"action_state" if isinstance(record, ActionState) else b"call_result"
-        # pydantic's serializer is several times faster than dumping to dicts and json.dumps;
-        # it writes a non-finite float as null, as JSON mode always did (no scan of the text).
-        body = pydantic_core.to_json(record, inf_nan_mode="null")
-        envelope = b'{"body":%s,"kind":"%s","v":%d' % (body, kind, FORMAT_VERSION)
-        return envelope + (b',"epoch":%d}' % epoch if epoch else b"}")
+        if isinstance(record, ActionState):
+            calls, kind = record.calls, _STATE_KIND
+        else:
+            calls, kind = [record], _CALL_KIND
+        if self._secret is None:
+            for call in calls:  # a loop, not `any` over a generator: one frame less a record
+                if call.payload_type == PICKLE_TAG:
+                    raise PickleNotAllowedError(
+                        "a call payload has no JSON form and would be pickled, but the store "
+                        f"has no secret to authenticate it: set {DEFAULT_SECRET_ENV} (or the "
+                        "configured variable), or return JSON-able values, pydantic models or "
+                        "dataclasses"
+                    )
+        body = _body(record)
+        tail = b',"epoch":%d}' % epoch if epoch else b"}"
+        return b"".join((b'{"body":', body, kind, tail))
 
     def seal(self, key: bytes, envelope: bytes) -> bytes:
         """The record value for `envelope` stored under `key`: signed if there is a secret."""

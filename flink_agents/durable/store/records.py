@@ -11,7 +11,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,25 @@ from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encod
 #: Upper bound (UTF-8 bytes) for an error's message and trace in a record.
 MAX_TRACE_BYTES = 4096
 _TRUNCATION_MARKER = "[... truncated: {n} bytes in total, the last part kept ...]\n"
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_set = object.__setattr__
+
+
+def _unvalidated(model: type[_M], values: dict[str, Any], given: set[str]) -> _M:
+    """An instance of ``model`` holding ``values`` (every field, in declaration order), as
+    validating them would leave it, with ``given`` the fields passed: for values the runtime
+    made and whose types were checked: 2,000-10,000 instructions less a model than validating
+    (bench/results/analysis.md, "The store's records, cheaper to build and write"); pydantic's
+    `model_construct` loops over every field in Python and costs more than validating. None of
+    these models has private attributes or extra fields."""
+    instance = model.__new__(model)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", given)
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
 
 
 def now_ms() -> float:
@@ -85,6 +104,11 @@ class TrustedPickle(str):
     __slots__ = ()
 
 
+_PENDING_GIVEN = frozenset(
+    ("call_id", "status", "function", "args_digest", "arguments", "attempts", "started_at")
+)
+
+
 class CallResult(BaseModel):
     """The durable outcome of one model, tool or sub-agent call.
 
@@ -127,6 +151,32 @@ class CallResult(BaseModel):
         started_at: float | None = None,
     ) -> CallResult:
         """A call that has started (attempt number `attempts`) but has no outcome yet."""
+        if started_at is None:
+            started_at = now_ms()
+        if (
+            cls is CallResult
+            and type(call_id) is str
+            and type(function) is str
+            and type(args_digest) is str
+            and (arguments is None or type(arguments) is str)
+            and type(attempts) is int
+            and attempts >= 0
+            and type(started_at) is float
+        ):  # what the runtime passes: nothing to validate
+            values = {
+                "call_id": call_id,
+                "status": CallStatus.PENDING,
+                "payload": None,
+                "payload_type": None,
+                "error": None,
+                "attempts": attempts,
+                "function": function,
+                "args_digest": args_digest,
+                "arguments": arguments,
+                "started_at": started_at,
+                "finished_at": None,
+            }
+            return _unvalidated(cls, values, set(_PENDING_GIVEN))
         return cls(
             call_id=call_id,
             status=CallStatus.PENDING,
@@ -134,7 +184,7 @@ class CallResult(BaseModel):
             args_digest=args_digest,
             arguments=arguments,
             attempts=attempts,
-            started_at=now_ms() if started_at is None else started_at,
+            started_at=started_at,
         )
 
     def succeed(
@@ -145,8 +195,8 @@ class CallResult(BaseModel):
         payload, tag = encode_payload(value, result_type)
         if tag == PICKLE_TAG:  # made in this process: it may be unpickled here
             payload = TrustedPickle(payload)
-        done = self.model_copy(
-            update={
+        return self._copy(
+            {
                 "status": CallStatus.SUCCEEDED,
                 "payload": payload,
                 "payload_type": tag,
@@ -154,7 +204,6 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
-        return done
 
     def fail(
         self, error: CallError | BaseException, *, finished_at: float | None = None
@@ -162,8 +211,8 @@ class CallResult(BaseModel):
         """A copy of this result marked FAILED with `error` (an exception is described)."""
         if isinstance(error, BaseException):
             error = CallError.from_exception(error)
-        return self.model_copy(
-            update={
+        return self._copy(
+            {
                 "status": CallStatus.FAILED,
                 "payload": None,
                 "payload_type": None,
@@ -171,6 +220,13 @@ class CallResult(BaseModel):
                 "finished_at": now_ms() if finished_at is None else finished_at,
             }
         )
+
+    def _copy(self, update: dict[str, Any]) -> CallResult:
+        """``model_copy(update=update)``: the same copy, without its Python layers."""
+        if type(self) is not CallResult:  # a subclass may hold private attributes
+            return self.model_copy(update=update)
+        values = {**self.__dict__, **update}
+        return _unvalidated(CallResult, values, self.__pydantic_fields_set__ | update.keys())
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
@@ -193,11 +249,46 @@ class RunKey(BaseModel):
 
     def action(self, action: str, event_id: str | None = None) -> ActionStateKey:
         """The state key of `action` within this run (of its invocation on `event_id`, if given)."""
+        if type(action) is str and (event_id is None or type(event_id) is str):
+            # This run's fields are validated already: nothing to validate.
+            values = {
+                "agent": self.agent,
+                "key": self.key,
+                "seq": self.seq,
+                "action": action,
+                "event_id": event_id,
+            }
+            key = _unvalidated(ActionStateKey, values, set(_KEY_FIELDS))
+            # Its record key rendered around this run's part, rendered once per run (a run
+            # has several action keys): the text `ActionStateKey._render` gives.
+            agent, run_key, seq = self._rendered_parts()
+            if event_id is None:
+                values[_RENDERED] = (
+                    f'{{"action":{_json_string(action)},"agent":{agent},"key":{run_key},'
+                    f'"seq":{seq}}}'
+                )
+            else:
+                values[_RENDERED] = (
+                    f'{{"action":{_json_string(action)},"agent":{agent},'
+                    f'"event_id":{_json_string(event_id)},"key":{run_key},"seq":{seq}}}'
+                )
+            return key
         return ActionStateKey(
             agent=self.agent, key=self.key, seq=self.seq, action=action, event_id=event_id
         )
 
+    def _rendered_parts(self) -> tuple[str, str, str]:
+        """``agent``, ``key`` and ``seq`` as a record key writes them (see
+        `ActionStateKey._render`), kept in the instance's __dict__ like a rendered key."""
+        parts: tuple[str, str, str] | None = self.__dict__.get(_PARTS)
+        if parts is None:
+            parts = _json_string(self.agent), _json_string(self.key), f"{self.seq:d}"
+            self.__dict__[_PARTS] = parts
+        return parts
 
+
+_PARTS = "_key_parts"  # where a `RunKey` keeps the rendered parts of its action keys
+_KEY_FIELDS = frozenset(("agent", "key", "seq", "action", "event_id"))
 _RENDERED = "_rendered"  # where an `ActionStateKey` keeps its canonical JSON
 
 
@@ -254,6 +345,10 @@ class ActionStateKey(BaseModel):
         return RunKey(agent=self.agent, key=self.key, seq=self.seq)
 
 
+_INPUT_FIELDS = frozenset(("value", "admitted_at"))
+_OPENED_GIVEN = frozenset(("key", "run_input"))
+
+
 class RunInput(BaseModel):
     """The input record a run started from, and when it was admitted (epoch ms).
 
@@ -265,6 +360,13 @@ class RunInput(BaseModel):
 
     value: Any = None
     admitted_at: float = Field(default_factory=now_ms)
+
+    @classmethod
+    def of(cls, value: Any, admitted_at: float) -> RunInput:
+        """``RunInput(value=value, admitted_at=admitted_at)``, unvalidated for a float time."""
+        if cls is not RunInput or type(admitted_at) is not float:
+            return cls(value=value, admitted_at=admitted_at)
+        return _unvalidated(cls, {"value": value, "admitted_at": admitted_at}, set(_INPUT_FIELDS))
 
 
 class ActionState(BaseModel):
@@ -280,6 +382,30 @@ class ActionState(BaseModel):
     memory_updates: list[dict[str, Any]] = Field(default_factory=list)
     calls: list[CallResult] = Field(default_factory=list)
     run_input: RunInput | None = None
+
+    @classmethod
+    def opened(cls, key: ActionStateKey, run_input: RunInput | None = None) -> ActionState:
+        """``ActionState(key=key, run_input=run_input)``: a new state, unvalidated for a key
+        and an input of their own types (validation would keep both as they are)."""
+        if cls is not ActionState or type(key) is not ActionStateKey:
+            return cls(key=key, run_input=run_input)
+        if run_input is not None and type(run_input) is not RunInput:
+            return cls(key=key, run_input=run_input)
+        values = {
+            "key": key,
+            "completed": False,
+            "events": [],
+            "memory_updates": [],
+            "calls": [],
+            "run_input": run_input,
+        }
+        return _unvalidated(cls, values, set(_OPENED_GIVEN))
+
+    def complete(self) -> None:
+        """Mark the action completed: what ``self.completed = True`` does (the field and the
+        fields set), without pydantic's `__setattr__`, which runs in Python."""
+        self.__dict__["completed"] = True
+        self.__pydantic_fields_set__.add("completed")
 
     @pydantic.model_validator(mode="after")
     def _unique_call_ids(self) -> ActionState:

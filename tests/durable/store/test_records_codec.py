@@ -19,6 +19,7 @@ from flink_agents.durable.store import (
     decode_payload,
     encode_payload,
 )
+from flink_agents.durable.store.records import RunInput
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
@@ -280,3 +281,30 @@ def test_an_action_keys_rendering_is_neither_written_nor_compared():
     assert ActionStateKey.model_validate_json(key.model_dump_json()) == key
     moved = key.model_copy(update={"seq": 2})
     assert moved.canonical() == canonical_json({**key.model_dump(), "seq": 2})
+
+
+def test_records_built_without_validation_equal_the_validated_ones():
+    run = RunKey(agent="a", key='"k"', seq=1)
+    key = run.action("act", "e" * 32)
+    assert key == ActionStateKey(agent="a", key='"k"', seq=1, action="act", event_id="e" * 32)
+    assert key.model_fields_set == {"agent", "key", "seq", "action", "event_id"}
+    state = ActionState.opened(key, RunInput.of({"x": 1}, 2.5))
+    validated = ActionState(key=key, run_input=RunInput(value={"x": 1}, admitted_at=2.5))
+    assert state == validated and state.model_fields_set == validated.model_fields_set
+    started = CallResult.pending("c", function="f", args_digest="d", attempts=1, started_at=1.5)
+    assert started == CallResult(
+        call_id="c", status="pending", function="f", args_digest="d", attempts=1, started_at=1.5
+    )
+    done = started.succeed({"v": 1}, finished_at=3.0)
+    copied = started.model_copy(
+        update={
+            "status": CallStatus.SUCCEEDED,
+            "payload": {"v": 1},
+            "payload_type": None,
+            "error": None,
+            "finished_at": 3.0,
+        }
+    )
+    assert done.model_dump() == copied.model_dump()
+    assert done.model_fields_set == copied.model_fields_set
+    assert started.status == "pending" and started.finished_at is None  # not changed
