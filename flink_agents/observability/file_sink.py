@@ -25,6 +25,8 @@ class JsonLinesSink(QueuedSink[bytes]):
     what was queued at once); :meth:`close` writes what is queued and closes the file.
     """
 
+    never_raises = True  # `on_line` is a list's append: the event log calls it unwrapped
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,13 @@ Observer = EventListener | LineListener | RunCounter
 that is both is treated as a counter; one with ``on_line`` gets lines)."""
 
 
+def never_raises(observer: object) -> bool:
+    """Whether ``observer`` declares (``never_raises = True``) that its hooks cannot raise: the
+    event log then calls them directly, without a wrapper that logs an exception (a frame a
+    record; the file sink's queue put and the Flink metrics' counts are such hooks)."""
+    return getattr(observer, "never_raises", False) is True
+
+
 def record_kinds_of(listener: EventListener) -> frozenset[str] | None:
     """The record kinds ``listener`` wants; None: every kind."""
     kinds = getattr(listener, "record_kinds", None)

@@ -27,15 +27,14 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.lines import LineListener, fields_json, payload_key, render_line
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
     RunCounter,
+    never_raises,
     record_kinds_of,
 )
-from flink_agents.observability.metrics import MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     ActionFinished,
@@ -126,10 +125,10 @@ class EventLog:
             if not isinstance(each, LineListener)
         )
         self._records = bool(self._record_listeners)
-        # Where a rendered line goes: the file sink's own queue put (a C call that cannot
-        # raise) when it is the only line sink, else every sink, each in a try (a frame a line).
+        # Where a rendered line goes: the only line sink's own `on_line` when it never raises
+        # (the file sink's queue put, a C call), else every sink, each in a try (a frame a line).
         self._line: Callable[[bytes], None] = self._to_line_sinks
-        if len(self._line_sinks) == 1 and isinstance(self._line_sinks[0], JsonLinesSink):
+        if len(self._line_sinks) == 1 and never_raises(self._line_sinks[0]):
             self._line = self._line_sinks[0].on_line
         kinds = [record_kinds_of(listener) for listener in self._record_listeners]
         # Actions and the events they send are most of a run's records; skip building them
@@ -471,12 +470,12 @@ def _null_json(value: Any) -> bytes:
 
 
 def _teller(hooks: list[Callable[..., None]]) -> Callable[..., None] | None:
-    """What a hook calls to tell every counter: None without counters; the metrics' own
-    method when they are the only counter (it adds to a dict and cannot raise: no frame of
-    ours a call); else :func:`_tell` over them."""
+    """What a hook calls to tell every counter: None without counters; the counter's own
+    method when it is the only one and never raises (the Flink metrics: no frame of ours a
+    call); else :func:`_tell` over them."""
     if not hooks:
         return None
-    if len(hooks) == 1 and type(getattr(hooks[0], "__self__", None)) is MetricsListener:
+    if len(hooks) == 1 and never_raises(getattr(hooks[0], "__self__", None)):
         return hooks[0]
     return functools.partial(_tell, tuple(hooks))
 

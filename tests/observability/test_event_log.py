@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from examples.weather import build_agent
+from flink_agents.durable.identity import RunId
 from flink_agents.observability import (
     ActionFinished,
     ActionStarted,
@@ -188,3 +189,36 @@ def test_a_latency_is_in_milliseconds_rounded_to_the_microsecond(
     monkeypatch.setattr(log_module.time, "perf_counter_ns", lambda: 10**12 + elapsed_ns)
     assert log_module._ms_since(10**12) == latency_ms
     assert repr(log_module._ms_since(10**12)) == repr(round(elapsed_ns / 1e6, 3))
+
+
+class _RaisingLines:
+    def __init__(self, *, never_raises: bool) -> None:
+        self.never_raises = never_raises
+
+    def on_line(self, line: bytes) -> None:
+        raise RuntimeError("sink broke")
+
+
+class _RaisingCounter(_RaisingLines):
+    def on_run_admitted(self) -> None:
+        raise RuntimeError("counter broke")
+
+    def on_run_started(self) -> None: ...
+
+    def on_run_finished(self, status, latency_ms, outputs) -> None: ...
+
+    def on_call(self, kind, outcome, latency_ms, usage) -> None: ...
+
+
+def test_an_observer_that_raises_is_logged_unless_it_declares_it_never_raises(caplog):
+    run = RunId("agent", "k", 0)
+    EventLog([_RaisingLines(never_raises=False), _RaisingCounter(never_raises=False)]).run_admitted(
+        run
+    )
+    assert "failed on a line" in caplog.text
+    assert "counter hook" in caplog.text
+    # Declared never to raise, it is called unwrapped: a broken promise reaches the caller.
+    with pytest.raises(RuntimeError, match="sink broke"):
+        EventLog([_RaisingLines(never_raises=True)]).run_admitted(run)
+    with pytest.raises(RuntimeError, match="counter broke"):
+        EventLog([_RaisingCounter(never_raises=True)]).run_admitted(run)
