@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,17 +43,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.crash_oracle import ModelCalls, completed_at, judge, requests_of, terminal_records
-from examples.demo import DEFAULT_JOB, demo_spec, no_fault_run, read_outputs
+from examples.demo import DEFAULT_JOB, demo_spec, free_port, no_fault_run, read_outputs, serve_on
 from examples.services import UNKNOWN_CUSTOMERS, ExampleServices
 from flink_agents.durable.faults import FaultPlan, KillPoint
-from flink_agents.flink.job import JobSpec
 
 REPO = Path(__file__).resolve().parents[1]
 HAND_WRITTEN = "<!-- hand-written below: kept when the matrix is regenerated -->"
 """The line of the matrix's document after which :func:`write_doc` keeps what is there."""
-DEMO_PORT = 8765
 """The port the agent file names (``make run``'s)."""
-SERVICES_URL_ENV = "FLINK_AGENTS_EXAMPLE_SERVICES"
 """Where the desk's tool finds the services (examples/support_desk.py)."""
 COUNT_ONLY = 1_000_000_000
 """A passage no run reaches: arms a point only to count its passages."""
@@ -161,13 +157,13 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
     services on ``port`` (0: a free one)."""
     from flink_agents.flink.job_runner import build, environment
 
-    port = port or _free_port()
+    port = port or free_port()
 
     work = REPO / ".cache" / "crash-matrix" / f"{scenario.name if scenario else 'none'}-{seed}"
     work = work.with_name(f"{work.name}-{uuid.uuid4().hex[:6]}")
     work.mkdir(parents=True)
     spec = demo_spec(DEFAULT_JOB, work)
-    _serve_on(spec, port, work)
+    serve_on(spec, port, work)
     armed = kill_points or ",".join(f"{p.value}@{COUNT_ONLY}" for p in KillPoint)
     spec.operator = spec.operator.model_copy(
         update={"kill_points": armed, "kill_markers_dir": str(work / "faults")}
@@ -233,25 +229,6 @@ def run_one(scenario: Scenario | None, seed: int, kill_points: str, port: int) -
         resent=verdict.resent,
         hits={p.value: n for p, n in plan.passages().items()} if not kill_points else {},
     )
-
-
-def _serve_on(spec: JobSpec, port: int, work: Path) -> None:
-    """Point the job at services on ``port``: the agent file names the demo's port, and a demo
-    run beside this one (another engineer's) must not reach these counters, nor this job its."""
-    agent = spec.resolve(spec.agent)
-    copy = work / agent.name
-    copy.write_text(agent.read_text().replace(f"127.0.0.1:{DEMO_PORT}", f"127.0.0.1:{port}"))
-    spec.agent = str(copy)
-    # The desk's tool reads it when its module is first imported (here and in the workers, which
-    # inherit this environment).
-    os.environ[SERVICES_URL_ENV] = f"http://127.0.0.1:{port}"
-
-
-def _free_port() -> int:
-    """A loopback port nothing listens on now (``make run``'s demo may hold its own)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _canonical(text: str) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 import time
 import uuid
@@ -37,6 +39,9 @@ from flink_agents.runtime.records import outputs_of
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"
+EXAMPLE_PORT = 8765
+"""The services' port the example job names (its agent file, its researcher's tool)."""
+SERVICES_URL_ENV = "FLINK_AGENTS_EXAMPLE_SERVICES"
 
 
 class FailOnce(MapFunction):
@@ -82,6 +87,27 @@ def demo_spec(job: Path, work: Path) -> JobSpec:
     )
     updated._base_dir = spec.base_dir
     return updated
+
+
+def serve_on(spec: JobSpec, port: int, work: Path) -> None:
+    """Point the job of ``spec`` at services on ``port``: a copy of its agent file in ``work``
+    names that port, and so does the researcher's tool. Services of a run beside this one (a
+    test, a crash matrix, another ``make run``) must not count this job's calls, nor this run's
+    services theirs."""
+    agent = spec.resolve(spec.agent)
+    copy = work / agent.name
+    copy.write_text(agent.read_text().replace(f"127.0.0.1:{EXAMPLE_PORT}", f"127.0.0.1:{port}"))
+    spec.agent = str(copy)
+    # The desk's tool reads it when its module is first imported (here and in the workers, which
+    # inherit this environment).
+    os.environ[SERVICES_URL_ENV] = f"http://127.0.0.1:{port}"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -179,6 +205,9 @@ def summarize(
         "billing_failures_handed_back": len(handed_back),
         "conversations_equal": equal,
         "conversations_compared": len(reference),
+        # Tickets the job's model requests name (``?``: a request naming none); more than the
+        # inputs means requests the no-fault run did not make.
+        "conversations_of_job": sorted(conversations),
         "seconds": round(seconds, 1),
         "ok": failed_at is not None
         and len(answered) == inputs == len(outputs)
@@ -216,7 +245,13 @@ def report(data: dict[str, Any]) -> str:
         f"{data['billing_failures_reinvoked']} re-invoked (expected 0), "
         f"{data['billing_failures_handed_back']} handed to the model again by the replay",
         f"conversations equal to the no-fault run: {data['conversations_equal']}/{inputs} "
-        "(every model request of every ticket, byte for byte)",
+        "(every model request of every ticket, byte for byte)"
+        + (
+            ""
+            if len(data["conversations_of_job"]) == inputs
+            else f"; the job's requests name {len(data['conversations_of_job'])} tickets"
+            f" (expected {inputs}; '?' stands for none)"
+        ),
         f"wall time:    {seconds:.1f} s",
         f"result:       {'OK' if data['ok'] else 'FAILED'}",
     ]
@@ -227,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--job", type=Path, default=DEFAULT_JOB)
     parser.add_argument("--fail-after", type=int, default=8, help="outputs before the failure")
-    parser.add_argument("--port", type=int, default=8765, help="the example services' port")
+    parser.add_argument(
+        "--port", type=int, default=0, help="the example services' port (default: a free one)"
+    )
     parser.add_argument(
         "--latency", type=float, default=0.2, help="seconds each service request takes"
     )
@@ -237,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     work = REPO / ".cache" / "demo" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     work.mkdir(parents=True)
     spec = demo_spec(args.job, work)
+    port = args.port or free_port()
+    serve_on(spec, port, work)
     records = [
         json.loads(line)
         for line in spec.resolve(spec.source.path).read_text().splitlines()
@@ -244,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     inputs = len(records)
     print(f"no-fault reference run of {spec.name} on the local runner", flush=True)
-    reference = no_fault_run(spec, records, args.port).conversations
-    services = ExampleServices(args.port, args.latency, UNKNOWN_CUSTOMERS).start()
+    reference = no_fault_run(spec, records, port).conversations
+    services = ExampleServices(port, args.latency, UNKNOWN_CUSTOMERS).start()
     marker = work / "failure-injected"
     print(
         f"running {spec.name}: {inputs} inputs, "

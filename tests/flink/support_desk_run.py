@@ -15,7 +15,7 @@ from typing import Any
 from pyflink.common import Configuration, Types
 from pyflink.datastream import StreamExecutionEnvironment
 
-from examples.demo import DEFAULT_JOB, FailOnce, demo_spec, read_outputs
+from examples.demo import DEFAULT_JOB, EXAMPLE_PORT, FailOnce, demo_spec, read_outputs
 from examples.services import UNKNOWN_CUSTOMERS, ExampleServices, wait_until_port_free
 from flink_agents.flink.job import JobSpec
 from flink_agents.flink.job_runner import build
@@ -28,10 +28,10 @@ FAIL_AFTER = 8  # outputs before the injected failure, as `make run`
 # the runs went in step, and a failure at one's end found the next ones just begun.
 SERVICE_LATENCY_S = 0.5
 RECORDS_PER_SECOND = 2
-# The services listen on the port the example names (its agent.yaml, and its researcher's tool
-# by default): pointing them elsewhere through FLINK_AGENTS_EXAMPLE_SERVICES would have to be set
-# in this process before the session's JVM starts, and would leak into every later test.
-EXAMPLE_PORT = 8765
+# The services listen on the port the example names (EXAMPLE_PORT: its agent.yaml, and its
+# researcher's tool by default): pointing them elsewhere through FLINK_AGENTS_EXAMPLE_SERVICES
+# would have to be set in this process before the session's JVM starts, and would leak into
+# every later test.
 
 
 @dataclass(frozen=True)
