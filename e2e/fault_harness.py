@@ -45,6 +45,7 @@ from e2e.test_standalone_failover import (
     expected_outputs,
     failover_causes,
     job_running,
+    job_status,
     release,
     rest,
     start_producer,
@@ -224,17 +225,9 @@ class FaultRun:
         return time.monotonic() - self.started
 
     def state(self) -> str:
-        job = "-"
-        if self.job_id:
-            try:
-                details = rest(self.cluster, f"/jobs/{self.job_id}")
-                job = f"{details['state']} " + ", ".join(
-                    f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
-                )
-            except OSError as exc:
-                job = f"REST failed: {exc}"
         return (
-            f"[{self.name}] +{self.elapsed():.1f} s job {self.job_id}: {job}\n"
+            f"[{self.name}] +{self.elapsed():.1f} s job {self.job_id}: "
+            f"{job_status(self.cluster, self.job_id)}\n"
             f"produced {len(self.produced)}/{len(self.lines)} tickets, "
             f"{len(self.outputs.answered())} answers, witness calls {totals(self.witness)}\n"
             + taskmanager_log_tail(self.cluster)

@@ -183,6 +183,21 @@ def job_running(cluster: Any, job_id: str) -> bool:
     return job["state"] == "RUNNING" and all(v["status"] == "RUNNING" for v in job["vertices"])
 
 
+def job_status(cluster: Any, job_id: str | None) -> str:
+    """The job's state and its vertices' (``-`` before it is submitted), for what a wait that
+    timed out prints."""
+    job = "-"
+    if job_id:
+        try:
+            details = rest(cluster, f"/jobs/{job_id}")
+            job = f"{details['state']} " + ", ".join(
+                f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
+            )
+        except OSError as exc:
+            job = f"REST failed: {exc}"
+    return job
+
+
 def taskmanager_pids(cluster: Any) -> list[int]:
     """The TaskManager JVMs started by scripts/flink-cluster.sh (from its pid folder)."""
     pid_files = Path(cluster.env["FLINK_PID_DIR"]).glob("*taskexecutor*.pid")
@@ -433,17 +448,9 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     timings: dict[str, float] = {}
 
     def state() -> str:
-        job = "-"
-        if job_id:
-            try:
-                details = rest(flink_cluster, f"/jobs/{job_id}")
-                job = f"{details['state']} " + ", ".join(
-                    f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
-                )
-            except OSError as exc:
-                job = f"REST failed: {exc}"
         return (
-            f"job {job_id}: {job}\nproduced {len(produced)}/{len(lines)} tickets, "
+            f"job {job_id}: {job_status(flink_cluster, job_id)}\n"
+            f"produced {len(produced)}/{len(lines)} tickets, "
             f"{len(outputs.answered())} answers, witness calls {totals(witness)}\n"
             + taskmanager_log_tail(flink_cluster)
         )
