@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 import yaml
 from kafka import KafkaConsumer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.test_standalone_failover import (
     CALLS_PER_TICKET,
@@ -42,6 +41,7 @@ from e2e.test_standalone_failover import (
     TICKETS,
     Outputs,
     cancel,
+    create_ticket_topics,
     expected_outputs,
     failover_causes,
     job_running,
@@ -185,14 +185,7 @@ class FaultRun:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> FaultRun:
-        self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        # One partition each: tickets of a customer arrive in file order, so their seq is known.
-        self.admin.create_topics(
-            [
-                NewTopic(self.topics[t], num_partitions=1, replication_factor=1)
-                for t in ("input", "output")
-            ]
-        )
+        self.admin = create_ticket_topics(self.bootstrap, self.topics)
         self.witness = self._start_witness()
         self.outputs = Outputs(self.bootstrap, self.topics["output"]).start()
         try:

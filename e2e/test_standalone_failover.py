@@ -399,6 +399,18 @@ def cancel(cluster: Any, job_id: str) -> None:
         print(f"cancelling {job_id} failed: {exc}")
 
 
+def create_ticket_topics(bootstrap: str, topics: dict[str, str]) -> KafkaAdminClient:
+    """Create the input and output topics; returns the admin client, for :func:`release`.
+
+    One partition each: tickets of a customer arrive in file order, so their seq is known.
+    """
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics(
+        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
+    )
+    return admin
+
+
 def start_witness() -> ExampleServices:
     """The example services on their fixed port; another run's services may hold it briefly."""
     deadline = time.monotonic() + 60
@@ -435,11 +447,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     expected = expected_outputs(lines)
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    # One partition each: tickets of a customer arrive in file order, so their seq is known.
-    admin.create_topics(
-        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
-    )
+    admin = create_ticket_topics(kafka_bootstrap, topics)
     witness = start_witness()
     outputs = Outputs(kafka_bootstrap, topics["output"]).start()
     produced: list[float] = []
