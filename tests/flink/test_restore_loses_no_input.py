@@ -29,7 +29,7 @@ from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor
 from flink_agents.api.resources import ResourceType
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from flink_agents.providers.scripted import ScriptedChatModelConnection
-from tests.flink.conftest import job_spec_settings
+from tests.flink.conftest import filesystem_checkpoints, job_spec_settings
 
 pytestmark = [pytest.mark.flink]
 
@@ -85,9 +85,7 @@ def _settings(how: str, tmp_path: Path) -> dict[str, str]:
         )
     # A user's own environment: PyFlink's defaults (process mode, 1,000 elements per bundle).
     return {
-        "execution.checkpointing.interval": "200 ms",
-        "execution.checkpointing.storage": "filesystem",
-        "execution.checkpointing.dir": checkpoints.as_uri(),
+        **filesystem_checkpoints(checkpoints, "200 ms"),
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": "3",
         "restart-strategy.fixed-delay.delay": "200 ms",
