@@ -38,7 +38,6 @@ from e2e.test_standalone_failover import (
     CALLS_PER_TICKET,
     LATENCY_S,
     SERVICES_PORT,
-    TICKETS,
     Outputs,
     cancel,
     create_ticket_topics,
@@ -51,6 +50,7 @@ from e2e.test_standalone_failover import (
     start_producer,
     submit,
     taskmanager_log_tail,
+    ticket_lines,
     totals,
     wait_for,
     write_spec,
@@ -166,7 +166,7 @@ class FaultRun:
         self.name = name
         self.cluster = cluster
         self.bootstrap = bootstrap
-        self.lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+        self.lines = ticket_lines()
         self.expected = expected_outputs(self.lines)
         run_id = uuid.uuid4().hex[:8]
         self.spec, self.topics = write_spec(tmp_path, bootstrap, run_id)

@@ -35,7 +35,6 @@ from confluent_kafka import Consumer
 
 from e2e.test_standalone_failover import (
     DELEGATION_ROUTES,
-    TICKETS,
     TaskManagerKill,
     cancel,
     create_ticket_topics,
@@ -47,6 +46,7 @@ from e2e.test_standalone_failover import (
     start_witness,
     submit,
     taskmanager_log_tail,
+    ticket_lines,
     totals,
     wait_for,
     write_spec,
@@ -142,7 +142,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
 ) -> None:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+    lines = ticket_lines()
     expected = expected_outputs(lines)
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
     settings = yaml.safe_load(spec.read_text())

@@ -306,6 +306,11 @@ def totals(witness: ExampleServices) -> dict[str, int]:
 # --- the test ------------------------------------------------------------------------------------
 
 
+def ticket_lines() -> list[str]:
+    """The tickets of :data:`TICKETS`, one JSON line each, in file order."""
+    return [line for line in TICKETS.read_text().splitlines() if line.strip()]
+
+
 def expected_outputs(lines: list[str]) -> dict[tuple[str, int], str]:
     """(customer, seq) -> the answer: tickets of one customer get seq 0, 1, 2 in arrival order,
     and the scripted desk answers with what billing said about the ticket's prompt."""
@@ -443,7 +448,7 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
 ) -> None:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+    lines = ticket_lines()
     expected = expected_outputs(lines)
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
 
