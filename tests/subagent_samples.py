@@ -236,6 +236,19 @@ class RecordingCallRunner:
 # --- a local HTTP sub-agent server ---------------------------------------------------------------
 
 
+@contextmanager
+def serving(httpd: ThreadingHTTPServer) -> Iterator[None]:
+    """Serve ``httpd`` from a thread of its own for the block; then shut it down and close it."""
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
 class SubagentServer:
     """An HTTP sub-agent on 127.0.0.1 that counts requests per idempotency key.
 
@@ -279,14 +292,8 @@ class SubagentServer:
 
     @contextmanager
     def running(self) -> Iterator[SubagentServer]:
-        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self._httpd):
             yield self
-        finally:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            thread.join()
 
 
 # --- internal children -----------------------------------------------------------------------
