@@ -43,7 +43,7 @@ from flink_agents.durable.store import (
     RecoveryMarker,
     StoreWriteError,
 )
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from tests.sample_agents import add_scripted_connection
 
 
 class Review(BaseModel):
@@ -131,13 +131,7 @@ def model_agent(
         subagents=subagents,
         tools=tools,
     )
-    agent.add_resource(
-        "conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=name,
-        turns=turns,
-    )
+    add_scripted_connection(agent, name, turns)
     return agent
 
 
@@ -325,13 +319,7 @@ def react_child(
         prompt=prompt,
         output_schema=output_schema,
     )
-    agent.add_resource(
-        f"{name}_conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=name,
-        turns=turns,
-    )
+    add_scripted_connection(agent, name, turns, resource=f"{name}_conn")
     return agent
 
 
