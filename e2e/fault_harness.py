@@ -33,23 +33,24 @@ from typing import Any
 import pytest
 import yaml
 from kafka import KafkaConsumer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.test_standalone_failover import (
     CALLS_PER_TICKET,
     LATENCY_S,
     SERVICES_PORT,
-    TICKETS,
     Outputs,
     cancel,
+    create_ticket_topics,
     expected_outputs,
     failover_causes,
     job_running,
+    job_status,
     release,
     rest,
     start_producer,
     submit,
     taskmanager_log_tail,
+    ticket_lines,
     totals,
     wait_for,
     write_spec,
@@ -165,7 +166,7 @@ class FaultRun:
         self.name = name
         self.cluster = cluster
         self.bootstrap = bootstrap
-        self.lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+        self.lines = ticket_lines()
         self.expected = expected_outputs(self.lines)
         run_id = uuid.uuid4().hex[:8]
         self.spec, self.topics = write_spec(tmp_path, bootstrap, run_id)
@@ -184,14 +185,7 @@ class FaultRun:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> FaultRun:
-        self.admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        # One partition each: tickets of a customer arrive in file order, so their seq is known.
-        self.admin.create_topics(
-            [
-                NewTopic(self.topics[t], num_partitions=1, replication_factor=1)
-                for t in ("input", "output")
-            ]
-        )
+        self.admin = create_ticket_topics(self.bootstrap, self.topics)
         self.witness = self._start_witness()
         self.outputs = Outputs(self.bootstrap, self.topics["output"]).start()
         try:
@@ -224,17 +218,9 @@ class FaultRun:
         return time.monotonic() - self.started
 
     def state(self) -> str:
-        job = "-"
-        if self.job_id:
-            try:
-                details = rest(self.cluster, f"/jobs/{self.job_id}")
-                job = f"{details['state']} " + ", ".join(
-                    f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
-                )
-            except OSError as exc:
-                job = f"REST failed: {exc}"
         return (
-            f"[{self.name}] +{self.elapsed():.1f} s job {self.job_id}: {job}\n"
+            f"[{self.name}] +{self.elapsed():.1f} s job {self.job_id}: "
+            f"{job_status(self.cluster, self.job_id)}\n"
             f"produced {len(self.produced)}/{len(self.lines)} tickets, "
             f"{len(self.outputs.answered())} answers, witness calls {totals(self.witness)}\n"
             + taskmanager_log_tail(self.cluster)

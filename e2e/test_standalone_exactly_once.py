@@ -32,13 +32,12 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.test_standalone_failover import (
     DELEGATION_ROUTES,
-    TICKETS,
     TaskManagerKill,
     cancel,
+    create_ticket_topics,
     expected_outputs,
     job_running,
     release,
@@ -47,6 +46,7 @@ from e2e.test_standalone_failover import (
     start_witness,
     submit,
     taskmanager_log_tail,
+    ticket_lines,
     totals,
     wait_for,
     write_spec,
@@ -142,7 +142,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
 ) -> None:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+    lines = ticket_lines()
     expected = expected_outputs(lines)
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
     settings = yaml.safe_load(spec.read_text())
@@ -152,10 +152,7 @@ def test_taskmanager_kill_leaves_each_committed_answer_once(
     settings["checkpointing"]["interval_ms"] = CHECKPOINT_INTERVAL_MS
     spec.write_text(yaml.safe_dump(settings, sort_keys=False))
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    admin.create_topics(
-        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
-    )
+    admin = create_ticket_topics(kafka_bootstrap, topics)
     witness = start_witness()
     committed = TopicReader(kafka_bootstrap, topics["output"], "read_committed").start()
     everything = TopicReader(kafka_bootstrap, topics["output"], "read_uncommitted").start()

@@ -183,6 +183,21 @@ def job_running(cluster: Any, job_id: str) -> bool:
     return job["state"] == "RUNNING" and all(v["status"] == "RUNNING" for v in job["vertices"])
 
 
+def job_status(cluster: Any, job_id: str | None) -> str:
+    """The job's state and its vertices' (``-`` before it is submitted), for what a wait that
+    timed out prints."""
+    job = "-"
+    if job_id:
+        try:
+            details = rest(cluster, f"/jobs/{job_id}")
+            job = f"{details['state']} " + ", ".join(
+                f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
+            )
+        except OSError as exc:
+            job = f"REST failed: {exc}"
+    return job
+
+
 def taskmanager_pids(cluster: Any) -> list[int]:
     """The TaskManager JVMs started by scripts/flink-cluster.sh (from its pid folder)."""
     pid_files = Path(cluster.env["FLINK_PID_DIR"]).glob("*taskexecutor*.pid")
@@ -291,6 +306,11 @@ def totals(witness: ExampleServices) -> dict[str, int]:
 # --- the test ------------------------------------------------------------------------------------
 
 
+def ticket_lines() -> list[str]:
+    """The tickets of :data:`TICKETS`, one JSON line each, in file order."""
+    return [line for line in TICKETS.read_text().splitlines() if line.strip()]
+
+
 def expected_outputs(lines: list[str]) -> dict[tuple[str, int], str]:
     """(customer, seq) -> the answer: tickets of one customer get seq 0, 1, 2 in arrival order,
     and the scripted desk answers with what billing said about the ticket's prompt."""
@@ -384,6 +404,18 @@ def cancel(cluster: Any, job_id: str) -> None:
         print(f"cancelling {job_id} failed: {exc}")
 
 
+def create_ticket_topics(bootstrap: str, topics: dict[str, str]) -> KafkaAdminClient:
+    """Create the input and output topics; returns the admin client, for :func:`release`.
+
+    One partition each: tickets of a customer arrive in file order, so their seq is known.
+    """
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics(
+        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
+    )
+    return admin
+
+
 def start_witness() -> ExampleServices:
     """The example services on their fixed port; another run's services may hold it briefly."""
     deadline = time.monotonic() + 60
@@ -416,15 +448,11 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
 ) -> None:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+    lines = ticket_lines()
     expected = expected_outputs(lines)
     spec, topics = write_spec(tmp_path, kafka_bootstrap, run_id)
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    # One partition each: tickets of a customer arrive in file order, so their seq is known.
-    admin.create_topics(
-        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
-    )
+    admin = create_ticket_topics(kafka_bootstrap, topics)
     witness = start_witness()
     outputs = Outputs(kafka_bootstrap, topics["output"]).start()
     produced: list[float] = []
@@ -433,17 +461,9 @@ def test_taskmanager_kill_loses_nothing_and_repeats_no_completed_call(
     timings: dict[str, float] = {}
 
     def state() -> str:
-        job = "-"
-        if job_id:
-            try:
-                details = rest(flink_cluster, f"/jobs/{job_id}")
-                job = f"{details['state']} " + ", ".join(
-                    f"{v['name'][:40]}: {v['status']}" for v in details["vertices"]
-                )
-            except OSError as exc:
-                job = f"REST failed: {exc}"
         return (
-            f"job {job_id}: {job}\nproduced {len(produced)}/{len(lines)} tickets, "
+            f"job {job_id}: {job_status(flink_cluster, job_id)}\n"
+            f"produced {len(produced)}/{len(lines)} tickets, "
             f"{len(outputs.answered())} answers, witness calls {totals(witness)}\n"
             + taskmanager_log_tail(flink_cluster)
         )

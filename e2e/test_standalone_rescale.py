@@ -30,14 +30,13 @@ from typing import Any
 
 import pytest
 import yaml
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.test_standalone_failover import (
     CALLS_PER_TICKET,
     DELEGATION_ROUTES,
-    TICKETS,
     Outputs,
     cancel,
+    create_ticket_topics,
     expected_outputs,
     job_running,
     release,
@@ -46,6 +45,7 @@ from e2e.test_standalone_failover import (
     start_witness,
     submit,
     taskmanager_log_tail,
+    ticket_lines,
     totals,
     wait_for,
     write_spec,
@@ -90,7 +90,7 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
 ) -> None:
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    lines = [line for line in TICKETS.read_text().splitlines() if line.strip()]
+    lines = ticket_lines()
     expected = expected_outputs(lines)
     # In file order, one batch per stage: each customer's seq is known.
     size = -(-len(lines) // len(STAGES))
@@ -101,10 +101,7 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
     settings["store"]["partitions"] = STORE_PARTITIONS
     spec.write_text(yaml.safe_dump(settings, sort_keys=False))
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    admin.create_topics(
-        [NewTopic(topics[t], num_partitions=1, replication_factor=1) for t in ("input", "output")]
-    )
+    admin = create_ticket_topics(kafka_bootstrap, topics)
     witness = start_witness()
     outputs = Outputs(kafka_bootstrap, topics["output"]).start()
     produced: list[float] = []

@@ -41,12 +41,17 @@ def _add_source(parser: argparse.ArgumentParser, help_text: str) -> None:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an agent to its plan JSON."""
-    text = load_plan(args.source, args.agent).to_json()
-    if args.output:
-        Path(args.output).write_text(text)
+    _write_output(load_plan(args.source, args.agent).to_json(), args.output)
+    return 0
+
+
+def _write_output(text: str, output: str | None) -> None:
+    """Write a command's result to the file ``output`` (``-o/--output``), else to stdout; a
+    file gets the result only, while what tools print stays on stdout."""
+    if output:
+        Path(output).write_text(text)
     else:
         sys.stdout.write(text)
-    return 0
 
 
 def _records(path: str) -> Iterator[Any]:
@@ -98,11 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for result in results
         for event in result.outputs
     ]
-    text = "".join(f"{line}\n" for line in lines)
-    if args.output:  # a file of JSON lines only: what tools print stays on stdout
-        Path(args.output).write_text(text)
-    else:
-        sys.stdout.write(text)
+    _write_output("".join(f"{line}\n" for line in lines), args.output)
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -61,6 +62,14 @@ class FlinkCluster:
     def get(self, path: str) -> dict:
         with urllib.request.urlopen(self.rest_url + path, timeout=10) as response:
             return json.load(response)
+
+
+def submitted_job_id(done: subprocess.CompletedProcess[str]) -> str:
+    """The id of the job a ``flink run`` (or ``flink-agents submit``) that succeeded printed."""
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = re.search(r"JobID ([0-9a-f]{32})", done.stdout)
+    assert found, done.stdout
+    return found.group(1)
 
 
 @pytest.fixture(scope="session")

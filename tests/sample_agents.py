@@ -100,6 +100,21 @@ async def gated(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=event.input))
 
 
+def add_scripted_connection(
+    agent: Agent, name: str, turns: list[dict[str, Any]], *, resource: str = "conn", **options: Any
+) -> None:
+    """Add the chat model connection ``resource``: the scripted model ``name`` (its counters'
+    name) playing ``turns``; ``options`` are its other arguments, e.g. ``latency_seconds``."""
+    agent.add_resource(
+        resource,
+        ResourceType.CHAT_MODEL_CONNECTION,
+        ScriptedChatModelConnection,
+        name=name,
+        turns=turns,
+        **options,
+    )
+
+
 def react_agent(
     turns: list[dict[str, Any]],
     *,
@@ -116,12 +131,5 @@ def react_agent(
         output_schema=Answer if structured else None,
         tools=[add, lookup],
     )
-    agent.add_resource(
-        "conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=name,
-        turns=turns,
-        latency_seconds=latency,
-    )
+    add_scripted_connection(agent, name, turns, latency_seconds=latency)
     return agent

@@ -43,7 +43,7 @@ from flink_agents.durable.store import (
     RecoveryMarker,
     StoreWriteError,
 )
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from tests.sample_agents import add_scripted_connection
 
 
 class Review(BaseModel):
@@ -131,13 +131,7 @@ def model_agent(
         subagents=subagents,
         tools=tools,
     )
-    agent.add_resource(
-        "conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=name,
-        turns=turns,
-    )
+    add_scripted_connection(agent, name, turns)
     return agent
 
 
@@ -236,6 +230,19 @@ class RecordingCallRunner:
 # --- a local HTTP sub-agent server ---------------------------------------------------------------
 
 
+@contextmanager
+def serving(httpd: ThreadingHTTPServer) -> Iterator[None]:
+    """Serve ``httpd`` from a thread of its own for the block; then shut it down and close it."""
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
 class SubagentServer:
     """An HTTP sub-agent on 127.0.0.1 that counts requests per idempotency key.
 
@@ -279,14 +286,8 @@ class SubagentServer:
 
     @contextmanager
     def running(self) -> Iterator[SubagentServer]:
-        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(self._httpd):
             yield self
-        finally:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            thread.join()
 
 
 # --- internal children -----------------------------------------------------------------------
@@ -318,13 +319,7 @@ def react_child(
         prompt=prompt,
         output_schema=output_schema,
     )
-    agent.add_resource(
-        f"{name}_conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=name,
-        turns=turns,
-    )
+    add_scripted_connection(agent, name, turns, resource=f"{name}_conn")
     return agent
 
 

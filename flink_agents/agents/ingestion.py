@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flink_agents.agents.retrieval import embed_texts
+from flink_agents.agents.retrieval import VECTOR_RESOURCE_KEYS, embed_texts
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.context import RunnerContext
 from flink_agents.api.events import InputEvent, OutputEvent
@@ -115,10 +115,7 @@ def chunk_records(
 @action(
     InputEvent,
     sends=[OutputEvent],
-    resource_keys={
-        "embedding_model": ResourceType.EMBEDDING_MODEL,
-        "vector_store": ResourceType.VECTOR_STORE,
-    },
+    resource_keys=VECTOR_RESOURCE_KEYS,
 )
 async def ingest_document(event: InputEvent, ctx: RunnerContext) -> None:
     """Chunk, embed and upsert the input document; delete its chunks that no longer exist.

@@ -25,6 +25,13 @@ from flink_agents.api.events import Event, InputEvent
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.vector_stores import VectorMatch, VectorStore
 
+VECTOR_RESOURCE_KEYS: Mapping[str, ResourceType] = {
+    "embedding_model": ResourceType.EMBEDDING_MODEL,
+    "vector_store": ResourceType.VECTOR_STORE,
+}
+"""The ``resource_keys`` of an action whose config names an embedding model and a vector store
+(retrieval and ingestion): the plan checks that they name resources of these types."""
+
 NO_PASSAGES = "(no passages found)"
 CONTEXT_INSTRUCTION = (
     "Answer from the passages below; say so when they do not hold the answer. "
@@ -125,10 +132,7 @@ def query_text(value: Any, query_field: str | None) -> str:
 @action(
     InputEvent,
     sends=[RetrievedInputEvent],
-    resource_keys={
-        "embedding_model": ResourceType.EMBEDDING_MODEL,
-        "vector_store": ResourceType.VECTOR_STORE,
-    },
+    resource_keys=VECTOR_RESOURCE_KEYS,
 )
 async def retrieve_input(event: InputEvent, ctx: RunnerContext) -> None:
     """Retrieve passages for the run's input (settings: the action config)."""

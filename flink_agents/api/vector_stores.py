@@ -35,7 +35,6 @@ _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "$in": lambda value, options: value in options,
     "$nin": lambda value, options: value not in options,
 }
-FILTER_OPERATORS = tuple(_COMPARISONS)
 
 
 class VectorRecord(BaseModel):

@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 
 from flink_agents.agents import ReActAgent
-from flink_agents.api import Agent, ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
+from flink_agents.api import Agent, ChatModelSetup, Prompt, ResourceDescriptor
 from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA
 from flink_agents.plan import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
+from tests.sample_agents import add_scripted_connection
 from tests.subagent_samples import (
     LOOKUPS,
     RecordingCallRunner,
@@ -105,13 +106,7 @@ def test_bare_child_inherits_nothing(configured):
         prompt=Prompt(text="PARENT ONLY: {input}") if configured == "prompt" else None,
         output_schema=Review if configured == "output_schema" else None,
     )
-    parent.add_resource(
-        "conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name=f"{name}-parent",
-        turns=turns,
-    )
+    add_scripted_connection(parent, f"{name}-parent", turns)
     parent.add_subagent("child", react_child(name, ECHO), input_schema=TEXT_INPUT_SCHEMA)
     runner = RecordingCallRunner()
     _run(parent, "go", runner)

@@ -48,7 +48,7 @@ from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 from flink_agents.testing import replay
 from tests.durable.helpers import PROBE
-from tests.subagent_samples import add_subagents
+from tests.subagent_samples import add_subagents, serving
 
 AGENT = "faults"
 FAST_RETRY: dict[str, Any] = {"max_attempts": 3, "initial_backoff_seconds": 0.01}
@@ -121,15 +121,11 @@ class ScriptedService:
 
     @contextmanager
     def running(self) -> Iterator[ScriptedService]:
-        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self._release.set()
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            thread.join()
+        with serving(self._httpd):
+            try:
+                yield self
+            finally:
+                self._release.set()  # held requests end instead of waiting forever
 
 
 @action_decorator(InputEvent)

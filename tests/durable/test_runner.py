@@ -20,9 +20,12 @@ from flink_agents.durable.store import (
     InMemoryLog,
     RunKey,
 )
+from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
 from flink_agents.runtime import ActionError, RunEngine, run_local
+from flink_agents.runtime.engine import RunResult
+from flink_agents.runtime.state import KeyState
 from flink_agents.testing import agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -56,6 +59,25 @@ async def _crash_then_restore(plan, value: Any) -> tuple[Any, InMemoryActionStat
     state = await h.crash_mid_run(plan, store, "k", value)
     PROBE.counts.clear()
     return state, _store_after_crash(True, log, store, marker)
+
+
+def _crash_at_third_then_replay(
+    plan: AgentPlan, *, variant: str | None = None
+) -> tuple[RunResult, KeyState]:
+    """Run ``{}`` on a new in-memory store until its held "third" call and crash; then set
+    ``PROBE.variant`` (the code as it is now) if given, clear the probe's counts and replay on
+    the same store. Returns the replay's result and key state."""
+    store = InMemoryActionStateStore()
+
+    async def scenario() -> tuple[RunResult, KeyState]:
+        PROBE.hold = "third"
+        state = await h.crash_mid_run(plan, store, "k", {})
+        if variant is not None:
+            PROBE.variant = variant
+        PROBE.counts.clear()
+        return await replay(plan, store, "k", state)
+
+    return asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("restored", [False, True], ids=["same-store", "restored-store"])
@@ -174,18 +196,8 @@ def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, exp
 
 @pytest.mark.parametrize(("variant", "what"), [("b", "order"), ("c", "arguments")])
 def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
-    plan = agent_plan(h.variant_calls)
-    store = InMemoryActionStateStore()
-
-    async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.variant = variant
-        PROBE.counts.clear()
-        return await replay(plan, store, "k", state)
-
     with pytest.raises(ActionError) as info:
-        asyncio.run(scenario())
+        _crash_at_third_then_replay(agent_plan(h.variant_calls), variant=variant)
     mismatch = info.value.__cause__
     assert isinstance(mismatch, ReplayMismatchError)
     assert mismatch.requested is not None
@@ -228,17 +240,9 @@ async def call_calc(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
-    plan = agent_plan(call_calc)
-    store = InMemoryActionStateStore()
-
-    async def scenario():
-        PROBE.variant, PROBE.hold = "add", "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.variant = "subtract"
-        return await replay(plan, store, "k", state)
-
+    PROBE.variant = "add"
     with pytest.raises(ActionError) as info:
-        asyncio.run(scenario())
+        _crash_at_third_then_replay(agent_plan(call_calc), variant="subtract")
     mismatch = info.value.__cause__
     assert isinstance(mismatch, ReplayMismatchError) and mismatch.requested is not None
     assert (mismatch.position, mismatch.recorded.call_id) == (0, "#0")
@@ -249,17 +253,8 @@ def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
 
 def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):
     plan = agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
-    store = InMemoryActionStateStore()
-
-    async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.variant = "c"
-        PROBE.counts.clear()
-        return await replay(plan, store, "k", state)
-
     with caplog.at_level(logging.WARNING, logger="flink_agents.durable.runner"):
-        result, _ = asyncio.run(scenario())
+        result, _ = _crash_at_third_then_replay(plan, variant="c")
     # first(1) matched its record; second(99) differs: it and everything after run again
     assert PROBE.counts == {"second": 1, "third": 1}
     assert result.output_values == [[2, 100, 1]]
@@ -279,17 +274,8 @@ async def shrinking(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_recorded_calls_the_code_no_longer_makes_are_a_mismatch():
-    plan = agent_plan(shrinking)
-    store = InMemoryActionStateStore()
-
-    async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.variant = "gone"
-        return await replay(plan, store, "k", state)
-
     with pytest.raises(ActionError) as info:
-        asyncio.run(scenario())
+        _crash_at_third_then_replay(agent_plan(shrinking), variant="gone")
     mismatch = info.value.__cause__
     assert isinstance(mismatch, ReplayMismatchError)
     assert (mismatch.position, mismatch.recorded.call_id, mismatch.requested) == (0, "#0", None)
@@ -418,15 +404,6 @@ async def sync_then_held(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 def test_synchronous_durable_calls_are_recorded_and_replayed():
-    plan = agent_plan(sync_then_held)
-    store = InMemoryActionStateStore()
-
-    async def scenario():
-        PROBE.hold = "third"
-        state = await h.crash_mid_run(plan, store, "k", {})
-        PROBE.counts.clear()
-        return await replay(plan, store, "k", state)
-
-    result, _ = asyncio.run(scenario())
+    result, _ = _crash_at_third_then_replay(agent_plan(sync_then_held))
     assert PROBE.counts == {"third": 1}
     assert result.output_values == [["SYNC", 2]]

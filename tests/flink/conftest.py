@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 
 from flink_agents.flink.job import JobSpec
 
@@ -25,6 +27,33 @@ def job_spec_settings(checkpoint_dir: Path, **fields: Any) -> dict[str, str]:
         **fields,
     )
     return spec.flink_config()
+
+
+def filesystem_checkpoints(folder: Path, interval: str) -> dict[str, str]:
+    """The settings of an environment of one's own that checkpoints every ``interval`` (e.g.
+    ``"500 ms"``) into ``folder``, where each completed checkpoint leaves ``chk-<n>/_metadata``."""
+    return {
+        "execution.checkpointing.interval": interval,
+        "execution.checkpointing.storage": "filesystem",
+        "execution.checkpointing.dir": folder.as_uri(),
+    }
+
+
+def completed_checkpoints(folder: Path) -> list[Path]:
+    """The ``_metadata`` files of the completed checkpoints in ``folder`` (Flink deletes the ones
+    it subsumes)."""
+    return sorted(folder.rglob("chk-*/_metadata"))
+
+
+def produce_json(bootstrap: str, topic: str, records: Iterable[Any]) -> None:
+    """Write ``records`` to ``topic`` as JSON values; returns once the broker acknowledged all."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        sent = [producer.send(topic, json.dumps(record).encode()) for record in records]
+        for future in sent:
+            future.get(timeout=30)
+    finally:
+        producer.close()
 
 
 @pytest.fixture()

@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
 
 from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime.options import OperatorOptions
+from tests.flink.conftest import completed_checkpoints, filesystem_checkpoints, produce_json
 from tests.sample_agents import react_agent
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -39,7 +39,7 @@ def slow_sink(value: str) -> str:
 
 def _last_checkpoint(folder: Path) -> int:
     """The number of the newest completed checkpoint (Flink deletes the ones it subsumes)."""
-    done = [int(p.parent.name.removeprefix("chk-")) for p in folder.rglob("chk-*/_metadata")]
+    done = [int(p.parent.name.removeprefix("chk-")) for p in completed_checkpoints(folder)]
     return max(done, default=0)
 
 
@@ -47,22 +47,14 @@ def test_a_slow_sink_slows_the_agent_without_loss_and_checkpoints_go_on(
     make_flink_env, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     topic = f"backpressure-{uuid.uuid4().hex[:8]}"
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    for n in range(INPUTS):
-        # 4 KB records in 4 KB network buffers: a few dozen fill the buffers between the tasks
-        city = f"c{n}-" + "x" * 4096
-        producer.send(topic, json.dumps({"id": f"t{n}", "city": city}).encode())
-    producer.flush(timeout=30)
-    producer.close()
+    # 4 KB records in 4 KB network buffers: a few dozen fill the buffers between the tasks
+    tickets = [{"id": f"t{n}", "city": f"c{n}-" + "x" * 4096} for n in range(INPUTS)]
+    produce_json(kafka_bootstrap, topic, tickets)
 
     checkpoints = tmp_path / "ckpt"
     env = make_flink_env(
-        **{
-            "execution.checkpointing.interval": "500 ms",
-            "execution.checkpointing.storage": "filesystem",
-            "execution.checkpointing.dir": checkpoints.as_uri(),
-            "taskmanager.memory.segment-size": "4kb",
-        }
+        **filesystem_checkpoints(checkpoints, "500 ms"),
+        **{"taskmanager.memory.segment-size": "4kb"},
     )
     ScriptedChatModelConnection.reset_stats(MODEL)
     agent = react_agent([{"content": '{"city": "$input", "total": 1}'}], latency=0.02, name=MODEL)

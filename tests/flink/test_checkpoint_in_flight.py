@@ -13,10 +13,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
 
 from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.providers.scripted import ScriptedChatModelConnection
+from tests.flink.conftest import completed_checkpoints, filesystem_checkpoints, produce_json
 from tests.sample_agents import react_agent
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -25,26 +25,14 @@ MODEL = "slow-for-checkpoint"
 LATENCY_S = 6.0
 
 
-def _completed_checkpoints(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("chk-*/_metadata"))
-
-
 def test_checkpoint_completes_during_a_slow_model_call(
     make_flink_env, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     topic = f"ckpt-in-flight-{uuid.uuid4().hex[:8]}"
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    producer.send(topic, json.dumps({"id": "k1", "city": "Oslo"}).encode()).get(timeout=30)
-    producer.close()
+    produce_json(kafka_bootstrap, topic, [{"id": "k1", "city": "Oslo"}])
 
     checkpoints = tmp_path / "ckpt"
-    env = make_flink_env(
-        **{
-            "execution.checkpointing.interval": "300 ms",
-            "execution.checkpointing.storage": "filesystem",
-            "execution.checkpointing.dir": checkpoints.as_uri(),
-        }
-    )
+    env = make_flink_env(**filesystem_checkpoints(checkpoints, "300 ms"))
     ScriptedChatModelConnection.reset_stats(MODEL)
     agent = react_agent(
         [{"content": '{"city": "$input", "total": 1}'}], latency=LATENCY_S, name=MODEL
@@ -60,12 +48,12 @@ def test_checkpoint_completes_during_a_slow_model_call(
             time.sleep(0.05)
         assert stats.in_flight == 1, "the model call never started"
         call_started = time.monotonic()
-        before = set(_completed_checkpoints(checkpoints))
+        before = set(completed_checkpoints(checkpoints))
 
         completed_during_call: list[Path] = []
         while stats.in_flight == 1 and not completed_during_call:
             completed_during_call = [
-                p for p in _completed_checkpoints(checkpoints) if p not in before
+                p for p in completed_checkpoints(checkpoints) if p not in before
             ]
             time.sleep(0.05)
         still_in_flight = stats.in_flight == 1 and stats.total == 1

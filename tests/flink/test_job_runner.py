@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import urllib.request
@@ -14,6 +13,7 @@ import pytest
 
 from flink_agents.flink.job import load_job
 from flink_agents.flink.job_runner import submit_command, with_overrides
+from tests.conftest import submitted_job_id
 
 REPO = Path(__file__).resolve().parents[2]
 README_SUBMIT = (
@@ -96,10 +96,7 @@ def test_the_readme_submit_command_runs_the_job_without_the_venv_on_path(
         README_SUBMIT.split(), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
 
-    assert done.returncode == 0, done.stdout + done.stderr
-    job_id = re.search(r"JobID ([0-9a-f]{32})", done.stdout)
-    assert job_id, done.stdout
-    job = flink_cluster.get(f"/jobs/{job_id.group(1)}")
+    job = flink_cluster.get(f"/jobs/{submitted_job_id(done)}")
     assert (job["name"], job["state"]) == ("weather", "FINISHED")
     printed = [
         json.loads(line)

@@ -4,7 +4,6 @@ of the standalone cluster."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from collections import Counter
@@ -17,6 +16,7 @@ from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.job_runner import submit_command
 from flink_agents.observability import CallFinished, EventLogConfig, RunFinished
 from flink_agents.observability.trace import read_records
+from tests.conftest import submitted_job_id
 
 pytestmark = pytest.mark.flink
 
@@ -63,10 +63,7 @@ def test_the_job_publishes_its_metrics_to_flink(flink_cluster, tmp_path: Path) -
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    found = re.search(r"JobID ([0-9a-f]{32})", done.stdout)
-    assert found, done.stdout
-    job_id = found.group(1)
+    job_id = submitted_job_id(done)
 
     try:
         vertex = _agent_vertex(flink_cluster, job_id)

@@ -26,10 +26,9 @@ from pyflink.datastream.connectors.file_system import FileSink
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor
-from flink_agents.api.resources import ResourceType
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
-from flink_agents.providers.scripted import ScriptedChatModelConnection
-from tests.flink.conftest import job_spec_settings
+from tests.flink.conftest import filesystem_checkpoints, job_spec_settings
+from tests.sample_agents import add_scripted_connection
 
 pytestmark = [pytest.mark.flink]
 
@@ -62,13 +61,8 @@ def _one_call_agent() -> ReActAgent:
         chat_model=ResourceDescriptor.of(ChatModelSetup, connection="model", model="restore"),
         prompt=Prompt(text="{text}"),
     )
-    agent.add_resource(
-        "model",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name="restore-test",
-        turns=[{"content": "ok: $input"}],
-        latency_seconds=0.05,
+    add_scripted_connection(
+        agent, "restore-test", [{"content": "ok: $input"}], resource="model", latency_seconds=0.05
     )
     return agent
 
@@ -85,9 +79,7 @@ def _settings(how: str, tmp_path: Path) -> dict[str, str]:
         )
     # A user's own environment: PyFlink's defaults (process mode, 1,000 elements per bundle).
     return {
-        "execution.checkpointing.interval": "200 ms",
-        "execution.checkpointing.storage": "filesystem",
-        "execution.checkpointing.dir": checkpoints.as_uri(),
+        **filesystem_checkpoints(checkpoints, "200 ms"),
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": "3",
         "restart-strategy.fixed-delay.delay": "200 ms",

@@ -25,10 +25,10 @@ from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.mcp import McpServer
-from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 from tests.providers import mcp_servers
 from tests.providers.mcp_servers import invocations
+from tests.sample_agents import add_scripted_connection
 
 # Round 1 records "first"; round 2 records "second", whose first invocation hangs; then answer.
 SCRIPT = [
@@ -57,13 +57,7 @@ def failover_plan(log: Path) -> AgentPlan:
         },
         timeout_seconds=30,
     )
-    agent.add_resource(
-        "scripted",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name="mcp_failover",
-        turns=SCRIPT,
-    )
+    add_scripted_connection(agent, "mcp_failover", SCRIPT, resource="scripted")
     return compile_agent(agent)
 
 

@@ -19,6 +19,7 @@ from flink_agents.api.subagents.http import HttpSubagent
 from flink_agents.plan import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
+from tests.sample_agents import add_scripted_connection
 from tests.subagent_samples import (
     LOOKUPS,
     RecordingCallRunner,
@@ -82,12 +83,8 @@ def test_child_falls_back_to_parent_resources():
         ResourceType.CHAT_MODEL,
         ResourceDescriptor.of("flink_agents.api:ChatModelSetup", connection="shared_conn"),
     )
-    parent.add_resource(
-        "shared_conn",
-        ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
-        name="shared",
-        turns=[{"content": "child says $input"}],
+    add_scripted_connection(
+        parent, "shared", [{"content": "child says $input"}], resource="shared_conn"
     )
     child = ReActAgent(name="bare", chat_model="shared_model")  # declares no model of its own
     parent.add_subagent("bare", child)

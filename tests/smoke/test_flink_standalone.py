@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import submitted_job_id
 from tests.smoke.keyed_count_job import EXPECTED_FINAL_COUNTS
 
 pytestmark = [pytest.mark.flink, pytest.mark.cluster]
@@ -32,10 +32,8 @@ def test_flink_run_py_finishes(flink_cluster, tmp_path: Path) -> None:
         text=True,
         timeout=240,
     )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    job_id = re.search(r"JobID ([0-9a-f]{32})", completed.stdout)
-    assert job_id, completed.stdout
+    job_id = submitted_job_id(completed)
 
-    assert flink_cluster.get(f"/jobs/{job_id.group(1)}")["state"] == "FINISHED"
+    assert flink_cluster.get(f"/jobs/{job_id}")["state"] == "FINISHED"
     final = dict(line.split(",") for line in output.read_text().split())
     assert {k: int(v) for k, v in final.items()} == EXPECTED_FINAL_COUNTS

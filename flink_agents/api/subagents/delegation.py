@@ -123,11 +123,12 @@ class SubagentError(RuntimeError):
         super().__init__(_utf8_head(message, MAX_ERROR_BYTES))
 
 
-def failure_message(error: BaseException, limit: int = MAX_ERROR_BYTES) -> str:
-    """``Type: message`` then the innermost frames of the trace, within ``limit`` UTF-8 bytes."""
-    summary = _utf8_head(f"{type(error).__name__}: {error}", limit)
+def failure_message(error: BaseException) -> str:
+    """``Type: message`` then the innermost frames of the trace, within ``MAX_ERROR_BYTES``
+    UTF-8 bytes."""
+    summary = _utf8_head(f"{type(error).__name__}: {error}", MAX_ERROR_BYTES)
     frames = "".join(traceback.format_tb(error.__traceback__)).rstrip()
-    room = limit - len(summary.encode()) - 1
+    room = MAX_ERROR_BYTES - len(summary.encode()) - 1
     if not frames or room <= 0:
         return summary
     tail = frames.encode()[-room:].decode(errors="ignore")

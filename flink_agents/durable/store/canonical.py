@@ -168,13 +168,15 @@ MAX_ARGUMENTS_BYTES = 8192
 _ARGUMENTS_CUT = "\n[... cut: {n} bytes in total, the first part kept ...]"
 
 
-def arguments_text(arguments: dict[str, Any], limit: int = MAX_ARGUMENTS_BYTES) -> str:
+def arguments_text(arguments: dict[str, Any]) -> str:
     """`canonical_arguments`' result as indented JSON, one field per line (so that two of them
-    diff readably), capped at `limit` UTF-8 bytes keeping the head (where a prompt starts).
+    diff readably), capped at `MAX_ARGUMENTS_BYTES` UTF-8 bytes keeping the head (where a
+    prompt starts).
 
     Keys keep the order the values have (a model's field order): pydantic's serializer is
     about 10x faster than `json.dumps` with an indent, and this runs for every call."""
     data = pydantic_core.to_json(arguments, indent=1)
-    if len(data) <= limit:
+    if len(data) <= MAX_ARGUMENTS_BYTES:
         return data.decode("utf-8")
-    return data[:limit].decode("utf-8", errors="ignore") + _ARGUMENTS_CUT.format(n=len(data))
+    cut = data[:MAX_ARGUMENTS_BYTES].decode("utf-8", errors="ignore")
+    return cut + _ARGUMENTS_CUT.format(n=len(data))

@@ -42,7 +42,6 @@ from flink_agents.durable.store.base import (
     PartitionMark,
     RecoveryMarker,
     RestoreReport,
-    partition_for,
     partition_of_key,
 )
 from flink_agents.durable.store.codec import RecordCodec, record_epoch
@@ -127,10 +126,6 @@ class LogStore(abc.ABC):
         """Records from `starts` (per partition) up to the end offsets at call time."""
 
     # -- ActionStateStore ---------------------------------------------------------------------
-
-    def partition_of(self, run: RunKey) -> int:
-        """The partition holding `run`'s states (see `partition_for`)."""
-        return partition_for(run, self.partitions)
 
     def put(self, state: ActionState) -> None:
         """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""

@@ -48,16 +48,17 @@ def now_ms() -> float:
     return time.time() * 1000.0
 
 
-def cap_text(text: str, limit: int = MAX_TRACE_BYTES) -> str:
-    """Cap `text` at `limit` UTF-8 bytes, keeping the tail (where a traceback's cause is).
+def cap_text(text: str) -> str:
+    """Cap `text` at `MAX_TRACE_BYTES` UTF-8 bytes, keeping the tail (where a traceback's cause
+    is).
 
     A truncated result starts with a marker that gives the original size.
     """
     data = text.encode("utf-8")
-    if len(data) <= limit:
+    if len(data) <= MAX_TRACE_BYTES:
         return text
     marker = _TRUNCATION_MARKER.format(n=len(data))
-    keep = limit - len(marker.encode("utf-8"))
+    keep = MAX_TRACE_BYTES - len(marker.encode("utf-8"))
     return marker + data[-keep:].decode("utf-8", errors="ignore")
 
 
