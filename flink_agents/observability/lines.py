@@ -94,3 +94,10 @@ def render_line(
         parts += (key, payload_json(value))
     parts.append(b"}")
     return b"".join(parts)
+
+
+def members_line(fields: Mapping[str, Any], members: bytes) -> bytes:
+    """The JSON line (UTF-8) of a record with ``fields`` (as :func:`render_line` takes them)
+    and payload fields ``members``, their JSON members rendered together
+    (:meth:`~flink_agents.observability.payloads.PayloadWriter.members`)."""
+    return b"%s,%s}" % (fields_json(fields)[:-1], members)

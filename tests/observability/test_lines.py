@@ -14,7 +14,7 @@ from examples.weather import build_agent
 from flink_agents.api import ChatMessage, InputEvent
 from flink_agents.observability import EventLogConfig, parse_record
 from flink_agents.observability import log as log_module
-from flink_agents.observability.lines import payload_pairs, render_line
+from flink_agents.observability.lines import members_line, payload_pairs, render_line
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     CallFinished,
@@ -91,6 +91,16 @@ def test_a_line_rendered_from_fields_is_the_records_json_line(payload):
         record = construct(record_type, **fields, **written)
         line = render_line(fields, writer.json, *payload_pairs(payloads))
         assert line == record_json(record).encode()
+        assert members_line(fields, writer.members(payloads)) == line
+
+
+@pytest.mark.parametrize("max_chars", [60, 2000])
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_payloads_rendered_together_are_each_rendered_alone(payload, max_chars):
+    writer = PayloadWriter(max_chars=max_chars, secrets=[SECRET])
+    values = {"arguments": {"args": [payload], "kwargs": {}}, "result": payload}
+    alone = b",".join(b'"%s":%s' % (name.encode(), writer.json(v)) for name, v in values.items())
+    assert writer.members(values) == alone
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
