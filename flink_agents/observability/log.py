@@ -401,12 +401,13 @@ class EventLog:
             if type(value) is ChatMessage or isinstance(value, ChatMessage)  # ABCMeta's: ~1,000
             else None
         )
+        kind = call_kind(call.function)  # asked once, for the counters and the names
         if self._called is not None:
-            self._called(call_kind(call.function), outcome, latency_ms, usage)
+            self._called(kind, outcome, latency_ms, usage)
         if not self.listeners or (self._sampled and not self.kept(call.identity.run)):
             return
         identity = call.identity
-        target, function = self._names(call.function)
+        target, function = self._names.names(call.function, kind)
         run = identity.run
         fields = {
             "time": time.time(),
