@@ -5,7 +5,9 @@ A line is what :func:`~flink_agents.observability.records.record_json` writes fo
 with the same fields (tests/observability/test_lines.py pins it for every kind): the fields in
 the record's declaration order, serialized by the same serializer, with the payload fields
 (always a record's last ones) rendered on their own by
-:meth:`~flink_agents.observability.payloads.PayloadWriter.json` and appended. Building the
+:meth:`~flink_agents.observability.payloads.PayloadWriter.json` and appended (a call's two,
+arguments and result, rendered together by
+:meth:`~flink_agents.observability.payloads.PayloadWriter.members`). Building the
 record, turning payloads into JSON values and serializing those again cost about half of the
 event log's CPU (bench/results/analysis.md, "The event log's CPU").
 
@@ -94,3 +96,10 @@ def render_line(
         parts += (key, payload_json(value))
     parts.append(b"}")
     return b"".join(parts)
+
+
+def members_line(fields: Mapping[str, Any], members: bytes) -> bytes:
+    """The JSON line (UTF-8) of a record with ``fields`` (as :func:`render_line` takes them)
+    and payload fields ``members``, their JSON members rendered together
+    (:meth:`~flink_agents.observability.payloads.PayloadWriter.members`)."""
+    return b"%s,%s}" % (fields_json(fields)[:-1], members)

@@ -27,7 +27,13 @@ from pydantic_core import to_json
 
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
-from flink_agents.observability.lines import LineListener, fields_json, payload_key, render_line
+from flink_agents.observability.lines import (
+    LineListener,
+    fields_json,
+    members_line,
+    payload_key,
+    render_line,
+)
 from flink_agents.observability.listener import (
     EventListener,
     Observer,
@@ -60,8 +66,6 @@ T = TypeVar("T")
 # The payload fields' keys as a line writes them, made once.
 _INPUT = payload_key("input")
 _PAYLOAD = payload_key("payload")
-_ARGUMENTS = payload_key("arguments")
-_RESULT = payload_key("result")
 
 _ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
 
@@ -106,6 +110,9 @@ class EventLog:
         # A payload's JSON (the line path), bound once: no frame of the log's own per payload.
         self._payload_json: Callable[[Any], bytes] = (
             self.payloads.json if include_payloads else _null_json
+        )
+        self._payload_members: Callable[[dict[str, Any]], bytes] = (
+            self.payloads.members if include_payloads else _null_members
         )
         if not 0.0 < sample <= 1.0:
             raise ValueError(f"sample must be in (0, 1], got {sample}")
@@ -394,12 +401,13 @@ class EventLog:
             if type(value) is ChatMessage or isinstance(value, ChatMessage)  # ABCMeta's: ~1,000
             else None
         )
+        kind = call_kind(call.function)  # asked once, for the counters and the names
         if self._called is not None:
-            self._called(call_kind(call.function), outcome, latency_ms, usage)
+            self._called(kind, outcome, latency_ms, usage)
         if not self.listeners or (self._sampled and not self.kept(call.identity.run)):
             return
         identity = call.identity
-        target, function = self._names(call.function)
+        target, function = self._names.names(call.function, kind)
         run = identity.run
         fields = {
             "time": time.time(),
@@ -420,14 +428,14 @@ class EventLog:
             "usage": usage,
             "error": None if error is None else self._error(error),
         }
-        arguments = {"args": call.args, "kwargs": call.kwargs}
-        result = value if error is None else None
+        payloads = {
+            "arguments": {"args": call.args, "kwargs": call.kwargs},
+            "result": value if error is None else None,
+        }
         if self._records:
-            self._publish(CallFinished, fields, {"arguments": arguments, "result": result})
-        else:
-            self._line(
-                render_line(fields, self._payload_json, (_ARGUMENTS, arguments), (_RESULT, result))
-            )
+            self._publish(CallFinished, fields, payloads)
+        else:  # both payloads serialized and gated at once
+            self._line(members_line(fields, self._payload_members(payloads)))
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -467,6 +475,10 @@ class ActionWatch:
 
 def _null_json(value: Any) -> bytes:
     return b"null"
+
+
+def _null_members(values: dict[str, Any]) -> bytes:
+    return b",".join(b'"%s":null' % name.encode() for name in values)
 
 
 def _teller(hooks: list[Callable[..., None]]) -> Callable[..., None] | None:

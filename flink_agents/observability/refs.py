@@ -150,8 +150,10 @@ class CallNamer:
         self._size = size
         self._known: dict[tuple[int, Any], tuple[object, CallTarget, str]] = {}
 
-    def __call__(self, function: Callable[..., Any]) -> tuple[CallTarget, str]:
-        if call_kind(function) not in _NAMED_BY_OWNER:
+    def names(self, function: Callable[..., Any], kind: CallKind) -> tuple[CallTarget, str]:
+        """``function``'s :func:`call_target` and :func:`function_name`; ``kind`` is its
+        :func:`call_kind`, which the log has asked already (for the counters)."""
+        if kind not in _NAMED_BY_OWNER:
             return call_target(function), function_name(function)
         owner = getattr(function, "__self__", None)
         slot = (id(owner), getattr(function, "__func__", None))

@@ -12,9 +12,11 @@ from pydantic_core import to_json
 
 from examples.weather import build_agent
 from flink_agents.api import ChatMessage, InputEvent
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.observability import EventLogConfig, parse_record
 from flink_agents.observability import log as log_module
-from flink_agents.observability.lines import payload_pairs, render_line
+from flink_agents.observability.lines import members_line, payload_pairs, render_line
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import (
     CallFinished,
@@ -91,6 +93,16 @@ def test_a_line_rendered_from_fields_is_the_records_json_line(payload):
         record = construct(record_type, **fields, **written)
         line = render_line(fields, writer.json, *payload_pairs(payloads))
         assert line == record_json(record).encode()
+        assert members_line(fields, writer.members(payloads)) == line
+
+
+@pytest.mark.parametrize("max_chars", [60, 2000])
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_payloads_rendered_together_are_each_rendered_alone(payload, max_chars):
+    writer = PayloadWriter(max_chars=max_chars, secrets=[SECRET])
+    values = {"arguments": {"args": [payload], "kwargs": {}}, "result": payload}
+    alone = b",".join(b'"%s":%s' % (name.encode(), writer.json(v)) for name, v in values.items())
+    assert writer.members(values) == alone
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -195,3 +207,34 @@ def test_a_listener_of_lines_can_be_named_in_the_config():
     records = [parse_record(line) for line in KeptLines.lines]
     assert records[0].kind == "run_admitted" and records[-1].kind == "run_finished"
     assert len(records) > 10
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def on_line(self, line: bytes) -> None:
+        self.lines.append(line)
+
+
+def _call_line(include_payloads: bool, *listeners: Any) -> dict[str, Any]:
+    sink = _Lines()
+    log = log_module.EventLog(
+        [sink, *listeners], payloads=PayloadWriter(), include_payloads=include_payloads
+    )
+    identity = CallIdentity(RunId("a", 7, 0), "e1", "act", "c0")
+    call = DurableCall(identity, len, args=(["x"],), kwargs={"k": 1})
+    log.call_finished(call, "live", 0, attempts=0, value=1)
+    (line,) = sink.lines
+    return {**json.loads(line), "time": 0, "latency_ms": 0}
+
+
+@pytest.mark.parametrize("include_payloads", [True, False])
+def test_a_call_line_is_the_records_line_with_or_without_payloads(include_payloads):
+    rendered = _call_line(include_payloads)
+    assert list(rendered) == list(_call_line(include_payloads, Collector()))  # field order
+    assert rendered == _call_line(include_payloads, Collector())
+    payloads = {"arguments": {"args": [["x"]], "kwargs": {"k": 1}}, "result": 1}
+    assert {name: rendered[name] for name in payloads} == (
+        payloads if include_payloads else dict.fromkeys(payloads)
+    )
