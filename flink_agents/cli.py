@@ -1,4 +1,4 @@
-"""The ``flink-agents`` command: one small function per subcommand.
+"""flink-agents: compile, run, inspect and replay agents that run as keyed Flink jobs.
 
 flink-agents compile FILE.yaml|module:attr [-o plan.json]
 flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD [--output F]
@@ -214,7 +214,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             from flink_agents.observability import KafkaEventLogConfig
             from flink_agents.observability.kafka_log import read_topic
 
-            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap)
+            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap_servers)
             records = read_topic(config)
         else:
             records = read_records(args.event_log)
@@ -234,7 +234,7 @@ def cmd_store_inspect(args: argparse.Namespace) -> int:
     from flink_agents.observability.payloads import PayloadWriter
 
     try:
-        store, corrupt = open_store(args.bootstrap, args.topic, args.secret_env)
+        store, corrupt = open_store(args.bootstrap_servers, args.topic, args.secret_env)
     except StoreError as exc:
         print(f"flink-agents store inspect: {exc}", file=sys.stderr)
         return 1
@@ -266,7 +266,7 @@ def _add_store_commands(commands: Any) -> Any:
         "--key", required=True, help="the Flink key (as in the input, or JSON)"
     )
     inspect_parser.add_argument("--agent", help="only this agent's states")
-    inspect_parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="the Kafka brokers")
+    replay_commands.add_bootstrap_option(inspect_parser, "the Kafka brokers")
     inspect_parser.add_argument(
         "--secret-env",
         default="FLINK_AGENTS_STORE_SECRET",
@@ -330,9 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_parser = commands.add_parser("trace", help="print each run's tree from an event log")
     trace_parser.add_argument("event_log", nargs="?", help="an event log file (JSON lines)")
     trace_parser.add_argument("--topic", help="read the event log from this Kafka topic instead")
-    trace_parser.add_argument(
-        "--bootstrap", default="127.0.0.1:9092", help="--topic: the Kafka brokers"
-    )
+    replay_commands.add_bootstrap_option(trace_parser, "--topic: the Kafka brokers")
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)
@@ -363,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
         KeyError,
     ) as exc:
         print(f"flink-agents {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: keep the traceback
+            raise
+        print(f"flink-agents {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
 
 

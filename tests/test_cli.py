@@ -1,8 +1,10 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from flink_agents.api import Agent, InputEvent, OutputEvent
-from flink_agents.cli import main
+from flink_agents.cli import build_parser, main
 from flink_agents.plan import AgentPlan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -95,3 +97,30 @@ agents:
     out = capsys.readouterr().out
     assert "sub-agent tools: subagent_helper\n" in out
     assert "skipped sub-agents: shapeless (no input schema" in out
+
+
+def test_a_missing_file_is_a_usage_error_naming_it(tmp_path, capsys):
+    missing = tmp_path / "agents.yaml"
+    assert main(["compile", str(missing)]) == 2
+    assert (
+        capsys.readouterr().err == f"flink-agents compile: {missing}: No such file or directory\n"
+    )
+    inputs = tmp_path / "in.jsonl"
+    args = ["run", "--local", "examples.weather:build_agent", "--input", str(inputs), "--key", "c"]
+    assert main(args) == 2
+    assert f"{inputs}: No such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["trace", "--topic", "t"],
+        ["store", "inspect", "--topic", "t", "--key", "k"],
+        ["store", "export", "--topic", "t", "-o", "out.jsonl"],
+        ["replay", "plan.json", "--topic", "t"],
+    ],
+)
+@pytest.mark.parametrize("flag", ["--bootstrap", "--bootstrap-servers"])
+def test_every_topic_command_takes_both_spellings_of_the_brokers(command, flag):
+    args = build_parser().parse_args([*command, flag, "broker:9093"])
+    assert args.bootstrap_servers == "broker:9093"

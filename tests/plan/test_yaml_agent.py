@@ -121,8 +121,43 @@ def test_action_without_listen_to_or_decorator_is_refused(tmp_path):
               - function: tests.sample_agents:add
         """,
     )
-    assert error.issues[0].field == "agents[0]"
-    assert "not an @action" in error.issues[0].message
+    assert (error.issues[0].line, error.issues[0].field) == (4, "agents[0].actions[0]")
+    assert "add is not an @action" in error.issues[0].message
+    assert "listen_to" in error.issues[0].message
+
+
+def test_action_with_a_wrong_signature_is_refused_at_its_entry(tmp_path):
+    error = _error(
+        tmp_path,
+        """\
+        agents:
+          - name: a
+            actions:
+              - function: tests.sample_agents:EchoAgent.double
+              - function: textwrap:dedent
+                listen_to: [InputEvent]
+        """,
+    )
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (5, "agents[0].actions[1]")
+    assert "action dedent must take exactly (event, ctx); got ['text']" in issue.message
+
+
+def test_unknown_short_class_name_lists_the_short_names(tmp_path):
+    error = _error(tmp_path, SHARED.replace("class: scripted", "class: scriptd"))
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (3, "connections.llm.class")
+    assert "built-in provider's short name (anthropic, ollama, openai, scripted)" in issue.message
+    assert "should match pattern" not in issue.message
+
+
+def test_a_dotted_path_where_module_qualname_is_expected_says_so(tmp_path):
+    error = _error(tmp_path, SHARED.replace("tests.sample_agents:add", "tests.sample_agents.add"))
+    [issue] = error.issues
+    assert issue.field == "agents[1].tools.add.function"
+    assert issue.message == (
+        "expected module:qualname, such as my_pkg.tools:lookup (got 'tests.sample_agents.add')"
+    )
 
 
 SHARED = """\
