@@ -15,7 +15,7 @@ from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers._structured import StructuredOutputError, chat_structured
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
-from tests.providers.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
+from tests.providers.providers import ANTHROPIC, ANTHROPIC_KEY_VAR, OPENAI, PROVIDERS, Provider
 
 LOOKUP = ToolSpec(
     name="lookup",
@@ -195,6 +195,25 @@ def test_wrong_shape_body_is_malformed(provider: Provider, server: FakeModelServ
     server.enqueue(ScriptedResponse(body={"unexpected": True}))
     with pytest.raises(ModelCallError, match="malformed response body"):
         asyncio.run(provider.connect(server.url).chat(ask()))
+
+
+@pytest.mark.parametrize("sdk_provider", [OPENAI, ANTHROPIC], ids=lambda p: p.name)
+def test_an_unexpected_body_is_quoted_in_the_error(
+    sdk_provider: Provider, server: FakeModelServer
+) -> None:
+    """The SDK providers parse whatever came back; the error says what it was."""
+    page = "<html>502 Bad Gateway</html>"
+    server.enqueue(
+        ScriptedResponse(body=page, headers={"content-type": "text/html"}),
+        ScriptedResponse(body={"unexpected": True}),
+    )
+    connection = sdk_provider.connect(server.url)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask()))
+    assert f"the server sent text, not JSON: {page!r}" in str(caught.value)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask()))
+    assert 'the server sent {"unexpected": true}' in str(caught.value)
 
 
 def test_truncated_body_is_a_transport_error(provider: Provider, server: FakeModelServer) -> None:
