@@ -143,7 +143,10 @@ def _unresolved(name: Any, expected: ResourceType, visible: Sequence[AgentPlan])
             return None
         return f"names {name!r}, which is a {found.type.value} resource, not a {kind}"
     known = sorted({n for plan in visible for n, r in plan.resources.items() if r.type is expected})
+    # ReActAgent(prompt="What to wear in {city}?") reads as a template but names a resource.
+    template = expected is ResourceType.PROMPT and (" " in name or "{" in name)
+    hint = "; a template is given as Prompt(text=...)" if template else ""
     return (
         f"names the {kind} {name!r}, but there is no resource named {name!r}; "
-        f"declared {kind} resources: {known}"
+        f"declared {kind} resources: {known}{hint}"
     )

@@ -123,6 +123,15 @@ def test_a_react_agent_naming_a_missing_model_does_not_compile():
     ]
 
 
+def test_a_template_where_a_prompt_name_is_expected_gets_a_hint():
+    agent = _with_model(ReActAgent(name="r", chat_model="scorer", prompt="Weather in {city}?"))
+    assert _issues(agent) == [
+        "/actions/0/config/prompt: names the prompt 'Weather in {city}?', but there is no "
+        "resource named 'Weather in {city}?'; declared prompt resources: []; a template is "
+        "given as Prompt(text=...)"
+    ]
+
+
 def test_chat_model_references_must_resolve_to_resources_of_their_type():
     agent = ReActAgent(name="r", chat_model="m")
     agent.add_prompt("p", "Be brief.")
