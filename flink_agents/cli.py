@@ -224,6 +224,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if text:
         print(text)
+    else:  # an empty answer would read as an empty log, or a key that is not in it
+        wanted = "" if args.key is None else f" of key {args.key}"
+        wanted += "" if args.run is None else f" with seq {args.run}"
+        print(f"flink-agents trace: no run{wanted} in the event log", file=sys.stderr)
     return 0
 
 
@@ -362,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     ) as exc:
         print(f"flink-agents {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `flink-agents ... | head` closed our stdout: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:
         if exc.filename is None:  # not about a file the user named: keep the traceback
             raise

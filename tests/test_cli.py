@@ -1,4 +1,6 @@
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,34 @@ def test_a_missing_file_is_a_usage_error_naming_it(tmp_path, capsys):
 def test_every_topic_command_takes_both_spellings_of_the_brokers(command, flag):
     args = build_parser().parse_args([*command, flag, "broker:9093"])
     assert args.bootstrap_servers == "broker:9093"
+
+
+def test_trace_says_when_no_run_matches(tmp_path, capsys):
+    log = tmp_path / "events.jsonl"
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"city": "Oslo"}\n')
+    run = [
+        "run",
+        "--local",
+        "examples.weather:build_agent",
+        "--input",
+        str(inputs),
+        "--key",
+        "city",
+    ]
+    assert main([*run, "--event-log", str(log)]) == 0
+    capsys.readouterr()
+    assert main(["trace", str(log), "--key", "Lima"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (
+        "",
+        "flink-agents trace: no run of key Lima in the event log\n",
+    )
+
+
+def test_a_reader_closing_the_pipe_ends_the_command_without_a_traceback(tmp_path, monkeypatch):
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(write_end, "w", buffering=1) as closed_pipe:  # each line written at once
+        monkeypatch.setattr(sys, "stdout", closed_pipe)
+        assert main(["compile", "examples.weather:build_agent"]) == 1
