@@ -158,6 +158,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
         from_savepoint=args.from_savepoint is not None,
     )
+    unreachable = _unreachable(args.jobmanager)
+    if unreachable:
+        print(
+            f"flink-agents submit: no JobManager answers at {args.jobmanager} ({unreachable}); "
+            "start the cluster (scripts/flink-cluster.sh start) or give --jobmanager HOST:PORT",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     command = submit_command(
         args.job,
         args.jobmanager,
@@ -166,6 +174,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
     )
     return subprocess.run(command, check=False).returncode
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing accepts a connection at ``HOST:PORT``, or None when something does: `flink
+    run` would otherwise retry for a while and end in a page of Java stack traces."""
+    import socket
+
+    host, _, port = address.split("://")[-1].split("/")[0].rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            return None
+    except ValueError:
+        return f"{port!r} is not a port"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

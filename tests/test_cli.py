@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -157,3 +158,14 @@ def test_a_reader_closing_the_pipe_ends_the_command_without_a_traceback(tmp_path
     with open(write_end, "w", buffering=1) as closed_pipe:  # each line written at once
         monkeypatch.setattr(sys, "stdout", closed_pipe)
         assert main(["compile", "examples.weather:build_agent"]) == 1
+
+
+def test_submit_to_an_address_nobody_answers_says_so(capsys):
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job = str(EXAMPLES / "jobs" / "weather.yaml")
+    assert main(["submit", job, "--jobmanager", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"flink-agents submit: no JobManager answers at 127.0.0.1:{port} (")
+    assert "scripts/flink-cluster.sh start" in err
