@@ -117,7 +117,7 @@ def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
 
 def _run_job(job_file: str) -> int:
     """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
-    from flink_agents.flink.job import load_job
+    from flink_agents.flink.job import ListSourceSpec, load_job
     from flink_agents.flink.job_runner import build, environment, run
     from flink_agents.observability.job_status import (
         JobMetricsReader,
@@ -128,6 +128,15 @@ def _run_job(job_file: str) -> int:
     from flink_agents.observability.status import PolledStatusLine, status_stream
 
     spec = load_job(job_file)
+    source = spec.source
+    if isinstance(source, ListSourceSpec) and not spec.resolve(source.path).is_file():
+        # Flink would fail the job with a Java stack trace from its file enumerator.
+        print(
+            f"flink-agents run: {job_file}: source.path: no file {spec.resolve(source.path)} "
+            "(relative paths start at the job spec's folder)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     terminal = status_stream(sys.stderr)
     if terminal is None:
         run(spec)

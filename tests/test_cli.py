@@ -169,3 +169,16 @@ def test_submit_to_an_address_nobody_answers_says_so(capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"flink-agents submit: no JobManager answers at 127.0.0.1:{port} (")
     assert "scripts/flink-cluster.sh start" in err
+
+
+def test_run_of_a_job_whose_input_file_is_missing_names_it(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: weather\nagent: {EXAMPLES / 'weather.yaml'}\n"
+        "source: {kind: list, path: cities.jsonl}\nkey: city\nsink: {kind: stdout}\n"
+    )
+    assert main(["run", str(job)]) == 2
+    assert capsys.readouterr().err == (
+        f"flink-agents run: {job}: source.path: no file {tmp_path / 'cities.jsonl'} "
+        "(relative paths start at the job spec's folder)\n"
+    )
