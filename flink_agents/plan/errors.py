@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from flink_agents.api.refs import REFERENCE_PATTERN
+from flink_agents.api.resources import LiteralSecretError
 
 
 def json_pointer(location: Iterable[str | int]) -> str:
@@ -49,6 +50,8 @@ def describe_error(error: Mapping[str, Any]) -> str:
         error.get("ctx", {}).get("pattern") == REFERENCE_PATTERN
     ):
         return f"expected module:qualname, such as my_pkg.tools:lookup (got {error['input']!r})"
+    if isinstance(error.get("ctx", {}).get("error"), LiteralSecretError):
+        return error_text(error)  # the input holds the secret
     return f"{error_text(error)} (got {error['input']!r})"
 
 

@@ -192,6 +192,14 @@ def test_file_level_connections_reach_every_agent_and_aliases_name_builtin_provi
     assert tool.arguments["description"] == "Adds two numbers."
 
 
+def test_a_literal_api_key_is_refused_at_its_line_without_showing_it(tmp_path: Path):
+    text = SHARED.replace('arguments: {turns: [{content: "fine"}]}', 'arguments: {api_key: "sk-9"}')
+    error = _error(tmp_path, text)
+    assert [(i.line, i.field) for i in error.issues] == [(4, "connections.llm.arguments")]
+    assert "/api_key hold a literal value" in str(error)
+    assert "sk-9" not in str(error)
+
+
 def test_an_agent_may_not_redeclare_a_file_level_connection(tmp_path: Path):
     text = SHARED.replace(
         "    chat_models:\n      chat: {connection: llm}\n",

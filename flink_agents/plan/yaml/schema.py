@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.refs import REFERENCE_PATTERN
-from flink_agents.api.resources import ResourceType
+from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 
 
 class _Strict(BaseModel):
@@ -72,6 +72,9 @@ class DescriptorSpec(_Strict):
 
     class_path: ClassReference = Field(alias="class")
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+    # Refused here too, so the error names the file and line (and never shows the value).
+    _no_literal_secrets = field_validator("arguments")(refuse_literal_secrets)
 
 
 class ResourceSpec(DescriptorSpec):
