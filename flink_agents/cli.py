@@ -396,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,
         KeyError,
     ) as exc:
-        print(f"flink-agents {args.command}: {exc}", file=sys.stderr)
+        # A KeyError's str is the repr of its message: print the message itself.
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"flink-agents {args.command}: {message}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `flink-agents ... | head` closed our stdout: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -182,3 +182,13 @@ def test_run_of_a_job_whose_input_file_is_missing_names_it(tmp_path, capsys):
         f"flink-agents run: {job}: source.path: no file {tmp_path / 'cities.jsonl'} "
         "(relative paths start at the job spec's folder)\n"
     )
+
+
+def test_an_input_without_the_key_field_is_named_plainly(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"city": "Oslo"}\n')
+    args = ["run", "--local", "examples.weather:build_agent", "--input", str(inputs)]
+    assert main([*args, "--key", "town"]) == 2
+    assert capsys.readouterr().err == (
+        "flink-agents run: input record has no key field 'town': {'city': 'Oslo'}\n"
+    )
