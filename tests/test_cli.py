@@ -192,3 +192,8 @@ def test_an_input_without_the_key_field_is_named_plainly(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "flink-agents run: input record has no key field 'town': {'city': 'Oslo'}\n"
     )
+
+
+def test_a_file_of_several_agents_asks_for_agent(capsys):
+    assert main(["compile", str(EXAMPLES / "reviews.yaml")]) == 2
+    assert "say which one (--agent NAME, or name=)" in capsys.readouterr().err

@@ -375,7 +375,9 @@ def load_yaml_agent(path: str | Path, name: str | None = None) -> Agent:
     agents = load_yaml_agents(path)
     if name is None:
         if len(agents) != 1:
-            raise ValueError(f"{path} defines agents {sorted(agents)}; say which one to use")
+            raise ValueError(
+                f"{path} defines agents {sorted(agents)}; say which one (--agent NAME, or name=)"
+            )
         return next(iter(agents.values()))
     if name not in agents:
         raise ValueError(f"{path} has no agent {name!r}; it defines {sorted(agents)}")
