@@ -13,6 +13,11 @@ from flink_agents.plan import AgentPlan
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+def run_weather(inputs: Path, key: str) -> list[str]:
+    """The arguments running the weather example locally over ``inputs``."""
+    return ["run", "--local", "examples.weather:build_agent", "--input", str(inputs), "--key", key]
+
+
 def test_compile_yaml_and_python_give_the_same_plan_file(tmp_path):
     from_yaml, from_python = tmp_path / "a.json", tmp_path / "b.json"
     assert main(["compile", str(EXAMPLES / "triage.yaml"), "-o", str(from_yaml)]) == 0
@@ -24,18 +29,7 @@ def test_compile_yaml_and_python_give_the_same_plan_file(tmp_path):
 def test_run_local_prints_outputs_as_json_lines(tmp_path, capsys):
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n\n{"city": "Lisbon"}\n')
-    code = main(
-        [
-            "run",
-            "--local",
-            "examples.weather:build_agent",
-            "--input",
-            str(inputs),
-            "--key",
-            "city",
-        ]
-    )
-    assert code == 0
+    assert main(run_weather(inputs, "city")) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines == [
         {"key": "Oslo", "seq": 0, "output": {"city": "Oslo", "advice": "coat"}},
@@ -109,8 +103,7 @@ def test_a_missing_file_is_a_usage_error_naming_it(tmp_path, capsys):
         capsys.readouterr().err == f"flink-agents compile: {missing}: No such file or directory\n"
     )
     inputs = tmp_path / "in.jsonl"
-    args = ["run", "--local", "examples.weather:build_agent", "--input", str(inputs), "--key", "c"]
-    assert main(args) == 2
+    assert main(run_weather(inputs, "c")) == 2
     assert f"{inputs}: No such file or directory" in capsys.readouterr().err
 
 
@@ -133,16 +126,7 @@ def test_trace_says_when_no_run_matches(tmp_path, capsys):
     log = tmp_path / "events.jsonl"
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n')
-    run = [
-        "run",
-        "--local",
-        "examples.weather:build_agent",
-        "--input",
-        str(inputs),
-        "--key",
-        "city",
-    ]
-    assert main([*run, "--event-log", str(log)]) == 0
+    assert main([*run_weather(inputs, "city"), "--event-log", str(log)]) == 0
     capsys.readouterr()
     assert main(["trace", str(log), "--key", "Lima"]) == 0
     captured = capsys.readouterr()
@@ -187,8 +171,7 @@ def test_run_of_a_job_whose_input_file_is_missing_names_it(tmp_path, capsys):
 def test_an_input_without_the_key_field_is_named_plainly(tmp_path, capsys):
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n')
-    args = ["run", "--local", "examples.weather:build_agent", "--input", str(inputs)]
-    assert main([*args, "--key", "town"]) == 2
+    assert main(run_weather(inputs, "town")) == 2
     assert capsys.readouterr().err == (
         "flink-agents run: input record has no key field 'town': {'city': 'Oslo'}\n"
     )
