@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 import time
 
 import pytest
@@ -214,6 +215,17 @@ def test_an_unexpected_body_is_quoted_in_the_error(
     with pytest.raises(ModelCallError) as caught:
         asyncio.run(connection.chat(ask()))
     assert 'the server sent {"unexpected": true}' in str(caught.value)
+
+
+def test_a_refused_connection_names_the_endpoint_once(provider: Provider) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(provider.connect(url, retry={"max_attempts": 1}).chat(ask()))
+    message = str(caught.value)
+    assert f"request failed at {url}{provider.path}: " in message
+    assert message.count("All connection attempts failed") == 1
 
 
 def test_truncated_body_is_a_transport_error(provider: Provider, server: FakeModelServer) -> None:
