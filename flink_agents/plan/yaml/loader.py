@@ -284,11 +284,11 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
                 config=action.config,
             )
         except (TypeError, ValueError) as exc:  # e.g. a function that is not (event, ctx)
-            raise _ActionError((*location, "actions", index), str(exc)) from None
+            raise _ActionEntryError((*location, "actions", index), str(exc)) from None
     return agent
 
 
-class _ActionError(Exception):
+class _ActionEntryError(Exception):
     """An action of a YAML agent that cannot be added, with the location of its entry."""
 
     def __init__(self, location: Location, message: str) -> None:
@@ -333,7 +333,7 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
     for index, spec in enumerate(parsed.agents):
         try:
             agent = _build_agent(spec, ("agents", index), named).add_shared(shared)
-        except _ActionError as exc:
+        except _ActionEntryError as exc:
             raise YamlAgentError(file, [document.issue(exc.location, exc.message)]) from None
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
