@@ -1,4 +1,4 @@
-"""The ``flink-agents`` command: one small function per subcommand.
+"""flink-agents: compile, run, inspect and replay agents that run as keyed Flink jobs.
 
 flink-agents compile FILE.yaml|module:attr [-o plan.json]
 flink-agents run --local PLAN.json|FILE.yaml|module:attr --input FILE.jsonl --key FIELD [--output F]
@@ -118,7 +118,7 @@ def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
 
 def _run_job(job_file: str) -> int:
     """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
-    from flink_agents.flink.job import load_job
+    from flink_agents.flink.job import ListSourceSpec, load_job
     from flink_agents.flink.job_runner import build, environment, run
     from flink_agents.observability.job_status import (
         JobMetricsReader,
@@ -129,6 +129,15 @@ def _run_job(job_file: str) -> int:
     from flink_agents.observability.status import PolledStatusLine, status_stream
 
     spec = load_job(job_file)
+    source = spec.source
+    if isinstance(source, ListSourceSpec) and not spec.resolve(source.path).is_file():
+        # Flink would fail the job with a Java stack trace from its file enumerator.
+        print(
+            f"flink-agents run: {job_file}: source.path: no file {spec.resolve(source.path)} "
+            "(relative paths start at the job spec's folder)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     terminal = status_stream(sys.stderr)
     if terminal is None:
         run(spec)
@@ -159,6 +168,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
         from_savepoint=args.from_savepoint is not None,
     )
+    unreachable = _unreachable(args.jobmanager)
+    if unreachable:
+        print(
+            f"flink-agents submit: no JobManager answers at {args.jobmanager} ({unreachable}); "
+            "start the cluster (scripts/flink-cluster.sh start) or give --jobmanager HOST:PORT",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     command = submit_command(
         args.job,
         args.jobmanager,
@@ -167,6 +184,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
     )
     return subprocess.run(command, check=False).returncode
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing accepts a connection at ``HOST:PORT``, or None when something does: `flink
+    run` would otherwise retry for a while and end in a page of Java stack traces."""
+    import socket
+
+    host, _, port = address.split("://")[-1].split("/")[0].rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            return None
+    except ValueError:
+        return f"{port!r} is not a port"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -215,7 +247,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             from flink_agents.observability import KafkaEventLogConfig
             from flink_agents.observability.kafka_log import read_topic
 
-            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap)
+            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap_servers)
             records = read_topic(config)
         else:
             records = read_records(args.event_log)
@@ -225,6 +257,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if text:
         print(text)
+    else:  # an empty answer would read as an empty log, or a key that is not in it
+        wanted = "" if args.key is None else f" of key {args.key}"
+        wanted += "" if args.run is None else f" with seq {args.run}"
+        print(f"flink-agents trace: no run{wanted} in the event log", file=sys.stderr)
     return 0
 
 
@@ -235,7 +271,7 @@ def cmd_store_inspect(args: argparse.Namespace) -> int:
     from flink_agents.observability.payloads import PayloadWriter
 
     try:
-        store, corrupt = open_store(args.bootstrap, args.topic, args.secret_env)
+        store, corrupt = open_store(args.bootstrap_servers, args.topic, args.secret_env)
     except StoreError as exc:
         print(f"flink-agents store inspect: {exc}", file=sys.stderr)
         return 1
@@ -267,7 +303,7 @@ def _add_store_commands(commands: Any) -> Any:
         "--key", required=True, help="the Flink key (as in the input, or JSON)"
     )
     inspect_parser.add_argument("--agent", help="only this agent's states")
-    inspect_parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="the Kafka brokers")
+    replay_commands.add_bootstrap_option(inspect_parser, "the Kafka brokers")
     inspect_parser.add_argument(
         "--secret-env",
         default="FLINK_AGENTS_STORE_SECRET",
@@ -331,9 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_parser = commands.add_parser("trace", help="print each run's tree from an event log")
     trace_parser.add_argument("event_log", nargs="?", help="an event log file (JSON lines)")
     trace_parser.add_argument("--topic", help="read the event log from this Kafka topic instead")
-    trace_parser.add_argument(
-        "--bootstrap", default="127.0.0.1:9092", help="--topic: the Kafka brokers"
-    )
+    replay_commands.add_bootstrap_option(trace_parser, "--topic: the Kafka brokers")
     trace_parser.add_argument("--key", help="only runs of this key (as in the input, or JSON)")
     trace_parser.add_argument("--run", type=int, help="only the run with this seq")
     trace_parser.set_defaults(handler=cmd_trace)
@@ -363,7 +397,17 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,
         KeyError,
     ) as exc:
-        print(f"flink-agents {args.command}: {exc}", file=sys.stderr)
+        # A KeyError's str is the repr of its message: print the message itself.
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"flink-agents {args.command}: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `flink-agents ... | head` closed our stdout: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:
+        if exc.filename is None:  # not about a file the user named: keep the traceback
+            raise
+        print(f"flink-agents {args.command}: {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
 
 

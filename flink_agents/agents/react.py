@@ -169,6 +169,11 @@ class ReActAgent(Agent):
                 ),
             )
             prompt = "prompt"
+        if output_schema is not None and not (
+            isinstance(output_schema, type) and issubclass(output_schema, BaseModel)
+        ):  # else the first run fails deep inside, asking it for a JSON schema
+            got = getattr(output_schema, "__qualname__", output_schema)
+            raise TypeError(f"output_schema must be a pydantic model class, got {got!r}")
         schema = class_path(output_schema) if output_schema else None
         start_config = {"chat_model": chat_model, "prompt": prompt, "output_schema": schema}
         if retrieval is None:

@@ -81,9 +81,11 @@ def _check_action_signature(fn: ActionFunction) -> None:
     params = list(inspect.signature(fn).parameters.values())
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) != 2:
+        names = [p.name for p in params]
+        # Written as a method: plans name actions as module:qualname and call them unbound.
+        hint = "; actions take no self (they are plain functions)" if names[:1] == ["self"] else ""
         raise TypeError(
-            f"action {fn.__qualname__} must take exactly (event, ctx); got "
-            f"{[p.name for p in params]}"
+            f"action {fn.__qualname__} must take exactly (event, ctx); got {names}{hint}"
         )
 
 
@@ -267,7 +269,10 @@ class Agent:
         elif spec is not None:
             listen_to = spec.listen_to
         else:
-            raise TypeError(f"{function!r} is not an @action; pass the event types it handles")
+            raise TypeError(
+                f"{getattr(function, '__qualname__', repr(function))} is not an @action; pass "
+                "the event types it handles (in YAML: listen_to)"
+            )
         merged = {**(spec.config if spec else {}), **(config or {})}
         sent = (
             tuple(event_type_name(t) for t in sends)

@@ -132,14 +132,27 @@ class AttemptFailure(Exception):
         """The connection failed, timed out or the body was cut short: worth another attempt."""
         cause = error.__cause__ or error.__context__
         detail = f"{type(error).__name__}: {error}"
-        if cause is not None:
+        if cause is not None and str(cause) != str(error):  # httpx repeats its transport's
             detail += f" ({type(cause).__name__}: {cause})"
-        return cls(f"{what}: {detail}", retryable=True)
+        target = _request_target(error)
+        return cls(f"{what}{f' at {target}' if target else ''}: {detail}", retryable=True)
 
     @classmethod
     def malformed(cls, detail: str) -> AttemptFailure:
         """The server answered 2xx with a body that does not follow the protocol."""
         return cls(f"malformed response body: {detail}", retryable=False)
+
+
+def _request_target(error: BaseException) -> str | None:
+    """Where the failed request went (scheme, host, port, path: no credentials, no query), when
+    the error carries its request as httpx's and the SDKs' errors do; a refused connection then
+    names the endpoint the configuration points at."""
+    try:
+        url = error.request.url  # type: ignore[attr-defined]
+        port = f":{url.port}" if url.port else ""
+        return f"{url.scheme}://{url.host}{port}{url.path}"
+    except Exception:  # no request attached (httpx raises RuntimeError), or not an httpx URL
+        return None
 
 
 # --- the loop --------------------------------------------------------------------------------

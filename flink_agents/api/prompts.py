@@ -21,6 +21,9 @@ from flink_agents.api.resources import Resource, ResourceType
 class MissingPlaceholderError(KeyError):
     """A template needs a value that was not supplied."""
 
+    def __str__(self) -> str:  # the message, not KeyError's quoted repr of it
+        return str(self.args[0]) if self.args else super().__str__()
+
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

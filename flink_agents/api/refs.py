@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import traceback
+from pathlib import Path
 from typing import Any
+
+REFERENCE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+"""What a ``module:qualname`` reference looks like (plans and YAML validate against it)."""
 
 
 class UnresolvableReference(ImportError):
@@ -40,6 +45,11 @@ def import_reference(reference: str) -> Any:
         raise UnresolvableReference(
             reference, f"module {module_name!r} is not importable ({exc})"
         ) from exc
+    except Exception as exc:  # the module's own code raised: say where, not a bare traceback
+        raise UnresolvableReference(
+            reference,
+            f"importing module {module_name!r} raised {type(exc).__name__}: {exc}{_raised_at(exc)}",
+        ) from exc
     walked = module_name
     for part in qualname.split("."):
         if not hasattr(target, part):
@@ -49,3 +59,17 @@ def import_reference(reference: str) -> Any:
         target = getattr(target, part)
         walked = f"{walked}.{part}"
     return target
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` (at file:line)``: the innermost frame of ``exc`` in the user's code (not in this
+    package or the import machinery, where a check the code failed raises), or nothing."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith((_PACKAGE_DIR, "<frozen"))
+    ]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""

@@ -88,10 +88,27 @@ def resolve_env_references(value: Any, environ: Mapping[str, str] | None = None)
     return value
 
 
+class LiteralSecretError(ValueError):
+    """A secret-looking argument holds a literal value; the message names the argument only."""
+
+
+def refuse_literal_secrets(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` as they are, or :class:`LiteralSecretError` naming each secret-looking
+    argument that holds a literal value instead of an environment reference."""
+    literal = _literal_secrets(arguments, "")
+    if literal:
+        raise LiteralSecretError(
+            f"secret-looking argument(s) {', '.join(literal)} hold a literal value; "
+            'use an environment reference such as {"env": "NAME"} or "${env:NAME}"'
+        )
+    return arguments
+
+
 class ResourceDescriptor(BaseModel):
     """How to build a resource: ``class`` as ``module:qualname`` plus constructor ``arguments``."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    # Arguments may hold a literal secret being refused: never echo them in an error.
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", hide_input_in_errors=True)
 
     class_path: str = Field(alias="class", pattern=r"^[\w.]+:[\w.]+$")
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -105,13 +122,7 @@ class ResourceDescriptor(BaseModel):
     @field_validator("arguments")
     @classmethod
     def _no_literal_secrets(cls, arguments: dict[str, Any]) -> dict[str, Any]:
-        literal = _literal_secrets(arguments, "")
-        if literal:
-            raise ValueError(
-                f"secret-looking argument(s) {', '.join(literal)} hold a literal value; "
-                'use an environment reference such as {"env": "NAME"} or "${env:NAME}"'
-            )
-        return arguments
+        return refuse_literal_secrets(arguments)
 
 
 ResourceLookup = Callable[[str, ResourceType], "Resource"]

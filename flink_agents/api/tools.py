@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
+from pydantic.fields import FieldInfo
 
 from flink_agents.api.chat import ToolSpec
 from flink_agents.api.refs import import_reference
@@ -103,16 +104,23 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 def arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]:
     """A pydantic model of ``function``'s parameters, described from its docstring."""
     _, descriptions = parse_docstring(function.__doc__)
-    hints = get_type_hints(function)
+    # With their extras: `Annotated[str, Field(description=..., ge=...)]` keeps its metadata.
+    hints = get_type_hints(function, include_extras=True)
     fields: dict[str, Any] = {}
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args/**kwargs cannot be described to a model")
         annotation = hints.get(param.name, Any)
+        if isinstance(param.default, FieldInfo):  # `city: str = Field(description=...)`
+            fields[param.name] = (annotation, param.default)
+            continue
         default = ... if param.default is param.empty else param.default
+        described = descriptions.get(param.name)
+        # A description only when the docstring has one: an explicit None would replace the
+        # one an Annotated Field gives.
         fields[param.name] = (
             annotation,
-            Field(default, description=descriptions.get(param.name)),
+            Field(default, description=described) if described else Field(default),
         )
     return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
 

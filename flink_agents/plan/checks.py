@@ -1,8 +1,9 @@
 """What a compiler checks in a plan without running any of its code.
 
-* **Event flow.** An action that declares the event types it ``sends`` must find a listener for
-  each of them in its scope (``OutputEvent`` ends the run and needs none). An action without a
-  ``sends`` declaration is not checked: what its code sends is only known by running it.
+* **Event flow.** Some action listens to ``InputEvent``, which starts every run. An action that
+  declares the event types it ``sends`` must find a listener for each of them in its scope
+  (``OutputEvent`` ends the run and needs none). An action without a ``sends`` declaration is
+  not checked: what its code sends is only known by running it.
 * **References.** Every name that points at a resource resolves, in the plan's scope or an
   enclosing one (as the worker looks resources up), to a resource of the right type: a chat
   model's ``connection``, ``prompt``, ``tools`` and ``subagents``, and the action config keys an
@@ -13,10 +14,11 @@ Every problem is reported with the JSON pointer of the offending value.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from flink_agents.api.events import OutputEvent
+from flink_agents.api.events import InputEvent, OutputEvent
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, json_pointer
 from flink_agents.plan.models import AgentPlan, ResourcePlan
@@ -30,6 +32,7 @@ CHAT_MODEL_REFERENCES: dict[str, ResourceType] = {
 """Arguments of a chat model setup that name other resources, and the type they name."""
 
 _NEEDS_NO_LISTENER = {OutputEvent.event_type()}
+_STARTS_A_RUN = InputEvent.event_type()
 
 
 def plan_issues(plan: AgentPlan) -> list[PlanIssue]:
@@ -57,6 +60,8 @@ def _scope_issues(
 def _event_flow_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIssue]:
     listened = {event_type for action in plan.actions for event_type in action.listen_to}
     issues: list[PlanIssue] = []
+    if _STARTS_A_RUN not in listened:
+        issues.append(_no_start_issue(plan, prefix, listened))
     for index, action in enumerate(plan.actions):
         for position, event_type in enumerate(action.sends):
             if event_type in listened or event_type in _NEEDS_NO_LISTENER:
@@ -69,6 +74,25 @@ def _event_flow_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIss
                 )
             )
     return issues
+
+
+def _no_start_issue(plan: AgentPlan, prefix: list[str | int], listened: set[str]) -> PlanIssue:
+    """Every run starts with an InputEvent: without a listener no input is ever handled (a
+    type name close to it is most likely a typo, and is pointed at)."""
+    for index, action in enumerate(plan.actions):
+        for position, event_type in enumerate(action.listen_to):
+            if difflib.get_close_matches(event_type, [_STARTS_A_RUN], n=1, cutoff=0.8):
+                return PlanIssue(
+                    json_pointer([*prefix, "actions", index, "listen_to", position]),
+                    f"action {action.name!r} listens to {event_type!r}, not a known event type; "
+                    f"did you mean {_STARTS_A_RUN!r}? (no action listens to it, so no input "
+                    "would ever be handled)",
+                )
+    return PlanIssue(
+        json_pointer([*prefix, "actions"]),
+        f"no action listens to {_STARTS_A_RUN}, so no input would ever be handled; "
+        f"listened types: {sorted(listened)}",
+    )
 
 
 def _reference_issues(
@@ -119,7 +143,10 @@ def _unresolved(name: Any, expected: ResourceType, visible: Sequence[AgentPlan])
             return None
         return f"names {name!r}, which is a {found.type.value} resource, not a {kind}"
     known = sorted({n for plan in visible for n, r in plan.resources.items() if r.type is expected})
+    # ReActAgent(prompt="What to wear in {city}?") reads as a template but names a resource.
+    template = expected is ResourceType.PROMPT and (" " in name or "{" in name)
+    hint = "; a template is given as Prompt(text=...)" if template else ""
     return (
         f"names the {kind} {name!r}, but there is no resource named {name!r}; "
-        f"declared {kind} resources: {known}"
+        f"declared {kind} resources: {known}{hint}"
     )

@@ -8,6 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from flink_agents.api.refs import REFERENCE_PATTERN
+from flink_agents.api.resources import LiteralSecretError
+
 
 def json_pointer(location: Iterable[str | int]) -> str:
     """RFC 6901 pointer for a path of keys and indexes (``/actions/2/function``)."""
@@ -43,6 +46,12 @@ def describe_error(error: Mapping[str, Any]) -> str:
         return "required field is missing"
     if error["type"] == "extra_forbidden":
         return "unknown field (not part of the format)"
+    if error["type"] == "string_pattern_mismatch" and (
+        error.get("ctx", {}).get("pattern") == REFERENCE_PATTERN
+    ):
+        return f"expected module:qualname, such as my_pkg.tools:lookup (got {error['input']!r})"
+    if isinstance(error.get("ctx", {}).get("error"), LiteralSecretError):
+        return error_text(error)  # the input holds the secret
     return f"{error_text(error)} (got {error['input']!r})"
 
 

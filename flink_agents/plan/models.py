@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.prompts import Prompt
-from flink_agents.api.refs import class_path
+from flink_agents.api.refs import REFERENCE_PATTERN, class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.tools import function_tool_name
@@ -27,8 +27,6 @@ from flink_agents.plan.errors import (
 
 PLAN_VERSION = 1
 """The plan format this code writes and reads."""
-
-REFERENCE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 
 
 class ActionPlan(BaseModel):

@@ -9,13 +9,29 @@ Neither ever carries credentials: reasons come from response bodies and transpor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flink_agents.api.attempts import AttemptFailure
 
 T = TypeVar("T")
+
+_BODY_CHARS = 200
+"""How much of an unexpected response body an error quotes."""
+
+
+def what_was_sent(body: Any) -> str:
+    """A short account of a reply body that is not what the protocol says, for an error: the
+    start of the text a gateway's error page or a wrong endpoint gave, or the JSON an SDK parsed
+    (only the fields the server sent)."""
+    if isinstance(body, str | bytes):
+        text = body.decode(errors="replace") if isinstance(body, bytes) else body
+        return f"text, not JSON: {text[:_BODY_CHARS]!r}"
+    dump = getattr(body, "model_dump", None)
+    data = dump(exclude_unset=True) if callable(dump) else body
+    return f"{json.dumps(data, default=str)[:_BODY_CHARS]}"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.providers._connection import HttpChatModelConnection, schema_name
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("anthropic"):
@@ -108,7 +108,9 @@ def from_anthropic_message(message: Any, structured: bool) -> ChatMessage:
             input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens
         )
     except (AttributeError, TypeError) as exc:
-        raise AttemptFailure.malformed(f"not a Messages reply: {exc}") from None
+        raise AttemptFailure.malformed(
+            f"not a Messages reply ({exc}); the server sent {what_was_sent(message)}"
+        ) from None
     return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=usage)
 
 

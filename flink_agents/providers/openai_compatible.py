@@ -18,7 +18,7 @@ from flink_agents.providers._connection import (
     schema_name,
 )
 from flink_agents.providers._endpoint import HttpEndpoint
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("openai"):
@@ -100,8 +100,12 @@ def from_openai_completion(completion: Any) -> ChatMessage:
             if usage is not None
             else None
         )
-    except (AttributeError, IndexError, TypeError) as exc:
-        raise AttemptFailure.malformed(f"not a chat completion: {exc}") from None
+    except (AttributeError, IndexError, TypeError):
+        # The SDK parses whatever JSON (or text) came back; say what it was, not which
+        # attribute was missing.
+        raise AttemptFailure.malformed(
+            f"not a chat completion; the server sent {what_was_sent(completion)}"
+        ) from None
     return ChatMessage(
         role="assistant", content=message.content or "", tool_calls=calls, usage=tokens
     )

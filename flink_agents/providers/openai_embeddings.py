@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from flink_agents.api.embeddings import Vector
 from flink_agents.providers._endpoint import HttpEmbeddingEndpoint
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call
+from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
 from flink_agents.providers.openai_compatible import openai_client
 
@@ -22,7 +22,9 @@ def from_openai_embeddings(reply: Any) -> list[Vector]:
         items = sorted(reply.data, key=lambda item: item.index)
         return [[float(x) for x in item.embedding] for item in items]
     except (AttributeError, TypeError, ValueError) as exc:
-        raise AttemptFailure.malformed(f"not an embeddings reply: {exc}") from None
+        raise AttemptFailure.malformed(
+            f"not an embeddings reply ({exc}); the server sent {what_was_sent(reply)}"
+        ) from None
 
 
 class OpenAICompatibleEmbeddingModelConnection(HttpEmbeddingEndpoint):

@@ -50,9 +50,21 @@ def add_commands(commands: Any, store_commands: Any) -> None:
     replay.set_defaults(handler=cmd_replay)
 
 
+def add_bootstrap_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--bootstrap-servers`` (Kafka's own word), also spelt ``--bootstrap``: every command
+    reading a topic takes both, so a flag copied from one command works in the others."""
+    parser.add_argument(
+        "--bootstrap-servers",
+        "--bootstrap",
+        dest="bootstrap_servers",
+        default="127.0.0.1:9092",
+        help=help_text,
+    )
+
+
 def _add_topic(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--topic", required=required, help="the store topic")
-    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092", help="Kafka brokers")
+    add_bootstrap_option(parser, "Kafka brokers")
     parser.add_argument(
         "--partitions", type=int, default=4, help="the topic's partition count (store setting)"
     )

@@ -48,8 +48,11 @@ async def run_local_async(
         environ=environ,
         event_log=log,
     )
-    order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
     try:
+        # As a Flink job does at start: a missing credential or unusable resource fails here,
+        # naming the resource, not inside the first run's action.
+        engine.open_resources()
+        order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
         await engine.drain()
     finally:
         await engine.close()

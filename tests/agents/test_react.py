@@ -1,6 +1,6 @@
 import pytest
 
-from flink_agents.agents.react import _prompt_values
+from flink_agents.agents.react import ReActAgent, _prompt_values
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
 from tests.sample_agents import react_agent
@@ -73,3 +73,8 @@ def test_a_map_input_fills_input_with_its_sorted_ascii_json_text():
     assert values["input"] == '{"a": [1, 2.5, null, true], "b": "\\u00e9"}'
     assert _prompt_values({"input": "kept", "x": 1})["input"] == "kept"
     assert _prompt_values(["q", 3]) == {"input": '["q", 3]'}
+
+
+def test_an_output_schema_that_is_not_a_pydantic_model_is_refused_when_declared():
+    with pytest.raises(TypeError, match="output_schema must be a pydantic model class, got 'dict'"):
+        ReActAgent(chat_model="chat", output_schema=dict)  # type: ignore[arg-type]

@@ -36,3 +36,14 @@ def test_add_action_needs_event_types_for_undecorated_functions():
 
     with pytest.raises(TypeError, match="not an @action"):
         Agent().add_action(handler)
+
+
+def test_an_action_written_as_a_method_is_refused_with_a_hint():
+    with pytest.raises(TypeError) as info:
+
+        class _Methods(Agent):
+            @action(InputEvent)
+            def handle(self, event, ctx):
+                pass
+
+    assert "got ['self', 'event', 'ctx']; actions take no self" in str(info.value)

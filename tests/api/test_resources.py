@@ -19,6 +19,13 @@ def test_literal_secret_values_are_refused():
         ResourceDescriptor.of("a.b:C", auth={"token": "abc"})
 
 
+def test_a_refused_literal_secret_is_not_shown_in_the_error():
+    with pytest.raises(ValidationError) as info:
+        ResourceDescriptor.of("a.b:C", api_key="sk-live-abcdef123456")
+    assert "/api_key hold a literal value" in str(info.value)
+    assert "sk-live" not in str(info.value)
+
+
 def test_env_references_are_kept_in_descriptor_and_resolved_at_open():
     descriptor = ResourceDescriptor.of(
         "a.b:C", api_key={"env": "MY_KEY"}, headers={"x": "${env:OTHER}"}, plain="${env:not valid}"

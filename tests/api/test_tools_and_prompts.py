@@ -1,8 +1,9 @@
 import asyncio
 import threading
+from typing import Annotated
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from flink_agents.api import FunctionTool, Prompt
 from flink_agents.api.prompts import MissingPlaceholderError
@@ -18,6 +19,27 @@ def test_function_tool_schema_comes_from_signature_and_docstring():
     assert props["b"]["description"] == "The second number, defaulting to one."
     assert props["b"]["default"] == 1
     assert spec.parameters["required"] == ["a"]
+
+
+def described_by_fields(
+    city: Annotated[str, Field(description="The city's name.")],
+    days: Annotated[int, Field(ge=1, le=7)] = 1,
+    unit: str = Field("c", description="c or f."),
+) -> str:
+    """A forecast, its parameters described as pydantic-ai and openai-agents users do."""
+    return f"{city} {days} {unit}"
+
+
+def test_function_tool_keeps_field_descriptions_and_constraints():
+    tool = FunctionTool(function="tests.api.test_tools_and_prompts:described_by_fields")
+    props = tool.spec().parameters["properties"]
+    assert props["city"]["description"] == "The city's name."
+    assert (props["days"]["minimum"], props["days"]["maximum"]) == (1, 7)
+    assert (props["unit"]["description"], props["unit"]["default"]) == ("c or f.", "c")
+    assert tool.spec().parameters["required"] == ["city"]
+    with pytest.raises(ValidationError):
+        asyncio.run(tool.call({"city": "Oslo", "days": 9}))
+    assert asyncio.run(tool.call({"city": "Oslo"})) == "Oslo 1 c"
 
 
 def test_function_tool_validates_and_calls_sync_and_async():
@@ -39,8 +61,9 @@ def test_prompt_fills_placeholders_and_names_missing_ones():
     )
     messages = prompt.format_messages(tone="brief", q="Why?")
     assert [m.content for m in messages] == ["Be brief.", "Why? {raw}"]
-    with pytest.raises(MissingPlaceholderError, match="'q'"):
+    with pytest.raises(MissingPlaceholderError) as info:
         prompt.format_messages(tone="x")
+    assert str(info.value) == "prompt needs 'q'; got ['tone']"  # not KeyError's quoted repr
 
 
 def test_a_json_example_stands_in_a_prompt_unescaped():

@@ -163,6 +163,7 @@ class FakeJobClient:
 
 def _job_file(tmp_path) -> str:
     job = tmp_path / "job.yaml"
+    (tmp_path / "in.jsonl").write_text('{"city": "Oslo"}\n')  # `run` checks the source exists
     job.write_text(
         "name: j\nagent: examples.weather:build_agent\n"
         "source: {kind: list, path: in.jsonl}\nkey: city\n"

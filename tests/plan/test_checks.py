@@ -85,6 +85,26 @@ def test_a_declared_event_without_listener_is_a_compile_error():
     assert issues[0].startswith("/actions/0/sends/0: action 'score' sends tests.plan.test_checks")
 
 
+def _echo(event: Event, ctx: RunnerContext) -> None:
+    ctx.send_event(OutputEvent(output=event.model_dump()))
+
+
+def test_an_agent_without_an_input_listener_is_a_compile_error():
+    issues = _issues(Agent(name="idle").add_action(_echo, Scored))
+    assert issues == [
+        "/actions: no action listens to InputEvent, so no input would ever be handled; "
+        "listened types: ['tests.plan.test_checks:Scored']"
+    ]
+
+
+def test_a_misspelt_input_event_is_pointed_at():
+    issues = _issues(Agent(name="typo").add_action(_echo, "InputEvnt"))
+    assert issues == [
+        "/actions/0/listen_to/0: action '_echo' listens to 'InputEvnt', not a known event type; "
+        "did you mean 'InputEvent'? (no action listens to it, so no input would ever be handled)"
+    ]
+
+
 def test_sent_events_are_listed_in_the_plan():
     plan = compile_agent(_with_model(Agent(name="reviews").add_action(ask).add_action(answer)))
     assert [a.sends for a in plan.actions] == [
@@ -100,6 +120,15 @@ def test_a_react_agent_naming_a_missing_model_does_not_compile():
     assert issues == [
         "/actions/0/config/chat_model: names the chat_model 'gpt', but there is no resource "
         "named 'gpt'; declared chat_model resources: ['scorer']"
+    ]
+
+
+def test_a_template_where_a_prompt_name_is_expected_gets_a_hint():
+    agent = _with_model(ReActAgent(name="r", chat_model="scorer", prompt="Weather in {city}?"))
+    assert _issues(agent) == [
+        "/actions/0/config/prompt: names the prompt 'Weather in {city}?', but there is no "
+        "resource named 'Weather in {city}?'; declared prompt resources: []; a template is "
+        "given as Prompt(text=...)"
     ]
 
 

@@ -51,6 +51,18 @@ def _error(data) -> PlanValidationError:
     return info.value
 
 
+def test_a_literal_secret_in_a_hand_edited_plan_is_refused_without_showing_it():
+    data = compile_agent(react_agent([{"content": "hi"}], name="secretive")).to_dict()
+    [connection] = [r for r in data["resources"].values() if r["type"] == "chat_model_connection"]
+    connection["arguments"]["api_key"] = "sk-live-abcdef123456"
+    error = _error(data)
+    assert [i.message for i in error.issues] == [
+        "secret-looking argument(s) /api_key hold a literal value; use an environment reference "
+        'such as {"env": "NAME"} or "${env:NAME}"'
+    ]
+    assert "sk-live" not in str(error)
+
+
 def test_missing_field_is_reported_with_its_pointer():
     data = _plan_dict()
     del data["actions"][1]["function"]

@@ -121,8 +121,43 @@ def test_action_without_listen_to_or_decorator_is_refused(tmp_path):
               - function: tests.sample_agents:add
         """,
     )
-    assert error.issues[0].field == "agents[0]"
-    assert "not an @action" in error.issues[0].message
+    assert (error.issues[0].line, error.issues[0].field) == (4, "agents[0].actions[0]")
+    assert "add is not an @action" in error.issues[0].message
+    assert "listen_to" in error.issues[0].message
+
+
+def test_action_with_a_wrong_signature_is_refused_at_its_entry(tmp_path):
+    error = _error(
+        tmp_path,
+        """\
+        agents:
+          - name: a
+            actions:
+              - function: tests.sample_agents:EchoAgent.double
+              - function: textwrap:dedent
+                listen_to: [InputEvent]
+        """,
+    )
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (5, "agents[0].actions[1]")
+    assert "action dedent must take exactly (event, ctx); got ['text']" in issue.message
+
+
+def test_unknown_short_class_name_lists_the_short_names(tmp_path):
+    error = _error(tmp_path, SHARED.replace("class: scripted", "class: scriptd"))
+    [issue] = error.issues
+    assert (issue.line, issue.field) == (3, "connections.llm.class")
+    assert "built-in provider's short name (anthropic, ollama, openai, scripted)" in issue.message
+    assert "should match pattern" not in issue.message
+
+
+def test_a_dotted_path_where_module_qualname_is_expected_says_so(tmp_path):
+    error = _error(tmp_path, SHARED.replace("tests.sample_agents:add", "tests.sample_agents.add"))
+    [issue] = error.issues
+    assert issue.field == "agents[1].tools.add.function"
+    assert issue.message == (
+        "expected module:qualname, such as my_pkg.tools:lookup (got 'tests.sample_agents.add')"
+    )
 
 
 SHARED = """\
@@ -155,6 +190,14 @@ def test_file_level_connections_reach_every_agent_and_aliases_name_builtin_provi
     assert compile_agent(agents["first"]).description == "Answers first."
     tool = compile_agent(agents["second"]).resources["add"]
     assert tool.arguments["description"] == "Adds two numbers."
+
+
+def test_a_literal_api_key_is_refused_at_its_line_without_showing_it(tmp_path: Path):
+    text = SHARED.replace('arguments: {turns: [{content: "fine"}]}', 'arguments: {api_key: "sk-9"}')
+    error = _error(tmp_path, text)
+    assert [(i.line, i.field) for i in error.issues] == [(4, "connections.llm.arguments")]
+    assert "/api_key hold a literal value" in str(error)
+    assert "sk-9" not in str(error)
 
 
 def test_an_agent_may_not_redeclare_a_file_level_connection(tmp_path: Path):

@@ -128,6 +128,18 @@ def test_a_reply_missing_vectors_is_an_error(provider: Provider, server: FakeMod
         asyncio.run(setup.embed_batch(["one", "two"]))
 
 
+def test_an_openai_reply_that_is_not_an_embeddings_reply_is_quoted(
+    server: FakeModelServer,
+) -> None:
+    server.enqueue(ScriptedResponse(body={"object": "error", "message": "no such model"}))
+    connection = OpenAICompatibleEmbeddingModelConnection(base_url=f"{server.url}/v1")
+    setup = setup_on(connection, model="fake-embed", dimensions=3)
+
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(setup.embed_batch(["one"]))
+    assert 'the server sent {"object": "error", "message": "no such model"}' in str(caught.value)
+
+
 def test_dimensions_are_requested_when_the_setup_asks(
     provider: Provider, server: FakeModelServer
 ) -> None:

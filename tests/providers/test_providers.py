@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import socket
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers._structured import StructuredOutputError, chat_structured
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
-from tests.providers.providers import ANTHROPIC_KEY_VAR, PROVIDERS, Provider
+from tests.providers.providers import ANTHROPIC, ANTHROPIC_KEY_VAR, OPENAI, PROVIDERS, Provider
 
 LOOKUP = ToolSpec(
     name="lookup",
@@ -195,6 +196,36 @@ def test_wrong_shape_body_is_malformed(provider: Provider, server: FakeModelServ
     server.enqueue(ScriptedResponse(body={"unexpected": True}))
     with pytest.raises(ModelCallError, match="malformed response body"):
         asyncio.run(provider.connect(server.url).chat(ask()))
+
+
+@pytest.mark.parametrize("sdk_provider", [OPENAI, ANTHROPIC], ids=lambda p: p.name)
+def test_an_unexpected_body_is_quoted_in_the_error(
+    sdk_provider: Provider, server: FakeModelServer
+) -> None:
+    """The SDK providers parse whatever came back; the error says what it was."""
+    page = "<html>502 Bad Gateway</html>"
+    server.enqueue(
+        ScriptedResponse(body=page, headers={"content-type": "text/html"}),
+        ScriptedResponse(body={"unexpected": True}),
+    )
+    connection = sdk_provider.connect(server.url)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask()))
+    assert f"the server sent text, not JSON: {page!r}" in str(caught.value)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask()))
+    assert 'the server sent {"unexpected": true}' in str(caught.value)
+
+
+def test_a_refused_connection_names_the_endpoint_once(provider: Provider) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(provider.connect(url, retry={"max_attempts": 1}).chat(ask()))
+    message = str(caught.value)
+    assert f"request failed at {url}{provider.path}: " in message
+    assert message.count("All connection attempts failed") == 1
 
 
 def test_truncated_body_is_a_transport_error(provider: Provider, server: FakeModelServer) -> None:

@@ -275,14 +275,26 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
     for name, server in spec.mcp_servers.items():
         _add_mcp_server(agent, name, server)
     _add_retrieval_resources(agent, spec)
-    for action in spec.actions:
-        agent.add_action(
-            import_reference(action.function),
-            *(action.listen_to or ()),
-            name=action.name,
-            config=action.config,
-        )
+    for index, action in enumerate(spec.actions):
+        try:
+            agent.add_action(
+                import_reference(action.function),
+                *(action.listen_to or ()),
+                name=action.name,
+                config=action.config,
+            )
+        except (TypeError, ValueError) as exc:  # e.g. a function that is not (event, ctx)
+            raise _ActionEntryError((*location, "actions", index), str(exc)) from None
     return agent
+
+
+class _ActionEntryError(Exception):
+    """An action of a YAML agent that cannot be added, with the location of its entry."""
+
+    def __init__(self, location: Location, message: str) -> None:
+        super().__init__(message)
+        self.location = location
+        self.message = message
 
 
 def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Agent]:
@@ -321,6 +333,8 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
     for index, spec in enumerate(parsed.agents):
         try:
             agent = _build_agent(spec, ("agents", index), named).add_shared(shared)
+        except _ActionEntryError as exc:
+            raise YamlAgentError(file, [document.issue(exc.location, exc.message)]) from None
         except (TypeError, ValueError) as exc:
             raise YamlAgentError(file, [document.issue(("agents", index), str(exc))]) from None
         if spec.name in agents:
@@ -361,7 +375,9 @@ def load_yaml_agent(path: str | Path, name: str | None = None) -> Agent:
     agents = load_yaml_agents(path)
     if name is None:
         if len(agents) != 1:
-            raise ValueError(f"{path} defines agents {sorted(agents)}; say which one to use")
+            raise ValueError(
+                f"{path} defines agents {sorted(agents)}; say which one (--agent NAME, or name=)"
+            )
         return next(iter(agents.values()))
     if name not in agents:
         raise ValueError(f"{path} has no agent {name!r}; it defines {sorted(agents)}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
-from flink_agents.api.resources import ResourceType
-from flink_agents.plan.models import REFERENCE_PATTERN
+from flink_agents.api.refs import REFERENCE_PATTERN
+from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 
 
 class _Strict(BaseModel):
@@ -32,23 +32,37 @@ PROVIDER_ALIASES: dict[str, str] = {
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
 
-def _expand_alias(value: Any) -> Any:
-    return PROVIDER_ALIASES.get(value, value) if isinstance(value, str) else value
+def _expand(value: Any, aliases: dict[str, str], kind: str) -> Any:
+    """A short name of ``aliases`` as its ``module:Class``; a name that is neither is refused
+    here, naming the short names, rather than by the pattern's regular expression."""
+    if not isinstance(value, str) or ":" in value:
+        return value
+    if value in aliases:
+        return aliases[value]
+    raise ValueError(
+        f"neither module:Class nor a built-in {kind}'s short name ({', '.join(sorted(aliases))})"
+    )
+
+
+def _expander(aliases: dict[str, str], kind: str) -> BeforeValidator:
+    """Expands a short name of ``aliases`` to its ``module:Class`` when validated."""
+    return BeforeValidator(lambda value: _expand(value, aliases, kind))
+
+
+def _alias_schema(aliases: dict[str, str], kind: str) -> WithJsonSchema:
+    return WithJsonSchema(
+        {
+            "anyOf": [{"enum": sorted(aliases)}, {"type": "string", "pattern": REFERENCE_PATTERN}],
+            "description": f"module:Class, or a built-in {kind}'s short name",
+        }
+    )
 
 
 ClassReference = Annotated[
     str,
-    BeforeValidator(_expand_alias),
+    _expander(PROVIDER_ALIASES, "provider"),
     Field(pattern=REFERENCE_PATTERN),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"enum": sorted(PROVIDER_ALIASES)},
-                {"type": "string", "pattern": REFERENCE_PATTERN},
-            ],
-            "description": "module:Class, or a built-in provider's short name",
-        }
-    ),
+    _alias_schema(PROVIDER_ALIASES, "provider"),
 ]
 """A class as ``module:qualname``, or one of :data:`PROVIDER_ALIASES`."""
 
@@ -58,6 +72,9 @@ class DescriptorSpec(_Strict):
 
     class_path: ClassReference = Field(alias="class")
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+    # Refused here too, so the error names the file and line (and never shows the value).
+    _no_literal_secrets = field_validator("arguments")(refuse_literal_secrets)
 
 
 class ResourceSpec(DescriptorSpec):
@@ -154,29 +171,15 @@ VECTOR_STORE_ALIASES: dict[str, str] = {
 """Short names of the built-in vector store classes."""
 
 
-def _expander(aliases: dict[str, str]) -> BeforeValidator:
-    """Expands a short name of ``aliases`` to its ``module:Class`` when validated."""
-    return BeforeValidator(lambda v: aliases.get(v, v) if isinstance(v, str) else v)
-
-
-def _alias_schema(aliases: dict[str, str], kind: str) -> WithJsonSchema:
-    return WithJsonSchema(
-        {
-            "anyOf": [{"enum": sorted(aliases)}, {"type": "string", "pattern": REFERENCE_PATTERN}],
-            "description": f"module:Class, or a built-in {kind}'s short name",
-        }
-    )
-
-
 EmbeddingClassReference = Annotated[
     str,
-    _expander(EMBEDDING_PROVIDER_ALIASES),
+    _expander(EMBEDDING_PROVIDER_ALIASES, "embedding connection"),
     Field(pattern=REFERENCE_PATTERN),
     _alias_schema(EMBEDDING_PROVIDER_ALIASES, "embedding connection"),
 ]
 VectorStoreClassReference = Annotated[
     str,
-    _expander(VECTOR_STORE_ALIASES),
+    _expander(VECTOR_STORE_ALIASES, "vector store"),
     Field(pattern=REFERENCE_PATTERN),
     _alias_schema(VECTOR_STORE_ALIASES, "vector store"),
 ]
