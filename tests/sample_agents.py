@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from flink_agents.agents import ReActAgent
+from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.api import (
     Agent,
     ChatModelSetup,
@@ -21,6 +22,7 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
+from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -100,15 +102,31 @@ async def gated(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=event.input))
 
 
+class RecordingChatConnection(ScriptedChatModelConnection):
+    """A scripted model that also keeps the requests it was sent (clear ``requests`` first)."""
+
+    requests: ClassVar[list[ChatRequest]] = []
+
+    async def chat(self, request: ChatRequest) -> ChatMessage:
+        self.requests.append(request)
+        return await super().chat(request)
+
+
 def add_scripted_connection(
-    agent: Agent, name: str, turns: list[dict[str, Any]], *, resource: str = "conn", **options: Any
+    agent: Agent,
+    name: str,
+    turns: list[dict[str, Any]],
+    *,
+    resource: str = "conn",
+    connection: type[ScriptedChatModelConnection] = ScriptedChatModelConnection,
+    **options: Any,
 ) -> None:
     """Add the chat model connection ``resource``: the scripted model ``name`` (its counters'
     name) playing ``turns``; ``options`` are its other arguments, e.g. ``latency_seconds``."""
     agent.add_resource(
         resource,
         ResourceType.CHAT_MODEL_CONNECTION,
-        ScriptedChatModelConnection,
+        connection,
         name=name,
         turns=turns,
         **options,
@@ -121,15 +139,19 @@ def react_agent(
     latency: float = 0.0,
     name: str = "react",
     structured: bool = True,
+    output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    connection: type[ScriptedChatModelConnection] = ScriptedChatModelConnection,
 ) -> ReActAgent:
-    """A ReAct agent over the scripted model named ``name``, with the ``add`` and ``lookup``
-    tools; the user message is the input's ``city``; ``structured`` answers are ``Answer``s."""
+    """A ReAct agent over the scripted model named ``name`` (of class ``connection``), with the
+    ``add`` and ``lookup`` tools; the user message is the input's ``city``; ``structured``
+    answers are ``Answer``s."""
     agent = ReActAgent(
         name="react_test",
         chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
         prompt=Prompt(text="{city}"),
         output_schema=Answer if structured else None,
         tools=[add, lookup],
+        output_retries=output_retries,
     )
-    add_scripted_connection(agent, name, turns, latency_seconds=latency)
+    add_scripted_connection(agent, name, turns, connection=connection, latency_seconds=latency)
     return agent

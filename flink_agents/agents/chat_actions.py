@@ -7,6 +7,11 @@
 * :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
   (concurrently) and emits the results.
 
+With ``output_schema`` (``module:Class``) and ``output_retries`` in its config, ``chat_action``
+checks a final answer against the schema: one that does not match goes back to the model with
+the validation error as a user message, at most ``output_retries`` times, before it is sent on
+as the ``ChatResponseEvent`` (ReActAgent's ``react_finish`` then fails the run on it).
+
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
 """
@@ -17,6 +22,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, cast
 
+from flink_agents.agents.structured_output import correction_request
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
@@ -29,6 +35,7 @@ from flink_agents.api.events import (
     ToolResult,
 )
 from flink_agents.api.json_values import NotJsonError, json_text
+from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
 from flink_agents.api.tools import tool_output_text
@@ -50,9 +57,10 @@ def _chat_model(ctx: RunnerContext, name: str) -> ChatModelSetup:
 
 @action(ChatRequestEvent, ToolResponseEvent, sends=[ChatResponseEvent, ToolRequestEvent])
 async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerContext) -> None:
-    """Ask the model; loop through tool calls until it gives a final answer."""
+    """Ask the model; loop through tool calls until it gives a final answer (with an
+    ``output_schema`` in the config, one that matches it, or ``output_retries`` spent)."""
     if isinstance(event, ChatRequestEvent):
-        request_id, model_name, rounds = event.id, event.model, 0
+        request_id, model_name, rounds, retries = event.id, event.model, 0, 0
         messages, prompt_args = list(event.messages), event.prompt_args
     else:
         request_id, model_name = event.request_id, event.model
@@ -60,6 +68,7 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         if saved is None:
             raise LookupError(f"no conversation in progress for chat request {request_id}")
         rounds, prompt_args = saved["rounds"], saved.get("prompt_args", {})
+        retries = saved.get("output_retries", 0)
         messages = [ChatMessage.model_validate(m) for m in saved["messages"]]
         messages += [
             ChatMessage(role="tool", content=result.content, tool_call_id=result.tool_call_id)
@@ -67,11 +76,25 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         ]
 
     model = _chat_model(ctx, model_name)
-    # Without prompt arguments the call keeps its earlier shape (and recorded identity).
-    arguments = (messages, prompt_args) if prompt_args else (messages,)
-    reply = await ctx.durable_execute_async(
-        model.chat, *arguments, call_id="chat", result_type=ChatMessage
-    )
+    schema_path: str = ctx.action_config.get("output_schema") or ""
+    allowed = int(ctx.action_config.get("output_retries", 0)) if schema_path else 0
+    call_id = "chat"
+    while True:
+        # Without prompt arguments the call keeps its earlier shape (and recorded identity).
+        arguments = (messages, prompt_args) if prompt_args else (messages,)
+        reply = await ctx.durable_execute_async(
+            model.chat, *arguments, call_id=call_id, result_type=ChatMessage
+        )
+        if reply.tool_calls or retries >= allowed:
+            break
+        correction = correction_request(import_reference(schema_path), reply.content)
+        if correction is None:
+            break
+        # Another model call of this invocation: the conversation it sends (the answer and
+        # what is wrong with it) follows from recorded replies, so a replay asks the same.
+        retries += 1
+        messages = [*messages, reply, correction]
+        call_id = f"chat:output-retry-{retries}"
 
     if not reply.tool_calls:
         ctx.sensory_memory.delete(_conversation_key(request_id))
@@ -83,14 +106,14 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         raise ToolLoopLimitError(
             f"model {model_name!r} still asks for tools after {limit} rounds (max_tool_rounds)"
         )
-    ctx.sensory_memory.set(
-        _conversation_key(request_id),
-        {
-            "rounds": rounds + 1,
-            "messages": [m.model_dump(mode="json") for m in [*messages, reply]],
-            "prompt_args": prompt_args,
-        },
-    )
+    conversation: dict[str, Any] = {
+        "rounds": rounds + 1,
+        "messages": [m.model_dump(mode="json") for m in [*messages, reply]],
+        "prompt_args": prompt_args,
+    }
+    if retries:  # only once a retry was made: a conversation without one is saved as before
+        conversation["output_retries"] = retries
+    ctx.sensory_memory.set(_conversation_key(request_id), conversation)
     ctx.send_event(
         ToolRequestEvent(request_id=request_id, model=model_name, tool_calls=reply.tool_calls)
     )

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_ROUNDS, chat_action, tool_call_action
 from flink_agents.agents.retrieval import (
@@ -15,6 +14,11 @@ from flink_agents.agents.retrieval import (
     RetrievedInputEvent,
     context_message,
     retrieve_input,
+)
+from flink_agents.agents.structured_output import (
+    OutputValidationError,
+    describe_errors,
+    parse_answer,
 )
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage
@@ -24,7 +28,7 @@ from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import class_path, import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 
-_FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+DEFAULT_OUTPUT_RETRIES = 1
 
 
 # What `json.dumps(value, sort_keys=True)` builds on every call, built once: the same text.
@@ -94,22 +98,28 @@ def react_start(event: InputEvent | RetrievedInputEvent, ctx: RunnerContext) -> 
     ctx.send_event(ChatRequestEvent(model=config["chat_model"], messages=messages))
 
 
-def _json_text(content: str) -> str:
-    text = content.strip()
-    fenced = _FENCED.match(text)
-    return fenced.group(1) if fenced else text
-
-
 @action(ChatResponseEvent, sends=[OutputEvent])
 def react_finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
-    """Emit the model's final answer, validated against the output schema when there is one."""
+    """Emit the model's final answer, validated against the output schema when there is one.
+
+    ``chat_action`` has already handed an answer that does not match back to the model
+    ``output_retries`` times: one still not matching here fails the run.
+    """
     content = event.response.content
     schema_path = ctx.action_config.get("output_schema")
     if not schema_path:
         ctx.send_event(OutputEvent(output=content))
         return
     schema = cast(type[BaseModel], import_reference(schema_path))
-    answer = schema.model_validate_json(_json_text(content))
+    try:
+        answer = parse_answer(schema, content)
+    except ValidationError as error:
+        attempts = int(ctx.action_config.get("output_retries", 0)) + 1
+        raise OutputValidationError(
+            f"the answer of model {event.model!r} does not match output_schema {schema_path} "
+            f"after {attempts} attempt(s) (output_retries={attempts - 1}); "
+            f"last validation error:\n{describe_errors(error)}"
+        ) from error
     ctx.send_event(OutputEvent(output=answer.model_dump(mode="json")))
 
 
@@ -121,7 +131,9 @@ class ReActAgent(Agent):
     name or a :class:`Prompt`, filled with ``{input}`` and, for dict inputs, their fields.
     ``subagents`` names AGENT resources the model may delegate to (descriptor form only).
     ``retrieval`` retrieves passages for the input before the model is asked (see
-    :mod:`flink_agents.agents.retrieval`).
+    :mod:`flink_agents.agents.retrieval`). With an ``output_schema``, a final answer that does
+    not match it goes back to the model with the validation error, at most ``output_retries``
+    times (0: never), before the run fails with an :class:`OutputValidationError`.
     """
 
     def __init__(
@@ -138,6 +150,7 @@ class ReActAgent(Agent):
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         description: str | None = None,
         retrieval: RetrievalSettings | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         super().__init__(
             name=name, config=config, error_policy=error_policy, description=description
@@ -174,13 +187,21 @@ class ReActAgent(Agent):
         ):  # else the first run fails deep inside, asking it for a JSON schema
             got = getattr(output_schema, "__qualname__", output_schema)
             raise TypeError(f"output_schema must be a pydantic model class, got {got!r}")
+        if output_retries < 0:
+            raise ValueError(f"output_retries must be 0 or more, got {output_retries}")
         schema = class_path(output_schema) if output_schema else None
         start_config = {"chat_model": chat_model, "prompt": prompt, "output_schema": schema}
+        chat_config: dict[str, Any] = {"max_tool_rounds": max_tool_rounds}
+        finish_config: dict[str, Any] = {"output_schema": schema}
+        if schema is not None:  # without a schema, the plan stays as it was before retries
+            finish_config["output_retries"] = output_retries
+            if output_retries:
+                chat_config.update(output_schema=schema, output_retries=output_retries)
         if retrieval is None:
             self.add_action(react_start, config=start_config)
         else:
             self.add_action(retrieve_input, config=retrieval.model_dump(exclude_none=True))
             self.add_action(react_start, RetrievedInputEvent, config=start_config)
-        self.add_action(chat_action, config={"max_tool_rounds": max_tool_rounds})
+        self.add_action(chat_action, config=chat_config)
         self.add_action(tool_call_action)
-        self.add_action(react_finish, config={"output_schema": schema})
+        self.add_action(react_finish, config=finish_config)

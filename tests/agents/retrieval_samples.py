@@ -6,8 +6,6 @@ there), so a test sees exactly which embedding, search, upsert and chat calls we
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from flink_agents.agents import ReActAgent
 from flink_agents.agents.ingestion import IngestionAgent
 from flink_agents.agents.retrieval import RetrievalSettings, RetrievedInputEvent, retrieve_input
@@ -19,8 +17,8 @@ from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.api.vector_stores import MetadataFilter, VectorMatch, VectorRecord
 from flink_agents.providers.hashing_embeddings import HashingEmbeddingModelConnection
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
-from flink_agents.providers.scripted import ScriptedChatModelConnection
 from tests.durable.helpers import PROBE
+from tests.sample_agents import RecordingChatConnection
 
 DIMENSIONS = 128
 
@@ -64,14 +62,11 @@ class ProbedVectorStore(InMemoryVectorStore):
         return await super().query(embedding, top_k, where)
 
 
-class ProbedChatConnection(ScriptedChatModelConnection):
-    """A scripted model that also keeps the requests it was sent."""
-
-    requests: ClassVar[list[ChatRequest]] = []
+class ProbedChatConnection(RecordingChatConnection):
+    """A scripted model keeping its requests, each call a probe call ``chat``."""
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
         await PROBE.call("chat", 0)
-        self.requests.append(request)
         return await super().chat(request)
 
 

@@ -1,9 +1,13 @@
+from collections.abc import Iterator
+
 import pytest
 
 from flink_agents.agents.react import ReActAgent, _prompt_values
+from flink_agents.api.chat import ChatRequest
+from flink_agents.plan import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
-from tests.sample_agents import react_agent
+from tests.sample_agents import Answer, RecordingChatConnection, react_agent
 
 TWO_TOOLS = [
     {"tool_calls": [{"name": "lookup", "arguments": {"city": "$input"}}]},
@@ -43,18 +47,118 @@ def test_tool_error_goes_back_to_the_model():
     assert answer.startswith("I could not: ValidationError")
 
 
-def test_answer_not_matching_the_output_schema_fails_the_run():
+NOT_JSON = {"content": "It is sunny in $input."}
+NO_TOTAL = {"content": '{"city": "$input"}'}
+VALID = {"content": '{"city": "$input", "total": 7}'}
+CORRECTION = (
+    "Your answer does not match the JSON schema you were given:\n"
+    "- total: Field required\n"
+    "Answer again with the corrected JSON object only, with nothing else around it."
+)
+
+
+@pytest.fixture
+def requests() -> Iterator[list[ChatRequest]]:
+    """The requests the recording scripted model is sent during the test."""
+    RecordingChatConnection.requests.clear()
+    yield RecordingChatConnection.requests
+    RecordingChatConnection.requests.clear()
+
+
+def _failure(agent: ReActAgent) -> ActionError:
     with pytest.raises(ActionError) as info:
-        run_local(
-            react_agent([{"content": "sunny"}], name="bad"), [{"id": 1, "city": "x"}], key="id"
-        )
-    failure = info.value.failure
+        run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+    return info.value
+
+
+def _configs(agent: ReActAgent) -> dict[str, dict]:
+    return {action.name: action.config for action in compile_agent(agent).actions}
+
+
+def test_an_answer_not_matching_the_schema_goes_back_to_the_model_with_the_error(requests):
+    agent = react_agent([NO_TOTAL, VALID], name="retry-once", connection=RecordingChatConnection)
+    [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+    assert result.error is None
+    assert result.output_values == [{"city": "Oslo", "total": 7}]
+    first, retry = requests
+    # The retry is the first conversation, the model's answer, then what is wrong with it.
+    assert retry.messages[:-2] == first.messages
+    answer, correction = retry.messages[-2:]
+    assert (answer.role, answer.content) == ("assistant", '{"city": "Oslo"}')
+    assert (correction.role, correction.content) == ("user", CORRECTION)
+
+
+def test_an_answer_still_not_matching_when_the_retries_are_spent_fails_naming_them():
+    ScriptedChatModelConnection.reset_stats("spent")
+    agent = react_agent([NOT_JSON, NOT_JSON, NO_TOTAL, VALID], name="spent", output_retries=2)
+    failure = _failure(agent).failure
     assert (failure.action, failure.event_type, failure.error_type) == (
         "react_finish",
         "ChatResponseEvent",
-        "ValidationError",
+        "OutputValidationError",
     )
-    assert "Answer" in failure.message
+    assert failure.message == (
+        "the answer of model 'chat_model' does not match output_schema "
+        "tests.sample_agents:Answer after 3 attempt(s) (output_retries=2); "
+        "last validation error:\n- total: Field required"
+    )
+    assert ScriptedChatModelConnection.stats("spent").total == 3
+
+
+def test_without_output_retries_a_non_matching_answer_fails_at_once_as_before():
+    ScriptedChatModelConnection.reset_stats("no-retry")
+    agent = react_agent([NOT_JSON, VALID], name="no-retry", output_retries=0)
+    failure = _failure(agent).failure
+    assert (failure.action, failure.error_type) == ("react_finish", "OutputValidationError")
+    assert failure.message.endswith(
+        "after 1 attempt(s) (output_retries=0); last validation error:\n"
+        "- the answer: Invalid JSON: expected ident at line 1 column 2"
+    )
+    assert ScriptedChatModelConnection.stats("no-retry").total == 1
+    # chat_action is planned as it was before output retries existed.
+    assert _configs(agent)["chat_action"] == {"max_tool_rounds": 10}
+
+
+def test_a_valid_first_answer_sends_the_same_request_whatever_the_retries(requests):
+    for retries in (0, 1, 3):
+        agent = react_agent(TWO_TOOLS, output_retries=retries, connection=RecordingChatConnection)
+        [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+        assert result.output_values == [{"city": "Oslo", "total": 42}]
+    assert len(requests) == 9
+    assert requests[0:3] == requests[3:6] == requests[6:9]
+
+
+def test_a_retry_asking_for_tools_counts_against_the_same_bound():
+    # Were the retry forgotten over the tool round, the fourth (valid) turn would be played.
+    ScriptedChatModelConnection.reset_stats("retry-tools")
+    turns = [NOT_JSON, {"tool_calls": [{"name": "add", "arguments": {"a": 1}}]}, NOT_JSON, VALID]
+    failure = _failure(react_agent(turns, name="retry-tools", output_retries=1)).failure
+    assert failure.error_type == "OutputValidationError"
+    assert "after 2 attempt(s)" in failure.message
+    assert ScriptedChatModelConnection.stats("retry-tools").total == 3
+
+
+def test_output_retries_are_planned_only_with_an_output_schema():
+    configs = _configs(react_agent([VALID]))
+    assert configs["chat_action"] == {
+        "max_tool_rounds": 10,
+        "output_retries": 1,
+        "output_schema": "tests.sample_agents:Answer",
+    }
+    assert configs["react_finish"] == {
+        "output_retries": 1,
+        "output_schema": "tests.sample_agents:Answer",
+    }
+    plain = {
+        a.name: a.config for a in compile_agent(react_agent([VALID], structured=False)).actions
+    }
+    assert plain["chat_action"] == {"max_tool_rounds": 10}
+    assert plain["react_finish"] == {"output_schema": None}
+
+
+def test_negative_output_retries_are_refused_when_declared():
+    with pytest.raises(ValueError, match="output_retries must be 0 or more, got -1"):
+        ReActAgent(chat_model="chat", output_schema=Answer, output_retries=-1)
 
 
 def test_endless_tool_requests_stop_at_max_tool_rounds():

@@ -5,8 +5,16 @@ import pytest
 
 from examples import EXAMPLES
 from flink_agents.api import ResourceType
-from flink_agents.plan import YamlAgentError, compile_agent, compile_yaml, load_yaml_agents
+from flink_agents.plan import (
+    AgentPlan,
+    YamlAgentError,
+    compile_agent,
+    compile_yaml,
+    load_yaml_agents,
+)
 from flink_agents.plan.sources import agent_from_reference
+from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.runtime import run_local
 
 VALID = """\
 agents:
@@ -210,3 +218,41 @@ def test_an_agent_may_not_redeclare_a_file_level_connection(tmp_path: Path):
     error = _error(tmp_path, text)
     assert [(i.line, i.field) for i in error.issues] == [(12, "agents[0].connections.llm")]
     assert "already declared for the whole file" in str(error)
+
+
+RETRYING = """\
+agents:
+  - name: retrying
+    react:
+      chat_model: chat
+      output_schema: "tests.sample_agents:Answer"
+      output_retries: 2
+    connections:
+      llm:
+        class: scripted
+        arguments:
+          name: yaml-retries
+          turns: [{content: "sunny"}, {content: "{}"}, {content: '{"city": "x", "total": 1}'}]
+    chat_models:
+      chat: {connection: llm}
+"""
+
+
+def test_a_react_agent_s_output_retries_compile_and_survive_the_plan_json(tmp_path: Path):
+    ScriptedChatModelConnection.reset_stats("yaml-retries")
+    plan = compile_yaml(_write(tmp_path, RETRYING), "retrying")
+    reloaded = AgentPlan.from_json(plan.to_json())
+    assert reloaded == plan
+    configs = {action.name: action.config for action in reloaded.actions}
+    assert (
+        configs["chat_action"]["output_retries"] == configs["react_finish"]["output_retries"] == 2
+    )
+    # Acted upon from the reloaded plan: two answers not matching, then one that does.
+    [result] = run_local(reloaded, ["q"], key=lambda value: value)
+    assert result.output_values == [{"city": "x", "total": 1}]
+    assert ScriptedChatModelConnection.stats("yaml-retries").total == 3
+
+
+def test_negative_output_retries_are_refused_at_their_line(tmp_path: Path):
+    error = _error(tmp_path, RETRYING.replace("output_retries: 2", "output_retries: -1"))
+    assert [(i.line, i.field) for i in error.issues] == [(6, "agents[0].react.output_retries")]

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
 
+from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
@@ -228,6 +229,12 @@ class ReactSpec(_Strict):
         default=None, pattern=REFERENCE_PATTERN, description="A pydantic model as module:Class."
     )
     max_tool_rounds: int = Field(default=10, ge=1)
+    output_retries: int = Field(
+        default=DEFAULT_OUTPUT_RETRIES,
+        ge=0,
+        description="With output_schema: how many times an answer that does not match it goes "
+        "back to the model with the validation error (0: the run fails at once).",
+    )
     retrieval: RetrievalSettings | None = Field(
         default=None, description="Retrieve passages for the input before asking the model."
     )
