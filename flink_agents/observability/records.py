@@ -97,6 +97,17 @@ class EventSent(_Record):
     payload: Any = None
 
 
+class EventDropped(_Record):
+    """An event no action listens to was dropped. Its sender did not declare it in ``sends``
+    (compiling refuses a declared type without a listener), so only running it showed it."""
+
+    kind: Literal["event_dropped"] = "event_dropped"
+    event_id: str
+    event_type: str
+    upstream_id: str | None = Field(description="The event whose handling sent this one.")
+    action: str | None = Field(description="The action that sent it.")
+
+
 class CallFinished(_Record):
     """A durable call's outcome."""
 
@@ -134,6 +145,7 @@ LogRecord = Annotated[
     | ActionStarted
     | ActionFinished
     | EventSent
+    | EventDropped
     | CallFinished,
     Field(discriminator="kind"),
 ]

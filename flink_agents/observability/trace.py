@@ -9,7 +9,8 @@ Each execution of a run is a tree::
 
 A run executed again after a restore (its first execution cut off by the failure, or replayed
 from a checkpoint) gets a second tree, marked ``execution 2``: its calls recorded before the
-failure show ``replayed``, its actions completed before it ``replayed`` too.
+failure show ``replayed``, its actions completed before it ``replayed`` too. An event no action
+listened to (its sender did not declare it) ends with ``dropped: no action listens to it``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flink_agents.observability.records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
+    EventDropped,
     EventSent,
     LogRecord,
     RunFinished,
@@ -50,6 +52,8 @@ class _Invocation:
     finished: ActionFinished | None = None
     calls: list[CallFinished] = field(default_factory=list)
     events: list[EventSent] = field(default_factory=list)
+    dropped: set[str] = field(default_factory=set)
+    """Ids of the events it sent that no action listened to."""
 
 
 @dataclass
@@ -96,6 +100,8 @@ def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
             execution.invocation(record.event_id, record.action).calls.append(record)
         elif isinstance(record, EventSent) and record.upstream_id and record.action:
             execution.invocation(record.upstream_id, record.action).events.append(record)
+        elif isinstance(record, EventDropped) and record.upstream_id and record.action:
+            execution.invocation(record.upstream_id, record.action).dropped.add(record.event_id)
     return found
 
 
@@ -131,7 +137,10 @@ def _run_lines(execution: RunExecution) -> Iterator[str]:
         for call in invocation.calls:
             yield "    " + _call_line(call)
         for event in invocation.events:
-            yield f"    event {_short_type(event.event_type)} {event.event_id[:8]}"
+            line = f"    event {_short_type(event.event_type)} {event.event_id[:8]}"
+            if event.event_id in invocation.dropped:
+                line += "  dropped: no action listens to it"
+            yield line
 
 
 def _invocation_line(invocation: _Invocation) -> str:

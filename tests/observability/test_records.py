@@ -12,6 +12,7 @@ from flink_agents.observability.records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
+    EventDropped,
     EventSent,
     RunAdmitted,
     RunFinished,
@@ -35,6 +36,10 @@ EXAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
     ),
     (
         EventSent,
+        {**RUN, "event_id": "e2", "event_type": "T", "upstream_id": "e1", "action": "act"},
+    ),
+    (
+        EventDropped,
         {**RUN, "event_id": "e2", "event_type": "T", "upstream_id": "e1", "action": "act"},
     ),
     (

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from examples.weather import build_agent
+from flink_agents.api import Agent
 from flink_agents.cli import main
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
@@ -19,6 +20,7 @@ from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.observability.scenarios import crash_and_replay
+from tests.sample_agents import answer_and_send_unheard
 
 pytestmark = pytest.mark.usefixtures("fresh_probe")
 
@@ -58,6 +60,23 @@ def test_the_weather_runs_print_as_trees(tmp_path: Path, capsys):
 
     assert main(["trace", str(path), "--run", "1"]) == 0
     assert capsys.readouterr().out == ""  # each city has one run, seq 0
+
+
+def test_an_event_nobody_listened_to_is_marked_dropped(tmp_path: Path, capsys):
+    path = tmp_path / "events.jsonl"
+    agent = Agent(name="leaky")
+    agent.add_action(answer_and_send_unheard)
+    run_local(agent, [{"k": "a", "n": 1}], key="k", event_log=EventLogConfig(path=str(path)))
+
+    assert main(["trace", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [_shape(line) for line in lines[1:]] == [
+        "  action answer_and_send_unheard on InputEvent",
+        "    event Unheard",
+        "    event OutputEvent",
+    ]
+    assert lines[2].endswith("  dropped: no action listens to it")
+    assert not lines[3].endswith("dropped: no action listens to it")
 
 
 def _shape(line: str) -> str:
