@@ -36,11 +36,15 @@ RunKey = tuple[str, str, int]  # agent, key as JSON, seq
 
 
 def read_records(path: str | Path) -> Iterator[LogRecord]:
-    """The records of an event log file, in order (blank lines skipped)."""
-    with Path(path).open(encoding="utf-8") as lines:
-        for line in lines:
+    """The records of an event log file, in order (blank lines skipped).
+
+    A line that is no record raises :class:`~flink_agents.observability.records.NotAnEventLogRecord`
+    naming the file and the line (``outputs.jsonl:1: not an event log record: ...``).
+    """
+    with Path(path).open("rb") as lines:  # bytes: a line that is not UTF-8 is named too
+        for number, line in enumerate(lines, 1):
             if line.strip():
-                yield parse_record(line)
+                yield parse_record(line, f"{path}:{number}")
 
 
 @dataclass

@@ -13,7 +13,14 @@ from flink_agents.api import Agent
 from flink_agents.cli import main
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
-from flink_agents.observability import CallFinished, EventLogConfig, JsonLinesSink, build_event_log
+from flink_agents.observability import (
+    CallFinished,
+    EventLogConfig,
+    JsonLinesSink,
+    RunAdmitted,
+    build_event_log,
+)
+from flink_agents.observability.records import construct, record_json
 from flink_agents.observability.trace import executions, read_records
 from flink_agents.runtime import RunEngine, run_local
 from flink_agents.testing import agent_plan
@@ -151,3 +158,19 @@ def test_an_unreadable_event_log_is_a_usage_error(tmp_path: Path, capsys):
     bad.write_text('{"kind": "nothing"}\n')
     assert main(["trace", str(bad)]) == 2
     assert "flink-agents trace" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_an_event_log_is_a_usage_error_naming_the_file_and_line(
+    tmp_path: Path, capsys
+):
+    outputs = tmp_path / "outputs.jsonl"  # a job's outputs, say: JSON lines, but no records
+    admitted = record_json(construct(RunAdmitted, time=1.0, agent="a", key="k", seq=0))
+    outputs.write_text(f'{admitted}\n\n{{"agent": "a", "key": "k", "seq": 0, "output": 1}}\n')
+
+    assert main(["trace", str(outputs)]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (
+        "",
+        f"flink-agents trace: {outputs}:3: not an event log record: "
+        'no "kind" field (every record has one: run_started, call, ...)\n',
+    )
