@@ -78,6 +78,8 @@ class AgentsExecutionEnvironment:
     ) -> None:
         self.env = env
         _this_python_unless_set(env)
+        # PyFlink imports Beam while the pipeline is built (apply): keep its one warning quiet.
+        _BEAM_FILESYSTEMS.addFilter(_not_the_gcs_import_warning)
         self.options = options or OperatorOptions()
         self.store = store
         self.event_log = event_log
@@ -263,6 +265,16 @@ def _this_python_unless_set(env: StreamExecutionEnvironment) -> None:
     for name, value in python_settings().items():
         if not config.containsKey(name):
             config.setString(name, value)
+
+
+_BEAM_FILESYSTEMS = logging.getLogger("apache_beam.io.filesystems")
+
+
+def _not_the_gcs_import_warning(record: logging.LogRecord) -> bool:
+    """False for Beam's "Failed to import GCSFileSystem; loading of this filesystem will be
+    skipped" warning, printed on stderr by every job built without google-cloud-storage (Beam's
+    Google Cloud filesystem, which no agent job uses); true for every other record."""
+    return not str(record.msg).startswith("Failed to import GCSFileSystem;")
 
 
 def _timer_safe_bundles(env: StreamExecutionEnvironment) -> None:

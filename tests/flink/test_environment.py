@@ -1,9 +1,11 @@
 """What `AgentsExecutionEnvironment` does to the environment it is given: the Python its
-workers run, when the user named none (the job specs' settings)."""
+workers run, when the user named none (the job specs' settings); and the one Beam warning it
+keeps off a job's stderr (no google-cloud-storage for a filesystem no agent job uses)."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -97,6 +99,32 @@ def test_a_python_the_user_named_is_kept_with_nothing_added(flink_env):
     assert config.getString("python.executable", None) == "/opt/cluster-python/bin/python3"
     assert not config.containsKey("python.pythonpath")
     assert not config.containsKey("python.client.executable")
+
+
+def test_beams_gcs_import_warning_is_not_printed_by_a_job(job_run):
+    beam_alone = subprocess.run(
+        [sys.executable, "-c", "import pyflink.fn_execution"],  # imports Beam, as a job does
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if "Failed to import GCSFileSystem" not in beam_alone.stderr:
+        pytest.skip("google-cloud-storage is installed: Beam has nothing to warn about")
+    assert job_run.returncode == 0, job_run.stderr[-3000:]
+    assert "GCSFileSystem" not in job_run.stderr
+
+
+def test_beams_other_filesystem_warnings_are_kept(flink_env, caplog):
+    AgentsExecutionEnvironment(
+        StreamExecutionEnvironment.get_execution_environment(Configuration())
+    )
+    beam = logging.getLogger("apache_beam.io.filesystems")
+    with caplog.at_level(logging.WARNING, logger=beam.name):
+        beam.warning("Failed to import GCSFileSystem; loading ... Error details: %s", "absent")
+        beam.warning("Failed to import S3FileSystem; loading ... Error details: %s", "broken")
+    assert [record.getMessage() for record in caplog.records if record.name == beam.name] == [
+        "Failed to import S3FileSystem; loading ... Error details: broken"
+    ]
 
 
 def _environment_config(env: StreamExecutionEnvironment) -> Any:
