@@ -78,8 +78,6 @@ class AgentsExecutionEnvironment:
     ) -> None:
         self.env = env
         _this_python_unless_set(env)
-        # PyFlink imports Beam while the pipeline is built (apply): keep its one warning quiet.
-        _BEAM_FILESYSTEMS.addFilter(_not_the_gcs_import_warning)
         self.options = options or OperatorOptions()
         self.store = store
         self.event_log = event_log
@@ -275,6 +273,11 @@ def _not_the_gcs_import_warning(record: logging.LogRecord) -> bool:
     skipped" warning, printed on stderr by every job built without google-cloud-storage (Beam's
     Google Cloud filesystem, which no agent job uses); true for every other record."""
     return not str(record.msg).startswith("Failed to import GCSFileSystem;")
+
+
+# PyFlink imports Beam when the first StreamExecutionEnvironment is made: the filter is in place
+# once this module is imported (`from flink_agents import AgentsExecutionEnvironment` does).
+_BEAM_FILESYSTEMS.addFilter(_not_the_gcs_import_warning)
 
 
 def _timer_safe_bundles(env: StreamExecutionEnvironment) -> None:
