@@ -158,16 +158,17 @@ class NotAnEventLogRecord(ValueError):
     """A line (of a file, or a message of a topic) that is not an event-log record."""
 
 
-def parse_record(line: str | bytes, where: str = "line") -> LogRecord:
+def parse_record(line: str | bytes, where: str | None = None) -> LogRecord:
     """A record from one JSON line of an event log file.
 
-    Raises :class:`NotAnEventLogRecord` naming ``where`` (``events.jsonl:3``) and what is
-    wrong in a sentence, instead of pydantic's report on the union of every record kind.
+    Raises :class:`NotAnEventLogRecord` naming ``where`` the line is (``events.jsonl:3``) and
+    what is wrong in a sentence, instead of pydantic's report on the union of every record kind.
     """
     try:
         return _RECORD.validate_json(line)
     except ValidationError as exc:
-        raise NotAnEventLogRecord(f"{where}: not an event log record: {_why(exc)}") from None
+        prefix = "" if where is None else f"{where}: "
+        raise NotAnEventLogRecord(f"{prefix}not an event log record: {_why(exc)}") from None
 
 
 def _why(error: ValidationError) -> str:
