@@ -54,6 +54,13 @@ def answer_and_send_unheard(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=event.input["n"]))
 
 
+def unheard_agent() -> Agent:
+    """An agent whose one action answers and sends an event nobody listens to."""
+    agent = Agent(name="leaky")
+    agent.add_action(answer_and_send_unheard)
+    return agent
+
+
 @action(InputEvent)
 def fail_on_negative(event: InputEvent, ctx: RunnerContext) -> None:
     """Remembers the input, then raises for negative ones (memory write must not commit)."""

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from examples.weather import build_agent
-from flink_agents.api import Agent
 from flink_agents.cli import main
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
@@ -27,7 +26,7 @@ from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.observability.scenarios import crash_and_replay
-from tests.sample_agents import answer_and_send_unheard
+from tests.sample_agents import unheard_agent
 
 pytestmark = pytest.mark.usefixtures("fresh_probe")
 
@@ -71,9 +70,8 @@ def test_the_weather_runs_print_as_trees(tmp_path: Path, capsys):
 
 def test_an_event_nobody_listened_to_is_marked_dropped(tmp_path: Path, capsys):
     path = tmp_path / "events.jsonl"
-    agent = Agent(name="leaky")
-    agent.add_action(answer_and_send_unheard)
-    run_local(agent, [{"k": "a", "n": 1}], key="k", event_log=EventLogConfig(path=str(path)))
+    inputs = [{"k": "a", "n": 1}]
+    run_local(unheard_agent(), inputs, key="k", event_log=EventLogConfig(path=str(path)))
 
     assert main(["trace", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()

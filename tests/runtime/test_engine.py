@@ -25,7 +25,7 @@ from flink_agents.runtime import (
     run_local,
 )
 from tests import sample_agents
-from tests.sample_agents import EchoAgent, Unheard, answer_and_send_unheard, fail_on_negative
+from tests.sample_agents import EchoAgent, Unheard, fail_on_negative, unheard_agent
 
 
 def _echo_engine(**kwargs: Any) -> RunEngine:
@@ -300,12 +300,10 @@ class Records:
 def test_an_event_nobody_listens_to_is_warned_once_per_agent_and_type_and_logged_each_time(
     caplog,
 ):
-    agent = Agent(name="leaky")
-    agent.add_action(answer_and_send_unheard)
     listener = Records()
     inputs = [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "a", "n": 3}]
     with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.engine"):
-        results = run_local(agent, inputs, key="k", listeners=[listener])
+        results = run_local(unheard_agent(), inputs, key="k", listeners=[listener])
 
     assert [r.output_values for r in results] == [[1], [2], [3]]  # the runs go on
     warnings = [r.getMessage() for r in caplog.records if r.name == "flink_agents.runtime.engine"]
