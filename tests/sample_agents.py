@@ -45,6 +45,24 @@ class EchoAgent(Agent):
         ctx.send_event(OutputEvent(output={"doubled": event.value, "count": count}))
 
 
+class Unheard(Event):
+    note: str
+
+
+@action(InputEvent)
+def answer_and_send_unheard(event: InputEvent, ctx: RunnerContext) -> None:
+    """Answers, and sends an event nobody listens to (undeclared in ``sends``: it compiles)."""
+    ctx.send_event(Unheard(note="nobody listens"))
+    ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+def unheard_agent() -> Agent:
+    """An agent whose one action answers and sends an event nobody listens to."""
+    agent = Agent(name="leaky")
+    agent.add_action(answer_and_send_unheard)
+    return agent
+
+
 @action(InputEvent)
 def fail_on_negative(event: InputEvent, ctx: RunnerContext) -> None:
     """Remembers the input, then raises for negative ones (memory write must not commit)."""

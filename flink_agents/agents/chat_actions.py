@@ -19,6 +19,7 @@ and the tool call, so a replay finds them.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable
 from typing import Any, cast
 
@@ -41,6 +42,18 @@ from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent
 from flink_agents.api.tools import tool_output_text
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
+
+# pydantic ends each error of a ValidationError's text with this line.
+_PYDANTIC_LINK = re.compile(
+    r"\n[ \t]*For further information visit https://errors\.pydantic\.dev/\S*"
+)
+
+
+def without_pydantic_links(text: str) -> str:
+    """``text`` (an error's, for a model) without pydantic's "For further information visit
+    https://errors.pydantic.dev/..." lines: a link per error tells a model nothing and costs
+    tokens; what was wrong, where and with which input stays as it is."""
+    return _PYDANTIC_LINK.sub("", text)
 
 
 class ToolLoopLimitError(RuntimeError):
@@ -131,7 +144,7 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
     except InfrastructureError:
         raise
     except Exception as exc:
-        content = f"{type(exc).__name__}: {exc}"
+        content = without_pydantic_links(f"{type(exc).__name__}: {exc}")
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
     return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
 

@@ -36,7 +36,7 @@ from pyflink.java_gateway import get_gateway
 from flink_agents.api.agent import Agent
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
-from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE
+from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
@@ -62,6 +62,10 @@ class AgentsExecutionEnvironment:
     of every run, action, event and call (a JSON-lines file on each worker, a Kafka topic,
     OpenTelemetry spans, listeners by reference; see docs/operations.md). Metrics are
     published to Flink unless ``options.metrics`` is off.
+
+    An ``env`` whose ``python.executable`` is not set gets this interpreter for its Python
+    workers, as a job spec does (see :func:`~flink_agents.flink.job.python_settings`): the
+    venv a job is started with is the one its workers import PyFlink and the agent from.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class AgentsExecutionEnvironment:
         event_log: EventLogConfig | None = None,
     ) -> None:
         self.env = env
+        _this_python_unless_set(env)
         self.options = options or OperatorOptions()
         self.store = store
         self.event_log = event_log
@@ -242,6 +247,37 @@ class Paced(MapFunction):
             time.sleep(delay)
         self._next = max(self._next, time.monotonic()) + self._interval
         return value
+
+
+def _this_python_unless_set(env: StreamExecutionEnvironment) -> None:
+    """Give ``env`` the Python settings of a job spec when it names no Python of its own.
+
+    Without ``python.executable`` the workers run whatever ``python`` is on ``PATH`` and fail
+    with "No module named 'pyflink'". A ``python.executable`` the user (or ``flink run
+    -pyexec``, or the cluster's configuration) set is left as it is, with whatever goes with it.
+    """
+    util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
+    config = util.getEnvironmentConfig(env._j_stream_execution_environment)
+    if config.containsKey("python.executable"):
+        return
+    for name, value in python_settings().items():
+        if not config.containsKey(name):
+            config.setString(name, value)
+
+
+_BEAM_FILESYSTEMS = logging.getLogger("apache_beam.io.filesystems")
+
+
+def _not_the_gcs_import_warning(record: logging.LogRecord) -> bool:
+    """False for Beam's "Failed to import GCSFileSystem; loading of this filesystem will be
+    skipped" warning, printed on stderr by every job built without google-cloud-storage (Beam's
+    Google Cloud filesystem, which no agent job uses); true for every other record."""
+    return not str(record.msg).startswith("Failed to import GCSFileSystem;")
+
+
+# PyFlink imports Beam when the first StreamExecutionEnvironment is made: the filter is in place
+# once this module is imported (`from flink_agents import AgentsExecutionEnvironment` does).
+_BEAM_FILESYSTEMS.addFilter(_not_the_gcs_import_warning)
 
 
 def _timer_safe_bundles(env: StreamExecutionEnvironment) -> None:

@@ -275,10 +275,7 @@ class JobSpec(_Spec):
             "parallelism.default": str(self.parallelism),
             "pipeline.max-parallelism": str(self.max_parallelism),
             "python.execution-mode": self.execution_mode,
-            "python.executable": sys.executable,
-            "python.client.executable": sys.executable,
-            # Thread mode (pemja) does not see the venv otherwise: "No module named 'pemja'".
-            "python.pythonpath": os.pathsep.join(_import_roots()),
+            **python_settings(),
             "execution.checkpointing.storage": "filesystem",
             "execution.checkpointing.dir": self.checkpoint_dir().as_uri(),
             "state.backend.type": "hashmap",
@@ -327,6 +324,18 @@ def with_call_caps(plan: AgentPlan, caps: Mapping[str, int]) -> AgentPlan:
         arguments = {**resource.arguments, "max_concurrent_calls": cap}
         resources[name] = resource.model_copy(update={"arguments": arguments})
     return plan.model_copy(update={"resources": resources})
+
+
+def python_settings() -> dict[str, str]:
+    """The Python a job's workers and client run: this interpreter (the venv with
+    ``apache-flink`` and this package; else the workers run whatever ``python`` is on ``PATH``,
+    without PyFlink), with its import roots on the workers' path (thread mode, pemja, does not
+    see the venv otherwise: "No module named 'pemja'")."""
+    return {
+        "python.executable": sys.executable,
+        "python.client.executable": sys.executable,
+        "python.pythonpath": os.pathsep.join(_import_roots()),
+    }
 
 
 def _import_roots() -> list[str]:

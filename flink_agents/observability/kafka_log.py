@@ -149,7 +149,7 @@ def _read_partition(
                 raise KafkaException(error)
             value, offset = message.value(), message.offset()
             if value is not None and offset is not None and offset < high:
-                yield parse_record(value)
+                yield parse_record(value, f"topic {topic!r} partition {partition} offset {offset}")
             if offset is not None and offset >= high - 1:
                 return
     raise TimeoutError(f"reading {topic!r} partition {partition} took over {timeout_s:g} s")

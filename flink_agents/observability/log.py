@@ -47,6 +47,7 @@ from flink_agents.observability.records import (
     ActionStarted,
     CallFinished,
     CallOutcome,
+    EventDropped,
     EventSent,
     LogRecord,
     RunAdmitted,
@@ -67,7 +68,7 @@ T = TypeVar("T")
 _INPUT = payload_key("input")
 _PAYLOAD = payload_key("payload")
 
-_ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent"})
+_ACTION_KINDS = frozenset({"action_started", "action_finished", "event_sent", "event_dropped"})
 
 
 class RunSummary(Protocol):
@@ -379,6 +380,26 @@ class EventLog:
         }
         if records:
             self._publish(ActionFinished, fields, None)
+        else:
+            self._line(fields_json(fields))
+
+    def event_dropped(self, run: RunRef, event: Event) -> None:
+        """Record that ``event`` was dropped: no action listens to it (rare: no cost per event)."""
+        if not self._actions_wanted or (self._sampled and not self.kept(run)):
+            return
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "event_dropped",
+            "event_id": event.id,
+            "event_type": event.type,
+            "upstream_id": event.upstream_id,
+            "action": event.upstream_action,
+        }
+        if self._action_records:
+            self._publish(EventDropped, fields, None)
         else:
             self._line(fields_json(fields))
 

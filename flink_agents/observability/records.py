@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from flink_agents.api.chat import TokenUsage
@@ -97,6 +97,17 @@ class EventSent(_Record):
     payload: Any = None
 
 
+class EventDropped(_Record):
+    """An event no action listens to was dropped. Its sender did not declare it in ``sends``
+    (compiling refuses a declared type without a listener), so only running it showed it."""
+
+    kind: Literal["event_dropped"] = "event_dropped"
+    event_id: str
+    event_type: str
+    upstream_id: str | None = Field(description="The event whose handling sent this one.")
+    action: str | None = Field(description="The action that sent it.")
+
+
 class CallFinished(_Record):
     """A durable call's outcome."""
 
@@ -134,6 +145,7 @@ LogRecord = Annotated[
     | ActionStarted
     | ActionFinished
     | EventSent
+    | EventDropped
     | CallFinished,
     Field(discriminator="kind"),
 ]
@@ -142,9 +154,41 @@ LogRecord = Annotated[
 _RECORD = TypeAdapter[LogRecord](LogRecord)
 
 
-def parse_record(line: str | bytes) -> LogRecord:
-    """A record from one JSON line of an event log file."""
-    return _RECORD.validate_json(line)
+class NotAnEventLogRecord(ValueError):
+    """A line (of a file, or a message of a topic) that is not an event-log record."""
+
+
+def parse_record(line: str | bytes, where: str | None = None) -> LogRecord:
+    """A record from one JSON line of an event log file.
+
+    Raises :class:`NotAnEventLogRecord` naming ``where`` the line is (``events.jsonl:3``) and
+    what is wrong in a sentence, instead of pydantic's report on the union of every record kind.
+    """
+    try:
+        return _RECORD.validate_json(line)
+    except ValidationError as exc:
+        prefix = "" if where is None else f"{where}: "
+        raise NotAnEventLogRecord(f"{prefix}not an event log record: {_why(exc)}") from None
+
+
+def _why(error: ValidationError) -> str:
+    """What makes a line no record, from the first of pydantic's errors."""
+    first = error.errors(include_url=False)[0]
+    kind, location = first["type"], first["loc"]
+    if kind == "json_invalid":
+        return "not JSON"
+    if kind == "dict_type" and not location:
+        return "not a JSON object"
+    if kind == "union_tag_not_found":
+        return 'no "kind" field (every record has one: run_started, call, ...)'
+    if kind == "union_tag_invalid":
+        context = first.get("ctx", {})
+        return f'"kind" is {context.get("tag")!r}, not one of {context.get("expected_tags")}'
+    record_kind, *field = location
+    message = first["msg"][:1].lower() + first["msg"][1:]
+    more = error.error_count() - 1
+    also = f" (and {more} more)" if more else ""
+    return f'a "{record_kind}" record, but {".".join(map(str, field))}: {message}{also}'
 
 
 def record_json(record: LogRecord) -> str:

@@ -9,7 +9,8 @@ Each execution of a run is a tree::
 
 A run executed again after a restore (its first execution cut off by the failure, or replayed
 from a checkpoint) gets a second tree, marked ``execution 2``: its calls recorded before the
-failure show ``replayed``, its actions completed before it ``replayed`` too.
+failure show ``replayed``, its actions completed before it ``replayed`` too. An event no action
+listened to (its sender did not declare it) ends with ``dropped: no action listens to it``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from flink_agents.observability.records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
+    EventDropped,
     EventSent,
     LogRecord,
     RunFinished,
@@ -34,11 +36,15 @@ RunKey = tuple[str, str, int]  # agent, key as JSON, seq
 
 
 def read_records(path: str | Path) -> Iterator[LogRecord]:
-    """The records of an event log file, in order (blank lines skipped)."""
-    with Path(path).open(encoding="utf-8") as lines:
-        for line in lines:
+    """The records of an event log file, in order (blank lines skipped).
+
+    A line that is no record raises :class:`~flink_agents.observability.records.NotAnEventLogRecord`
+    naming the file and the line (``outputs.jsonl:1: not an event log record: ...``).
+    """
+    with Path(path).open("rb") as lines:  # bytes: a line that is not UTF-8 is named too
+        for number, line in enumerate(lines, 1):
             if line.strip():
-                yield parse_record(line)
+                yield parse_record(line, f"{path}:{number}")
 
 
 @dataclass
@@ -50,6 +56,8 @@ class _Invocation:
     finished: ActionFinished | None = None
     calls: list[CallFinished] = field(default_factory=list)
     events: list[EventSent] = field(default_factory=list)
+    dropped: set[str] = field(default_factory=set)
+    """Ids of the events it sent that no action listened to."""
 
 
 @dataclass
@@ -96,6 +104,8 @@ def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
             execution.invocation(record.event_id, record.action).calls.append(record)
         elif isinstance(record, EventSent) and record.upstream_id and record.action:
             execution.invocation(record.upstream_id, record.action).events.append(record)
+        elif isinstance(record, EventDropped) and record.upstream_id and record.action:
+            execution.invocation(record.upstream_id, record.action).dropped.add(record.event_id)
     return found
 
 
@@ -131,7 +141,10 @@ def _run_lines(execution: RunExecution) -> Iterator[str]:
         for call in invocation.calls:
             yield "    " + _call_line(call)
         for event in invocation.events:
-            yield f"    event {_short_type(event.event_type)} {event.event_id[:8]}"
+            line = f"    event {_short_type(event.event_type)} {event.event_id[:8]}"
+            if event.event_id in invocation.dropped:
+                line += "  dropped: no action listens to it"
+            yield line
 
 
 def _invocation_line(invocation: _Invocation) -> str:

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.context import ActionContext, RunState
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
+
+logger = logging.getLogger(__name__)
 
 
 class ActionError(RuntimeError):
@@ -109,6 +112,7 @@ class RunEngine:
         self._finished: list[RunResult] = []
         self._failure: BaseException | None = None
         self._progress: asyncio.Event | None = None
+        self._drops_warned: set[tuple[str, str]] = set()  # (scope, event type) said once
 
     @property
     def plan(self) -> AgentPlan:
@@ -365,9 +369,12 @@ class RunEngine:
         events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
+            listeners = scope.listeners(event.type)
             if isinstance(event, OutputEvent):
                 outputs.append(event)
-            for action in scope.listeners(event.type):
+            elif not listeners:
+                self._dropped(scope, run, event)
+            for action in listeners:
                 invocation: ActionInvocation | None = None
                 watch: MemoryWatch | None = None
                 if journal is not None:
@@ -408,6 +415,29 @@ class RunEngine:
                 if watched is not None:
                     watched.finished(ctx.sent_events)
                 events.extend(ctx.sent_events)
+
+    def _dropped(self, scope: Scope, run: RunState, event: Event) -> None:
+        """``event`` has no listener in ``scope`` and is not an output, so nothing handles it.
+
+        Its sender did not declare it in ``sends`` (the compiler refuses a declared type nobody
+        listens to): say so once per agent and event type, and record every drop in the event
+        log, instead of losing it without a word. Only reached for such an event: the dispatch
+        pays a truth test of the listeners it looks up anyway.
+        """
+        if (scope.name, event.type) not in self._drops_warned:
+            self._drops_warned.add((scope.name, event.type))
+            logger.warning(
+                "agent %r: action %r sent %s, but no action listens to it: the event is dropped "
+                "(run %s; warned once per agent and event type). Add an action listening to it, "
+                "or declare what the action sends (@action(..., sends=[...])) so that compiling "
+                "the agent checks it (docs/agents.md, 'What the compiler checks').",
+                scope.name,
+                event.upstream_action,
+                event.type,
+                run.run_id,
+            )
+        if self._log is not None:
+            self._log.event_dropped(run.run_id, event)
 
     async def _run_child(
         self, parent: Scope, run_id: RunId, name: str, input: Any, delegation_key: str

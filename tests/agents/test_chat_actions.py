@@ -1,10 +1,15 @@
 """The chat action fills the setup's prompt with the request's ``prompt_args``; the setup's
-prompt is the system prompt, first, and a caller's system messages follow it."""
+prompt is the system prompt, first, and a caller's system messages follow it. The tool-call
+action hands a tool's error to the model without pydantic's links."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from flink_agents.agents.chat_actions import without_pydantic_links
 from flink_agents.api import (
     Agent,
     ChatMessage,
@@ -20,6 +25,7 @@ from flink_agents.api import (
 from flink_agents.api.chat import ChatRequest
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.runtime import run_local
+from tests.sample_agents import react_agent
 
 
 class RecordingConnection(ChatModelConnection):
@@ -64,3 +70,29 @@ def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_mes
         ("system", "Answer in one word."),
         ("user", "great"),
     ]
+
+
+def test_a_tool_error_reaches_the_model_without_pydantics_links():
+    turns = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": "not a number", "b": "nor this"}}]},
+        {"content": "$last"},  # the answer is the tool message the model was handed
+    ]
+    agent = react_agent(turns, name="tool-error-text", structured=False)
+    [result] = run_local(agent, [{"id": 1, "city": "x"}], key="id")
+    [seen] = result.output_values
+
+    assert seen.startswith("ValidationError: 2 validation errors for ")
+    assert "a\n  Input should be a valid integer, unable to parse string as an integer " in seen
+    assert "[type=int_parsing, input_value='not a number', input_type=str]\nb\n" in seen
+    assert "For further information" not in seen and "errors.pydantic.dev" not in seen
+
+
+def test_only_pydantics_link_lines_are_taken_out_of_an_error_text():
+    with pytest.raises(ValidationError) as info:
+        TypeAdapter(dict[str, int]).validate_python({"a": "x", "b": "y"})
+    text = f"ValidationError: {info.value}"
+    kept = [line for line in text.splitlines() if "https://errors.pydantic.dev/" not in line]
+    assert len(kept) < len(text.splitlines())  # pydantic wrote links: there was something to drop
+    assert without_pydantic_links(text) == "\n".join(kept)
+    plain = "ValueError: see https://example.com\nFor further information visit the docs"
+    assert without_pydantic_links(plain) == plain

@@ -29,6 +29,7 @@ from flink_agents.runtime import run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET, Collector
 from tests.observability.test_payloads import Client
+from tests.sample_agents import unheard_agent
 
 RUN = {"time": 1.5, "agent": "a", "key": {"user": 7}, "seq": 3}
 
@@ -124,6 +125,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
         (build_agent, [{"city": "Oslo"}], "city", 20),
         (agents.leaky_agent, [{"k": 1, "q": "hi"}], "k", 2000),
         (agents.failing_agent, [{"k": 1, "q": "why"}], "k", 2000),
+        (unheard_agent, [{"k": "a", "n": 1}], "k", 2000),  # an event_dropped record
     ],
 )
 def test_the_file_written_without_records_is_the_file_written_from_them(

@@ -12,7 +12,9 @@ from flink_agents.observability.records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
+    EventDropped,
     EventSent,
+    NotAnEventLogRecord,
     RunAdmitted,
     RunFinished,
     RunStarted,
@@ -35,6 +37,10 @@ EXAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
     ),
     (
         EventSent,
+        {**RUN, "event_id": "e2", "event_type": "T", "upstream_id": "e1", "action": "act"},
+    ),
+    (
+        EventDropped,
         {**RUN, "event_id": "e2", "event_type": "T", "upstream_id": "e1", "action": "act"},
     ),
     (
@@ -70,3 +76,28 @@ def test_a_constructed_record_equals_pydantics_and_reads_back(record_type, field
 def test_a_validated_record_writes_pydantics_json_line(record_type, fields):
     record = record_type.model_validate(fields)
     assert record_json(record) == record.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"\xff not text", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"city": "Oslo"}', 'no "kind" field (every record has one: run_started, call, ...)'),
+        ('{"kind": "nothing"}', "\"kind\" is 'nothing', not one of 'run_admitted', "),
+        (
+            '{"time": 1, "agent": "a", "key": 1, "seq": "x", "kind": "run_admitted"}',
+            'a "run_admitted" record, but seq: input should be a valid integer, ',
+        ),
+        (
+            '{"kind": "call", "agent": "a"}',
+            'a "call" record, but time: field required (and 9 more)',
+        ),
+    ],
+)
+def test_a_line_that_is_no_record_says_where_and_why_in_a_sentence(line, why):
+    with pytest.raises(NotAnEventLogRecord) as info:
+        parse_record(line, "events.jsonl:7")
+    message = str(info.value)
+    assert message.startswith(f"events.jsonl:7: not an event log record: {why}")
+    assert "pydantic" not in message and "tagged-union" not in message

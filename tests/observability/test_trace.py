@@ -12,13 +12,21 @@ from examples.weather import build_agent
 from flink_agents.cli import main
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
-from flink_agents.observability import CallFinished, EventLogConfig, JsonLinesSink, build_event_log
+from flink_agents.observability import (
+    CallFinished,
+    EventLogConfig,
+    JsonLinesSink,
+    RunAdmitted,
+    build_event_log,
+)
+from flink_agents.observability.records import construct, record_json
 from flink_agents.observability.trace import executions, read_records
 from flink_agents.runtime import RunEngine, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.observability.scenarios import crash_and_replay
+from tests.sample_agents import unheard_agent
 
 pytestmark = pytest.mark.usefixtures("fresh_probe")
 
@@ -58,6 +66,22 @@ def test_the_weather_runs_print_as_trees(tmp_path: Path, capsys):
 
     assert main(["trace", str(path), "--run", "1"]) == 0
     assert capsys.readouterr().out == ""  # each city has one run, seq 0
+
+
+def test_an_event_nobody_listened_to_is_marked_dropped(tmp_path: Path, capsys):
+    path = tmp_path / "events.jsonl"
+    inputs = [{"k": "a", "n": 1}]
+    run_local(unheard_agent(), inputs, key="k", event_log=EventLogConfig(path=str(path)))
+
+    assert main(["trace", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [_shape(line) for line in lines[1:]] == [
+        "  action answer_and_send_unheard on InputEvent",
+        "    event Unheard",
+        "    event OutputEvent",
+    ]
+    assert lines[2].endswith("  dropped: no action listens to it")
+    assert not lines[3].endswith("dropped: no action listens to it")
 
 
 def _shape(line: str) -> str:
@@ -132,3 +156,19 @@ def test_an_unreadable_event_log_is_a_usage_error(tmp_path: Path, capsys):
     bad.write_text('{"kind": "nothing"}\n')
     assert main(["trace", str(bad)]) == 2
     assert "flink-agents trace" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_an_event_log_is_a_usage_error_naming_the_file_and_line(
+    tmp_path: Path, capsys
+):
+    outputs = tmp_path / "outputs.jsonl"  # a job's outputs, say: JSON lines, but no records
+    admitted = record_json(construct(RunAdmitted, time=1.0, agent="a", key="k", seq=0))
+    outputs.write_text(f'{admitted}\n\n{{"agent": "a", "key": "k", "seq": 0, "output": 1}}\n')
+
+    assert main(["trace", str(outputs)]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (
+        "",
+        f"flink-agents trace: {outputs}:3: not an event log record: "
+        'no "kind" field (every record has one: run_started, call, ...)\n',
+    )

@@ -1,11 +1,20 @@
 import asyncio
+import logging
 from typing import Any, ClassVar
 
 import pytest
 
-from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceType, RunnerContext, action
+from flink_agents.api import (
+    Agent,
+    InputEvent,
+    OutputEvent,
+    ResourceType,
+    RunnerContext,
+    action,
+)
 from flink_agents.api.tools import FunctionTool
 from flink_agents.durable import DirectCallRunner, DurableCall, RunId, event_id
+from flink_agents.observability import EventDropped, EventSent, LogRecord
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import (
     ActionError,
@@ -16,7 +25,7 @@ from flink_agents.runtime import (
     run_local,
 )
 from tests import sample_agents
-from tests.sample_agents import EchoAgent, fail_on_negative
+from tests.sample_agents import EchoAgent, Unheard, fail_on_negative, unheard_agent
 
 
 def _echo_engine(**kwargs: Any) -> RunEngine:
@@ -276,3 +285,51 @@ def test_a_run_has_the_run_id_its_input_was_admitted_with_and_the_key_the_engine
     assert [str(run) for run in finished] == expected
     assert finished[0] is admitted[0] and finished[1] is admitted[1]
     assert [run.key for run in finished[2:]] == [[1, 2], [1, 2]]
+
+
+class Records:
+    """A listener that keeps every record it is given."""
+
+    def __init__(self) -> None:
+        self.records: list[LogRecord] = []
+
+    def on_record(self, record: LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_an_event_nobody_listens_to_is_warned_once_per_agent_and_type_and_logged_each_time(
+    caplog,
+):
+    listener = Records()
+    inputs = [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "a", "n": 3}]
+    with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.engine"):
+        results = run_local(unheard_agent(), inputs, key="k", listeners=[listener])
+
+    assert [r.output_values for r in results] == [[1], [2], [3]]  # the runs go on
+    warnings = [r.getMessage() for r in caplog.records if r.name == "flink_agents.runtime.engine"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(
+        f"agent 'leaky': action 'answer_and_send_unheard' sent {Unheard.event_type()}, "
+        'but no action listens to it: the event is dropped (run leaky/"a"/0;'
+    )
+    dropped = [r for r in listener.records if isinstance(r, EventDropped)]
+    sent = {(r.key, r.seq, r.event_id) for r in listener.records if isinstance(r, EventSent)}
+    assert sorted((r.key, r.seq) for r in dropped) == [("a", 0), ("a", 1), ("b", 0)]
+    for record in dropped:
+        assert (record.key, record.seq, record.event_id) in sent
+        assert (record.event_type, record.action) == (
+            Unheard.event_type(),
+            "answer_and_send_unheard",
+        )
+
+
+def test_outputs_and_events_with_listeners_are_not_reported_as_dropped(caplog):
+    listener = Records()
+    with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.engine"):
+        results = run_local(
+            EchoAgent(name="echo"), [{"k": "a", "n": 1}], key="k", listeners=[listener]
+        )
+    assert results[0].output_values == [{"doubled": 2, "count": 1}]
+    assert not [r for r in caplog.records if r.name == "flink_agents.runtime.engine"]
+    kinds = {record.kind for record in listener.records}
+    assert "event_sent" in kinds and "event_dropped" not in kinds
