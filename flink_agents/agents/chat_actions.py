@@ -27,7 +27,7 @@ from flink_agents.agents.structured_output import correction_request
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.api.context import InfrastructureError, RunnerContext
+from flink_agents.api.context import InfrastructureError, RecordedCallError, RunnerContext
 from flink_agents.api.events import (
     ChatRequestEvent,
     ChatResponseEvent,
@@ -54,6 +54,19 @@ def without_pydantic_links(text: str) -> str:
     https://errors.pydantic.dev/..." lines: a link per error tells a model nothing and costs
     tokens; what was wrong, where and with which input stays as it is."""
     return _PYDANTIC_LINK.sub("", text)
+
+
+def tool_failure_text(error: BaseException) -> str:
+    """What the model is told of a failed tool call: ``Type: message``, without pydantic's
+    link lines. A failure handed back from the store on replay (:class:`RecordedCallError`)
+    reads as the live one did, from its recorded type and message, so the model's conversation
+    after a failover is the one it had before (messages beyond the store's cap of 4 KB are
+    recorded cut)."""
+    if isinstance(error, RecordedCallError):
+        kind, message = error.error_type.rsplit(".", 1)[-1], error.message
+    else:
+        kind, message = type(error).__name__, str(error)
+    return without_pydantic_links(f"{kind}: {message}")
 
 
 class ToolLoopLimitError(RuntimeError):
@@ -144,7 +157,7 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
     except InfrastructureError:
         raise
     except Exception as exc:
-        content = without_pydantic_links(f"{type(exc).__name__}: {exc}")
+        content = tool_failure_text(exc)
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
     return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
 

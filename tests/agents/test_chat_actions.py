@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from flink_agents.agents.chat_actions import without_pydantic_links
+from flink_agents.agents.chat_actions import tool_failure_text, without_pydantic_links
 from flink_agents.api import (
     Agent,
     ChatMessage,
@@ -18,6 +18,7 @@ from flink_agents.api import (
     ChatResponseEvent,
     InputEvent,
     OutputEvent,
+    RecordedCallError,
     ResourceType,
     RunnerContext,
     action,
@@ -96,3 +97,26 @@ def test_only_pydantics_link_lines_are_taken_out_of_an_error_text():
     assert without_pydantic_links(text) == "\n".join(kept)
     plain = "ValueError: see https://example.com\nFor further information visit the docs"
     assert without_pydantic_links(plain) == plain
+
+
+class Refused(ValueError):
+    """An exception class nested nowhere special, for the recorded type's name."""
+
+
+def test_a_replayed_tool_failure_reads_to_the_model_as_the_live_one() -> None:
+    live = Refused("no such city: Oslo")
+    recorded = RecordedCallError(
+        "tool:call-1", f"{Refused.__module__}.{Refused.__qualname__}", str(live), "Traceback..."
+    )
+    assert tool_failure_text(live) == "Refused: no such city: Oslo"
+    # Handed back from the store: the same text, not the RecordedCallError's own.
+    assert tool_failure_text(recorded) == tool_failure_text(live)
+    assert "recorded outcome" in str(recorded)
+
+
+def test_a_tool_failure_loses_only_pydantic_links() -> None:
+    with pytest.raises(ValidationError) as info:
+        TypeAdapter(int).validate_python("x")
+    text = tool_failure_text(info.value)
+    assert text.startswith("ValidationError: 1 validation error")
+    assert "errors.pydantic.dev" not in text
