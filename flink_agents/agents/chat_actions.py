@@ -27,7 +27,7 @@ from flink_agents.agents.structured_output import correction_request
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.api.context import InfrastructureError, RecordedCallError, RunnerContext
+from flink_agents.api.context import InfrastructureError, RunnerContext, live_failure
 from flink_agents.api.events import (
     ChatRequestEvent,
     ChatResponseEvent,
@@ -57,15 +57,10 @@ def without_pydantic_links(text: str) -> str:
 
 
 def tool_failure_text(error: BaseException) -> str:
-    """What the model is told of a failed tool call: ``Type: message``, without pydantic's
-    link lines. A failure handed back from the store on replay (:class:`RecordedCallError`)
-    reads as the live one did, from its recorded type and message, so the model's conversation
-    after a failover is the one it had before (messages beyond the store's cap of 4 KB are
-    recorded cut)."""
-    if isinstance(error, RecordedCallError):
-        kind, message = error.error_type.rsplit(".", 1)[-1], error.message
-    else:
-        kind, message = type(error).__name__, str(error)
+    """What the model is told of a failed tool call: ``Type: message`` as the live call raised
+    it (:func:`~flink_agents.api.context.live_failure`: also after a failover, when the failure
+    is handed back from the store), without pydantic's link lines."""
+    kind, message = live_failure(error)
     return without_pydantic_links(f"{kind}: {message}")
 
 

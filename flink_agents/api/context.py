@@ -74,6 +74,16 @@ class RecordedCallError(RuntimeError):
         super().__init__(f"{error_type}: {message} (recorded outcome of call {call_id!r})")
 
 
+def live_failure(error: BaseException) -> tuple[str, str]:
+    """``error``'s type name and message as the live call's exception had them: for a
+    :class:`RecordedCallError` (a failure handed back on replay) the recorded ones, so what a
+    run tells a model or emits as its error output reads the same live and after a failover
+    (messages longer than the store keeps are recorded cut)."""
+    if isinstance(error, RecordedCallError):
+        return error.error_type.rsplit(".", 1)[-1], error.message
+    return type(error).__name__, str(error)
+
+
 class InDoubtCallError(RuntimeError):
     """A call was started before a failover, its outcome is unknown and its in-doubt policy is
     ``fail``: it is recorded as the call's (failed) outcome, so every later replay agrees."""

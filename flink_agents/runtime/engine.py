@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_agents.api.context import InfrastructureError
+from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
 from flink_agents.durable.call import CallRunner, DirectCallRunner
@@ -494,10 +494,13 @@ def _result(outcome: _Outcome) -> RunResult:
 
 
 def _failure(action: ActionPlan, event: Event, error: Exception) -> ActionFailure:
+    # A call's failure handed back on replay ends the run as the live one did: the same error
+    # output, which an exactly-once sink commits in place of the live run's.
+    error_type, message = live_failure(error)
     return ActionFailure(
         action=action.name,
         event_id=event.id,
         event_type=event.type,
-        error_type=type(error).__name__,
-        message=str(error),
+        error_type=error_type,
+        message=message,
     )
