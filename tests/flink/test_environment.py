@@ -52,8 +52,11 @@ def job_run(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedPro
         shim.chmod(0o755)
     script = folder / "job.py"
     script.write_text(JOB)
+    # As a user's shell has it: without the PYFLINK_* variables a PyFlink session of this test
+    # process (an earlier test's mini-cluster) sets, which make a new process refuse to start a
+    # gateway of its own ("launching the PythonGatewayServer during Python UDF execution").
     environ = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")},
         "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": str(ROOT),
         "JVM_ARGS": f"-Djava.io.tmpdir={folder}",
