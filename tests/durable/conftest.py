@@ -9,6 +9,8 @@ import pytest
 
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.testing import Stores
+from tests.durable.helpers import PROBE
+from tests.sample_agents import RecordingChatConnection
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
@@ -28,3 +30,13 @@ def stores(request: pytest.FixtureRequest) -> Iterator[Stores]:
         yield built
     finally:
         built.close()
+
+
+@pytest.fixture
+def fresh_probe_and_requests() -> Iterator[None]:
+    """The probe's counts and the recording model's requests empty before and after a test."""
+    PROBE.reset()
+    RecordingChatConnection.requests.clear()
+    yield
+    PROBE.reset()
+    RecordingChatConnection.requests.clear()

@@ -4,8 +4,6 @@ recorded is handed back on replay, never sent to the model again."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from flink_agents.api.chat import ChatMessage, ChatRequest
@@ -24,13 +22,7 @@ class AttemptProbedChat(RecordingChatConnection):
         return await super().chat(request)
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    PROBE.reset()
-    RecordingChatConnection.requests.clear()
-    yield
-    PROBE.reset()
-    RecordingChatConnection.requests.clear()
+pytestmark = pytest.mark.usefixtures("fresh_probe_and_requests")
 
 
 def test_a_recorded_retry_is_handed_back_on_replay_and_never_asked_again(stores: Stores) -> None:

@@ -5,7 +5,7 @@ fixture): the model's conversation after a failover is the one it would have had
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -54,13 +54,7 @@ async def held(city: str) -> str:
     return str(await PROBE.call("held", city))
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> Iterator[None]:
-    PROBE.reset()
-    RecordingChatConnection.requests.clear()
-    yield
-    PROBE.reset()
-    RecordingChatConnection.requests.clear()
+pytestmark = pytest.mark.usefixtures("fresh_probe_and_requests")
 
 
 def test_a_replayed_tool_failure_reads_to_the_model_as_the_live_one(stores: Stores) -> None:
