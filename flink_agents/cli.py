@@ -117,10 +117,18 @@ def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
 
 
 def _run_job(job_file: str) -> int:
-    """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
+    """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr.
+
+    The job's failures are read from its REST API while it runs: a job whose tasks restarted
+    exits with ``EXIT_RESTARTED`` and names each failure's cause, one that failed for good exits
+    1 with its causes (a restart loop is never silent).
+    """
+    from py4j.protocol import Py4JJavaError
+
     from flink_agents.flink.job import ListSourceSpec, load_job
-    from flink_agents.flink.job_runner import build, environment, run
+    from flink_agents.flink.job_runner import build, environment
     from flink_agents.observability.job_status import (
+        FailureWatch,
         JobMetricsReader,
         free_local_port,
         local_rest_settings,
@@ -138,20 +146,52 @@ def _run_job(job_file: str) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    terminal = status_stream(sys.stderr)
-    if terminal is None:
-        run(spec)
-        return 0
     port = free_local_port()
     env = environment(spec, extra=local_rest_settings(port))
     build(spec, env)
     client = env.execute_async(spec.name)
     reader = JobMetricsReader(local_rest_url(port), str(client.get_job_id()))
-    status = PolledStatusLine(terminal, reader.read)
+    watch = FailureWatch(reader.read_failures)
+    terminal = status_stream(sys.stderr)
+    status = None if terminal is None else PolledStatusLine(terminal, reader.read)
+    failed: Py4JJavaError | None = None
     try:
         client.get_job_execution_result().result()
+    except Py4JJavaError as exc:
+        failed = exc
     finally:
-        status.close()
+        if status is not None:
+            status.close()
+        failures = watch.stop()
+    return _job_report(spec.name, failures, failed)
+
+
+EXIT_RESTARTED = 3
+"""`run JOB.yaml`: the job finished, but its tasks failed and restarted on the way."""
+
+
+def _job_report(name: str, failures: list[Any], failed: BaseException | None) -> int:
+    """Say on stderr how a local job ended when anything failed; its exit code."""
+    for number, failure in enumerate(failures, start=1):
+        where = f" in {failure.task}" if failure.task else ""
+        print(f"flink-agents run: failure {number}{where}: {failure.cause}", file=sys.stderr)
+    if failed is not None:
+        from flink_agents.observability.job_status import innermost_cause
+
+        # The last failure may be missing above: the API goes away with the job.
+        print(
+            f"flink-agents run: job {name!r} FAILED: {innermost_cause(str(failed))}",
+            file=sys.stderr,
+        )
+        return 1
+    if failures:
+        print(
+            f"flink-agents run: job {name!r} finished, but its tasks restarted "
+            f"{len(failures)} time(s): the inputs since the last checkpoint ran again (their "
+            "calls were made again unless the job has a store)",
+            file=sys.stderr,
+        )
+        return EXIT_RESTARTED
     return 0
 
 
