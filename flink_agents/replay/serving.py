@@ -137,7 +137,7 @@ class LiveCall:
 
 def _recorded_text(recorded: CallResult | None) -> str:
     if recorded is None:
-        return "- (no record)"
+        return "- (no outcome recorded)"
     if recorded.error is not None:
         return f"failed {recorded.error.type}: {payload_text(recorded, _SHOWN)}"
     return payload_text(recorded, _SHOWN)
@@ -153,7 +153,7 @@ class _Position:
 class RecordedCallRunner:
     """Serves one recorded run's calls (``states``); see the module docstring.
 
-    ``live``: which calls are made instead of ending the run (kept in :attr:`live`); the first
+    ``live``: which calls are made instead of ending the run (kept in :attr:`made_live`); the first
     is still reported as the run's divergence. ``expected`` are the
     invocations whose every recorded call the code must make again (see :meth:`unconsumed`;
     None: all of ``states``).

@@ -94,7 +94,7 @@ def test_live_missing_makes_the_new_call_and_still_reports_it() -> None:
     assert "tool tests.replay.agents.local_time (a call with no record (made live))" in text
     assert (
         "  made live: #2 of the run, #2 of action 'answer': tool tests.replay.agents.local_time\n"
-        "    recorded: - (no record)\n"
+        "    recorded: - (no outcome recorded)\n"
         '    live:     "12:00"'
     ) in text
 
