@@ -90,3 +90,24 @@ INPUTS = [
     {"user": "bob", "city": "Rome"},
     {"user": "ann", "city": "Lima"},
 ]
+
+
+def sync_chat(prompt: str, city: str) -> str:
+    """The model of :func:`sync_agent`, called from a synchronous action."""
+    CALLS["sync_chat"] += 1
+    if NOW.chat_error is not None:
+        raise RuntimeError(NOW.chat_error)
+    return f"{prompt} {city}"
+
+
+@action(InputEvent)
+def answer_sync(event: InputEvent, ctx: RunnerContext) -> None:
+    city = event.input["city"]
+    ctx.send_event(OutputEvent(output=ctx.durable_execute(sync_chat, NOW.prompt, city)))
+
+
+def sync_agent() -> Agent:
+    """An agent whose one call is made from a synchronous action."""
+    concierge = Agent(name="sync_concierge")
+    concierge.add_action(answer_sync)
+    return concierge

@@ -294,3 +294,23 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
     assert recorded.outputs() == ["answer: tides"]
     [run] = replay_runs(plan, [recorded]).runs
     assert run.verdict is Verdict.SAME and run.outputs == ["answer: tides"]
+
+
+def test_a_synchronous_actions_changed_call_is_made_live_with_its_outcome_kept() -> None:
+    plan = compile_agent(agents.sync_agent())
+    store = InMemoryActionStateStore()
+    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    recorded = group_runs(read_store(store))
+    agents.NOW.prompt = "Bonjour"
+    agents.CALLS.clear()
+
+    report = replay_runs(plan, recorded, live="changed")
+    assert agents.CALLS == {"sync_chat": 3}
+    first = report.runs[0]
+    assert first.verdict is Verdict.DIVERGED
+    assert first.live[0].returned == "Bonjour Oslo" and first.outputs == ["Bonjour Oslo"]
+
+    agents.NOW.chat_error = "model unavailable"
+    failing = replay_runs(plan, recorded, live="changed").runs[0]
+    assert isinstance(failing.live[0].raised, RuntimeError)
+    assert failing.note == "then failed: RuntimeError: model unavailable"
