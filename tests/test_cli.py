@@ -268,6 +268,22 @@ def test_run_local_writes_finished_outputs_under_every_error_policy(
     assert re.fullmatch(pattern, captured.err), captured.err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["compile"], ["inspect"], ["run", "--local", "--input", "in.jsonl", "--key", "city"]],
+    ids=["compile", "inspect", "run --local"],
+)
+def test_a_job_spec_where_an_agent_is_expected_is_named_as_one(command, capsys):
+    job = EXAMPLES / "jobs" / "weather.yaml"
+    assert main([*command, str(job)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert (
+        f"agent: this is a job spec, not an agents file: run it with `flink-agents run {job}`"
+        in line
+    )
+    assert line.endswith(f"give {EXAMPLES / 'weather.yaml'}")
+
+
 def test_a_file_of_several_agents_asks_for_agent(capsys):
     assert main(["compile", str(EXAMPLES / "reviews.yaml")]) == 2
     assert "say which one (--agent NAME, or name=)" in capsys.readouterr().err
