@@ -139,6 +139,19 @@ def test_a_job_spec_naming_its_agent_by_reference_names_the_reference(tmp_path):
     assert info.value.issues[0].message.endswith("give examples.weather:build_agent")
 
 
+def test_a_class_path_that_moved_says_what_to_use_instead(tmp_path):
+    old = VALID.replace(
+        "tests.sample_agents:ExternalReviewer",
+        "flink_agents.integrations.http_subagent:HttpSubagent",
+    )
+    [issue] = _error(tmp_path, old).issues
+    assert (issue.line, issue.field) == (11, "agents[0].subagents.reviewer.class")
+    assert issue.message.endswith(
+        "module 'flink_agents.integrations.http_subagent' moved: use "
+        "'flink_agents.api.subagents.http:HttpSubagent'"
+    )
+
+
 def test_invalid_yaml_syntax_names_the_line(tmp_path):
     error = _error(tmp_path, "agents:\n  - name: [unclosed\n")
     assert error.issues[0].line >= 2
