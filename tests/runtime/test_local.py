@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, get_args
 
 import pytest
@@ -15,7 +16,7 @@ from flink_agents.plan.compile import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from flink_agents.runtime.local import LinesReport, run_local_lines
-from tests.sample_agents import fail_on_negative
+from tests.sample_agents import fail_on_negative, wait_then_answer
 
 HANDLED: list[object] = []
 
@@ -94,6 +95,29 @@ def test_each_output_is_written_as_its_run_finishes_whatever_later_runs_do(polic
         assert (report.failed_runs, report.not_run) == (0, 1)
     else:
         assert (report.stopped_by, report.failed_runs, report.not_run) == (None, 1, 0)
+
+
+@pytest.mark.parametrize("policy", get_args(ErrorPolicy))
+def test_runs_in_flight_together_write_each_output_as_it_finishes(policy) -> None:
+    """a finishes first, b fails next, c is slow: under fail, c is cut off (not waited for)."""
+    slow = 10 if policy == "fail" else 0.2  # under fail, waiting for c would show
+    lines = [
+        f'{{"id": "c", "n": 3, "wait": {slow}}}',
+        '{"id": "b", "n": -1, "wait": 0.05}',
+        '{"id": "a", "n": 1, "wait": 0}',
+    ]
+    agent = Agent(name="policy", error_policy=policy).add_action(wait_then_answer)
+    written: list[str] = []
+    started = time.monotonic()
+    report = run_local_lines(compile_agent(agent), lines, key="id", write=written.append)
+    keys = [json.loads(line)["key"] for line in written]
+    if policy == "fail":
+        assert keys == ["a"]
+        assert (report.runs, report.not_run) == (1, 1)
+        assert time.monotonic() - started < 5  # c was cancelled, not waited for
+    else:
+        assert keys == ["a", "b", "c"]
+        assert (report.runs, report.failed_runs, report.not_run) == (3, 1, 0)
 
 
 @pytest.mark.parametrize("policy", get_args(ErrorPolicy))
