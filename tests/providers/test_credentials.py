@@ -36,6 +36,10 @@ CLASSES = {
     "OpenAICompatibleChatModelConnection",
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "azure-openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai-responses": "flink_agents.providers.openai_responses:"
+    "OpenAIResponsesChatModelConnection",
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 
 
@@ -126,7 +130,7 @@ def test_opened_connection_uses_the_key_and_never_shows_it(
 
 
 def _base_url(provider: Provider, server: FakeModelServer) -> str:
-    return server.url + "/v1" if provider.name == "openai-compatible" else server.url
+    return server.url + provider.base_path
 
 
 def test_missing_variable_fails_at_open_naming_it(
