@@ -24,8 +24,11 @@ def lookup(word: str) -> str:
     return f"{word}: a stream processor"
 
 
-def react_plan(directory: Path, connection_class: str, arguments: dict[str, Any]) -> AgentPlan:
-    """The plan of agent ``assistant``: a ReAct loop over ``lookup`` on the connection."""
+def react_plan(
+    directory: Path, connection_class: str, arguments: dict[str, Any], model: str = "m"
+) -> AgentPlan:
+    """The plan of agent ``assistant``: a ReAct loop over ``lookup`` on the connection, asking
+    for ``model``."""
     path = directory / "agent.yaml"
     path.write_text(
         f"""
@@ -41,7 +44,7 @@ agents:
         class: {connection_class}
         arguments: {json.dumps(arguments)}
     chat_models:
-      model: {{connection: llm, model: m, tools: [lookup], arguments: {{max_tokens: 64}}}}
+      model: {{connection: llm, model: {model}, tools: [lookup], arguments: {{max_tokens: 64}}}}
 """
     )
     return compile_agent(load_yaml_agent(path))
