@@ -38,6 +38,25 @@ MOVED: dict[str, str] = {
     "flink_agents.flink.options": "flink_agents.runtime.options",
     "flink_agents.flink.records": "flink_agents.runtime.records",
     "flink_agents.flink.recovery": "flink_agents.runtime.recovery",
+    "flink_agents.plan.regenerate": "scripts.regenerate",
+    # The same layout took these names out of the faces of api/ and runtime/ (the modules that
+    # define them say what they are; flink_agents re-exports ReActAgent too).
+    "flink_agents.api:ReActAgent": "flink_agents.agents:ReActAgent",
+    "flink_agents.api:chat_action": "flink_agents.agents:chat_action",
+    "flink_agents.api:tool_call_action": "flink_agents.agents:tool_call_action",
+    "flink_agents.api:BaseSubagentCallable": "flink_agents.api.subagents:BaseSubagentCallable",
+    "flink_agents.api:ActionDeclaration": "flink_agents.api.agent:ActionDeclaration",
+    "flink_agents.api:ActionSpec": "flink_agents.api.agent:ActionSpec",
+    "flink_agents.api:ResourceDeclaration": "flink_agents.api.agent:ResourceDeclaration",
+    "flink_agents.api:action_spec": "flink_agents.api.agent:action_spec",
+    "flink_agents.api:class_path": "flink_agents.api.refs:class_path",
+    "flink_agents.api:import_reference": "flink_agents.api.refs:import_reference",
+    "flink_agents.runtime:CallIdentity": "flink_agents.durable:CallIdentity",
+    "flink_agents.runtime:CallRunner": "flink_agents.durable:CallRunner",
+    "flink_agents.runtime:DirectCallRunner": "flink_agents.durable:DirectCallRunner",
+    "flink_agents.runtime:DurableCall": "flink_agents.durable:DurableCall",
+    "flink_agents.runtime:RunId": "flink_agents.durable:RunId",
+    "flink_agents.runtime:event_id": "flink_agents.durable:event_id",
     # One StoreConfig carries every Kafka store setting.
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.config:StoreConfig"
@@ -84,6 +103,23 @@ def moved_module_hint(module: str) -> str | None:
             renamed.append(f"{name} to {MOVED[old]}")
     kept = [f"{', '.join(names)} to {package}" for package, names in by_package.items()]
     return f"its modules moved: {'; '.join(kept + renamed)}" if kept or renamed else None
+
+
+class MovedNameError(ImportError):
+    """A name a package's face exported in an earlier version: says where it is now."""
+
+
+def missing_name_error(module: str, name: str) -> AttributeError | MovedNameError:
+    """The error for a package face's ``__getattr__`` to raise for ``module.name``: a
+    :class:`MovedNameError` naming the new place if the name moved (an ``ImportError``, since
+    ``from module import name`` drops an ``AttributeError``'s message), else the usual
+    ``AttributeError``."""
+    new = MOVED.get(f"{module}:{name}")
+    if new is None:
+        return AttributeError(f"module {module!r} has no attribute {name!r}", name=name)
+    return MovedNameError(
+        f"cannot import name {name!r} from {module!r}; it moved: use {new!r}", name=module
+    )
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):

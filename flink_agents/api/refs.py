@@ -7,7 +7,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from flink_agents.api.moved import moved_reference
+from flink_agents.api.moved import MovedNameError, moved_reference
 
 REFERENCE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 """What a ``module:qualname`` reference looks like (plans and YAML validate against it)."""
@@ -58,10 +58,11 @@ def import_reference(reference: str) -> Any:
         ) from exc
     walked = module_name
     for part in qualname.split("."):
-        if not hasattr(target, part):
+        try:
+            target = getattr(target, part)
+        except (AttributeError, MovedNameError) as exc:
             missing = f"{walked!r} has no attribute {part!r} (qualname {qualname!r})"
-            raise UnresolvableReference(reference, missing + _renamed(reference))
-        target = getattr(target, part)
+            raise UnresolvableReference(reference, missing + _renamed(reference)) from exc
         walked = f"{walked}.{part}"
     return target
 

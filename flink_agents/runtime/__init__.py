@@ -5,6 +5,9 @@ No Flink here: :class:`RunEngine` runs a plan's actions on one asyncio loop,
 :func:`run_local` runs a plan over a list of inputs in this process.
 """
 
+from typing import TYPE_CHECKING, NoReturn
+
+from flink_agents.api.moved import missing_name_error
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
@@ -24,3 +27,9 @@ __all__ = [
     "run_local",
     "run_local_async",
 ]
+
+if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any name of this module
+
+    def __getattr__(name: str) -> NoReturn:
+        """A name this package exported in an earlier version says where it is now."""
+        raise missing_name_error(__name__, name)

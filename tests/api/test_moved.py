@@ -85,3 +85,25 @@ def test_modules_that_never_existed_are_left_to_the_usual_error():
     with pytest.raises(ModuleNotFoundError) as info:
         importlib.import_module("flink_agents.api.nowhere")
     assert str(info.value) == "No module named 'flink_agents.api.nowhere'"
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "new"),
+    [
+        ("flink_agents.api", "ReActAgent", "flink_agents.agents:ReActAgent"),
+        ("flink_agents.api", "import_reference", "flink_agents.api.refs:import_reference"),
+        ("flink_agents.runtime", "DirectCallRunner", "flink_agents.durable:DirectCallRunner"),
+    ],
+)
+def test_a_name_a_package_face_used_to_export_says_where_it_went(module, name, new):
+    with pytest.raises(ImportError) as info:
+        exec(f"from {module} import {name}", {})
+    assert str(info.value) == f"cannot import name {name!r} from {module!r}; it moved: use {new!r}"
+
+
+def test_a_name_a_package_face_never_exported_stays_an_attribute_error():
+    api = importlib.import_module("flink_agents.api")
+    assert getattr(api, "Nowhere", None) is None
+    with pytest.raises(ImportError) as info:
+        exec("from flink_agents.api import Nowhere", {})
+    assert "moved" not in str(info.value)
