@@ -10,7 +10,7 @@ from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, ToolReq
 from flink_agents.api.refs import class_path, import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.checks import check_plan
-from flink_agents.plan.models import ActionPlan, AgentPlan
+from flink_agents.plan.models import ActionPlan, AgentPlan, installed_version
 
 
 def _function_reference(action: ActionDeclaration, agent: Agent) -> str:
@@ -42,7 +42,8 @@ def compile_agent(agent: Agent) -> AgentPlan:
     :class:`~flink_agents.plan.errors.PlanValidationError` names each problem's JSON pointer.
     """
     source = f"agent {agent.name!r}"
-    plan = AgentPlan.from_dict(_plan_data(agent, ()), source=source)
+    data = {**_plan_data(agent, ()), "compiled_by": installed_version()}
+    plan = AgentPlan.from_dict(data, source=source)
     # The compiled plan is its canonical JSON form: key order (which reaches a model in tool
     # schemas) is then the same whether the plan was compiled here or read from JSON.
     return check_plan(AgentPlan.from_json(plan.to_json(), source=source), source)

@@ -8,9 +8,18 @@ sorted and lists keep declaration order, so the same agent always gives the same
 from __future__ import annotations
 
 import json
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.prompts import Prompt
@@ -27,6 +36,30 @@ from flink_agents.plan.errors import (
 
 PLAN_VERSION = 1
 """The plan format this code writes and reads."""
+
+DISTRIBUTION = "flink-agents-py"
+
+
+def installed_version() -> str | None:
+    """This flink-agents-py's version, as installed (None for a source tree never installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return None
+
+
+RECOMPILE_HINT = (
+    "compile the agent again with this version: flink-agents compile AGENT -o plan.json "
+    "(AGENT: its YAML file or module:attr)"
+)
+"""What to do with a plan an earlier version compiled that this one cannot load."""
+
+
+def compiled_by_text(compiled_by: str | None) -> str:
+    """Who compiled a plan, for an error: its recorded version, or that it has none."""
+    if compiled_by is not None:
+        return f"flink-agents-py {compiled_by}"
+    return "an earlier flink-agents-py (plans record their version since 2026-12-02)"
 
 
 class ActionPlan(BaseModel):
@@ -88,6 +121,11 @@ class AgentPlan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    compiled_by: str | None = Field(  # before plan_version: its check names it
+        default=None,
+        exclude_if=lambda version: version is None,
+        description="The flink-agents-py version that compiled the plan (set on the top plan).",
+    )
     plan_version: int = PLAN_VERSION
     name: str = Field(min_length=1)
     description: str | None = Field(default=None, exclude_if=lambda text: text is None)
@@ -103,10 +141,15 @@ class AgentPlan(BaseModel):
 
     @field_validator("plan_version")
     @classmethod
-    def _supported_version(cls, version: int) -> int:
-        if version != PLAN_VERSION:
-            raise ValueError(f"plan_version {version} is not supported; expected {PLAN_VERSION}")
-        return version
+    def _supported_version(cls, plan_version: int, info: ValidationInfo) -> int:
+        if plan_version != PLAN_VERSION:
+            this = installed_version() or "(not installed)"
+            by = compiled_by_text(info.data.get("compiled_by"))
+            raise ValueError(
+                f"plan_version {plan_version} is not supported; expected {PLAN_VERSION}: the plan "
+                f"was compiled by {by} and this is flink-agents-py {this}; {RECOMPILE_HINT}"
+            )
+        return plan_version
 
     @field_validator("actions")
     @classmethod

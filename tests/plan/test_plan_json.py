@@ -1,4 +1,5 @@
 import json
+from importlib.metadata import version
 
 import pytest
 
@@ -95,6 +96,89 @@ def test_unsupported_plan_version_is_refused():
     error = _error(data)
     assert error.issues[0].path == "/plan_version"
     assert f"expected {PLAN_VERSION}" in error.issues[0].message
+
+
+def test_a_compiled_plan_records_the_version_that_compiled_it():
+    assert _plan_dict()["compiled_by"] == version("flink-agents-py")
+    plan = AgentPlan.from_dict({**_plan_dict(), "compiled_by": "0.0.7"})
+    assert json.loads(plan.to_json())["compiled_by"] == "0.0.7"  # kept, not overwritten
+
+
+def test_a_plan_of_another_format_names_the_version_that_made_it_and_what_to_do():
+    data = {**_plan_dict(), "plan_version": PLAN_VERSION + 1, "compiled_by": "9.1.0"}
+    [issue] = _error(data).issues
+    assert issue.path == "/plan_version"
+    assert (
+        f"the plan was compiled by flink-agents-py 9.1.0 and this is flink-agents-py "
+        f"{version('flink-agents-py')}; compile the agent again with this version: "
+        "flink-agents compile AGENT -o plan.json" in issue.message
+    )
+    del data["compiled_by"]
+    assert "compiled by an earlier flink-agents-py (plans record their version since" in (
+        _error(data).issues[0].message
+    )
+
+
+# ticket_triage.json as the first version compiled it (10f8987, 2026-11-30): the example lived in
+# the package then, and plans did not record the version that compiled them.
+FIRST_TRIAGE_PLAN = {
+    "actions": [
+        {
+            "config": {"urgent_words": ["down", "outage", "broken"]},
+            "function": "flink_agents.examples.triage:TriageAgent.classify",
+            "listen_to": ["InputEvent"],
+            "name": "classify",
+        },
+        {
+            "config": {},
+            "function": "flink_agents.examples.triage:TriageAgent.route",
+            "listen_to": ["flink_agents.examples.triage:Classified"],
+            "name": "route",
+        },
+    ],
+    "config": {"team": "support"},
+    "error_policy": "emit",
+    "name": "ticket_triage",
+    "plan_version": 1,
+    "resources": {},
+}
+
+
+def test_a_plan_naming_moved_paths_says_who_compiled_it_and_to_compile_it_again():
+    with pytest.raises(PlanValidationError) as info:
+        resolve_plan(AgentPlan.from_dict(FIRST_TRIAGE_PLAN))
+    first, *moved = info.value.issues
+    assert first.path == ""
+    assert first.message == (
+        "the plan was compiled by an earlier flink-agents-py (plans record their version since "
+        "2026-12-02) and names paths that have moved since (CHANGELOG.md lists them); compile "
+        "the agent again with this version: flink-agents compile AGENT -o plan.json (AGENT: its "
+        "YAML file or module:attr)"
+    )
+    assert [issue.path for issue in moved] == [
+        "/actions/0/function",
+        "/actions/1/function",
+        "/actions/1/listen_to/0",
+    ]
+    assert moved[0].message == (
+        "cannot import 'flink_agents.examples.triage:TriageAgent.classify': module "
+        "'flink_agents.examples.triage' moved: use 'examples.triage:TriageAgent.classify'"
+    )
+    assert not any("importable on the worker" in issue.message for issue in moved)
+
+
+def test_a_moved_path_in_a_scope_gets_one_note_on_the_plan_naming_its_version():
+    data = _plan_dict()
+    child = {**FIRST_TRIAGE_PLAN, "actions": FIRST_TRIAGE_PLAN["actions"][:1]}
+    data["scopes"] = {"triage": child}
+    data["compiled_by"] = "0.1.0"
+    data["actions"][0]["function"] = "tests.sample_agents:EchoAgent.missing"  # not moved
+    with pytest.raises(PlanValidationError) as info:
+        resolve_plan(AgentPlan.from_dict(data))
+    by_path = {issue.path: issue.message for issue in info.value.issues}
+    assert list(by_path) == ["", "/actions/0/function", "/scopes/triage/actions/0/function"]
+    assert by_path[""].startswith("the plan was compiled by flink-agents-py 0.1.0 and names")
+    assert by_path["/actions/0/function"].endswith("it must be importable on the worker")
 
 
 def test_not_json_says_where():
