@@ -6,7 +6,7 @@
 #   metrics+log  metrics on + the JSON-lines event log with payloads (`--event-log file`)
 # One JSON line per run on stdout, with the load average when it started:
 #
-#   bash bench/results/observability-ab.sh ROUNDS >> bench/results/observability-onoff.jsonl
+#   bash bench/results/observability-ab.sh ROUNDS >> .cache/observability-onoff.jsonl
 #
 # SHAPES picks the workloads (default both): "latency" = 100 keys, bound 100, 8,000 inputs
 # (latency bound, issue #20's shape); "cpu" = 1,000 keys, bound 1,000, 10,000 inputs (CPU bound

@@ -4,7 +4,7 @@
 # first per round; one JSON line per run on stdout, with the load average when it started.
 #
 #   git worktree add --detach /work/wt-speed-base <commit before the change>
-#   OLD=/work/wt-speed-base bash bench/results/store-speed-ab.sh ROUNDS >> bench/results/store-speed-ab.jsonl
+#   OLD=/work/wt-speed-base bash bench/results/store-speed-ab.sh ROUNDS >> .cache/store-speed-ab.jsonl
 #
 # POINTS picks the workloads (default both): "200" = 200 ms, 100 keys, bound 100, 8,000 inputs;
 # "0" = 0 ms, 1,000 keys, bound 1,000, 10,000 inputs. Per round and point: NEW without a store,
