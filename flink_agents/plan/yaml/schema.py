@@ -29,6 +29,11 @@ PROVIDER_ALIASES: dict[str, str] = {
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
+    "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai_responses": (
+        "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
+    ),
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
