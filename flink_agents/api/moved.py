@@ -13,8 +13,8 @@ from types import ModuleType
 MOVED: dict[str, str] = {
     # The layout of 2026-11-30: integrations/ split into providers/ (its private helpers too,
     # not listed) and api/subagents/; the built-in agents out of api/; durable calls and the
-    # store out of runtime/; YAML in plan/yaml/; the examples out of the package (importable
-    # from the repository root).
+    # store out of runtime/; YAML in plan/yaml/; the examples and plan regeneration out of the
+    # package (importable from the repository root).
     "flink_agents.integrations.anthropic": "flink_agents.providers.anthropic",
     "flink_agents.integrations.ollama": "flink_agents.providers.ollama",
     "flink_agents.integrations.openai_compatible": "flink_agents.providers.openai_compatible",
@@ -34,11 +34,13 @@ MOVED: dict[str, str] = {
     "flink_agents.plan.yaml_agent": "flink_agents.plan.yaml.loader",
     "flink_agents.plan.yaml_schema": "flink_agents.plan.yaml.schema",
     "flink_agents.examples": "examples",
-    # The keyed logic's helpers moved from flink/ to runtime/.
+    "flink_agents.plan.regenerate": "scripts.regenerate",
+    # The keyed logic's helpers moved from flink/ to runtime/; the protocol that mirrored the
+    # operator's options went when the options moved beside the logic that reads them.
     "flink_agents.flink.options": "flink_agents.runtime.options",
     "flink_agents.flink.records": "flink_agents.runtime.records",
     "flink_agents.flink.recovery": "flink_agents.runtime.recovery",
-    "flink_agents.plan.regenerate": "scripts.regenerate",
+    "flink_agents.runtime.keyed:KeyedOptions": "flink_agents.runtime.options:OperatorOptions",
     # The same layout took these names out of the faces of api/ and runtime/ (the modules that
     # define them say what they are; flink_agents re-exports ReActAgent too).
     "flink_agents.api:ReActAgent": "flink_agents.agents:ReActAgent",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +109,12 @@ def test_a_name_a_package_face_never_exported_stays_an_attribute_error():
     with pytest.raises(ImportError) as info:
         exec("from flink_agents.api import Nowhere", {})
     assert "moved" not in str(info.value)
+
+
+def test_the_changelog_lists_every_moved_path_as_the_table_does():
+    """CHANGELOG.md's "Moved" table and MOVED are one list: a path added to either fails here."""
+    changelog = (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text()
+    section = changelog.split("\n### Moved\n", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)`", section, flags=re.MULTILINE)
+    assert dict(rows) == MOVED
+    assert len(rows) == len(MOVED)  # no row twice
