@@ -202,6 +202,8 @@ def _converse(client: Any, body: dict[str, Any]) -> dict[str, Any]:
         raise AttemptFailure(f"request refused by boto3: {exc}", retryable=False) from None
     except botocore.exceptions.NoCredentialsError:
         raise AttemptFailure(_no_credentials(), retryable=False) from None
+    except botocore.exceptions.BotoCoreError as exc:  # configuration: the same on every attempt
+        raise AttemptFailure(f"{type(exc).__name__}: {exc}", retryable=False) from None
 
 
 def _no_credentials() -> str:

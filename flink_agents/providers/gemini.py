@@ -191,12 +191,29 @@ def from_gemini_response(response: types.GenerateContentResponse, turn: int) -> 
     )
 
 
+def _retry_delay(details: Any) -> float | None:
+    """The wait a Gemini 429 asks for: a ``google.rpc.RetryInfo`` detail (``"retryDelay":
+    "7s"``) in the error body, where other servers send a ``Retry-After`` header."""
+    error = details.get("error") if isinstance(details, dict) else None
+    items = error.get("details") if isinstance(error, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            try:
+                return max(0.0, float(str(item.get("retryDelay", "")).removesuffix("s")))
+            except ValueError:
+                return None
+    return None
+
+
 def _api_failure(error: genai_errors.APIError) -> AttemptFailure:
     headers = getattr(error.response, "headers", None) or {}
     message = error.message or _body_message(error.details)
     if error.status:
         message = f"{error.status}: {message}" if message else str(error.status)
-    return AttemptFailure.from_status(error.code, headers, message)
+    failure = AttemptFailure.from_status(error.code, headers, message)
+    if failure.retry_after is None:
+        failure.retry_after = _retry_delay(error.details)
+    return failure
 
 
 async def gemini_call(call: Awaitable[T]) -> T:
