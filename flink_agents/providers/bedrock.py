@@ -6,7 +6,8 @@ validates the request and signs it (SigV4) with credentials from the worker's st
 ``AWS_BEARER_TOKEN_BEDROCK``. No credential is ever an argument, so none can reach a plan.
 botocore's own retries are off (one attempt): every attempt goes through
 :func:`~flink_agents.providers._retry.call_with_retries` so it counts against the durable call's
-budget. boto3 is synchronous, so each attempt runs in a worker thread.
+budget. boto3 is synchronous, so each attempt runs in a thread of the client's own pool
+(``max_concurrent_calls`` threads, 32 without a cap).
 
 botocore reads a reply it cannot parse (a gateway's HTML page, a body cut short) as an empty
 one, so :func:`check_response` reads every raw reply before it does and turns errors, bodies cut
@@ -22,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr, field_validator
@@ -43,6 +46,9 @@ with sdk_from_extra("boto3", "flink-agents-py[bedrock]"):
 
 _BEARER_TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
 _CONVERSE_REPLY = "before-parse.bedrock-runtime.Converse"
+_DEFAULT_PARALLEL_CALLS = 32
+"""Threads and pooled HTTP connections of a client whose connection sets no
+``max_concurrent_calls`` (asyncio's shared pool has only ``cpu_count + 4`` threads)."""
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
@@ -214,6 +220,15 @@ def _no_credentials() -> str:
     )
 
 
+@dataclass(frozen=True)
+class BedrockClient:
+    """A boto3 client and the threads its (blocking) calls run in, as many as it pools
+    connections."""
+
+    client: Any
+    threads: ThreadPoolExecutor
+
+
 class BedrockChatModelConnection(HttpChatModelConnection):
     """Models on AWS Bedrock through the Converse API. ``model`` is a model or inference
     profile id (``anthropic.claude-3-5-haiku-20241022-v1:0``, ``us.amazon.nova-lite-v1:0``).
@@ -268,7 +283,8 @@ class BedrockChatModelConnection(HttpChatModelConnection):
                 "bedrock connection has no region: set its region argument or AWS_REGION"
             )
 
-    def _make_client(self) -> Any:
+    def _make_client(self) -> BedrockClient:
+        parallel = self.max_concurrent_calls or _DEFAULT_PARALLEL_CALLS
         client = self._session().client(
             "bedrock-runtime",
             endpoint_url=self.base_url or None,
@@ -276,12 +292,16 @@ class BedrockChatModelConnection(HttpChatModelConnection):
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=self.timeout_seconds,
                 read_timeout=self.timeout_seconds,
+                max_pool_connections=parallel,
             ),
         )
         client.meta.events.register(_CONVERSE_REPLY, check_response)
-        return client
+        return BedrockClient(client, ThreadPoolExecutor(parallel, thread_name_prefix="bedrock"))
 
-    async def _attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
+    async def _attempt(
+        self, client: BedrockClient, request: ChatRequest, model: str
+    ) -> ChatMessage:
         body = converse_body(request, model, self.tool_choice)
-        reply = await asyncio.to_thread(_converse, client, body)
+        loop = asyncio.get_running_loop()
+        reply = await loop.run_in_executor(client.threads, _converse, client.client, body)
         return from_converse(reply, structured=request.response_schema is not None)

@@ -179,8 +179,10 @@ def from_gemini_response(response: types.GenerateContentResponse, turn: int) -> 
     for part in parts:
         if part.function_call is not None:
             call = part.function_call
+            if not call.name:
+                raise AttemptFailure.malformed(f"a function call without a name: {call.args}")
             call_id = call.id or _local_id(turn, len(calls))
-            calls.append(ToolCall(id=call_id, name=call.name or "", arguments=call.args or {}))
+            calls.append(ToolCall(id=call_id, name=call.name, arguments=call.args or {}))
         elif part.text and not part.thought:
             texts.append(part.text)
     return ChatMessage(

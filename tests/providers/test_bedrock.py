@@ -366,3 +366,18 @@ def test_a_refused_connection_names_the_endpoint() -> None:
         "request failed: EndpointConnectionError: "
         f'Could not connect to the endpoint URL: "{url}/model/m/converse"' in str(caught.value)
     )
+
+
+def test_blocking_calls_run_side_by_side_in_the_clients_own_threads(
+    server: FakeModelServer,
+) -> None:
+    """boto3 blocks a thread per call; asyncio's shared pool (cpu_count + 4 threads) would
+    queue calls the connection lets through."""
+    server.fallback = lambda request: ScriptedResponse(body=bedrock_reply("ok"), delay_seconds=1.0)
+    connection = connect(server)
+
+    async def many() -> list[ChatMessage]:
+        return await asyncio.gather(*(connection.chat(ask()) for _ in range(12)))
+
+    assert [reply.content for reply in asyncio.run(many())] == ["ok"] * 12
+    assert server.max_in_flight == 12
