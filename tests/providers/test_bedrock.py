@@ -6,6 +6,7 @@ no blank text; and that answers with Bedrock's error shapes (``x-amzn-ErrorType`
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import socket
 from typing import Any
@@ -373,11 +374,13 @@ def test_blocking_calls_run_side_by_side_in_the_clients_own_threads(
 ) -> None:
     """boto3 blocks a thread per call; asyncio's shared pool (cpu_count + 4 threads) would
     queue calls the connection lets through."""
-    server.fallback = lambda request: ScriptedResponse(body=bedrock_reply("ok"), delay_seconds=1.0)
+    shared_pool = min(32, (os.cpu_count() or 1) + 4)
+    server.fallback = lambda request: ScriptedResponse(body=bedrock_reply("ok"), delay_seconds=2.0)
     connection = connect(server)
 
     async def many() -> list[ChatMessage]:
-        return await asyncio.gather(*(connection.chat(ask()) for _ in range(12)))
+        return await asyncio.gather(*(connection.chat(ask()) for _ in range(shared_pool + 6)))
 
-    assert [reply.content for reply in asyncio.run(many())] == ["ok"] * 12
-    assert server.max_in_flight == 12
+    assert [reply.content for reply in asyncio.run(many())] == ["ok"] * (shared_pool + 6)
+    # Every call is sent at once; on a loaded machine a few may start after the first answers.
+    assert server.max_in_flight > shared_pool
