@@ -19,9 +19,11 @@ from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 from tests.providers.providers import (
     ANTHROPIC,
     ANTHROPIC_KEY_VAR,
+    AZURE_OPENAI,
     BEDROCK,
     GEMINI_KEY_VAR,
     OPENAI,
+    OPENAI_RESPONSES,
     PROVIDERS,
     Provider,
 )
@@ -90,7 +92,7 @@ def test_tool_call_round_trip(provider: Provider, server: FakeModelServer) -> No
     assert final.content == "Flink is a stream processor."
     assert final.tool_calls == []
     sent_first, sent_second = (r.json() for r in server.requests)
-    assert all(r.path == provider.path for r in server.requests)
+    assert all(r.route == provider.path for r in server.requests)
     assert provider.offered_tools(sent_first) == ["lookup"]
     call = first.tool_calls[0]
     assert provider.tool_result(sent_second) == (
@@ -207,7 +209,9 @@ def test_wrong_shape_body_is_malformed(provider: Provider, server: FakeModelServ
         asyncio.run(provider.connect(server.url).chat(ask()))
 
 
-@pytest.mark.parametrize("sdk_provider", [OPENAI, ANTHROPIC], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "sdk_provider", [OPENAI, ANTHROPIC, AZURE_OPENAI, OPENAI_RESPONSES], ids=lambda p: p.name
+)
 def test_an_unexpected_body_is_quoted_in_the_error(
     sdk_provider: Provider, server: FakeModelServer
 ) -> None:

@@ -31,6 +31,11 @@ PROVIDER_ALIASES: dict[str, str] = {
     "gemini": "flink_agents.providers.gemini:GeminiChatModelConnection",
     "bedrock": "flink_agents.providers.bedrock:BedrockChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
+    "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai_responses": (
+        "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
+    ),
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
