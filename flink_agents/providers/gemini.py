@@ -122,10 +122,11 @@ def tool_config(choice: str) -> types.ToolConfig:
 
 
 def gemini_request(
-    request: ChatRequest, tool_choice: str | None
+    request: ChatRequest, tool_choice: str | None, json_mode_with_tools: bool = False
 ) -> tuple[list[types.Content], types.GenerateContentConfig]:
     """The contents and the rest of a ``generateContent`` body; ``extra`` is merged into the
-    body as it is."""
+    body as it is. A response schema is sent (JSON mode) unless tools are offered too and
+    ``json_mode_with_tools`` is off: Gemini 2.x refuses the two together (HTTP 400)."""
     try:
         system, contents = to_gemini_contents(request.messages)
     except ValueError as exc:
@@ -141,7 +142,7 @@ def gemini_request(
         ]
         if tool_choice is not None:
             config.tool_config = tool_config(tool_choice)
-    if request.response_schema is not None:
+    if request.response_schema is not None and (json_mode_with_tools or not request.tools):
         config.response_mime_type = "application/json"
         config.response_json_schema = request.response_schema
     if request.extra:
@@ -246,6 +247,12 @@ class GeminiChatModelConnection(HttpChatModelConnection):
         "(auto) when unset.",
     )
 
+    json_mode_with_tools: bool = Field(
+        default=False,
+        description="Send a response schema (JSON mode) together with tools: Gemini 3 accepts "
+        "it, Gemini 2.x refuses it; off, a request offering tools is sent without the schema.",
+    )
+
     def _make_client(self) -> genai.Client:
         timeout_ms = int(self.timeout_seconds * 1000)
         return genai.Client(
@@ -261,7 +268,7 @@ class GeminiChatModelConnection(HttpChatModelConnection):
         )
 
     async def _attempt(self, client: genai.Client, request: ChatRequest, model: str) -> ChatMessage:
-        contents, config = gemini_request(request, self.tool_choice)
+        contents, config = gemini_request(request, self.tool_choice, self.json_mode_with_tools)
         response = await gemini_call(
             client.aio.models.generate_content(
                 model=model,

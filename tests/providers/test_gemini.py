@@ -54,10 +54,16 @@ class FakeGemini:
     """Answers like the Gemini API: checks the key and the request, then gives ``answers``."""
 
     def __init__(
-        self, server: FakeModelServer, answers: list[dict[str, Any]], *, issues_ids: bool = False
+        self,
+        server: FakeModelServer,
+        answers: list[dict[str, Any]],
+        *,
+        issues_ids: bool = False,
+        version: int = 3,
     ) -> None:
         self.answers = answers
         self.issues_ids = issues_ids
+        self.version = version
         server.fallback = self.respond
 
     def respond(self, request: RecordedRequest) -> ScriptedResponse:
@@ -78,6 +84,9 @@ class FakeGemini:
         return ScriptedResponse(body=self.answers.pop(0))
 
     def problem(self, body: dict[str, Any]) -> str | None:
+        json_mode = body.get("generationConfig", {}).get("responseMimeType") == "application/json"
+        if json_mode and body.get("tools") and self.version == 2:
+            return "Function calling with a response mime type: 'application/json' is unsupported"
         calls: list[dict[str, Any]] = []
         for i, content in enumerate(body["contents"]):
             if content["role"] not in ("user", "model"):
@@ -311,3 +320,31 @@ def test_a_tool_result_for_no_call_is_refused_before_sending(server: FakeModelSe
     with pytest.raises(ModelCallError, match="tool result 'nowhere' answers no tool call"):
         asyncio.run(connect(server).chat(ChatRequest(messages=history)))
     assert server.request_count == 0
+
+
+@pytest.mark.parametrize(("version", "json_mode_with_tools"), [(2, False), (3, True)])
+def test_json_mode_goes_with_tools_only_where_the_model_takes_both(
+    server: FakeModelServer, version: int, json_mode_with_tools: bool
+) -> None:
+    schema = {"title": "Word", "type": "object", "properties": {"word": {"type": "string"}}}
+    FakeGemini(server, [gemini_reply('{"word": "flink"}')] * 2, version=version)
+    connection = connect(server, json_mode_with_tools=json_mode_with_tools)
+    reply = asyncio.run(connection.chat(ask(tools=[LOOKUP], response_schema=schema)))
+    assert reply.content == '{"word": "flink"}'
+    sent = server.requests[0].json()
+    assert ("responseJsonSchema" in sent.get("generationConfig", {})) is json_mode_with_tools
+    assert sent["tools"]  # the tools are offered either way
+
+
+def test_gemini_2_refuses_json_mode_with_tools_in_one_clear_error(
+    server: FakeModelServer,
+) -> None:
+    FakeGemini(server, [], version=2)
+    schema = {"title": "Word", "type": "object"}
+    connection = connect(server, json_mode_with_tools=True)
+    with pytest.raises(ModelCallError) as caught:
+        asyncio.run(connection.chat(ask(tools=[LOOKUP], response_schema=schema)))
+    assert "HTTP 400: INVALID_ARGUMENT: Function calling with a response mime type" in str(
+        caught.value
+    )
+    assert server.request_count == 1
