@@ -43,7 +43,11 @@ _LOCAL_ID = re.compile(r"gemini_call_\d+_\d+")
 """Ids made here for calls the server sent without one; never sent back (older API versions
 refuse an ``id`` they did not issue)."""
 
-_CHOICE_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+_CHOICE_MODES = {
+    "auto": types.FunctionCallingConfigMode.AUTO,
+    "required": types.FunctionCallingConfigMode.ANY,
+    "none": types.FunctionCallingConfigMode.NONE,
+}
 
 # Finish reasons of a candidate that still holds a usable answer.
 _ANSWERED = {None, "STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED"}
@@ -114,9 +118,11 @@ def tool_config(choice: str) -> types.ToolConfig:
     """``toolConfig`` for a tool choice: auto, required, none, or the name of one tool."""
     mode = _CHOICE_MODES.get(choice)
     config = (
-        types.FunctionCallingConfig(mode=mode)  # type: ignore[arg-type]
+        types.FunctionCallingConfig(mode=mode)
         if mode is not None
-        else types.FunctionCallingConfig(mode="ANY", allowed_function_names=[choice])  # type: ignore[arg-type]
+        else types.FunctionCallingConfig(
+            mode=types.FunctionCallingConfigMode.ANY, allowed_function_names=[choice]
+        )
     )
     return types.ToolConfig(function_calling_config=config)
 
