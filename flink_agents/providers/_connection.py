@@ -96,3 +96,13 @@ def schema_name(schema: dict[str, Any]) -> str:
     """A protocol-safe name for a response schema."""
     title = str(schema.get("title") or "response")
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in title)[:64]
+
+
+STRUCTURED_TOOL_PREFIX = "respond_with_"
+"""Protocols without a JSON-schema answer format get structured output as a forced call of a
+tool named this plus the schema's name, whose input is the answer."""
+
+
+def structured_tool_name(schema: dict[str, Any]) -> str:
+    """The name of the tool that carries a structured answer following ``schema``."""
+    return STRUCTURED_TOOL_PREFIX + schema_name(schema)

@@ -15,14 +15,16 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
-from flink_agents.providers._connection import HttpChatModelConnection, schema_name
+from flink_agents.providers._connection import (
+    STRUCTURED_TOOL_PREFIX,
+    HttpChatModelConnection,
+    structured_tool_name,
+)
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("anthropic"):
     import anthropic
-
-_STRUCTURED_TOOL_PREFIX = "respond_with_"
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
@@ -73,7 +75,7 @@ def anthropic_body(request: ChatRequest, model: str, max_tokens: int) -> dict[st
         body["system"] = system
     tools = [to_anthropic_tool(t) for t in request.tools]
     if request.response_schema is not None:
-        name = _STRUCTURED_TOOL_PREFIX + schema_name(request.response_schema)
+        name = structured_tool_name(request.response_schema)
         tools.append(
             {
                 "name": name,
@@ -98,7 +100,7 @@ def from_anthropic_message(message: Any, structured: bool) -> ChatMessage:
             if block.type == "text":
                 texts.append(block.text)
             elif block.type == "tool_use":
-                if structured and block.name.startswith(_STRUCTURED_TOOL_PREFIX):
+                if structured and block.name.startswith(STRUCTURED_TOOL_PREFIX):
                     texts = [json.dumps(block.input)]
                     continue
                 if not isinstance(block.input, dict):

@@ -1,4 +1,4 @@
-"""The providers over their real protocols, against local fake servers."""
+"""Every HTTP provider over its real protocol, against local fake servers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from tests.providers.providers import (
     ANTHROPIC,
     ANTHROPIC_KEY_VAR,
     AZURE_OPENAI,
+    BEDROCK,
+    GEMINI_KEY_VAR,
     OPENAI,
     OPENAI_RESPONSES,
     PROVIDERS,
@@ -53,6 +55,7 @@ class Tracker:
 @pytest.fixture(autouse=True)
 def _anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+    monkeypatch.setenv(GEMINI_KEY_VAR, "test-key")
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)
@@ -107,7 +110,7 @@ def test_setup_fields_reach_the_wire(provider: Provider, server: FakeModelServer
     reply = asyncio.run(setup.chat([ChatMessage(role="user", content="hi")]))
     assert reply.content == "ok"
     sent = server.requests[0].json()
-    assert sent["model"] == "setup-model"
+    assert provider.sent_model(server.requests[0]) == "setup-model"
     assert "0.3" in str(sent)
     assert "42" in str(sent)
 
@@ -227,7 +230,12 @@ def test_an_unexpected_body_is_quoted_in_the_error(
     assert 'the server sent {"unexpected": true}' in str(caught.value)
 
 
-def test_a_refused_connection_names_the_endpoint_once(provider: Provider) -> None:
+@pytest.mark.parametrize(
+    "httpx_provider", [p for p in PROVIDERS if p is not BEDROCK], ids=lambda p: p.name
+)
+def test_a_refused_connection_names_the_endpoint_once(httpx_provider: Provider) -> None:
+    """(Bedrock's botocore transport words it its own way: test_bedrock.py.)"""
+    provider = httpx_provider
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"

@@ -28,6 +28,8 @@ PROVIDER_ALIASES: dict[str, str] = {
     "openai": "flink_agents.providers.openai_compatible:OpenAICompatibleChatModelConnection",
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "gemini": "flink_agents.providers.gemini:GeminiChatModelConnection",
+    "bedrock": "flink_agents.providers.bedrock:BedrockChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
     "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
     "openai_responses": (
