@@ -2,7 +2,9 @@
 
 A plan is pure data. Functions and classes appear as ``module:qualname`` references that the
 worker imports (see :mod:`flink_agents.plan.resolve`). Its JSON form is deterministic: keys are
-sorted and lists keep declaration order, so the same agent always gives the same bytes.
+sorted and lists keep declaration order, so the same agent compiled by the same version gives the
+same bytes (``compiled_by`` records the version, so that a plan a later version cannot load says
+who made it).
 """
 
 from __future__ import annotations
