@@ -132,11 +132,14 @@ class ChatModelSetup(Resource):
 
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
-        re-opening does not duplicate them)."""
+        re-opening does not duplicate them); refuse ``structured_output: native`` on a
+        connection without it."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
         self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
+        if self.structured_output == "native":  # on a connection without it: fail at start
+            self._connection().uses_native_schema(tools=False, setting="native")
 
     def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
         """Offered name (``spec().name``, which the model calls) -> (tool resource, tool).
