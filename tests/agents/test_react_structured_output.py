@@ -21,6 +21,7 @@ from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.plan import compile_agent
+from flink_agents.plan.yaml.loader import load_yaml_agents
 from flink_agents.providers._connection import HttpChatModelConnection
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.providers.ollama import OllamaChatModelConnection
@@ -324,3 +325,31 @@ def test_a_run_recorded_asking_by_the_prompt_diverges_when_replayed_asking_nativ
     assert '-    "role": "system",' in text
     assert '+  "response_schema": {' in text
     assert len(server.requests) == 1  # the replays called no model
+
+
+# -- YAML: the setting on a connection and on a chat model ------------------------------------
+
+YAML = """
+connections:
+  llm: {{class: openai, arguments: {{base_url: "{url}/v1", structured_output: prompt,
+                                    retry: {{max_attempts: 1}}}}}}
+agents:
+  - name: yaml_structured
+    react: {{chat_model: chat, prompt: ask, output_schema: tests.sample_agents:Answer}}
+    prompts: {{ask: "{{city}}"}}
+    tools: {{lookup: {{function: tests.sample_agents:lookup}}}}
+    chat_models:
+      chat: {{connection: llm, model: m, tools: [lookup]{setup}}}
+"""
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["connection-prompt", "setup-native"])
+def test_yaml_sets_structured_output_on_the_connection_or_the_chat_model(server, native):
+    _serve(server, OPENAI, SchemaModel([OSLO], [LOOKUP_OSLO], strict_roles=True))
+    setup = ", structured_output: native" if native else ""
+    text = YAML.format(url=server.url, setup=setup)
+    [agent] = load_yaml_agents("agents.yaml", text=text).values()
+    assert _run(agent) == [OSLO]
+    for body in _bodies(server):
+        assert ("response_format" in body) is native
+        assert _asked_in_prompt(body["messages"]) is not native
