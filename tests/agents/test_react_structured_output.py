@@ -186,6 +186,23 @@ def test_prompt_mode_puts_the_schema_in_the_one_system_message_a_strict_template
         assert all(m["role"] != "system" for m in rest)
 
 
+def test_a_server_refusing_the_json_schema_format_fails_naming_the_setting_that_helps(server):
+    # llama-cpp-python's server: response_format json_schema is a validation error (HTTP 500).
+    _serve(server, OPENAI, SchemaModel([OSLO], takes_json_schema=False))
+    with pytest.raises(ActionError) as info:
+        run_local(_agent(OPENAI, server, tools=False), [{"id": 1, "city": "Oslo"}], key="id")
+    failure = info.value.failure
+    assert (failure.action, failure.error_type) == ("chat_action", "ModelCallError")
+    assert "Input should be 'text' or 'json_object'" in failure.message
+    assert failure.message.endswith(
+        "; the server refused the JSON-schema field sent for a structured answer: set "
+        "structured_output: prompt on the connection or the chat model to ask in the prompt "
+        "instead"
+    )
+    server.requests.clear()
+    assert _run(_agent(OPENAI, server, tools=False, structured_output="prompt")) == [OSLO]
+
+
 def test_a_setup_overrides_its_connections_structured_output(server):
     _serve(server, OPENAI, SchemaModel([OSLO]))
     agent = _agent(

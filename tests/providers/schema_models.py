@@ -19,7 +19,8 @@ as with a real model:
 Without any of these, the model answers JSON text only when a system message asks for the JSON
 schema (the prompt instruction), else prose. ``strict_roles`` refuses, like llama.cpp's and
 Mistral's chat templates, a system message anywhere but first (HTTP 500, "roles must
-alternate").
+alternate"); ``takes_json_schema=False`` refuses a JSON-schema ``response_format`` as
+llama-cpp-python's server does (HTTP 500, a validation error).
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ def _refused(status: int, message: str) -> ScriptedResponse:
     return ScriptedResponse(status=status, body={"error": {"message": message}})
 
 
+# llama-cpp-python's server takes response_format types text and json_object only; its request
+# validation error comes back as an HTTP 500.
+_LLAMA_CPP_PYTHON_REFUSAL = _refused(
+    500,
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should "
+    "be 'text' or 'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
+)
+
+
 @dataclass
 class SchemaModel:
     """Calls ``tool_calls`` (name, arguments) first, one per turn, then answers ``answers``
@@ -53,6 +63,7 @@ class SchemaModel:
     answers: list[dict[str, Any]]
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     strict_roles: bool = False
+    takes_json_schema: bool = True
     answered: int = 0
 
     def _answer(self) -> dict[str, Any]:
@@ -85,6 +96,8 @@ class SchemaModel:
         if refused is not None:
             return refused
         native = body.get("response_format")
+        if native is not None and not self.takes_json_schema:
+            return _LLAMA_CPP_PYTHON_REFUSAL
         if native is not None:
             spec = native.get("json_schema") or {}
             if native.get("type") != "json_schema" or not isinstance(spec.get("schema"), dict):
