@@ -105,7 +105,10 @@ class AgentPlan(BaseModel):
     @classmethod
     def _supported_version(cls, version: int) -> int:
         if version != PLAN_VERSION:
-            raise ValueError(f"plan_version {version} is not supported; expected {PLAN_VERSION}")
+            raise ValueError(
+                f"plan_version {version} is not supported; expected {PLAN_VERSION} "
+                "(compile the agent again with this version)"
+            )
         return version
 
     @field_validator("actions")
