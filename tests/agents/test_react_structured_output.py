@@ -150,15 +150,31 @@ def test_openai_without_tools_sends_the_response_format_alone(server):
     assert "tools" not in body
 
 
-def test_a_native_answer_not_matching_goes_back_with_the_error_still_asked_natively(server):
-    _serve(server, OPENAI, SchemaModel([{"city": "Oslo"}, OSLO]))
-    assert _run(_agent(OPENAI, server, tools=False)) == [OSLO]
+# Where each protocol carries the schema natively, and the text of a message's content.
+NATIVE_FIELD = {
+    "openai-compatible": lambda body: body["response_format"],
+    "anthropic": lambda body: (body["tool_choice"], body["tools"]),
+    "ollama": lambda body: body["format"],
+}
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(b["text"] for b in content)
+
+
+@pytest.mark.parametrize("wire", [OPENAI, ANTHROPIC, OLLAMA], ids=lambda wire: wire.name)
+def test_a_native_answer_not_matching_goes_back_with_the_error_still_asked_natively(server, wire):
+    _serve(server, wire, SchemaModel([{"city": "Oslo"}, OSLO]))
+    assert _run(_agent(wire, server, tools=False)) == [OSLO]
     first, retry = _bodies(server)
-    assert retry["response_format"] == first["response_format"]
+    native = NATIVE_FIELD[wire.name]
+    assert native(retry) == native(first)
     answer, correction = retry["messages"][-2:]
-    assert answer == {"role": "assistant", "content": '{"city": "Oslo"}'}
+    assert answer["role"] == "assistant"
+    assert json.loads(_text(answer)) == {"city": "Oslo"}
     assert correction["role"] == "user"
-    assert "- total: Field required" in correction["content"]
+    assert "- total: Field required" in _text(correction)
 
 
 def test_a_native_answer_still_not_matching_fails_quoting_it(server):
