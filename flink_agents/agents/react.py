@@ -134,7 +134,7 @@ class ReActAgent(Agent):
     ``retrieval`` retrieves passages for the input before the model is asked (see
     :mod:`flink_agents.agents.retrieval`). With an ``output_schema``, the model is given the
     schema natively (the provider's JSON-schema field) or in the leading system message, as its
-    setup's or connection's ``structured_output`` says; a final answer that does not match it
+    setup's or connection's ``structured_output_mode`` says; a final answer that does not match it
     goes back to the model with the validation error, at most ``output_retries`` times (0:
     never), before the run fails with an :class:`OutputValidationError` quoting the answer.
     """

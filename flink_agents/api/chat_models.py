@@ -52,25 +52,25 @@ class ChatModelConnection(Resource):
         ge=1,
         description="Calls in flight at once through this connection; none: no cap.",
     )
-    structured_output: StructuredOutput = Field(
+    structured_output_mode: StructuredOutput = Field(
         default="auto",
         description="How a structured answer is asked for: native, prompt or auto.",
     )
 
     @model_validator(mode="after")
     def _native_is_supported(self) -> ChatModelConnection:
-        self.uses_native_schema(tools=False, setting=self.structured_output)
+        self.uses_native_schema(tools=False, setting=self.structured_output_mode)
         return self
 
     def uses_native_schema(self, *, tools: bool, setting: StructuredOutput | None = None) -> bool:
         """Whether a structured answer is asked for natively (the schema in the request) rather
         than by the prompt, under ``setting`` (default: this connection's), for a request that
         offers ``tools`` or not. ``native`` where the provider has no such field fails."""
-        mode = setting or self.structured_output
+        mode = setting or self.structured_output_mode
         if mode == "native" and not self.native_schema:
             raise ValueError(
                 f"{type(self).__name__} has no native structured output; "
-                "use structured_output 'prompt' or 'auto'"
+                "use structured_output_mode 'prompt' or 'auto'"
             )
         if mode == "auto":
             return self.native_schema and (self.native_schema_with_tools or not tools)
@@ -121,9 +121,9 @@ class ChatModelSetup(Resource):
     )
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    structured_output: StructuredOutput | None = Field(
+    structured_output_mode: StructuredOutput | None = Field(
         default=None,
-        description="Overrides the connection's structured_output for this setup.",
+        description="Overrides the connection's structured_output_mode for this setup.",
     )
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -132,13 +132,13 @@ class ChatModelSetup(Resource):
 
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
-        re-opening does not duplicate them); refuse ``structured_output: native`` on a
+        re-opening does not duplicate them); refuse ``structured_output_mode: native`` on a
         connection without it."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
         self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
-        if self.structured_output == "native":  # on a connection without it: fail at start
+        if self.structured_output_mode == "native":  # on a connection without it: fail at start
             self._connection().uses_native_schema(tools=False, setting="native")
 
     def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
@@ -228,10 +228,13 @@ class ChatModelSetup(Resource):
 
     def uses_native_schema(self) -> bool:
         """Whether this setup asks for a structured answer natively (see
-        :meth:`ChatModelConnection.uses_native_schema`; its own ``structured_output`` first)."""
+        :meth:`ChatModelConnection.uses_native_schema`; its own ``structured_output_mode``
+        first)."""
         offer: SubagentOffer = self._private("_offer")
         tools = bool(self._private("_offered_tools") or offer.specs)
-        return self._connection().uses_native_schema(tools=tools, setting=self.structured_output)
+        return self._connection().uses_native_schema(
+            tools=tools, setting=self.structured_output_mode
+        )
 
     async def chat(
         self,

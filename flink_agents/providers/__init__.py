@@ -1,6 +1,9 @@
 """Chat model providers, one module each.
 
 * :mod:`.openai_compatible` -- the OpenAI chat-completions protocol (OpenAI, vLLM, llama.cpp...);
+* :mod:`.azure_openai` -- Azure OpenAI's chat completions (deployments, api-version, Entra ID);
+* :mod:`.openai_responses` -- the OpenAI Responses API, used statelessly;
+* :mod:`.vllm` -- a vLLM server: chat completions with its defaults and quirks explained;
 * :mod:`.anthropic` -- the Anthropic Messages API;
 * :mod:`.ollama` -- a local Ollama server;
 * :mod:`.scripted` -- deterministic replies, for tests and examples.

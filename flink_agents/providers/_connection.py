@@ -82,7 +82,8 @@ class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
 _SCHEMA_FIELDS = ("response_format", "json_schema")
 _SCHEMA_HINT = (
     "; the server refused the JSON-schema field sent for a structured answer: set "
-    "structured_output: prompt on the connection or the chat model to ask in the prompt instead"
+    "structured_output_mode: prompt on the connection or the chat model to ask in the prompt "
+    "instead"
 )
 
 

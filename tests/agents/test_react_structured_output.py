@@ -192,7 +192,7 @@ def test_prompt_mode_puts_the_schema_in_the_one_system_message_a_strict_template
 ):
     # llama.cpp-like: any system message but the first is refused ("roles must alternate").
     _serve(server, OPENAI, SchemaModel([OSLO], [LOOKUP_OSLO], strict_roles=True))
-    agent = _agent(OPENAI, server, structured_output="prompt")
+    agent = _agent(OPENAI, server, structured_output_mode="prompt")
     assert _run(agent) == [OSLO]
     for body in _bodies(server):
         assert "response_format" not in body
@@ -212,11 +212,11 @@ def test_a_server_refusing_the_json_schema_format_fails_naming_the_setting_that_
     assert "Input should be 'text' or 'json_object'" in failure.message
     assert failure.message.endswith(
         "; the server refused the JSON-schema field sent for a structured answer: set "
-        "structured_output: prompt on the connection or the chat model to ask in the prompt "
+        "structured_output_mode: prompt on the connection or the chat model to ask in the prompt "
         "instead"
     )
     server.requests.clear()
-    assert _run(_agent(OPENAI, server, tools=False, structured_output="prompt")) == [OSLO]
+    assert _run(_agent(OPENAI, server, tools=False, structured_output_mode="prompt")) == [OSLO]
 
 
 def test_a_setup_overrides_its_connections_structured_output(server):
@@ -225,8 +225,8 @@ def test_a_setup_overrides_its_connections_structured_output(server):
         OPENAI,
         server,
         tools=False,
-        setup={"structured_output": "native"},
-        structured_output="prompt",
+        setup={"structured_output_mode": "native"},
+        structured_output_mode="prompt",
     )
     assert _run(agent) == [OSLO]
     [body] = _bodies(server)
@@ -297,7 +297,7 @@ def test_anthropic_answer_beside_a_tool_call_leaves_a_conversation_the_api_accep
 
 def test_anthropic_prompt_mode_asks_in_the_system_prompt_without_tool_choice(server):
     _serve(server, ANTHROPIC, SchemaModel([OSLO], [LOOKUP_OSLO]))
-    assert _run(_agent(ANTHROPIC, server, structured_output="prompt")) == [OSLO]
+    assert _run(_agent(ANTHROPIC, server, structured_output_mode="prompt")) == [OSLO]
     for body in _bodies(server):
         assert "tool_choice" not in body
         assert "JSON schema" in body["system"]
@@ -329,7 +329,7 @@ def test_ollama_with_tools_asks_by_the_prompt_since_format_would_silence_the_too
 def test_ollama_native_with_tools_when_asked_for_sends_format_and_the_tools_go_unused(server):
     # What auto avoids: a self-hosted Ollama lets format win, so lookup is never called.
     _serve(server, OLLAMA, SchemaModel([OSLO], [LOOKUP_OSLO]))
-    assert _run(_agent(OLLAMA, server, structured_output="native")) == [OSLO]
+    assert _run(_agent(OLLAMA, server, structured_output_mode="native")) == [OSLO]
     [body] = _bodies(server)
     assert body["format"] == SCHEMA
     assert [t["function"]["name"] for t in body["tools"]] == ["add", "lookup"]
@@ -340,7 +340,7 @@ def test_ollama_native_with_tools_when_asked_for_sends_format_and_the_tools_go_u
 
 def test_a_run_recorded_asking_by_the_prompt_diverges_when_replayed_asking_natively(server):
     _serve(server, OPENAI, SchemaModel([OSLO]))
-    recorded = compile_agent(_agent(OPENAI, server, tools=False, structured_output="prompt"))
+    recorded = compile_agent(_agent(OPENAI, server, tools=False, structured_output_mode="prompt"))
     store = InMemoryActionStateStore()
     runner = StoreCallRunner(store, agent=recorded.name)
     run_local(recorded, [{"id": 1, "city": "Oslo"}], key="id", call_runner=runner)
@@ -364,7 +364,7 @@ def test_a_run_recorded_asking_by_the_prompt_diverges_when_replayed_asking_nativ
 
 YAML = """
 connections:
-  llm: {{class: openai, arguments: {{base_url: "{url}/v1", structured_output: prompt,
+  llm: {{class: openai, arguments: {{base_url: "{url}/v1", structured_output_mode: prompt,
                                     retry: {{max_attempts: 1}}}}}}
 agents:
   - name: yaml_structured
@@ -379,7 +379,7 @@ agents:
 @pytest.mark.parametrize("native", [False, True], ids=["connection-prompt", "setup-native"])
 def test_yaml_sets_structured_output_on_the_connection_or_the_chat_model(server, native):
     _serve(server, OPENAI, SchemaModel([OSLO], [LOOKUP_OSLO], strict_roles=True))
-    setup = ", structured_output: native" if native else ""
+    setup = ", structured_output_mode: native" if native else ""
     text = YAML.format(url=server.url, setup=setup)
     [agent] = load_yaml_agents("agents.yaml", text=text).values()
     assert _run(agent) == [OSLO]

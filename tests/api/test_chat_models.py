@@ -45,18 +45,18 @@ def test_auto_is_native_where_the_provider_has_it_for_the_requests_shape(
     assert connection.uses_native_schema(tools=False) is without_tools
     assert connection.uses_native_schema(tools=True) is with_tools
     assert connection.uses_native_schema(tools=False, setting="prompt") is False
-    prompt_only = _connection(kind, structured_output="prompt")
+    prompt_only = _connection(kind, structured_output_mode="prompt")
     assert prompt_only.uses_native_schema(tools=False) is False
 
 
 def test_native_is_what_it_says_even_where_auto_would_not_be():
-    ollama = OllamaChatModelConnection(structured_output="native")
+    ollama = OllamaChatModelConnection(structured_output_mode="native")
     assert ollama.uses_native_schema(tools=True) is True
 
 
 def test_native_on_a_connection_without_it_is_refused_when_built():
     with pytest.raises(ValidationError, match="ScriptedChatModelConnection has no native"):
-        ScriptedChatModelConnection(turns=TURNS, structured_output="native")
+        ScriptedChatModelConnection(turns=TURNS, structured_output_mode="native")
 
 
 def _registry(**setup: object) -> ResourceRegistry:
@@ -71,7 +71,7 @@ def _registry(**setup: object) -> ResourceRegistry:
 
 
 def test_a_setup_asking_native_of_a_connection_without_it_fails_when_opened():
-    registry = _registry(structured_output="native")
+    registry = _registry(structured_output_mode="native")
     with pytest.raises(ValueError, match="has no native structured output; use"):
         registry.open_all()
 

@@ -2,8 +2,8 @@
 
 A :class:`FakeModelServer` listens on 127.0.0.1 on an ephemeral port, records every request and
 answers from a queue of scripted responses (then from ``fallback``, a function of the request).
-The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions, Anthropic Messages
-and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
+The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions and Responses,
+Anthropic Messages and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,16 @@ class RecordedRequest:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def route(self) -> str:
+        """The path without its query string."""
+        return urllib.parse.urlsplit(self.path).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The query string's parameters (the last value of each)."""
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
 
 
 Responder = Callable[[RecordedRequest], ScriptedResponse]
@@ -239,4 +250,52 @@ def ollama_reply(
         "done_reason": "stop",
         "prompt_eval_count": usage[0],
         "eval_count": usage[1],
+    }
+
+
+def responses_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """An OpenAI Responses API body (``store: false``); ``tool_calls`` are ``(call_id, name,
+    arguments)`` and become ``function_call`` items after the message, as the API sends them."""
+    output: list[dict[str, Any]] = []
+    if content:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}],
+            }
+        )
+    output += [
+        {
+            "type": "function_call",
+            "id": f"fc_{index}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+        for index, (call_id, name, arguments) in enumerate(tool_calls)
+    ]
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "store": False,
+        "usage": {
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "total_tokens": sum(usage),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
     }

@@ -1,4 +1,4 @@
-"""One adapter per provider, so the behavioural tests run the same way against all three."""
+"""One adapter per provider, so the behavioural tests run the same way against all of them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ from typing import Any
 
 from flink_agents.providers._connection import HttpChatModelConnection
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
+from flink_agents.providers.azure_openai import AzureOpenAIChatModelConnection
 from flink_agents.providers.ollama import OllamaChatModelConnection
 from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
-from tests.providers.fake_servers import anthropic_reply, ollama_reply, openai_reply
+from flink_agents.providers.openai_responses import OpenAIResponsesChatModelConnection
+from flink_agents.providers.vllm import VllmChatModelConnection
+from tests.providers.fake_servers import (
+    anthropic_reply,
+    ollama_reply,
+    openai_reply,
+    responses_reply,
+)
 
 FAST_RETRY = {"initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}
 ANTHROPIC_KEY_VAR = "FA_TEST_ANTHROPIC_KEY"
@@ -32,10 +40,12 @@ class Provider:
     """(reference to the call, content) of the tool result in the last message."""
     result_reference: Callable[[str, str], str]
     """What ``tool_result`` names, from the call's (id, tool name)."""
+    base_path: str = ""
+    """What follows the server's address in ``base_url`` (``/v1`` for OpenAI's protocols)."""
 
     def connect(self, url: str, **overrides: Any) -> HttpChatModelConnection:
         arguments: dict[str, Any] = {"model": "m", "retry": FAST_RETRY, **overrides}
-        return self.make(url, **arguments)
+        return self.make(url + self.base_path, **arguments)
 
 
 def _openai_result(body: dict[str, Any]) -> tuple[str, str]:
@@ -65,13 +75,14 @@ def _function_names(body: dict[str, Any]) -> list[str]:
 OPENAI = Provider(
     name="openai-compatible",
     path="/v1/chat/completions",
-    make=lambda url, **kw: OpenAICompatibleChatModelConnection(base_url=url + "/v1", **kw),
+    make=lambda url, **kw: OpenAICompatibleChatModelConnection(base_url=url, **kw),
     text=lambda text: openai_reply(text),
     tool_call=lambda id_, name, args: openai_reply(None, [(id_, name, args)]),
     structured=lambda data: openai_reply(json.dumps(data)),
     offered_tools=_function_names,
     tool_result=_openai_result,
     result_reference=lambda id_, name: id_,
+    base_path="/v1",
 )
 
 ANTHROPIC = Provider(
@@ -100,4 +111,60 @@ OLLAMA = Provider(
     result_reference=lambda id_, name: name,
 )
 
-PROVIDERS = [OPENAI, ANTHROPIC, OLLAMA]
+
+def entra_token() -> str:
+    """An Entra ID token provider (``entra_credential``) for the Azure OpenAI tests."""
+    return ENTRA_TOKEN
+
+
+ENTRA_TOKEN = "entra-test-token"
+
+AZURE_OPENAI = Provider(
+    name="azure-openai",
+    # Without a deployment the request's model ("m") names it, as in the official client.
+    path="/openai/deployments/m/chat/completions",
+    make=lambda url, **kw: AzureOpenAIChatModelConnection(
+        base_url=url, entra_credential=f"{__name__}:entra_token", **kw
+    ),
+    text=OPENAI.text,
+    tool_call=OPENAI.tool_call,
+    structured=OPENAI.structured,
+    offered_tools=_function_names,
+    tool_result=_openai_result,
+    result_reference=lambda id_, name: id_,
+)
+
+
+def _responses_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["input"][-1]
+    assert last["type"] == "function_call_output"
+    return last["call_id"], last["output"]
+
+
+OPENAI_RESPONSES = Provider(
+    name="openai-responses",
+    path="/v1/responses",
+    make=lambda url, **kw: OpenAIResponsesChatModelConnection(base_url=url, **kw),
+    text=lambda text: responses_reply(text),
+    tool_call=lambda id_, name, args: responses_reply("", [(id_, name, args)]),
+    structured=lambda data: responses_reply(json.dumps(data)),
+    offered_tools=lambda body: [tool["name"] for tool in body.get("tools", [])],
+    tool_result=_responses_result,
+    result_reference=lambda id_, name: id_,
+    base_path="/v1",
+)
+
+VLLM = Provider(
+    name="vllm",
+    path="/v1/chat/completions",
+    make=lambda url, **kw: VllmChatModelConnection(base_url=url, **kw),
+    text=OPENAI.text,
+    tool_call=OPENAI.tool_call,
+    structured=OPENAI.structured,
+    offered_tools=_function_names,
+    tool_result=_openai_result,
+    result_reference=lambda id_, name: id_,
+    base_path="/v1",
+)
+
+PROVIDERS = [OPENAI, ANTHROPIC, OLLAMA, AZURE_OPENAI, OPENAI_RESPONSES, VLLM]

@@ -36,6 +36,10 @@ CLASSES = {
     "OpenAICompatibleChatModelConnection",
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "azure-openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai-responses": "flink_agents.providers.openai_responses:"
+    "OpenAIResponsesChatModelConnection",
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 
 
@@ -92,14 +96,21 @@ def test_plan_holds_the_reference_not_the_secret(
 def test_example_agents_compile_without_secrets(
     example: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY"):
         monkeypatch.setenv(variable, SENTINEL)
     agents = load_yaml_agents(example)
     assert agents
     for agent in agents.values():
         plan = compile_agent(agent)
         assert SENTINEL not in plan.to_json()
-        assert any(r.type == ResourceType.CHAT_MODEL_CONNECTION for r in plan.resources.values())
+        connections = [
+            name
+            for name, r in plan.resources.items()
+            if r.type == ResourceType.CHAT_MODEL_CONNECTION
+        ]
+        assert connections
+        for name in connections:  # the arguments are the connection's, and it opens
+            assert SENTINEL not in repr(open_connection(plan, name))
 
 
 def test_opened_connection_uses_the_key_and_never_shows_it(
@@ -126,7 +137,7 @@ def test_opened_connection_uses_the_key_and_never_shows_it(
 
 
 def _base_url(provider: Provider, server: FakeModelServer) -> str:
-    return server.url + "/v1" if provider.name == "openai-compatible" else server.url
+    return server.url + provider.base_path
 
 
 def test_missing_variable_fails_at_open_naming_it(

@@ -1,4 +1,4 @@
-"""The three providers over their real protocols, against local fake servers."""
+"""The providers over their real protocols, against local fake servers."""
 
 from __future__ import annotations
 
@@ -16,7 +16,15 @@ from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers._structured import StructuredOutputError, chat_structured
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
-from tests.providers.providers import ANTHROPIC, ANTHROPIC_KEY_VAR, OPENAI, PROVIDERS, Provider
+from tests.providers.providers import (
+    ANTHROPIC,
+    ANTHROPIC_KEY_VAR,
+    AZURE_OPENAI,
+    OPENAI,
+    OPENAI_RESPONSES,
+    PROVIDERS,
+    Provider,
+)
 
 LOOKUP = ToolSpec(
     name="lookup",
@@ -81,7 +89,7 @@ def test_tool_call_round_trip(provider: Provider, server: FakeModelServer) -> No
     assert final.content == "Flink is a stream processor."
     assert final.tool_calls == []
     sent_first, sent_second = (r.json() for r in server.requests)
-    assert all(r.path == provider.path for r in server.requests)
+    assert all(r.route == provider.path for r in server.requests)
     assert provider.offered_tools(sent_first) == ["lookup"]
     call = first.tool_calls[0]
     assert provider.tool_result(sent_second) == (
@@ -198,7 +206,9 @@ def test_wrong_shape_body_is_malformed(provider: Provider, server: FakeModelServ
         asyncio.run(provider.connect(server.url).chat(ask()))
 
 
-@pytest.mark.parametrize("sdk_provider", [OPENAI, ANTHROPIC], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "sdk_provider", [OPENAI, ANTHROPIC, AZURE_OPENAI, OPENAI_RESPONSES], ids=lambda p: p.name
+)
 def test_an_unexpected_body_is_quoted_in_the_error(
     sdk_provider: Provider, server: FakeModelServer
 ) -> None:
@@ -295,7 +305,7 @@ def test_connection_serves_successive_event_loops(
     assert asyncio.run(connection.chat(ask())).content == "reply 1"
 
 
-SCHEMA_HINT = "set structured_output: prompt on the connection or the chat model"
+SCHEMA_HINT = "set structured_output_mode: prompt on the connection or the chat model"
 
 
 def test_a_refused_schema_field_names_the_setting_only_when_a_schema_was_sent(

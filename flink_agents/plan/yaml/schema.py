@@ -30,6 +30,11 @@ PROVIDER_ALIASES: dict[str, str] = {
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
+    "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai_responses": (
+        "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
+    ),
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
@@ -110,7 +115,7 @@ class ChatModelSpec(_SetupSpec):
         default=None, description="Sub-agents offered to the model as subagent_<name> callables."
     )
     temperature: float | None = None
-    structured_output: StructuredOutput | None = Field(
+    structured_output_mode: StructuredOutput | None = Field(
         default=None,
         description="How an output_schema is asked for: native (the provider's JSON-schema "
         "field), prompt (in the system message) or auto; default: the connection's (auto).",
