@@ -15,7 +15,9 @@ from flink_agents.plan import compile_agent, resolve_plan
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.providers.ollama import OllamaChatModelConnection
 from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
+from flink_agents.providers.openai_responses import OpenAIResponsesChatModelConnection
 from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.providers.vllm import VllmChatModelConnection
 from flink_agents.runtime import ResourceRegistry
 from tests.sample_agents import Answer, add, add_scripted_connection
 
@@ -33,6 +35,8 @@ def _connection(kind: type[ChatModelConnection], **arguments: object) -> ChatMod
     [
         (OpenAICompatibleChatModelConnection, True, True),  # response_format beside the tools
         (AnthropicChatModelConnection, True, True),  # the answer tool among the tools
+        (OpenAIResponsesChatModelConnection, True, True),  # text.format beside the tools
+        (VllmChatModelConnection, True, True),  # as OpenAI-compatible, in the field it chose
         (OllamaChatModelConnection, True, False),  # format would silence the tools
         (ScriptedChatModelConnection, False, False),  # no native field at all
     ],
@@ -41,7 +45,7 @@ def test_auto_is_native_where_the_provider_has_it_for_the_requests_shape(
     kind, without_tools, with_tools
 ):
     connection = _connection(kind)
-    assert connection.structured_output == "auto"
+    assert connection.structured_output_mode == "auto"
     assert connection.uses_native_schema(tools=False) is without_tools
     assert connection.uses_native_schema(tools=True) is with_tools
     assert connection.uses_native_schema(tools=False, setting="prompt") is False
