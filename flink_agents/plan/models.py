@@ -36,7 +36,7 @@ from flink_agents.plan.errors import (
     issues_from_validation,
 )
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 """The plan format this code writes and reads."""
 
 DISTRIBUTION = "flink-agents-py"

@@ -237,6 +237,9 @@ class BedrockChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "bedrock"
     default_base_url: ClassVar[str] = ""  # boto3 derives the regional endpoint
     api_key_hint: ClassVar[str] = _BEARER_TOKEN_VARIABLE
+    # A forced tool carries the answer; forcing it keeps the model from the other tools.
+    native_schema: ClassVar[bool] = True
+    native_schema_with_tools: ClassVar[bool] = False
 
     region: str | None = Field(
         default=None, description="AWS region; the chain's (AWS_REGION, the profile) if unset."

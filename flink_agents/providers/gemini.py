@@ -243,6 +243,9 @@ class GeminiChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "gemini"
     default_base_url: ClassVar[str] = "https://generativelanguage.googleapis.com"
     requires_api_key: ClassVar[bool] = True
+    # JSON mode with a response schema; Gemini 2.x refuses it beside tools (json_mode_with_tools).
+    native_schema: ClassVar[bool] = True
+    native_schema_with_tools: ClassVar[bool] = False
     api_key_hint: ClassVar[str] = "GEMINI_API_KEY"
 
     api_version: str = Field(default="v1beta", description="Path segment before /models.")

@@ -121,7 +121,7 @@ def test_a_plan_of_another_format_names_the_version_that_made_it_and_what_to_do(
 
 # ticket_triage.json as the first version compiled it (10f8987, 2026-11-30): the example lived in
 # the package then, and plans did not record the version that compiled them.
-FIRST_TRIAGE_PLAN = {
+FIRST_TRIAGE_PLAN: dict = {
     "actions": [
         {
             "config": {"urgent_words": ["down", "outage", "broken"]},
@@ -144,9 +144,25 @@ FIRST_TRIAGE_PLAN = {
 }
 
 
+def test_a_plan_of_version_1_is_refused_saying_who_compiled_it_and_to_compile_it_again():
+    # Version 2: ReAct's chat_action carries its output_schema (it may send it natively); a
+    # version-1 plan without it would ask for nothing, natively or in the prompt.
+    [issue] = _error(FIRST_TRIAGE_PLAN).issues
+    assert issue.path == "/plan_version"
+    assert issue.message == (
+        "plan_version 1 is not supported; expected 2: the plan was compiled by an earlier "
+        "flink-agents-py (plans record their version since 2026-12-02) and this is "
+        f"flink-agents-py {version('flink-agents-py')}; compile the agent again with this "
+        "version: flink-agents compile AGENT -o plan.json (AGENT: its YAML file or module:attr) "
+        "(got 1)"
+    )
+
+
 def test_a_plan_naming_moved_paths_says_who_compiled_it_and_to_compile_it_again():
+    # The format of today with the paths of an earlier layout: what a plan of this version looks
+    # like to a later one after a module moved.
     with pytest.raises(PlanValidationError) as info:
-        resolve_plan(AgentPlan.from_dict(FIRST_TRIAGE_PLAN))
+        resolve_plan(AgentPlan.from_dict({**FIRST_TRIAGE_PLAN, "plan_version": PLAN_VERSION}))
     first, *moved = info.value.issues
     assert first.path == ""
     assert first.message == (
@@ -169,7 +185,11 @@ def test_a_plan_naming_moved_paths_says_who_compiled_it_and_to_compile_it_again(
 
 def test_a_moved_path_in_a_scope_gets_one_note_on_the_plan_naming_its_version():
     data = _plan_dict()
-    child = {**FIRST_TRIAGE_PLAN, "actions": FIRST_TRIAGE_PLAN["actions"][:1]}
+    child = {
+        **FIRST_TRIAGE_PLAN,
+        "plan_version": PLAN_VERSION,
+        "actions": FIRST_TRIAGE_PLAN["actions"][:1],
+    }
     data["scopes"] = {"triage": child}
     data["compiled_by"] = "0.1.0"
     data["actions"][0]["function"] = "tests.sample_agents:EchoAgent.missing"  # not moved

@@ -311,3 +311,27 @@ def test_connection_serves_successive_event_loops(
     connection = provider.connect(server.url)
     assert asyncio.run(connection.chat(ask())).content == "reply 0"
     assert asyncio.run(connection.chat(ask())).content == "reply 1"
+
+
+SCHEMA_HINT = "set structured_output_mode: prompt on the connection or the chat model"
+
+
+def test_a_refused_schema_field_names_the_setting_only_when_a_schema_was_sent(
+    server: FakeModelServer,
+) -> None:
+    refusal = ScriptedResponse(
+        status=400, body={"error": {"message": "Invalid 'response_format': json_schema"}}
+    )
+    unrelated = ScriptedResponse(status=400, body={"error": {"message": "model not found"}})
+    server.enqueue(refusal, unrelated, refusal)
+    connection = OPENAI.connect(server.url)
+    with pytest.raises(ModelCallError) as refused:
+        asyncio.run(chat_structured(connection, ask(), Weather))
+    assert str(refused.value).endswith(SCHEMA_HINT + " to ask in the prompt instead")
+    assert (refused.value.status, refused.value.attempts) == (400, 1)
+    with pytest.raises(ModelCallError) as other:
+        asyncio.run(chat_structured(connection, ask(), Weather))
+    assert SCHEMA_HINT not in str(other.value)
+    with pytest.raises(ModelCallError) as without_schema:
+        asyncio.run(connection.chat(ask()))
+    assert SCHEMA_HINT not in str(without_schema.value)
