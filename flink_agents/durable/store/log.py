@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -60,6 +61,12 @@ _Run = tuple[str, str, int]
 def _run_of(key: RunKey | ActionStateKey) -> _Run:
     """The view's form of a run, from its key or the key of one of its states."""
     return (key.agent, key.key, key.seq)
+
+
+def _parse_key(key: bytes) -> ActionStateKey:
+    """A record key's `ActionStateKey`, parsed by `json` (a `ValueError` if it is none):
+    pydantic's parser refuses the escape of a lone surrogate, which `canonical_json` writes."""
+    return ActionStateKey.model_validate(json.loads(key))
 
 
 def _run_key(run: _Run) -> RunKey:
@@ -348,7 +355,7 @@ class LogStore(abc.ABC):
 
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""
-        return [ActionStateKey.model_validate_json(key) for key in self._states]
+        return [_parse_key(key) for key in self._states]
 
     @property
     def state_count(self) -> int:
@@ -406,7 +413,7 @@ class LogStore(abc.ABC):
             return CorruptRecordError(self.topic, partition, offset, reason)
 
         try:
-            state_key = ActionStateKey.model_validate_json(key or b"")
+            state_key = _parse_key(key or b"")
         except ValueError:
             raise corrupt("record key is not an action-state key") from None
         if value is None:
