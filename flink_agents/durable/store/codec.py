@@ -185,6 +185,11 @@ class RecordCodec:
         """Whether records are signed (a secret is configured)."""
         return self._secret is not None
 
+    @property
+    def seal_bytes(self) -> int:
+        """How many bytes `seal` adds to an envelope: the signature, if records are signed."""
+        return len(_SIGNED_MAGIC) + _MAC_SIZE if self._secret is not None else 0
+
     def encode(self, key: bytes, record: Record) -> bytes:
         """Serialize `record` stored under `key`.
 
