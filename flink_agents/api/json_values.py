@@ -155,3 +155,14 @@ def replace_lone_surrogates(text: str) -> str:
     if text.isascii():
         return text
     return _SURROGATE.sub("\ufffd", text)
+
+
+def escaped_json(value: Any) -> str:
+    """``value`` (a pydantic model, or data pydantic serializes) as the JSON pydantic writes in
+    JSON mode, non-finite floats as null, but written by ``json`` with each lone surrogate as
+    its escape (:func:`escape_lone_surrogates`), where pydantic and orjson refuse one: the
+    fallback of those that write records and keyed state. Raises ``ValueError`` or
+    ``TypeError`` for a value that has no JSON form."""
+    data = pydantic_core.to_jsonable_python(value, inf_nan_mode="null")
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return escape_lone_surrogates(text)

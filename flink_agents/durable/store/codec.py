@@ -29,7 +29,7 @@ from collections.abc import Callable
 import orjson
 import pydantic_core
 
-from flink_agents.api.json_values import escape_lone_surrogates
+from flink_agents.api.json_values import escaped_json
 from flink_agents.durable.store.errors import (
     CorruptRecordError,
     PayloadError,
@@ -136,11 +136,9 @@ def _body(record: Record) -> bytes:
     # escape, which `json.loads` reads back as the very same string. Anything else that has
     # no JSON form is a `PayloadError`: the runtime's failure, never a call's outcome.
     try:
-        data = pydantic_core.to_jsonable_python(record, inf_nan_mode="null")
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
+        return escaped_json(record).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
         raise PayloadError(f"a {type(record).__name__} has no JSON form: {exc}") from exc
-    return escape_lone_surrogates(text).encode("utf-8")
 
 
 def _fields(value: object) -> object:
