@@ -89,6 +89,7 @@ def json_rendering(value: Any, path: str = "$") -> Any:
     - a dict key that is an int, a float, a bool or None: its JSON text (as ``json`` writes it);
     - what pydantic writes in JSON mode: a datetime, date or time in ISO 8601, a timedelta as
       an ISO 8601 duration, a Decimal, UUID or Path as its text, an Enum as its value;
+    - bytes: UTF-8 text, a byte that is not UTF-8 as U+FFFD;
     - a non-finite float stays (``json`` writes ``NaN``, ``Infinity``).
     """
     if value is None or isinstance(value, bool | int | float | str):
@@ -117,9 +118,11 @@ def json_rendering(value: Any, path: str = "$") -> Any:
     if isinstance(value, set | frozenset):
         items = [json_rendering(item, f"{path}[{index}]") for index, item in enumerate(value)]
         return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
     try:
         dumped = pydantic_core.to_jsonable_python(value)
-    except PydanticSerializationError:
+    except (PydanticSerializationError, ValueError):
         raise NotJsonError(path, f"a {type(value).__name__} has no JSON form") from None
     return json_rendering(dumped, path)
 
