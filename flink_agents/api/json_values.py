@@ -21,12 +21,15 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 import pydantic_core
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError
+
+InfNanMode = Literal["null", "constants", "strings"]
+"""How pydantic writes a non-finite float (see :func:`json_bytes`)."""
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -160,12 +163,19 @@ def replace_lone_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def escaped_json(value: Any) -> str:
-    """``value`` (a pydantic model, or data pydantic serializes) as the JSON pydantic writes in
-    JSON mode, non-finite floats as null, but written by ``json`` with each lone surrogate as
-    its escape (:func:`escape_lone_surrogates`), where pydantic and orjson refuse one: the
-    fallback of those that write records and keyed state. Raises ``ValueError`` or
-    ``TypeError`` for a value that has no JSON form."""
-    data = pydantic_core.to_jsonable_python(value, inf_nan_mode="null")
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return escape_lone_surrogates(text)
+def json_bytes(
+    value: Any,
+    *,
+    fallback: Callable[[Any], Any] | None = None,
+    inf_nan_mode: InfNanMode = "constants",
+) -> bytes:
+    """``pydantic_core.to_json(value, fallback=..., inf_nan_mode=...)``, and where pydantic
+    refuses a lone surrogate, the same JSON written by ``json`` with each as its escape
+    (:func:`escape_lone_surrogates`): for whatever writes records, keyed state or event log
+    lines. Raises ``ValueError`` or ``TypeError`` for a value that has no JSON form."""
+    try:
+        return pydantic_core.to_json(value, fallback=fallback, inf_nan_mode=inf_nan_mode)
+    except PydanticSerializationError:
+        data = pydantic_core.to_jsonable_python(value, fallback=fallback, inf_nan_mode=inf_nan_mode)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return escape_lone_surrogates(text).encode("utf-8")

@@ -28,9 +28,8 @@ from functools import partial
 from typing import Protocol
 
 from pydantic import BaseModel, Field, ValidationError
-from pydantic_core import PydanticSerializationError
 
-from flink_agents.api.json_values import escaped_json
+from flink_agents.api.json_values import json_bytes
 from flink_agents.durable import faults
 from flink_agents.durable.call import DirectCallRunner
 from flink_agents.durable.faults import KillPoint
@@ -106,12 +105,9 @@ class SavedKey(BaseModel):
 
 
 def _saved_text(saved: SavedKey) -> str:
-    """The keyed state's text of ``saved``: pydantic's JSON, or where it refuses a lone
-    surrogate (an input or memory holding undecodable bytes), the same JSON with it escaped."""
-    try:
-        return saved.model_dump_json()
-    except PydanticSerializationError:
-        return escaped_json(saved)
+    """The keyed state's text of ``saved``: pydantic's JSON, a lone surrogate (an input or
+    memory holding undecodable bytes) written as its escape (`json_bytes`)."""
+    return json_bytes(saved, inf_nan_mode="null").decode("utf-8")
 
 
 def _read_saved(text: str) -> SavedKey:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from flink_agents.api.json_values import (
     NotJsonError,
     escape_lone_surrogates,
-    escaped_json,
+    json_bytes,
     json_rendering,
     json_text,
     replace_lone_surrogates,
@@ -82,6 +82,9 @@ def test_lone_surrogates_are_escaped_in_json_and_replaced_for_a_model() -> None:
     text = "report-\udcff.txt"
     escaped = escape_lone_surrogates(json.dumps(text, ensure_ascii=False))
     assert escaped == '"report-\\udcff.txt"' and json.loads(escaped) == text
-    assert json.loads(escaped_json({"name": text, "n": float("nan")})) == {"name": text, "n": None}
+    nan = {"name": text, "n": float("nan")}
+    assert json.loads(json_bytes(nan, inf_nan_mode="null")) == {"name": text, "n": None}
+    assert json_bytes({"n": float("nan")}) == b'{"n":NaN}'  # pydantic's default
+    assert json_bytes({"name": text}) == b'{"name":"report-\\udcff.txt"}'  # escaped
     assert replace_lone_surrogates(text) == "report-\ufffd.txt"
     assert json_text(text) == json_text({"name": text})[10:-2] == "report-\ufffd.txt"

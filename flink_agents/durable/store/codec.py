@@ -29,7 +29,7 @@ from collections.abc import Callable
 import orjson
 import pydantic_core
 
-from flink_agents.api.json_values import escaped_json
+from flink_agents.api.json_values import json_bytes
 from flink_agents.durable.store.errors import (
     CorruptRecordError,
     PayloadError,
@@ -128,15 +128,11 @@ def _body(record: Record) -> bytes:
             return orjson.dumps(fields, default=_fields, option=_PASSTHROUGH)
         except orjson.JSONEncodeError:  # a value orjson refuses, or `_Declined`
             pass
+    # A lone surrogate in a string (orjson and pydantic refuse one; UTF-8 has none) is written
+    # as its JSON escape, which `json.loads` reads back as the very same string. Anything else
+    # with no JSON form is a `PayloadError`: the runtime's failure, never a call's outcome.
     try:
-        return pydantic_core.to_json(record, inf_nan_mode="null")
-    except pydantic_core.PydanticSerializationError:
-        pass
-    # A lone surrogate in a string (both refuse one; UTF-8 has none): written as its JSON
-    # escape, which `json.loads` reads back as the very same string. Anything else that has
-    # no JSON form is a `PayloadError`: the runtime's failure, never a call's outcome.
-    try:
-        return escaped_json(record).encode("utf-8")
+        return json_bytes(record, inf_nan_mode="null")
     except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
         raise PayloadError(f"a {type(record).__name__} has no JSON form: {exc}") from exc
 
