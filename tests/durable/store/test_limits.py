@@ -4,6 +4,8 @@ configuration refuses a limit the producer could not send."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from flink_agents.durable.store import (
@@ -23,7 +25,8 @@ KEY = RunKey(agent="a", key='"k"', seq=0).action("act", "e1")
 
 def _state(payload: str) -> ActionState:
     state = ActionState.opened(KEY)
-    state.record_call(CallResult.pending("c", function="m.f").succeed(payload))
+    started = CallResult.pending("c", function="m.f", started_at=1.0)  # fixed: a fixed size
+    state.record_call(started.succeed(payload, finished_at=2.0))
     return state
 
 
@@ -71,3 +74,17 @@ def test_an_outcome_over_the_limit_is_named_with_its_size_and_the_limit(stores: 
     assert "'tool:c1' (tools.dump)" in message
     assert f"{DEFAULT_MAX_RECORD_BYTES:,}" in message and "max_record_bytes" in message
     assert not isinstance(caught.value, RecordTooLargeError)  # the call's failure, not infra
+
+
+def test_a_record_of_exactly_the_default_limit_is_written_and_read_back(stores: Stores) -> None:
+    store = stores.first
+    filler = os.urandom(DEFAULT_MAX_RECORD_BYTES).hex()  # incompressible
+    base = store.record_size(_state(""))
+    exact = _state(filler[: DEFAULT_MAX_RECORD_BYTES - base])
+    assert store.record_size(exact) == DEFAULT_MAX_RECORD_BYTES
+    store.put(exact)
+    store.flush()  # the real broker, with its default message.max.bytes, takes it
+    state = stores.restored().get(KEY)
+    assert state is not None and state.calls[0].value() == exact.calls[0].value()
+    with pytest.raises(RecordTooLargeError):
+        store.put(_state(filler[: DEFAULT_MAX_RECORD_BYTES - base + 1]))
