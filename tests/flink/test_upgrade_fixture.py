@@ -29,8 +29,6 @@ from flink_agents.durable.store import CallStatus
 from flink_agents.replay.recorded import read_states
 from tests.fixtures.upgrade import job, topic_log
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
-
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "upgrade" / "v1"
 
 
@@ -58,6 +56,8 @@ def test_the_exported_store_reads_and_names_the_completed_calls() -> None:
     assert completed == set(_manifest()["completed_calls"])
 
 
+@pytest.mark.flink
+@pytest.mark.kafka
 def test_a_savepoint_of_an_earlier_version_restores_and_reinvokes_no_completed_call(
     make_flink_env, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
