@@ -93,7 +93,7 @@ class AgentsExecutionEnvironment:
         differently) could not restore a savepoint of the one before. The sources, the agent
         operator and the sinks this class builds are given uids named after what they read,
         run or write; repeats are numbered in the order the pipeline is built (docs/operations.md,
-        "Upgrading").
+        "Upgrading a running job").
         """
         uid, n = name, 1
         while uid in self._uids:

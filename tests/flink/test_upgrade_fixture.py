@@ -7,7 +7,7 @@ with a Kafka store, stopped with a savepoint while runs were in flight (some ans
 a few calls completed and recorded, some still waiting in keyed state). Here its store topic is
 written back at its offsets (``topic_log.load``), the job is started from its savepoint against
 fresh counting services, and runs to the end of its input. The contract (docs/operations.md,
-"Upgrading"):
+"Upgrading a running job"):
 
 * every ticket is answered, with its expected answer, before or after the upgrade;
 * no call recorded as completed in the fixture reaches a service again (re-invoked = 0);
