@@ -39,11 +39,10 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
-from flink_agents.api.json_values import NotJsonError, json_text
+from flink_agents.api.json_values import NotJsonError, json_text, replace_lone_surrogates
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
-from flink_agents.api.tools import tool_output_text
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 
@@ -63,9 +62,9 @@ def without_pydantic_links(text: str) -> str:
 def tool_failure_text(error: BaseException) -> str:
     """What the model is told of a failed tool call: ``Type: message`` as the live call raised
     it (:func:`~flink_agents.api.context.live_failure`: also after a failover, when the failure
-    is handed back from the store), without pydantic's link lines."""
+    is handed back from the store), without pydantic's link lines and lone surrogates (replaced)."""
     kind, message = live_failure(error)
-    return without_pydantic_links(f"{kind}: {message}")
+    return replace_lone_surrogates(without_pydantic_links(f"{kind}: {message}"))
 
 
 class ToolLoopLimitError(RuntimeError):
@@ -158,15 +157,17 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
     call_id = f"tool:{call.id}"
     try:
         tool = model.tool(call.name)
+        # The text the model is shown is the call's recorded outcome (`call_for_model`);
+        # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
-            tool.call_with_key, call.arguments, ctx.durable_call_key(call_id), call_id=call_id
+            tool.call_for_model, call.arguments, ctx.durable_call_key(call_id), call_id=call_id
         )
     except InfrastructureError:
         raise
     except Exception as exc:
         content = tool_failure_text(exc)
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
-    return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
+    return ToolResult(tool_call_id=call.id, name=call.name, content=json_text(value))
 
 
 def _start_delegation(
@@ -193,7 +194,7 @@ async def _delegation_result(
         else:
             return ToolResult(tool_call_id=call.id, name=call.name, content=content)
     name = call.name.removeprefix(SUBAGENT_TOOL_PREFIX)
-    content = f"delegation to sub-agent {name!r} failed: {result.reason}"
+    content = replace_lone_surrogates(f"delegation to sub-agent {name!r} failed: {result.reason}")
     return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
 
 
