@@ -2,19 +2,83 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+_QUOTED_ARGUMENTS_CHARS = 200
+"""How much of unparsable tool-call arguments an error quotes back to the model."""
+
+
+class ToolArgumentsError(ValueError):
+    """A model called a tool with arguments that are not a JSON object. The tool is not run;
+    the error goes back to the model as the call's result, like any tool failure."""
+
 
 class ToolCall(BaseModel):
-    """A model's request to call the tool ``name`` with ``arguments``."""
+    """A model's request to call the tool ``name`` with ``arguments``.
+
+    A protocol that sends arguments as JSON text (chat completions) may get text that is not a
+    JSON object: :meth:`from_json_text` then keeps it as it came in ``unparsed_arguments``
+    (``arguments`` is empty), and :meth:`checked_arguments` raises :class:`ToolArgumentsError`.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    unparsed_arguments: str | None = Field(
+        default=None,
+        description="The arguments as the model sent them when they were not a JSON object.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_unparsed(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        # Left out unless set: a call's dump (in recorded requests and their digests) stays
+        # what it was before the field existed.
+        data = handler(self)
+        if self.unparsed_arguments is None and isinstance(data, dict):
+            data.pop("unparsed_arguments", None)
+        return data
+
+    @classmethod
+    def from_json_text(cls, id: str, name: str, text: str | None) -> ToolCall:
+        """A call whose arguments came as JSON text (no text: no arguments)."""
+        try:
+            arguments = json.loads(text or "{}")
+        except json.JSONDecodeError:
+            arguments = None
+        if isinstance(arguments, dict):
+            return cls(id=id, name=name, arguments=arguments)
+        return cls(id=id, name=name, unparsed_arguments=text)
+
+    def checked_arguments(self) -> dict[str, Any]:
+        """``arguments``; :class:`ToolArgumentsError` when the model's were not a JSON object."""
+        text = self.unparsed_arguments
+        if text is None:
+            return self.arguments
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            why = f"not JSON ({exc})"
+        else:
+            why = "JSON but not an object"
+        quoted = text if len(text) <= _QUOTED_ARGUMENTS_CHARS else text[:_QUOTED_ARGUMENTS_CHARS]
+        cut = "" if quoted is text else f" (first {_QUOTED_ARGUMENTS_CHARS} characters)"
+        raise ToolArgumentsError(
+            f"the arguments of this call of {self.name!r} are {why}: {quoted!r}{cut}; "
+            "call it again with the arguments as one JSON object"
+        )
 
 
 class TokenUsage(BaseModel):
@@ -56,6 +120,14 @@ class ChatRequest(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: str | None = Field(
+        default=None,
+        description="'auto', 'required', 'none' or the name of an offered tool; unset: the "
+        "provider's default (an OpenAI-compatible connection sends 'auto' with tools).",
+    )
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="Whether the model may ask for several tools in one turn."
+    )
     response_schema: dict[str, Any] | None = Field(
         default=None,
         description="JSON schema the reply's content must follow (structured output).",
