@@ -31,6 +31,7 @@ from flink_agents.api import (
     SubagentResult,
     action,
 )
+from flink_agents.api.moved import install_moved_module_finder
 
 if TYPE_CHECKING:
     from flink_agents.durable.store.config import StoreConfig
@@ -69,6 +70,10 @@ _LAZY = {
     "OperatorOptions": "flink_agents.runtime.options",
     "StoreConfig": "flink_agents.durable.store.config",
 }
+
+
+# An import of a module of an earlier version says where it moved (api/moved.py).
+install_moved_module_finder()
 
 
 def __getattr__(name: str) -> Any:

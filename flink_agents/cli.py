@@ -14,14 +14,13 @@ flink-agents replay AGENT (--topic T | --file F) [...]       (recorded runs agai
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
-from flink_agents.api.events import OutputEvent
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.sources import load_plan
@@ -30,8 +29,10 @@ from flink_agents.replay import commands as replay_commands
 
 Handler = Callable[[argparse.Namespace], int]
 
+EXIT_FAILED = 1
+"""``run --local``: a run failed, or an input line was a bad record (each is an error output)."""
 EXIT_USAGE = 2
-"""Bad input: an invalid plan or agent file, an unimportable reference, a bad input record."""
+"""Bad input: an invalid plan or agent file, an unimportable reference, a missing file."""
 
 
 def _add_source(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -54,27 +55,12 @@ def _write_output(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def _records(path: str) -> Iterator[Any]:
-    handle: TextIO = sys.stdin if path == "-" else open(path)  # noqa: SIM115 - closed below
-    try:
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
-    finally:
-        if handle is not sys.stdin:
-            handle.close()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run an agent over JSON lines and print one JSON line per output."""
+    """Run an agent over JSON lines and write one JSON line per output as it finishes."""
     # Imported here so that `compile` works without loading the engine.
     from flink_agents.observability import EventLogConfig
     from flink_agents.observability.status import StatusLine, status_stream
-    from flink_agents.runtime.engine import ActionError
-    from flink_agents.runtime.local import run_local
+    from flink_agents.runtime.local import run_local_lines
 
     if not args.local:
         return _run_job(args.source)
@@ -82,45 +68,65 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("flink-agents run --local needs --input and --key", file=sys.stderr)
         return EXIT_USAGE
     plan = load_plan(args.source, args.agent)
-    records = list(_records(args.input))
     event_log = EventLogConfig(path=args.event_log) if args.event_log else None
     terminal = status_stream(sys.stderr)
     status = [] if terminal is None else [StatusLine(terminal)]
-    try:
-        results = run_local(
+    with _opened(args.input, sys.stdin, "r") as lines, _opened(args.output, sys.stdout, "w") as out:
+
+        def write(line: str) -> None:
+            out.write(line + "\n")
+            out.flush()  # each output as its run finishes, for a reader of a pipe or the file
+
+        report = run_local_lines(
             plan,
-            records,
+            lines,
             key=args.key,
+            write=write,
+            source=args.input,
             max_in_flight=args.max_in_flight,
             event_log=event_log,
             listeners=status,
         )
-    except ActionError as exc:
-        print(f"flink-agents run: {exc}", file=sys.stderr)
-        return 1
-    lines = [
-        _output_line(result.key, result.run_id.seq, event)
-        for result in results
-        for event in result.outputs
-    ]
-    _write_output("".join(f"{line}\n" for line in lines), args.output)
-    return 0
+    if report.stopped_by is not None:
+        print(f"flink-agents run: {report.stopped_by}", file=sys.stderr)
+        print(
+            f"flink-agents run: stopped at that run (error_policy: fail), inputs not run: "
+            f"{report.not_run}; set error_policy: emit on the agent to write failed runs as "
+            "error outputs and go on",
+            file=sys.stderr,
+        )
+    if report.failed_runs or report.bad_records:
+        print(
+            f"flink-agents run: failed runs: {report.failed_runs} of {report.runs}, bad input "
+            f"lines: {report.bad_records} (see the error outputs)",
+            file=sys.stderr,
+        )
+    return 0 if report.ok else EXIT_FAILED
 
 
-def _output_line(key: Any, seq: int, event: OutputEvent) -> str:
-    line: dict[str, Any] = {"key": key, "seq": seq}
-    if event.error is None:
-        line["output"] = event.output
-    else:
-        line["error"] = event.error.model_dump()
-    return json.dumps(line, sort_keys=True, default=str)
+@contextlib.contextmanager
+def _opened(path: str | None, standard: TextIO, mode: Literal["r", "w"]) -> Iterator[TextIO]:
+    """The file ``path``, or ``standard`` (stdin, stdout) for no path or '-'; closes a file."""
+    if path is None or path == "-":
+        yield standard
+        return
+    with open(path, mode) as handle:
+        yield handle
 
 
 def _run_job(job_file: str) -> int:
-    """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr."""
+    """Run a job spec on the local mini-cluster; on a terminal, with a status line on stderr.
+
+    The job's failures are read from its REST API while it runs: a job whose tasks restarted
+    exits with ``EXIT_RESTARTED`` and names each failure's cause, one that failed for good exits
+    1 with its causes (a restart loop is never silent).
+    """
+    from py4j.protocol import Py4JJavaError
+
     from flink_agents.flink.job import ListSourceSpec, load_job
-    from flink_agents.flink.job_runner import build, environment, run
+    from flink_agents.flink.job_runner import build, environment
     from flink_agents.observability.job_status import (
+        FailureWatch,
         JobMetricsReader,
         free_local_port,
         local_rest_settings,
@@ -138,20 +144,52 @@ def _run_job(job_file: str) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    terminal = status_stream(sys.stderr)
-    if terminal is None:
-        run(spec)
-        return 0
     port = free_local_port()
     env = environment(spec, extra=local_rest_settings(port))
     build(spec, env)
     client = env.execute_async(spec.name)
     reader = JobMetricsReader(local_rest_url(port), str(client.get_job_id()))
-    status = PolledStatusLine(terminal, reader.read)
+    watch = FailureWatch(reader.read_failures)
+    terminal = status_stream(sys.stderr)
+    status = None if terminal is None else PolledStatusLine(terminal, reader.read)
+    failed: Py4JJavaError | None = None
     try:
         client.get_job_execution_result().result()
+    except Py4JJavaError as exc:
+        failed = exc
     finally:
-        status.close()
+        if status is not None:
+            status.close()
+        failures = watch.stop()
+    return _job_report(spec.name, failures, failed)
+
+
+EXIT_RESTARTED = 3
+"""`run JOB.yaml`: the job finished, but its tasks failed and restarted on the way."""
+
+
+def _job_report(name: str, failures: list[Any], failed: BaseException | None) -> int:
+    """Say on stderr how a local job ended when anything failed; its exit code."""
+    for number, failure in enumerate(failures, start=1):
+        where = f" in {failure.task}" if failure.task else ""
+        print(f"flink-agents run: failure {number}{where}: {failure.cause}", file=sys.stderr)
+    if failed is not None:
+        from flink_agents.observability.job_status import innermost_cause
+
+        # The last failure may be missing above: the API goes away with the job.
+        print(
+            f"flink-agents run: job {name!r} FAILED: {innermost_cause(str(failed))}",
+            file=sys.stderr,
+        )
+        return 1
+    if failures:
+        print(
+            f"flink-agents run: job {name!r} finished, but its tasks restarted "
+            f"{len(failures)} time(s): the inputs since the last checkpoint ran again (their "
+            "calls were made again unless the job has a store)",
+            file=sys.stderr,
+        )
+        return EXIT_RESTARTED
     return 0
 
 
@@ -329,7 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     compile_parser.set_defaults(handler=cmd_compile)
 
     run_parser = commands.add_parser(
-        "run", help="run a job spec on the mini-cluster, or an agent in-process (--local)"
+        "run",
+        help="run a job spec on the mini-cluster, or an agent in-process (--local)",
+        epilog="--local exit status: 0 every line ran and every run succeeded; 1 a run failed or "
+        "an input line was a bad record (error outputs, counted on stderr); 2 nothing ran",
     )
     _add_source(run_parser, "a job spec (jobs/*.yaml); with --local a plan, agents file or ref")
     run_parser.add_argument(

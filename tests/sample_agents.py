@@ -173,3 +173,12 @@ def react_agent(
     )
     add_scripted_connection(agent, name, turns, connection=connection, latency_seconds=latency)
     return agent
+
+
+@action(InputEvent)
+async def wait_then_answer(event: InputEvent, ctx: RunnerContext) -> None:
+    """Waits ``wait`` seconds, then outputs ``n``; raises for a negative ``n``."""
+    await asyncio.sleep(event.input["wait"])
+    if event.input["n"] < 0:
+        raise ValueError(f"negative input {event.input['n']}")
+    ctx.send_event(OutputEvent(output=event.input["n"]))

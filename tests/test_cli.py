@@ -1,16 +1,23 @@
 import json
 import os
+import re
 import socket
 import sys
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent
-from flink_agents.cli import build_parser, main
+from flink_agents.api.agent import ErrorPolicy
+from flink_agents.cli import EXIT_FAILED, build_parser, main
 from flink_agents.plan import AgentPlan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+OSLO = {"city": "Oslo", "advice": "coat"}
+LISBON = {"city": "Lisbon", "advice": "t-shirt"}
 
 
 def run_weather(inputs: Path, key: str) -> list[str]:
@@ -31,9 +38,9 @@ def test_run_local_prints_outputs_as_json_lines(tmp_path, capsys):
     inputs.write_text('{"city": "Oslo"}\n\n{"city": "Lisbon"}\n')
     assert main(run_weather(inputs, "city")) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert lines == [
-        {"key": "Oslo", "seq": 0, "output": {"city": "Oslo", "advice": "coat"}},
-        {"key": "Lisbon", "seq": 0, "output": {"city": "Lisbon", "advice": "t-shirt"}},
+    assert sorted(lines, key=lambda line: line["key"]) == [
+        {"agent": "weather_react", "key": "Lisbon", "seq": 0, "output": LISBON},
+        {"agent": "weather_react", "key": "Oslo", "seq": 0, "output": OSLO},
     ]
 
 
@@ -53,7 +60,8 @@ def test_run_local_output_file_holds_only_the_json_lines(tmp_path, capsys):
     source = "tests.test_cli:shouting_agent"
     args = ["run", "--local", source, "--input", str(inputs), "--key", "n"]
     assert main([*args, "--output", str(outputs)]) == 0
-    assert outputs.read_text() == '{"key": 1, "output": 1, "seq": 0}\n'
+    # The job's output record, as its sinks write it.
+    assert outputs.read_text() == '{"agent":"shouting","key":1,"output":1,"seq":0}\n'
     assert capsys.readouterr().out == "tool chatter\n"
 
 
@@ -168,13 +176,112 @@ def test_run_of_a_job_whose_input_file_is_missing_names_it(tmp_path, capsys):
     )
 
 
-def test_an_input_without_the_key_field_is_named_plainly(tmp_path, capsys):
+def test_bad_input_lines_are_bad_records_with_their_line_and_the_rest_runs(tmp_path, capsys):
     inputs = tmp_path / "in.jsonl"
-    inputs.write_text('{"city": "Oslo"}\n')
-    assert main(run_weather(inputs, "town")) == 2
-    assert capsys.readouterr().err == (
-        "flink-agents run: input record has no key field 'town': {'city': 'Oslo'}\n"
+    inputs.write_text('{"town": "Rome"}\n{"city": "Oslo"}\n{"city": \n')
+    assert main(run_weather(inputs, "city")) == EXIT_FAILED
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert [line.get("output") or line["error"]["message"] for line in lines] == [
+        f"{inputs}:1: input record has no usable key (no 'city'): '{{\"town\": \"Rome\"}}'",
+        f"{inputs}:3: input record is not JSON (Expecting value: line 1 column 9 (char 8)): "
+        "'{\"city\":'",
+        OSLO,
+    ]
+    assert captured.err == (
+        "flink-agents run: failed runs: 0 of 1, bad input lines: 2 (see the error outputs)\n"
     )
+
+
+SCRIPTED_AGENT = """\
+agents:
+  - name: answers
+    error_policy: {policy}
+    react: {{chat_model: model, prompt: prompt}}
+    prompts: {{prompt: "{{q}}"}}
+    connections:
+      scripted:
+        class: scripted
+        arguments:
+          name: answers
+          turns:
+            - {{match: boom, error: the model broke}}
+            - content: answer to $input
+    chat_models:
+      model: {{connection: scripted, model: scripted-1}}
+"""
+
+ANSWER_ONE = {"agent": "answers", "key": 1, "output": "answer to one", "seq": 0}
+ANSWER_THREE = {"agent": "answers", "key": 3, "output": "answer to three", "seq": 0}
+# Per error policy: the output lines (an error reduced to its type) and stderr. Every policy is
+# listed: a new one fails the check below until its behaviour here is pinned.
+RUN_LOCAL_BY_POLICY: dict[str, tuple[list[dict[str, Any]], str]] = {
+    "fail": (
+        [ANSWER_ONE],
+        "flink-agents run: run answers/2/0: action 'chat_action' failed on ChatRequestEvent "
+        "event {event}: ScriptedModelError: the model broke\n"
+        "flink-agents run: stopped at that run (error_policy: fail), inputs not run: 1; set "
+        "error_policy: emit on the agent to write failed runs as error outputs and go on\n",
+    ),
+    "emit": (
+        [
+            ANSWER_ONE,
+            {"agent": "answers", "key": 2, "seq": 0, "error": "ScriptedModelError"},
+            ANSWER_THREE,
+        ],
+        "flink-agents run: failed runs: 1 of 3, bad input lines: 0 (see the error outputs)\n",
+    ),
+}
+
+
+def test_every_error_policy_is_pinned_for_run_local():
+    assert set(RUN_LOCAL_BY_POLICY) == set(get_args(ErrorPolicy))
+
+
+@pytest.mark.parametrize("policy", get_args(ErrorPolicy))
+@pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "output file"])
+def test_run_local_writes_finished_outputs_under_every_error_policy(
+    policy, to_file, tmp_path, capsys
+):
+    """A failed run loses no output of the runs before it; the exit says something failed."""
+    agent, inputs, outputs = tmp_path / "agent.yaml", tmp_path / "in.jsonl", tmp_path / "out"
+    agent.write_text(SCRIPTED_AGENT.format(policy=policy))
+    inputs.write_text(
+        "".join(
+            json.dumps({"id": n, "q": q}) + "\n" for n, q in [(1, "one"), (2, "boom"), (3, "three")]
+        )
+    )
+    args = ["run", "--local", str(agent), "--input", str(inputs), "--key", "id"]
+    args += ["--max-in-flight", "1"] + (["--output", str(outputs)] if to_file else [])
+    assert main(args) == EXIT_FAILED
+    captured = capsys.readouterr()
+    text = outputs.read_text() if to_file else captured.out
+    lines = [json.loads(line) for line in text.splitlines()]
+    errors = {line["key"]: line.pop("error") for line in lines if "error" in line}
+    for line in lines:
+        if line["key"] in errors:
+            line["error"] = errors[line["key"]]["error_type"]
+    expected_lines, expected_err = RUN_LOCAL_BY_POLICY[policy]
+    assert lines == expected_lines
+    # The failed run's event id is a digest: any one will do.
+    pattern = re.escape(expected_err).replace(re.escape("{event}"), "[0-9a-f]{32}")
+    assert re.fullmatch(pattern, captured.err), captured.err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["compile"], ["inspect"], ["run", "--local", "--input", "in.jsonl", "--key", "city"]],
+    ids=["compile", "inspect", "run --local"],
+)
+def test_a_job_spec_where_an_agent_is_expected_is_named_as_one(command, capsys):
+    job = EXAMPLES / "jobs" / "weather.yaml"
+    assert main([*command, str(job)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert (
+        f"agent: this is a job spec, not an agents file: run it with `flink-agents run {job}`"
+        in line
+    )
+    assert line.endswith(f"give {EXAMPLES / 'weather.yaml'}")
 
 
 def test_a_file_of_several_agents_asks_for_agent(capsys):

@@ -7,6 +7,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from flink_agents.api.moved import moved_reference
+
 REFERENCE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 """What a ``module:qualname`` reference looks like (plans and YAML validate against it)."""
 
@@ -42,9 +44,13 @@ def import_reference(reference: str) -> Any:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UnresolvableReference(
-            reference, f"module {module_name!r} is not importable ({exc})"
-        ) from exc
+        moved = moved_reference(reference) if isinstance(exc, ModuleNotFoundError) else None
+        reason = (
+            f"module {module_name!r} is not importable ({exc})"
+            if moved is None
+            else f"module {module_name!r} moved: use {moved!r}"
+        )
+        raise UnresolvableReference(reference, reason) from exc
     except Exception as exc:  # the module's own code raised: say where, not a bare traceback
         raise UnresolvableReference(
             reference,
@@ -53,12 +59,17 @@ def import_reference(reference: str) -> Any:
     walked = module_name
     for part in qualname.split("."):
         if not hasattr(target, part):
-            raise UnresolvableReference(
-                reference, f"{walked!r} has no attribute {part!r} (qualname {qualname!r})"
-            )
+            missing = f"{walked!r} has no attribute {part!r} (qualname {qualname!r})"
+            raise UnresolvableReference(reference, missing + _renamed(reference))
         target = getattr(target, part)
         walked = f"{walked}.{part}"
     return target
+
+
+def _renamed(reference: str) -> str:
+    """``; it moved: use 'new'`` for a class of an earlier version, else nothing."""
+    moved = moved_reference(reference)
+    return "" if moved is None else f"; it moved: use {moved!r}"
 
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])

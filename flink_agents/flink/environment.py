@@ -37,7 +37,7 @@ from flink_agents.api.agent import Agent
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
-from flink_agents.flink.operator import AgentFunction
+from flink_agents.flink.operator import AgentFunction, OutputTimestamps
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -357,8 +357,10 @@ class AgentInput:
             function = AgentFunction(plan.to_json(), *settings)
             selector = key_selector(self.key, self.record_type)
         keyed = self.stream.key_by(selector, key_type=Types.STRING())
-        self._outputs = keyed.process(function, output_type=Types.STRING()).name(
-            f"agent:{plan.name}"
+        outputs = keyed.process(function, output_type=Types.STRING()).name(f"agent:{plan.name}")
+        # Before any sink: see OutputTimestamps (no watermarks are made, the final one passes).
+        self._outputs = outputs.assign_timestamps_and_watermarks(
+            WatermarkStrategy.no_watermarks().with_timestamp_assigner(OutputTimestamps())
         )
         return self
 

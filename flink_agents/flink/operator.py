@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 from pyflink.common import Types
+from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimerService
 from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.metrics import Counter, Distribution, MetricGroup
@@ -60,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 END_OF_INPUT = (1 << 63) - 2
 """Event-time timer that only the final watermark of a bounded input reaches."""
+
+NO_TIMESTAMP = -(1 << 63)
+"""Flink's "this record has no timestamp" (Long.MIN_VALUE): sinks write none (Kafka's producer
+then stamps the record with its own clock)."""
 
 METRIC_GROUP = "flink_agents"
 """The operator's metric group; metric names below it are in docs/operations.md."""
@@ -253,6 +258,22 @@ class FlinkMetrics:
         for part in groups:
             group = group.add_group(part)
         return group, leaf
+
+
+class OutputTimestamps(TimestampAssigner):
+    """Outputs keep their input's timestamp; the ones a bounded input's end emits get none.
+
+    Flink stamps what a timer emits with the timer's time, and the end-of-input timer's is
+    :data:`END_OF_INPUT`, 292 million years ahead: a Kafka 4 broker refuses such a record
+    (``message.timestamp.after.max.ms``, one hour by default), the sink's task fails and the
+    job restarts at the end of its input, again and again without a store. Processing-time
+    timers' outputs already carry none (Flink erases it).
+    """
+
+    def extract_timestamp(self, value: str, record_timestamp: int | None) -> int:
+        if record_timestamp is None or record_timestamp >= END_OF_INPUT:
+            return NO_TIMESTAMP
+        return record_timestamp
 
 
 def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.observability.metrics import RUNS_IN_FLIGHT
@@ -39,9 +42,10 @@ def free_local_port() -> int:
 
 
 def local_rest_settings(port: int) -> dict[str, str]:
-    """Flink settings for a local mini-cluster whose REST API the status line reads: on
-    127.0.0.1:``port`` (chosen by the caller, so that its address is known without asking
-    PyFlink, which does not tell it), metrics fetched every second (the line's refresh).
+    """Flink settings for a local mini-cluster whose REST API the status line and the failure
+    watch read: on 127.0.0.1:``port`` (chosen by the caller, so that its address is known
+    without asking PyFlink, which does not tell it), metrics fetched every second (the line's
+    refresh), the job's details refreshed every 200 ms.
 
     The port is free when :func:`free_local_port` picks it and bound by the mini-cluster a few
     seconds later; another process taking it in between would fail the job's start (not seen).
@@ -52,6 +56,9 @@ def local_rest_settings(port: int) -> dict[str, str]:
         "rest.bind-port": str(port),
         "rest.port": str(port),
         "metrics.fetcher.update-interval": "1000",
+        # The job's details (its exception history) are cached this long (3 s by default):
+        # a short job can restart and end within that, its failure never shown.
+        "web.refresh-interval": "200 ms",
     }
 
 
@@ -92,6 +99,18 @@ class JobMetricsReader:
         values = {metric["id"]: metric.get("sum") for metric in self._get(f"{base}?{query}")}
         return counts_from(wanted, values)
 
+    def read_failures(self) -> list[JobFailure] | None:
+        """The job's failures so far, oldest first (each one restarted the job or ended it);
+        None when the API does not answer."""
+        try:
+            history = self._get(f"/jobs/{self.job_id}/exceptions").get("exceptionHistory", {})
+        except (OSError, ValueError):
+            return None
+        return sorted(
+            (failure_of(entry) for entry in history.get("entries", [])),
+            key=lambda failure: failure.timestamp_ms,
+        )
+
     def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.rest_url + path, timeout=_TIMEOUT_S) as answer:
             return json.load(answer)
@@ -119,3 +138,69 @@ def counts_from(wanted: dict[str, str], values: dict[str, Any]) -> StatusCounts:
         return None if value is None else int(float(value))
 
     return StatusCounts(count("in"), count("out"), count("in_flight"))
+
+
+_CAUSE_CHARS = 300
+"""A failure's cause is cut to this many characters (Java messages can run to pages)."""
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """One entry of a job's exception history: a task failed, and the job restarted or ended."""
+
+    cause: str
+    """The innermost cause's line (``Class: message``), cut to ``_CAUSE_CHARS``."""
+    task: str | None
+    timestamp_ms: int
+
+
+def failure_of(entry: dict[str, Any]) -> JobFailure:
+    """The :class:`JobFailure` of one ``exceptionHistory`` entry of Flink's REST API."""
+    return JobFailure(
+        innermost_cause(entry.get("stacktrace") or entry.get("exceptionName") or "unknown"),
+        entry.get("taskName"),
+        int(entry.get("timestamp") or 0),
+    )
+
+
+def innermost_cause(stacktrace: str) -> str:
+    """The line of a Java stack trace that names its innermost cause: what a reader needs
+    first (the outer ones say only that a task or a Python function failed)."""
+    lines = stacktrace.splitlines()
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    cause = causes[-1] if causes else (lines[0] if lines else stacktrace)
+    cause = cause.strip()
+    return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."
+
+
+class FailureWatch:
+    """Reads a running job's failures every ``interval_s`` on a thread of its own and keeps the
+    last answer: a local mini-cluster's REST API goes away with its job, so its failures must
+    be read while it runs. A restart takes the restart strategy's delay and the tasks' new start
+    (about a second here) before the job can go on, so a failure is seen before the job ends
+    unless the API stops answering."""
+
+    def __init__(
+        self, read: Callable[[], list[JobFailure] | None], interval_s: float = 0.25
+    ) -> None:
+        self._read = read
+        self._interval_s = interval_s
+        self._failures: list[JobFailure] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="job-failures", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            self._take(self._read())
+
+    def _take(self, failures: list[JobFailure] | None) -> None:
+        if failures is not None and len(failures) >= len(self._failures):
+            self._failures = failures
+
+    def stop(self) -> list[JobFailure]:
+        """Stop reading (after one last read) and return the failures seen."""
+        self._stopped.set()
+        self._thread.join()
+        self._take(self._read())
+        return list(self._failures)

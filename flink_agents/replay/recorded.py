@@ -131,8 +131,3 @@ def in_window(run: RecordedRun, since_ms: float | None, until_ms: float | None) 
         return True
     at = run.input.admitted_at
     return (since_ms is None or at >= since_ms) and (until_ms is None or at < until_ms)
-
-
-def runs_of(states: Iterable[ActionState], agent: str) -> Iterator[RecordedRun]:
-    """The recorded runs of ``agent``."""
-    return (run for run in group_runs(states) if run.key.agent == agent)

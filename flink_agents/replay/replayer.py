@@ -8,8 +8,8 @@ replay of the key's previous run committed.
 A filter (by key or time) may leave a key's earlier runs out. Given the recorded runs it was
 chosen from (``earlier``), the replay rebuilds the memory a chosen run starts from by replaying
 the key's earlier runs first, silently (not reported, calls served from their records as
-always); a key whose earlier runs are not all recorded (pruned, or compacted away) starts from
-what there is, and its first chosen run's report says which runs are missing.
+always, never made live); a key whose earlier runs are not all recorded (pruned, or compacted
+away) starts from what there is, and its first chosen run's report says which runs are missing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ from flink_agents.durable.store import ActionState, ActionStateKey
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.replay.recorded import RecordedRun
-from flink_agents.replay.serving import DivergedError, Divergence, RecordedCallRunner
+from flink_agents.replay.serving import (
+    DivergedError,
+    Divergence,
+    LiveCall,
+    LiveCalls,
+    RecordedCallRunner,
+)
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -51,11 +57,17 @@ class RunReport:
     outputs: list[Any] | None = None
     divergence: Divergence | None = None
     served: int = 0
-    live_calls: int = 0
+    live: list[LiveCall] = field(default_factory=list)
+    """The calls made live (``--live``), in the order they were made."""
     note: str = ""
 
+    @property
+    def live_calls(self) -> int:
+        return len(self.live)
+
     def describe(self) -> str:
-        """A few lines for a human: the verdict and what differs."""
+        """A few lines for a human: the verdict and what differs (with live calls, what each
+        returned against its record, and the outputs they led to)."""
         head = f"run {self.run.run_id}: {self.verdict.value}"
         head += f" ({self.served} calls served from records, {self.live_calls} made)"
         lines = [head]
@@ -63,7 +75,9 @@ class RunReport:
             lines.append(f"  {self.note}")
         if self.divergence is not None:
             lines.extend(f"  {line}" for line in self.divergence.describe().splitlines())
-        if self.verdict is Verdict.DIFFERENT:
+        for call in self.live:
+            lines.extend(f"  {line}" for line in call.describe().splitlines())
+        if self.verdict is Verdict.DIFFERENT or (self.live and self.outputs is not None):
             lines.append(f"  recorded outputs: {self.recorded_outputs!r}")
             lines.append(f"  outputs now:      {self.outputs!r}")
         return "\n".join(lines)
@@ -87,6 +101,11 @@ class ReplayReport:
         bad = (Verdict.DIVERGED, Verdict.DIFFERENT, Verdict.FAILED)
         return not any(run.verdict in bad for run in self.runs)
 
+    @property
+    def checked(self) -> int:
+        """How many runs were compared with their record (all but the not replayable)."""
+        return len(self.runs) - self.count(Verdict.NOT_REPLAYABLE)
+
     def summary(self) -> str:
         counts = ", ".join(f"{self.count(v)} {v.value}" for v in Verdict if self.count(v))
         return f"{len(self.runs)} runs: {counts or 'none'}; {self.live_calls} calls made"
@@ -96,19 +115,20 @@ def replay_runs(
     plan: AgentPlan,
     runs: Iterable[RecordedRun],
     *,
-    allow_live: bool = False,
+    live: LiveCalls | None = None,
     earlier: Iterable[RecordedRun] = (),
 ) -> ReplayReport:
-    """Replay ``runs`` (of ``plan``'s agent) with the current ``plan``; ``earlier``: recorded
-    runs to rebuild their keys' memory from (see the module)."""
-    return asyncio.run(replay_runs_async(plan, runs, allow_live=allow_live, earlier=earlier))
+    """Replay ``runs`` (of ``plan``'s agent) with the current ``plan``; ``live``: which calls
+    are made instead of served (see :mod:`.serving`), None: none; ``earlier``: recorded runs to
+    rebuild their keys' memory from (see the module)."""
+    return asyncio.run(replay_runs_async(plan, runs, live=live, earlier=earlier))
 
 
 async def replay_runs_async(
     plan: AgentPlan,
     runs: Iterable[RecordedRun],
     *,
-    allow_live: bool = False,
+    live: LiveCalls | None = None,
     earlier: Iterable[RecordedRun] = (),
 ) -> ReplayReport:
     """Async form of :func:`replay_runs`."""
@@ -127,7 +147,9 @@ async def replay_runs_async(
     for run in sorted([*chosen.values(), *before], key=lambda r: (r.key.key, r.key.seq)):
         progress = keys.setdefault(run.key.key, _KeyProgress())
         progress.missing.extend(range(progress.next_seq, run.key.seq))
-        outcome, progress.memory = await _replay_one(resolved, run, progress.memory, allow_live)
+        # A run replayed only to rebuild memory is not reported: it makes no call.
+        run_live = live if run.key in chosen else None
+        outcome, progress.memory = await _replay_one(resolved, run, progress.memory, run_live)
         progress.next_seq = run.key.seq + 1
         if run.key not in chosen:
             progress.rebuilt.append(run.key.seq)
@@ -169,7 +191,7 @@ def _seqs(seqs: Iterable[int]) -> str:
 
 
 async def _replay_one(
-    resolved: ResolvedPlan, run: RecordedRun, memory: dict[str, Any], allow_live: bool
+    resolved: ResolvedPlan, run: RecordedRun, memory: dict[str, Any], live: LiveCalls | None
 ) -> tuple[RunReport, dict[str, Any]]:
     """One run's report and the memory its replay committed (``memory`` if it failed)."""
     if run.input is None:
@@ -179,7 +201,7 @@ async def _replay_one(
     states: dict[ActionStateKey, ActionState] = {state.key: state for state in run.states}
     # A sub-agent's own invocations are recorded in the run; replaying its call hands the
     # call's record back, so they are not run again: only the run's own must be.
-    runner = RecordedCallRunner(states, allow_live=allow_live, expected=run.own_state_keys())
+    runner = RecordedCallRunner(states, live=live, expected=run.own_state_keys())
     engine = RunEngine(resolved, call_runner=runner)
     key = run.run_id.key
     pending = PendingInput(seq=run.key.seq, input=run.input.value)
@@ -203,13 +225,15 @@ async def _replay_one(
         outputs,
         divergence,
         served=runner.served,
-        live_calls=runner.live_calls,
+        live=runner.made_live,
     )
     if divergence is not None:
         outcome.verdict = Verdict.DIVERGED
+        if error is not None and not isinstance(error, DivergedError):  # after a live call
+            outcome.note = f"then failed: {_failure(error)}"
     elif error is not None:
         outcome.verdict = Verdict.FAILED
-        outcome.note = f"{type(_cause(error)).__name__}: {_cause(error)}"
+        outcome.note = _failure(error)
     elif recorded_outputs is None:
         outcome.verdict = Verdict.NOT_REPLAYABLE
         outcome.note = "the recorded run did not finish: no outputs to compare"
@@ -218,7 +242,9 @@ async def _replay_one(
     return outcome, committed
 
 
-def _cause(error: BaseException) -> BaseException:
-    """The action's own exception behind the engine's ``ActionError``."""
+def _failure(error: BaseException) -> str:
+    """The type and text of the action's own exception behind the engine's ``ActionError``."""
     cause = error.__cause__
-    return cause if cause is not None and not isinstance(cause, DivergedError) else error
+    if cause is None or isinstance(cause, DivergedError):
+        cause = error
+    return f"{type(cause).__name__}: {cause}"

@@ -3,13 +3,20 @@
 :class:`RecordedCallRunner` compares each call the code makes now with the call recorded at
 the same position of the same action invocation (as a job's replay does). The same call gets
 its recorded outcome; another call is a divergence; a call with no record is reported and not
-made (unless live calls are allowed). Either ends the run: the error is an
-:class:`InfrastructureError`, so no action or tool-call loop swallows it.
+made. Either ends the run: the error is an :class:`InfrastructureError`, so no action or
+tool-call loop swallows it.
+
+Live calls (``flink-agents replay --live``) are the exception: with ``live="missing"`` a call
+with no record is made, with ``live="changed"`` also a call that differs from its record (the
+model asked again after a prompt was edited). The run goes on with what the call returned; the
+first such call is still the run's divergence, and every one is kept (:class:`LiveCall`) with
+what it returned against what was recorded.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,9 +25,16 @@ from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.replay import CallSignature, arguments_diff
 from flink_agents.durable.store import ActionState, ActionStateKey, CallResult, CallStatus, RunKey
+from flink_agents.durable.store.inspect import payload_text
 from flink_agents.observability import EventLog
+from flink_agents.observability.payloads import PayloadWriter
 
 CallKind = Literal["model", "tool", "sub-agent", "call"]
+LiveCalls = Literal["missing", "changed"]
+"""Which calls a replay makes live: those with no record, or also those that changed."""
+
+#: How much of a live call's outcome and its record a report shows (secret fields redacted).
+_SHOWN = PayloadWriter(max_chars=500)
 
 
 def call_kind(call_id: str, function: str) -> CallKind:
@@ -41,6 +55,7 @@ class Divergence:
     ``index`` is the call's ordinal in the run (0-based, in the order the code made them),
     ``position`` its ordinal within its action invocation. ``recorded`` is None for a call with
     no record (a new call), ``requested`` None for a recorded call the code no longer makes.
+    ``made_live``: the call was made (``--live``) instead of ending the run.
     """
 
     index: int
@@ -50,14 +65,16 @@ class Divergence:
     kind: CallKind
     recorded: CallSignature | None
     requested: CallSignature | None
+    made_live: bool = False
 
     @property
     def reason(self) -> str:
+        made = "made live" if self.made_live else "not made"
         if self.recorded is None:
-            return "a call with no record (not made)"
+            return f"a call with no record ({made})"
         if self.requested is None:
             return "a recorded call the code no longer makes"
-        return "another call than the recorded one"
+        return "another call than the recorded one" + (" (made live)" if self.made_live else "")
 
     def describe(self) -> str:
         """Position, kind, function, both digests and the diff of the arguments."""
@@ -87,6 +104,46 @@ class DivergedError(InfrastructureError):
 
 
 @dataclass
+class LiveCall:
+    """A call a replay made live (see the module): where it was, its record at that position
+    (None: none, or one that never finished) and what it returned or raised."""
+
+    index: int
+    action: str
+    position: int
+    kind: CallKind
+    function: str
+    recorded: CallResult | None
+    returned: Any = None
+    raised: BaseException | None = None
+
+    def describe(self) -> str:
+        """Where the call was, then its recorded and its live outcome (JSON, cut, with
+        secret-named fields redacted)."""
+        return "\n".join(
+            [
+                f"made live: #{self.index} of the run, #{self.position} of action "
+                f"{self.action!r}: {self.kind} {self.function}",
+                f"  recorded: {_recorded_text(self.recorded)}",
+                f"  live:     {self._live_text()}",
+            ]
+        )
+
+    def _live_text(self) -> str:
+        if self.raised is not None:
+            return f"raised {type(self.raised).__name__}: {_SHOWN.text(str(self.raised))}"
+        return json.dumps(_SHOWN(self.returned), ensure_ascii=False)
+
+
+def _recorded_text(recorded: CallResult | None) -> str:
+    if recorded is None:
+        return "- (no outcome recorded)"
+    if recorded.error is not None:
+        return f"failed {recorded.error.type}: {payload_text(recorded, _SHOWN)}"
+    return payload_text(recorded, _SHOWN)
+
+
+@dataclass
 class _Position:
     state: ActionState | None
     next: int = 0
@@ -96,17 +153,17 @@ class _Position:
 class RecordedCallRunner:
     """Serves one recorded run's calls (``states``); see the module docstring.
 
-    With ``allow_live`` a call with no record is made (and counted in ``live_calls``) instead
-    of ending the run; it is still reported as the run's divergence. ``expected`` are the
+    ``live``: which calls are made instead of ending the run (kept in :attr:`made_live`); the first
+    is still reported as the run's divergence. ``expected`` are the
     invocations whose every recorded call the code must make again (see :meth:`unconsumed`;
     None: all of ``states``).
     """
 
     states: dict[ActionStateKey, ActionState]
-    allow_live: bool = False
+    live: LiveCalls | None = None
     expected: set[ActionStateKey] | None = None
     served: int = 0
-    live_calls: int = 0
+    made_live: list[LiveCall] = field(default_factory=list)
     divergence: Divergence | None = None
     journal: None = None  # every action runs again: that is the point of a replay
     event_log: EventLog | None = None  # not written: a replay records nothing
@@ -120,15 +177,27 @@ class RecordedCallRunner:
         return None
 
     def run(self, call: DurableCall) -> Any:
-        recorded = self._serve(call)
-        return call.invoke() if recorded is None else _outcome(recorded, call)
+        served = self._serve(call)
+        if isinstance(served, CallResult):
+            return _outcome(served, call)
+        try:
+            served.returned = call.invoke()
+        except Exception as exc:
+            served.raised = exc
+            raise
+        return served.returned
 
     async def run_async(self, call: DurableCall) -> Any:
-        recorded = self._serve(call)
-        if recorded is not None:
-            return _outcome(recorded, call)
-        value = call.invoke()
-        return await value if inspect.isawaitable(value) else value
+        served = self._serve(call)
+        if isinstance(served, CallResult):
+            return _outcome(served, call)
+        try:
+            value = call.invoke()
+            served.returned = await value if inspect.isawaitable(value) else value
+        except Exception as exc:
+            served.raised = exc
+            raise
+        return served.returned
 
     def unconsumed(self) -> Divergence | None:
         """The first recorded call of an ``expected`` invocation the replay did not ask for,
@@ -150,8 +219,8 @@ class RecordedCallRunner:
                 )
         return None
 
-    def _serve(self, call: DurableCall) -> CallResult | None:
-        """The record to hand back, or None to make the call (allowed live calls only)."""
+    def _serve(self, call: DurableCall) -> CallResult | LiveCall:
+        """The record to hand back, or the live call to make (see ``live``)."""
         identity = call.identity
         key = _state_key(identity.invocation)
         where = self._positions.setdefault(key, _Position(self.states.get(key)))
@@ -165,21 +234,25 @@ class RecordedCallRunner:
                 self.served += 1
                 return recorded
             recorded = None  # started but never finished when recorded: no outcome to give
+        kind = call_kind(requested.call_id, requested.function)
+        made_live = self.live == "changed" or (self.live == "missing" and recorded is None)
         found = Divergence(
             index,
             identity.action,
             identity.event_id,
             position,
-            call_kind(requested.call_id, requested.function),
+            kind,
             CallSignature.recorded(recorded) if recorded is not None else None,
             requested,
+            made_live,
         )
         if self.divergence is None:
             self.divergence = found
-        if recorded is None and self.allow_live:
-            self.live_calls += 1
-            return None
-        raise DivergedError(found)
+        if not made_live:
+            raise DivergedError(found)
+        live = LiveCall(index, identity.action, position, kind, requested.function, recorded)
+        self.made_live.append(live)
+        return live
 
 
 def _outcome(recorded: CallResult, call: DurableCall) -> Any:

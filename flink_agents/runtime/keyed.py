@@ -40,7 +40,13 @@ from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
 from flink_agents.runtime.options import OperatorOptions
-from flink_agents.runtime.records import BadRecord, bad_input_record, decode_input, outputs_of
+from flink_agents.runtime.records import (
+    BadRecord,
+    bad_input_record,
+    decode_input,
+    outputs_of,
+    unkeyed,
+)
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -220,7 +226,7 @@ class KeyedAgentLogic:
         try:
             record = decode_input(value)
             if key == "null":
-                raise BadRecord(f"input record has no usable key: {value[:120]!r}")
+                raise unkeyed(value)
         except BadRecord as exc:
             return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
         host = self._require_host()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.api.agent import Agent
@@ -12,7 +14,8 @@ from flink_agents.durable.identity import RunId
 from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
+from flink_agents.runtime.records import BadRecord, bad_input_record, keyed_input, outputs_of
 
 KeySelector = str | Callable[[Any], Any]
 
@@ -23,6 +26,40 @@ def key_of(record: Any, key: KeySelector) -> Any:
     if not isinstance(record, Mapping) or key not in record:
         raise KeyError(f"input record has no key field {key!r}: {record!r}")
     return record[key]
+
+
+@contextlib.asynccontextmanager
+async def _local_engine(
+    plan: AgentPlan,
+    *,
+    max_in_flight: int,
+    call_runner: CallRunner | None,
+    environ: Mapping[str, str] | None,
+    event_log: EventLogConfig | None,
+    listeners: Sequence[Observer],
+    on_result: Callable[[RunResult], None] | None = None,
+) -> AsyncIterator[RunEngine]:
+    """An engine for ``plan`` with its resources open, closed (with the event log) on exit."""
+    log = build_event_log(
+        event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
+    )
+    engine = RunEngine(
+        plan,
+        max_in_flight=max_in_flight,
+        call_runner=call_runner,
+        on_result=on_result,
+        environ=environ,
+        event_log=log,
+    )
+    try:
+        # As a Flink job does at start: a missing credential or unusable resource fails here,
+        # naming the resource, not inside the first run's action.
+        engine.open_resources()
+        yield engine
+    finally:
+        await engine.close()
+        if log is not None:
+            log.close()
 
 
 async def run_local_async(
@@ -38,27 +75,17 @@ async def run_local_async(
 ) -> list[RunResult]:
     """Async form of :func:`run_local`."""
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
-    log = build_event_log(
-        event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
-    )
-    engine = RunEngine(
+    async with _local_engine(
         plan,
         max_in_flight=max_in_flight,
         call_runner=call_runner,
         environ=environ,
-        event_log=log,
-    )
-    try:
-        # As a Flink job does at start: a missing credential or unusable resource fails here,
-        # naming the resource, not inside the first run's action.
-        engine.open_resources()
+        event_log=event_log,
+        listeners=listeners,
+    ) as engine:
         order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
         await engine.drain()
-    finally:
-        await engine.close()
-        if log is not None:
-            log.close()
-    by_run = {result.run_id: result for result in engine.take_results()}
+        by_run = {result.run_id: result for result in engine.take_results()}
     return [by_run[run_id] for run_id in order]
 
 
@@ -94,3 +121,85 @@ def run_local(
             listeners=listeners,
         )
     )
+
+
+@dataclass
+class LinesReport:
+    """What :func:`run_local_lines` did with its input lines."""
+
+    runs: int = 0
+    """Runs that finished, with an output or an error output."""
+    failed_runs: int = 0
+    """Runs that ended with an error output (error policy ``emit``)."""
+    bad_records: int = 0
+    """Lines reported as ``BadRecord`` outputs: not JSON, or no usable key."""
+    not_run: int = 0
+    """Inputs left unfinished because another run failed under error policy ``fail``."""
+    stopped_by: ActionError | None = None
+    """The failure that stopped the batch (error policy ``fail``)."""
+
+    @property
+    def ok(self) -> bool:
+        """Every line ran, and every run succeeded."""
+        return not (self.failed_runs or self.bad_records or self.stopped_by)
+
+
+def run_local_lines(
+    plan: AgentPlan,
+    lines: Iterable[str],
+    *,
+    key: str,
+    write: Callable[[str], None],
+    source: str = "<input>",
+    max_in_flight: int = 128,
+    environ: Mapping[str, str] | None = None,
+    event_log: EventLogConfig | None = None,
+    listeners: Sequence[Observer] = (),
+) -> LinesReport:
+    """Run JSON input lines keyed by the field ``key``, handing ``write`` each output as the JSON
+    line a job's sink writes, as soon as it exists, whatever later runs do.
+
+    As a job does, a line that is not JSON or has no usable key becomes a ``BadRecord`` output
+    (its message starts with ``source:LINE:``) and the other lines go on; blank lines are
+    skipped. A run failing under error policy ``fail`` stops the batch: outputs written so far
+    stay written, and the report says what stopped it and how many inputs did not finish.
+    """
+    report = LinesReport()
+
+    def finished(result: RunResult) -> None:
+        report.runs += 1
+        report.failed_runs += result.error is not None
+        for record in outputs_of(result):
+            write(record.to_json())
+
+    async def run() -> None:
+        submitted = 0
+        async with _local_engine(
+            plan,
+            max_in_flight=max_in_flight,
+            call_runner=None,
+            environ=environ,
+            event_log=event_log,
+            listeners=listeners,
+            on_result=finished,
+        ) as engine:
+            for number, line in enumerate(lines, start=1):
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    run_key, record = keyed_input(text, key)
+                except BadRecord as exc:
+                    report.bad_records += 1
+                    write(bad_input_record(plan.name, None, f"{source}:{number}: {exc}").to_json())
+                    continue
+                engine.submit(run_key, record)
+                submitted += 1
+            try:
+                await engine.drain()
+            except ActionError as exc:
+                report.stopped_by = exc
+        report.not_run = submitted - report.runs - (report.stopped_by is not None)
+
+    asyncio.run(run())
+    return report

@@ -52,6 +52,26 @@ def decode_input(text: str | bytes) -> Any:
         raise BadRecord(f"input record is not JSON ({exc}): {preview!r}") from exc
 
 
+def unkeyed(text: str, why: str | None = None) -> BadRecord:
+    """The problem of an input record (JSON text) with no usable key, and ``why`` if known."""
+    because = "" if why is None else f" ({why})"
+    return BadRecord(f"input record has no usable key{because}: {text[:120]!r}")
+
+
+def keyed_input(text: str, field: str) -> tuple[Any, Any]:
+    """The key (the value of ``field``) and the record of one input's JSON text.
+
+    Raises :class:`BadRecord` where a job reports a bad record: not JSON, or no usable key (as
+    for a job's key selector, a null key is none).
+    """
+    record = decode_input(text)
+    if not isinstance(record, dict):
+        raise unkeyed(text, "not a JSON object")
+    if record.get(field) is None:
+        raise unkeyed(text, f"field {field!r} is null" if field in record else f"no {field!r}")
+    return record[field], record
+
+
 def encode_input(record: Any) -> str:
     """A Python input record (a dict, a pydantic model, a dataclass, ...) as JSON text.
 

@@ -44,6 +44,17 @@ def test_an_unknown_source_kind_is_rejected(tmp_path: Path) -> None:
         load_job(job)
 
 
+def test_an_agents_file_given_as_a_job_spec_says_so_with_the_command_that_runs_it() -> None:
+    agents = REPO / "examples" / "weather.yaml"
+    with pytest.raises(YamlAgentError) as error:
+        load_job(agents)
+    assert str(error.value) == (
+        f"{agents}:3:3: agents: this is an agents file, not a job spec: run its agent with "
+        f"`flink-agents run --local {agents} --input IN.jsonl --key FIELD`, or name it in a job "
+        f"spec (agent: {agents})"
+    )
+
+
 @pytest.mark.flink
 def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env) -> None:
     from flink_agents.flink.job_runner import build

@@ -1,5 +1,6 @@
-"""`flink-agents run JOB.yaml` on a terminal: a status line on stderr fed by the job's metrics
-from Flink's REST API (a fake REST API here); nothing when stderr is not a terminal."""
+"""`flink-agents run JOB.yaml`: on a terminal, a status line on stderr fed by the job's metrics
+from Flink's REST API (a fake REST API here), nothing else when stderr is not a terminal; on
+every stream, the job's failures read from the same API, and an exit code that tells them."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ import pytest
 import flink_agents.cli as cli
 import flink_agents.flink.job_runner as job_runner
 import flink_agents.observability.job_status as job_status
-from flink_agents.observability.job_status import JobMetricsReader, counts_from, wanted_metrics
+from flink_agents.observability.job_status import (
+    FailureWatch,
+    JobFailure,
+    JobMetricsReader,
+    counts_from,
+    innermost_cause,
+    wanted_metrics,
+)
 from flink_agents.observability.status import PolledStatusLine, StatusCounts
 from tests.observability.test_status import Terminal
 
@@ -42,6 +50,7 @@ class FakeFlinkRest(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.values: dict[str, float] = {}
+        self.exceptions: list[dict[str, Any]] = []
 
     @property
     def url(self) -> str:
@@ -75,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
                     for n in wanted
                     if n in self.server.values
                 ]
+        elif url.path == f"/jobs/{JOB}/exceptions":
+            body = {"exceptionHistory": {"entries": self.server.exceptions, "truncated": False}}
         else:
             self.send_error(404)
             return
@@ -205,11 +216,128 @@ def test_a_free_local_port_can_be_bound() -> None:
         server.bind(("127.0.0.1", job_status.free_local_port()))
 
 
-def test_without_a_terminal_run_shows_nothing(tmp_path, monkeypatch):
+def _fake_job(
+    monkeypatch: pytest.MonkeyPatch, rest: FakeFlinkRest, result: Any = None
+) -> dict[str, str]:
+    """`run` builds a fake environment whose job ends by calling ``result`` (or at once); the
+    settings the environment was given are returned."""
+
+    class FakeClient:
+        def get_job_id(self) -> str:
+            return JOB
+
+        def get_job_execution_result(self) -> FakeClient:
+            return self
+
+        def result(self) -> None:
+            if result is not None:
+                result()
+
+    class FakeEnvironment:
+        def execute_async(self, name: str) -> FakeClient:
+            return FakeClient()
+
+    settings: dict[str, str] = {}
+
+    def fake_environment(spec: Any, *, extra: dict[str, str]) -> FakeEnvironment:
+        settings.update(extra)
+        return FakeEnvironment()
+
+    port = rest.server_address[1]
+    monkeypatch.setattr(job_status, "free_local_port", lambda: port)
+    monkeypatch.setattr(job_runner, "environment", fake_environment)
+    monkeypatch.setattr(job_runner, "build", lambda spec, env: None)
+    return settings
+
+
+def test_without_a_terminal_run_shows_nothing_when_nothing_failed(rest, tmp_path, monkeypatch):
     quiet = io.StringIO()
     monkeypatch.setattr("sys.stderr", quiet)
-    ran = []
-    monkeypatch.setattr(job_runner, "run", lambda spec: ran.append(spec.name))
+    _fake_job(monkeypatch, rest)
     assert cli.main(["run", _job_file(tmp_path)]) == 0
-    assert ran == ["j"]
     assert quiet.getvalue() == ""
+
+
+STACKTRACE = (
+    "org.apache.flink.runtime.JobException: Recovery is suppressed\n\tat x.y(Z.java:1)\n"
+    "Caused by: java.lang.RuntimeException: Error in Python function\n\tat a.b(C.java:2)\n"
+    "Caused by: org.apache.kafka.common.InvalidRecordException: Timestamp 9223372036854775806 "
+    "of message with offset 0 is out of range.\n\tat d.e(F.java:3)\n"
+)
+
+
+def _failure(at_ms: int) -> dict[str, Any]:
+    return {
+        "exceptionName": "org.apache.flink.runtime.JobException",
+        "stacktrace": STACKTRACE,
+        "timestamp": at_ms,
+        "taskName": "agent:weather -> Sink: kafka:out (1/1)",
+        "concurrentExceptions": [],
+    }
+
+
+def test_the_innermost_cause_is_the_line_a_reader_needs() -> None:
+    assert innermost_cause(STACKTRACE) == (
+        "org.apache.kafka.common.InvalidRecordException: Timestamp 9223372036854775806 of "
+        "message with offset 0 is out of range."
+    )
+    assert innermost_cause("java.io.IOException: gone") == "java.io.IOException: gone"
+    long = innermost_cause("Caused by: " + "x" * 1000)
+    assert len(long) == 300 and long.endswith("...")
+
+
+def test_failures_are_read_oldest_first(rest) -> None:
+    rest.exceptions = [_failure(2000), _failure(1000)]
+    failures = JobMetricsReader(rest.url, JOB).read_failures()
+    assert [failure.timestamp_ms for failure in failures or []] == [1000, 2000]
+    assert failures is not None and failures[0].task == "agent:weather -> Sink: kafka:out (1/1)"
+    assert JobMetricsReader("http://127.0.0.1:9", JOB).read_failures() is None
+
+
+def test_the_watch_keeps_the_failures_seen_while_the_api_answered() -> None:
+    answers: list[list[JobFailure] | None] = [[JobFailure("boom", None, 1)], None]
+    watch = FailureWatch(lambda: answers.pop(0) if answers else None, interval_s=0.01)
+    deadline = time.monotonic() + 10
+    while answers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert watch.stop() == [JobFailure("boom", None, 1)]
+
+
+def test_a_job_whose_tasks_restarted_says_so_and_exits_3(rest, tmp_path, monkeypatch):
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+
+    def one_restart() -> None:
+        rest.exceptions = [_failure(1000)]
+        time.sleep(0.6)  # the watch reads every 0.25 s while the job runs
+
+    _fake_job(monkeypatch, rest, one_restart)
+    assert cli.main(["run", _job_file(tmp_path)]) == cli.EXIT_RESTARTED == 3
+    report = stderr.getvalue()
+    assert "failure 1 in agent:weather -> Sink: kafka:out (1/1): org.apache.kafka" in report
+    assert "job 'j' finished, but its tasks restarted 1 time(s)" in report
+
+
+def test_a_job_that_failed_for_good_names_its_causes_and_exits_1(rest, tmp_path, monkeypatch):
+    from py4j.protocol import Py4JJavaError
+
+    class JobFailed(Py4JJavaError):
+        def __init__(self) -> None:
+            Exception.__init__(self)
+
+        def __str__(self) -> str:
+            return STACKTRACE
+
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+
+    def restarts_then_fails() -> None:
+        rest.exceptions = [_failure(1000), _failure(2000), _failure(3000)]
+        time.sleep(0.6)
+        raise JobFailed()
+
+    _fake_job(monkeypatch, rest, restarts_then_fails)
+    assert cli.main(["run", _job_file(tmp_path)]) == 1
+    report = stderr.getvalue()
+    assert report.count("flink-agents run: failure ") == 3
+    assert "job 'j' FAILED: org.apache.kafka.common.InvalidRecordException: Timestamp" in report

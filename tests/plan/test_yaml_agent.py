@@ -113,6 +113,45 @@ def test_unimportable_module_names_file_line_and_field(tmp_path):
     assert "module 'missing_pkg.mod' is not importable" in issue.message
 
 
+def test_a_job_spec_is_named_as_one_with_the_commands_that_take_it(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "job.yaml"
+    job.write_text(
+        "name: reviews\nagent: ../agents.yaml\nagent_name: review_react\n"
+        "source: {kind: list, path: in.jsonl}\nkey: id\nsink: {kind: stdout}\n"
+    )
+    with pytest.raises(YamlAgentError) as info:
+        load_yaml_agents(job)
+    [issue] = info.value.issues  # not one "unknown field" per field of the spec
+    assert (issue.line, issue.field) == (2, "agent")
+    assert issue.message == (
+        f"this is a job spec, not an agents file: run it with `flink-agents run {job}` (a local "
+        f"mini-cluster) or `flink-agents submit {job}`; to compile, inspect or run --local its "
+        f"agent, give {tmp_path / 'agents.yaml'} --agent review_react"
+    )
+
+
+def test_a_job_spec_naming_its_agent_by_reference_names_the_reference(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("name: w\nagent: examples.weather:build_agent\nsource: {kind: list, path: x}\n")
+    with pytest.raises(YamlAgentError) as info:
+        load_yaml_agents(job)
+    assert info.value.issues[0].message.endswith("give examples.weather:build_agent")
+
+
+def test_a_class_path_that_moved_says_what_to_use_instead(tmp_path):
+    old = VALID.replace(
+        "tests.sample_agents:ExternalReviewer",
+        "flink_agents.integrations.http_subagent:HttpSubagent",
+    )
+    [issue] = _error(tmp_path, old).issues
+    assert (issue.line, issue.field) == (11, "agents[0].subagents.reviewer.class")
+    assert issue.message.endswith(
+        "module 'flink_agents.integrations.http_subagent' moved: use "
+        "'flink_agents.api.subagents.http:HttpSubagent'"
+    )
+
+
 def test_invalid_yaml_syntax_names_the_line(tmp_path):
     error = _error(tmp_path, "agents:\n  - name: [unclosed\n")
     assert error.issues[0].line >= 2

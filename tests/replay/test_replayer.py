@@ -6,12 +6,17 @@ the same contract over Kafka and the command line is in test_replay_commands.py.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore
 from flink_agents.plan.compile import compile_agent
 from flink_agents.replay.recorded import group_runs, read_store
 from flink_agents.replay.replayer import ReplayReport, Verdict, replay_runs
 from flink_agents.runtime import run_local
+from flink_agents.runtime.engine import ActionError
 from tests.replay import agents
 from tests.subagent_samples import caller_agent, react_child
 
@@ -25,7 +30,7 @@ def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
     return read_store(store)
 
 
-def replay(states: list[ActionState], **options: bool) -> ReplayReport:
+def replay(states: list[ActionState], **options: Any) -> ReplayReport:
     agents.CALLS.clear()
     return replay_runs(agents.plan(), group_runs(states), **options)
 
@@ -79,12 +84,84 @@ def test_a_new_tool_call_with_no_record_is_reported_and_not_made() -> None:
     assert agents.CALLS["local_time"] == 0 and not agents.CALLS
 
 
-def test_allow_live_makes_the_new_call_and_still_reports_it() -> None:
+def test_live_missing_makes_the_new_call_and_still_reports_it() -> None:
     states = record()
     agents.NOW.ask_time_too = True
-    report = replay(states, allow_live=True)
+    report = replay(states, live="missing")
     assert report.live_calls == 3 and agents.CALLS == {"local_time": 3}
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
+    text = report.runs[0].describe()
+    assert "tool tests.replay.agents.local_time (a call with no record (made live))" in text
+    assert (
+        "  made live: #2 of the run, #2 of action 'answer': tool tests.replay.agents.local_time\n"
+        "    recorded: - (no outcome recorded)\n"
+        '    live:     "12:00"'
+    ) in text
+
+
+def test_live_missing_does_not_make_a_changed_call_live_changed_does() -> None:
+    states = record()
+    agents.NOW.prompt = "You answer in French."
+    missing = replay(states, live="missing")
+    assert missing.live_calls == 0 and not agents.CALLS
+    assert {run.verdict for run in missing.runs} == {Verdict.DIVERGED}
+
+    changed = replay(states, live="changed")
+    assert changed.live_calls == 3 and agents.CALLS == {"chat": 3}
+    first = changed.runs[0]
+    assert first.verdict is Verdict.DIVERGED and first.served == 1  # the tool: from its record
+    [live] = first.live
+    assert (live.index, live.kind, live.returned) == (0, "model", "Il fait beau à Oslo.")
+    assert live.recorded is not None and live.recorded.payload == "It is nice in Oslo."
+    assert first.outputs == ["Il fait beau à Oslo. (12 degrees)"]
+    assert first.recorded_outputs == ["It is nice in Oslo. (12 degrees)"]
+
+
+def test_a_live_call_that_raises_shows_its_error_and_the_run_failing_after_it() -> None:
+    states = record()
+    agents.NOW.prompt = "You answer in French."
+    agents.NOW.chat_error = "model unavailable"
+    report = replay(states, live="changed")
+    run = report.runs[0]
+    assert run.verdict is Verdict.DIVERGED and not report.ok
+    assert run.note == "then failed: RuntimeError: model unavailable"
+    assert run.live[0].raised is not None and run.outputs is None
+    text = run.describe()
+    assert "    live:     raised RuntimeError: model unavailable" in text
+    assert "outputs now" not in text  # the run did not finish: no outputs to show
+
+
+def test_a_recorded_failure_is_shown_against_the_live_answer() -> None:
+    store = InMemoryActionStateStore()
+    agents.NOW.chat_error = "model unavailable"
+    with pytest.raises(ActionError):  # recorded: the model call failed
+        record(store)
+    agents.NOW = agents.Behaviour(prompt="You answer in French.")
+    report = replay(read_store(store), live="changed")
+    text = report.runs[0].describe()
+    assert '    recorded: failed builtins.RuntimeError: "model unavailable"' in text
+    assert '    live:     "Il fait beau à Oslo."' in text
+
+
+def test_a_run_replayed_only_to_rebuild_memory_makes_no_live_call() -> None:
+    agents.NOW.count_visits = True
+    recorded = group_runs(record())
+    agents.NOW.prompt = "You answer in French."
+    agents.CALLS.clear()
+    second = [run for run in recorded if (run.run_id.key, run.run_id.seq) == ("ann", 1)]
+    report = replay_runs(agents.plan(), second, earlier=recorded, live="changed")
+    assert agents.CALLS == {"chat": 1} and report.live_calls == 1  # the chosen run's only
+
+
+def test_an_action_that_now_raises_fails_the_run_and_the_report() -> None:
+    states = record()
+    agents.NOW.fail_after_calls = True
+    report = replay(states)
+    assert [run.verdict for run in report.runs] == [Verdict.FAILED] * 3
+    assert report.runs[0].note == "ValueError: no forecast format for Oslo"
+    assert report.runs[0].divergence is None and report.runs[0].served == 2
+    assert not report.ok and not agents.CALLS
+    assert report.summary() == "3 runs: 3 failed; 0 calls made"
 
 
 def test_a_call_the_code_no_longer_makes_is_a_divergence() -> None:
@@ -217,3 +294,23 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
     assert recorded.outputs() == ["answer: tides"]
     [run] = replay_runs(plan, [recorded]).runs
     assert run.verdict is Verdict.SAME and run.outputs == ["answer: tides"]
+
+
+def test_a_synchronous_actions_changed_call_is_made_live_with_its_outcome_kept() -> None:
+    plan = compile_agent(agents.sync_agent())
+    store = InMemoryActionStateStore()
+    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    recorded = group_runs(read_store(store))
+    agents.NOW.prompt = "Bonjour"
+    agents.CALLS.clear()
+
+    report = replay_runs(plan, recorded, live="changed")
+    assert agents.CALLS == {"sync_chat": 3}
+    first = report.runs[0]
+    assert first.verdict is Verdict.DIVERGED
+    assert first.live[0].returned == "Bonjour Oslo" and first.outputs == ["Bonjour Oslo"]
+
+    agents.NOW.chat_error = "model unavailable"
+    failing = replay_runs(plan, recorded, live="changed").runs[0]
+    assert isinstance(failing.live[0].raised, RuntimeError)
+    assert failing.note == "then failed: RuntimeError: model unavailable"

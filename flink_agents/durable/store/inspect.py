@@ -14,20 +14,15 @@ import json
 from collections.abc import Iterator
 
 import pydantic_core
-from confluent_kafka import KafkaError
-from confluent_kafka.admin import AdminClient
 
 from flink_agents.durable.store.base import PartitionMark, RecoveryMarker
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV
-from flink_agents.durable.store.errors import StoreError
-from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
+from flink_agents.durable.store.kafka import KafkaActionStateStore
 from flink_agents.durable.store.log import LogStore
 from flink_agents.durable.store.payload import PICKLE_TAG
 from flink_agents.durable.store.records import ActionState, ActionStateKey, CallResult
 from flink_agents.observability.payloads import PayloadWriter
-
-_METADATA_TIMEOUT_S = 10.0
 
 
 def open_store(
@@ -35,25 +30,11 @@ def open_store(
 ) -> tuple[KafkaActionStateStore, int]:
     """The store of ``topic`` with every state of the topic loaded; and the count of corrupt
     records skipped. The topic must exist (inspecting never creates one)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    # Every topic's metadata: asking for one by name lets a broker auto-create it.
-    metadata = admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        error = None if metadata is None else metadata.error
-        missing = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        problem = "no such topic" if missing else str(error)
-        raise StoreError(f"store topic {topic!r} at {bootstrap_servers}: {problem}")
-    partitions = len(metadata.partitions)
-    settings = KafkaStoreSettings(
-        bootstrap_servers=bootstrap_servers,
-        topic=topic,
-        partitions=partitions,
-        secret_env=secret_env,
-        client_id="flink-agents-inspect",
+    store = KafkaActionStateStore.existing(
+        bootstrap_servers, topic, secret_env=secret_env, client_id="flink-agents-inspect"
     )
-    store = KafkaActionStateStore(settings)
     # From offset 0 with no run open at the marker: every state on the topic is loaded.
-    start = {p: PartitionMark(low=0, end=0) for p in range(partitions)}
+    start = {p: PartitionMark(low=0, end=0) for p in range(store.partitions)}
     report = store.restore(
         RecoveryMarker(topic=topic, store_id="inspect", taken=-1, partitions=start)
     )
@@ -89,7 +70,7 @@ def render_states(
         for call in state.calls:
             yield "  " + _call_line(call)
             if payloads is not None:
-                yield "    payload " + _payload_text(call, payloads)
+                yield "    payload " + payload_text(call, payloads)
 
 
 def _state_line(key: ActionStateKey, state: ActionState) -> str:
@@ -118,7 +99,9 @@ def _call_line(call: CallResult) -> str:
     return "  ".join(parts)
 
 
-def _payload_text(call: CallResult, payloads: PayloadWriter) -> str:
+def payload_text(call: CallResult, payloads: PayloadWriter) -> str:
+    """A call's payload as shown to a person: its JSON (cut, secrets redacted), a failed
+    call's error message, never a pickled value."""
     if call.error is not None:
         return json.dumps(payloads.text(call.error.message))
     if call.payload_type == PICKLE_TAG:

@@ -1,7 +1,9 @@
 """Kafka-backed action-state store (confluent-kafka, that is librdkafka).
 
 - Topic: created if absent, `cleanup.policy=compact` (plus `delete` when `retention_ms` is set),
-  partitions, replication factor and `min.insync.replicas` from `KafkaStoreSettings`.
+  partitions, replication factor and `min.insync.replicas` from `KafkaStoreSettings`. A store
+  opened for reading (`KafkaActionStateStore.existing`) never creates it: a missing one is an
+  error.
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
   key, so the key must identify one action's state). Partition: chosen by the store with
   `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
@@ -119,7 +121,9 @@ class KafkaStoreSettings(BaseModel):
 class KafkaActionStateStore(LogStore):
     """`ActionStateStore` on a compacted Kafka topic (a ``kind: kafka`` `StoreConfig`)."""
 
-    def __init__(self, config: KafkaStoreSettings) -> None:
+    def __init__(self, config: KafkaStoreSettings, *, create_topic: bool = True) -> None:
+        """Open the store of ``config.topic``; ``create_topic=False``: the topic must exist (a
+        `StoreError` if not), as for the tools that only read it (see :meth:`existing`)."""
         if not config.bootstrap_servers:
             raise ValueError("a Kafka store needs bootstrap_servers")
         self.config = config
@@ -131,7 +135,10 @@ class KafkaActionStateStore(LogStore):
         )
         servers = config.bootstrap_servers
         self._servers = servers if isinstance(servers, str) else ",".join(servers)
-        self._ensure_topic()
+        if create_topic:
+            self._ensure_topic()
+        else:
+            topic_partitions(self._servers, self.topic, config.request_timeout_ms / 1000)
         self._producer = Producer(
             {
                 **self._client_config("producer"),
@@ -153,6 +160,29 @@ class KafkaActionStateStore(LogStore):
         except StoreError:
             self._consumer.close()
             raise
+
+    @classmethod
+    def existing(
+        cls,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        secret_env: str = DEFAULT_SECRET_ENV,
+        partitions: int | None = None,
+        client_id: str = "flink-agents-reader",
+    ) -> KafkaActionStateStore:
+        """The store of the existing ``topic``, for the tools that read one (``store inspect``,
+        ``store export``, ``replay``): a missing topic is a `StoreError`, never created (a
+        mistyped name would otherwise read as an empty topic). ``partitions``: the count the
+        caller expects (checked); None: the topic's own."""
+        settings = KafkaStoreSettings(bootstrap_servers=bootstrap_servers, topic=topic)
+        if partitions is None:
+            timeout_s = settings.request_timeout_ms / 1000
+            partitions = topic_partitions(bootstrap_servers, topic, timeout_s)
+        settings = settings.model_copy(
+            update={"partitions": partitions, "secret_env": secret_env, "client_id": client_id}
+        )
+        return cls(settings, create_topic=False)
 
     def _ensure_topic(self) -> None:
         topic_configs = {"cleanup.policy": "compact"}
@@ -323,6 +353,9 @@ class KafkaActionStateStore(LogStore):
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
+                # Its metadata requests name the topic: a broker that auto-creates topics would
+                # create a missing one (the store creates its topic itself, configured).
+                "allow.auto.create.topics": False,
             }
         )
 
@@ -332,6 +365,28 @@ class KafkaActionStateStore(LogStore):
             self.flush(timeout=self.config.delivery_timeout_ms / 1000)
         finally:
             self._consumer.close()
+
+
+def topic_partitions(bootstrap_servers: str, topic: str, timeout_s: float) -> int:
+    """The partition count of the existing ``topic``; a `StoreError` if the brokers have none.
+
+    Asks for every topic's metadata: asking for one by name lets a broker auto-create it.
+    """
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": client_logger}
+    admin = AdminClient(config)
+    try:
+        metadata = admin.list_topics(timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        raise StoreError(
+            f"no answer from Kafka at {bootstrap_servers} within {timeout_s:g} s while looking "
+            f"for store topic {topic!r}: {exc}"
+        ) from exc
+    if metadata is not None and metadata.error is None and metadata.partitions:
+        return len(metadata.partitions)
+    error = None if metadata is None else metadata.error
+    if error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+        raise StoreError(f"store topic {topic!r} at {bootstrap_servers}: no such topic")
+    raise StoreError(f"store topic {topic!r} at {bootstrap_servers}: {error}")
 
 
 class _Delivery:

@@ -7,6 +7,8 @@ compile through the very same path.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from flink_agents.agents.react import ReActAgent
 from flink_agents.api.agent import Agent, ResourceDeclaration
-from flink_agents.api.refs import import_reference
+from flink_agents.api.refs import REFERENCE_PATTERN, import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.errors import PlanValidationError, clean_location, describe_error
@@ -298,10 +300,30 @@ class _ActionEntryError(Exception):
         self.message = message
 
 
+def _refuse_job_spec(document: _Document) -> None:
+    """A job spec given where an agents file is expected: say so in one issue, at its
+    ``agent:`` field, with the commands that take it, not one "unknown field" per field."""
+    data = document.data
+    if not isinstance(data, dict) or "agents" in data or not {"agent", "source"} <= data.keys():
+        return
+    agent = data["agent"]
+    if isinstance(agent, str) and not re.fullmatch(REFERENCE_PATTERN, agent):
+        agent = os.path.normpath(Path(document.file).parent / agent)  # as the job resolves it
+    if isinstance(data.get("agent_name"), str):
+        agent = f"{agent} --agent {data['agent_name']}"
+    message = (
+        f"this is a job spec, not an agents file: run it with `flink-agents run "
+        f"{document.file}` (a local mini-cluster) or `flink-agents submit {document.file}`; "
+        f"to compile, inspect or run --local its agent, give {agent}"
+    )
+    raise YamlAgentError(document.file, [document.issue(("agent",), message)])
+
+
 def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Agent]:
     """All agents of a YAML file, by name."""
     file = str(path)
     document = _Document(Path(path).read_text() if text is None else text, file)
+    _refuse_job_spec(document)
     try:
         parsed = AgentsFile.model_validate(document.data)
     except ValidationError as exc:
@@ -406,6 +428,12 @@ def load_yaml_model(path: str | Path, model: type[ModelT], text: str | None = No
     """Validate a YAML file against ``model``; errors name file, line and field (job specs)."""
     file = str(path)
     document = _Document(Path(path).read_text() if text is None else text, file)
+    if isinstance(document.data, dict) and "agents" in document.data:
+        message = (
+            "this is an agents file, not a job spec: run its agent with `flink-agents run --local "
+            f"{file} --input IN.jsonl --key FIELD`, or name it in a job spec (agent: {file})"
+        )
+        raise YamlAgentError(file, [document.issue(("agents",), message)])
     try:
         return model.model_validate(document.data)
     except ValidationError as exc:

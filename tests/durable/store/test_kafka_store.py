@@ -20,7 +20,7 @@ from flink_agents.durable.store import (
     partition_for,
 )
 from flink_agents.durable.store.config import StoreConfig
-from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.kafka import KafkaActionStateStore, topic_partitions
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
@@ -269,3 +269,43 @@ def test_a_replaced_writers_late_record_is_fenced_on_kafka(make_store):
 
     assert report.fenced == 1
     assert after.get(r.action("act")).completed
+
+
+def _topic_exists(bootstrap: str, topic: str) -> bool:
+    from confluent_kafka.admin import AdminClient
+
+    return topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+
+
+def test_a_store_opened_for_reading_refuses_a_missing_topic_and_never_creates_it(
+    kafka_bootstrap,
+):
+    # The broker auto-creates topics (scripts/kafka.sh): a metadata request naming the topic,
+    # or the store's own creation, would make a mistyped name read as an empty topic.
+    topic = f"test-store-missing-{uuid.uuid4().hex[:12]}"
+    with pytest.raises(StoreError, match=f"store topic '{topic}' at .*: no such topic"):
+        KafkaActionStateStore.existing(kafka_bootstrap, topic)
+    with pytest.raises(StoreError, match="no such topic"):
+        KafkaActionStateStore.existing(kafka_bootstrap, topic, partitions=PARTITIONS)
+    time.sleep(0.5)  # an auto-creation is asynchronous on the broker
+    assert not _topic_exists(kafka_bootstrap, topic)
+
+
+def test_a_store_opened_for_reading_takes_the_topics_partition_count(make_store, kafka_bootstrap):
+    writer = make_store()
+    written = state(run('"k"'))
+    writer.put(written)
+    writer.flush()
+    reader = KafkaActionStateStore.existing(kafka_bootstrap, writer.topic)
+    try:
+        assert reader.partitions == PARTITIONS
+        assert [s.key for s in reader.history()] == [written.key]
+    finally:
+        reader.close()
+    with pytest.raises(StoreError, match=f"has {PARTITIONS} partitions, configured 5"):
+        KafkaActionStateStore.existing(kafka_bootstrap, writer.topic, partitions=5)
+
+
+def test_looking_for_a_topic_on_an_unreachable_broker_is_a_clear_error():
+    with pytest.raises(StoreError, match=r"no answer from Kafka at 127\.0\.0\.1:1 within 2 s"):
+        topic_partitions("127.0.0.1:1", "never-created", 2.0)

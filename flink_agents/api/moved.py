@@ -1,0 +1,105 @@
+"""Where modules and classes of earlier versions went: one table, read by the references plans
+and YAML files name (:func:`~flink_agents.api.refs.import_reference`) and by Python imports
+(:class:`MovedModuleFinder`), so an old path's error says what to use instead."""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+MOVED: dict[str, str] = {
+    # The layout of 2026-11-30: integrations/ split into providers/ (its private helpers too,
+    # not listed) and api/subagents/; the built-in agents out of api/; durable calls and the
+    # store out of runtime/; YAML in plan/yaml/; the examples out of the package (importable
+    # from the repository root).
+    "flink_agents.integrations.anthropic": "flink_agents.providers.anthropic",
+    "flink_agents.integrations.ollama": "flink_agents.providers.ollama",
+    "flink_agents.integrations.openai_compatible": "flink_agents.providers.openai_compatible",
+    "flink_agents.integrations.scripted": "flink_agents.providers.scripted",
+    "flink_agents.integrations.http_subagent": "flink_agents.api.subagents.http",
+    "flink_agents.api.react": "flink_agents.agents.react",
+    "flink_agents.api.chat_actions": "flink_agents.agents.chat_actions",
+    "flink_agents.api.subagent_tools": "flink_agents.api.subagents.offers",
+    "flink_agents.runtime.durable": "flink_agents.durable.call",
+    "flink_agents.runtime.durable_store": "flink_agents.durable.runner",
+    "flink_agents.runtime.group_flush": "flink_agents.durable.group_flush",
+    "flink_agents.runtime.identity": "flink_agents.durable.identity",
+    "flink_agents.runtime.journal": "flink_agents.durable.journal",
+    "flink_agents.runtime.journal_codec": "flink_agents.durable.journal_codec",
+    "flink_agents.runtime.replay": "flink_agents.durable.replay",
+    "flink_agents.runtime.store": "flink_agents.durable.store",
+    "flink_agents.plan.yaml_agent": "flink_agents.plan.yaml.loader",
+    "flink_agents.plan.yaml_schema": "flink_agents.plan.yaml.schema",
+    "flink_agents.examples": "examples",
+    # The keyed logic's helpers moved from flink/ to runtime/.
+    "flink_agents.flink.options": "flink_agents.runtime.options",
+    "flink_agents.flink.records": "flink_agents.runtime.records",
+    "flink_agents.flink.recovery": "flink_agents.runtime.recovery",
+    # One StoreConfig carries every Kafka store setting.
+    "flink_agents.durable.store.kafka:KafkaStoreConfig": (
+        "flink_agents.durable.store.config:StoreConfig"
+    ),
+}
+"""Old path -> new path: a module (its submodules follow it), or a ``module:qualname``."""
+
+
+def moved_module(module: str) -> str | None:
+    """Where the module ``module`` moved (the entry of it or of the nearest package above it)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        old = ".".join(parts[:end])
+        if old in MOVED:
+            return ".".join([MOVED[old], *parts[end:]])
+    return None
+
+
+def moved_reference(reference: str) -> str | None:
+    """What to use instead of the ``module:qualname`` ``reference`` of an earlier version."""
+    if reference in MOVED:
+        return MOVED[reference]
+    module, _, qualname = reference.partition(":")
+    new = moved_module(module)
+    return None if new is None else f"{new}:{qualname}"
+
+
+def moved_module_hint(module: str) -> str | None:
+    """Why ``module`` is not there, if it moved: where to, or, for a package split up, where
+    its modules went."""
+    new = moved_module(module)
+    if new is not None:
+        return f"it moved to {new}"
+    by_package: dict[str, list[str]] = {}  # new package -> old names kept there
+    renamed: list[str] = []
+    for old in sorted(MOVED):
+        parent, _, name = old.rpartition(".")
+        if parent != module or ":" in old:
+            continue
+        package, _, new_name = MOVED[old].rpartition(".")
+        if new_name == name:
+            by_package.setdefault(package, []).append(name)
+        else:
+            renamed.append(f"{name} to {MOVED[old]}")
+    kept = [f"{', '.join(names)} to {package}" for package, names in by_package.items()]
+    return f"its modules moved: {'; '.join(kept + renamed)}" if kept or renamed else None
+
+
+class MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: asked only for a module no other finder has, it turns an old
+    module's import into a ``ModuleNotFoundError`` that says where the module moved."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        hint = moved_module_hint(fullname) if fullname.startswith("flink_agents.") else None
+        if hint is None:
+            return None
+        raise ModuleNotFoundError(f"No module named {fullname!r}; {hint}", name=fullname)
+
+
+def install_moved_module_finder() -> None:
+    """Append :class:`MovedModuleFinder` to ``sys.meta_path`` (once)."""
+    if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(MovedModuleFinder())
