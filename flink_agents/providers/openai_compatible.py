@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any, ClassVar, Literal
 
+import httpx
 from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
@@ -156,10 +157,14 @@ _VERSION_SEGMENT = re.compile(r"/v\d")
 
 def missing_version_hint(base_url: str) -> str:
     """What to add to a 404's reason when ``base_url`` has no version in its path: servers
-    serve chat completions under ``/v1``, and a base URL without it is the usual mistake."""
-    if _VERSION_SEGMENT.search(base_url.split("://", 1)[-1]):
+    serve chat completions under ``/v1``, and a base URL without it is the usual mistake. The
+    URL is shown without user info or query (no credentials in errors)."""
+    url = httpx.URL(base_url)
+    if _VERSION_SEGMENT.search(url.path):
         return ""
-    return f"; base_url {base_url!r} has no /v1: OpenAI-compatible servers want it ({base_url}/v1)"
+    port = f":{url.port}" if url.port else ""
+    shown = f"{url.scheme}://{url.host}{port}{url.path.rstrip('/')}"
+    return f"; base_url {shown!r} has no /v1: OpenAI-compatible servers want it ({shown}/v1)"
 
 
 class OpenAICompatibleChatModelConnection(HttpChatModelConnection):

@@ -17,7 +17,10 @@ from flink_agents.api.agent import Agent
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
 from flink_agents.plan.yaml.loader import load_yaml_agents
 from flink_agents.providers._http_errors import ModelCallError
-from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
+from flink_agents.providers.openai_compatible import (
+    OpenAICompatibleChatModelConnection,
+    missing_version_hint,
+)
 from flink_agents.runtime import run_local
 from flink_agents.runtime.engine import ActionError
 from tests.providers.fake_servers import FakeModelServer, Responder
@@ -268,3 +271,21 @@ def test_arguments_never_json_end_the_run_at_max_tool_rounds() -> None:
         with pytest.raises(ActionError, match=r"still asks for tools after 2 rounds"):
             ask(agent)
     assert server.request_count == 3
+
+
+@pytest.mark.parametrize(
+    ("base_url", "hint"),
+    [
+        ("http://h:8000/", "; base_url 'http://h:8000' has no /v1: "),
+        ("http://user:secret@h:1/x?key=k", "; base_url 'http://h:1/x' has no /v1: "),
+        ("http://h/v1", ""),
+        ("https://h/v1beta/openai", ""),
+        ("http://h/api/v1", ""),
+    ],
+)
+def test_the_v1_hint_only_without_a_version_and_never_with_credentials(
+    base_url: str, hint: str
+) -> None:
+    given = missing_version_hint(base_url)
+    assert given.startswith(hint) and bool(given) == bool(hint)
+    assert "secret" not in given and "key=" not in given
