@@ -178,7 +178,8 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
         default="empty",
         description="What an assistant turn that only calls tools sends as content: 'empty' "
         "(\"\", accepted by every server tried), 'null' (OpenAI's form; llama-cpp-python, "
-        "LM Studio and Ollama's /v1 refuse it) or 'omit' (no field; Ollama's /v1 refuses it).",
+        "LM Studio and Ollama's /v1 refuse it) or 'omit' (no field; llama-cpp-python and "
+        "Ollama's /v1 refuse it).",
     )
 
     def _make_client(self) -> openai.AsyncOpenAI:

@@ -5,9 +5,11 @@ request the way the real server does (refusing what it refuses, with the status 
 answers with), then lets a scripted :class:`ToolModel` answer under the server's tool rules.
 
 * :class:`LlamaCppPythonServer`: ``python -m llama_cpp.server --chat_format
-  chatml-function-calling`` (llama-cpp-python 0.3). Its request types want an assistant
-  ``content`` to be a string or absent: ``null`` fails FastAPI's request validation inside its
-  route handler, which answers 500 with every branch of the message union in one text.
+  chatml-function-calling`` (llama-cpp-python 0.3; the texts below are the real server's,
+  0.3.36). Its request types want an assistant ``content`` to be a string or absent: ``null``
+  fails FastAPI's request validation inside its route handler, which answers 500 with every
+  branch of the message union in one text; an absent one passes validation and then fails the
+  chat template (500, ``'dict object' has no attribute 'content'``).
   Without ``tool_choice`` (or with ``none``) the model is shown no tool; with ``auto`` a text
   answer comes back empty (its grammar allows a call or the end token only); ``required`` fails
   an assertion (500, empty message); ``role: tool`` messages never reach the prompt. Wrong
@@ -91,6 +93,9 @@ class LlamaCppPythonServer:
         invalid = self._validation_wall(body["messages"])
         if invalid:
             return _openai_error(500, invalid, "internal_server_error")
+        if any(m["role"] == "assistant" and "content" not in m for m in body["messages"]):
+            message = "'dict object' has no attribute 'content'"  # the template's StrictUndefined
+            return _openai_error(500, message, "internal_server_error")
         choice = body.get("tool_choice")
         if not body.get("tools") or choice in (None, "none"):
             return ScriptedResponse(body=completion(self.model.answer))
@@ -124,33 +129,37 @@ class LlamaCppPythonServer:
                 continue
             if isinstance(message["content"], str):
                 continue
-            loc = ("body", "messages", index, "typed-dict")
-            got = message["content"]
-            for role in ("system", "user"):
-                errors.append(_literal_error(loc, role, message["role"]))
-            errors.append(
+            at = ("body", "messages", index)
+            errors += [
+                _literal_error((*at, "ChatCompletionRequestSystemMessage"), "system"),
+                _literal_error((*at, "ChatCompletionRequestUserMessage"), "user"),
                 {
                     "type": "string_type",
-                    "loc": (*loc, "content"),
+                    "loc": (*at, "ChatCompletionRequestAssistantMessage", "content"),
                     "msg": "Input should be a valid string",
-                    "input": got,
-                }
-            )
-            errors.append(_literal_error(loc, "tool", message["role"]))
-            errors.append(_missing(loc, "tool_call_id", message))
-            errors.append(_literal_error(loc, "function", message["role"]))
-            errors.append(_missing(loc, "name", message))
+                    "input": message["content"],
+                },
+                _literal_error((*at, "ChatCompletionRequestToolMessage"), "tool"),
+                _missing((*at, "ChatCompletionRequestToolMessage"), "tool_call_id", message),
+                _literal_error((*at, "ChatCompletionRequestFunctionMessage"), "function"),
+                _missing((*at, "ChatCompletionRequestFunctionMessage"), "name", message),
+            ]
         if not errors:
             return ""
-        return f"{len(errors)} validation errors:\n" + "".join(f"  {e}\n" for e in errors)
+        listed = "".join(f"  {e}\n" for e in errors)
+        where = (
+            '  File "/srv/llama_cpp/server/app.py", line 376, in create_chat_completion\n'
+            "    POST /v1/chat/completions"
+        )
+        return f"{len(errors)} validation errors:\n{listed}\n{where}"
 
 
-def _literal_error(loc: tuple[Any, ...], expected: str, got: str) -> dict[str, Any]:
+def _literal_error(loc: tuple[Any, ...], expected: str) -> dict[str, Any]:
     return {
         "type": "literal_error",
         "loc": (*loc, "role"),
         "msg": f"Input should be '{expected}'",
-        "input": got,
+        "input": "assistant",
         "ctx": {"expected": f"'{expected}'"},
     }
 
