@@ -129,6 +129,8 @@ def _validation_errors(body: Any) -> tuple[int, list[tuple[str, str, str]]] | No
     if not found:
         found = [(m["type"], _dotted(m["loc"]), m["msg"]) for m in _ERROR_DICT.finditer(text)]
         count = _DICT_COUNT.search(text)
+        if any(loc.startswith("response.") for _, loc, _ in found):
+            return None  # the server's own reply failed its check: not the request's fault
     if not found:
         return None
     return (int(count[1]) if count else len(found)), found

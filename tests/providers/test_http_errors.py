@@ -68,6 +68,13 @@ def test_a_validation_error_in_each_form_is_one_line(body: object, summary: str)
         {"detail": "Not Found"},
         "<html>502 Bad Gateway</html>",
         None,
+        {  # llama-cpp-python's reply failing its own response model: maybe not the next time
+            "error": {
+                "message": "2 validation errors:\n  {'type': 'missing', 'loc': ('response', "
+                "'CreateChatCompletionResponse', 'choices', 0, 'message', 'refusal'), "
+                "'msg': 'Field required', 'input': {}}\n"
+            }
+        },
     ],
 )
 def test_other_errors_are_not_validation_errors(body: object) -> None:
