@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,12 +19,31 @@ _QUOTED_ARGUMENTS_CHARS = 200
 """How much of unparsable tool-call arguments an error quotes back to the model."""
 
 
+class _GrownModel(BaseModel):
+    """A model with fields added after values of it were first recorded: those in
+    ``added_fields`` are left out of its dump while None, so a value that does not use them
+    dumps (and digests, as a recorded call's argument) as it did before they existed."""
+
+    added_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_unused_additions(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.added_fields:
+                if name in data and data[name] is None:
+                    del data[name]
+        return data
+
+
 class ToolArgumentsError(ValueError):
     """A model called a tool with arguments that are not a JSON object. The tool is not run;
     the error goes back to the model as the call's result, like any tool failure."""
 
 
-class ToolCall(BaseModel):
+class ToolCall(_GrownModel):
     """A model's request to call the tool ``name`` with ``arguments``.
 
     A protocol that sends arguments as JSON text (chat completions) may get text that is not a
@@ -40,16 +59,7 @@ class ToolCall(BaseModel):
         description="The arguments as the model sent them when they were not a JSON object.",
     )
 
-    @model_serializer(mode="wrap")
-    def _without_unset_unparsed(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> Any:
-        # Left out unless set: a call's dump (in recorded requests and their digests) stays
-        # what it was before the field existed.
-        data = handler(self)
-        if self.unparsed_arguments is None and isinstance(data, dict):
-            data.pop("unparsed_arguments", None)
-        return data
+    added_fields: ClassVar[tuple[str, ...]] = ("unparsed_arguments",)
 
     @classmethod
     def from_json_text(cls, id: str, name: str, text: str | None) -> ToolCall:
@@ -112,8 +122,10 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any]
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(_GrownModel):
     """Everything a connection needs for one model call."""
+
+    added_fields: ClassVar[tuple[str, ...]] = ("tool_choice", "parallel_tool_calls")
 
     model: str | None = None
     messages: list[ChatMessage]

@@ -1,12 +1,13 @@
 """Tool calls whose arguments came as JSON text: parsed when they are a JSON object, kept as
 they came otherwise (and refused to the tool, with the reason); a call's dump without them is
-what it was before the field existed, so recorded requests keep their digests."""
+what it was before the field existed, so recorded requests keep their digests (and so is a
+request's without tool settings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from flink_agents.api.chat import ChatMessage, ToolArgumentsError, ToolCall
+from flink_agents.api.chat import ChatMessage, ChatRequest, ToolArgumentsError, ToolCall
 from flink_agents.durable.store.canonical import digest_arguments
 
 
@@ -70,3 +71,13 @@ def test_a_calls_dump_without_unparsed_arguments_is_unchanged_and_both_round_tri
     for kept in (call, broken):
         assert ToolCall.model_validate(kept.model_dump(mode="json")) == kept
         assert ToolCall.model_validate_json(kept.model_dump_json()) == kept
+
+
+def test_a_requests_dump_without_tool_settings_is_unchanged_and_with_them_round_trips() -> None:
+    plain = ChatRequest(messages=[ChatMessage(role="user", content="hi")])
+    assert {"tool_choice", "parallel_tool_calls"}.isdisjoint(plain.model_dump(mode="json"))
+    assert "tool_choice" not in plain.model_dump_json()
+    chosen = ChatRequest(messages=[], tool_choice="lookup", parallel_tool_calls=False)
+    dumped = chosen.model_dump(mode="json")
+    assert (dumped["tool_choice"], dumped["parallel_tool_calls"]) == ("lookup", False)
+    assert ChatRequest.model_validate(dumped) == chosen
