@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -19,23 +13,11 @@ _QUOTED_ARGUMENTS_CHARS = 200
 """How much of unparsable tool-call arguments an error quotes back to the model."""
 
 
-class _GrownModel(BaseModel):
-    """A model with fields added after values of it were first recorded: those in
-    ``added_fields`` are left out of its dump while None, so a value that does not use them
-    dumps (and digests, as a recorded call's argument) as it did before they existed."""
-
-    added_fields: ClassVar[tuple[str, ...]] = ()
-
-    @model_serializer(mode="wrap")
-    def _without_unused_additions(
-        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
-    ) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for name in self.added_fields:
-                if name in data and data[name] is None:
-                    del data[name]
-        return data
+def left_out_while_none(value: Any) -> bool:
+    """``exclude_if`` of a field added after values of its model were first recorded: left out
+    of the dump while None, so a value that does not use it dumps (and digests, as a recorded
+    call's argument) as it did before the field existed."""
+    return value is None
 
 
 class ToolArgumentsError(ValueError):
@@ -43,7 +25,7 @@ class ToolArgumentsError(ValueError):
     the error goes back to the model as the call's result, like any tool failure."""
 
 
-class ToolCall(_GrownModel):
+class ToolCall(BaseModel):
     """A model's request to call the tool ``name`` with ``arguments``.
 
     A protocol that sends arguments as JSON text (chat completions) may get text that is not a
@@ -56,10 +38,9 @@ class ToolCall(_GrownModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     unparsed_arguments: str | None = Field(
         default=None,
+        exclude_if=left_out_while_none,
         description="The arguments as the model sent them when they were not a JSON object.",
     )
-
-    added_fields: ClassVar[tuple[str, ...]] = ("unparsed_arguments",)
 
     @classmethod
     def from_json_text(cls, id: str, name: str, text: str | None) -> ToolCall:
@@ -122,10 +103,8 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any]
 
 
-class ChatRequest(_GrownModel):
+class ChatRequest(BaseModel):
     """Everything a connection needs for one model call."""
-
-    added_fields: ClassVar[tuple[str, ...]] = ("tool_choice", "parallel_tool_calls")
 
     model: str | None = None
     messages: list[ChatMessage]
@@ -134,11 +113,14 @@ class ChatRequest(_GrownModel):
     max_tokens: int | None = Field(default=None, ge=1)
     tool_choice: str | None = Field(
         default=None,
+        exclude_if=left_out_while_none,
         description="'auto', 'required', 'none' or the name of an offered tool; unset: the "
         "provider's default (an OpenAI-compatible connection sends 'auto' with tools).",
     )
     parallel_tool_calls: bool | None = Field(
-        default=None, description="Whether the model may ask for several tools in one turn."
+        default=None,
+        exclude_if=left_out_while_none,
+        description="Whether the model may ask for several tools in one turn.",
     )
     response_schema: dict[str, Any] | None = Field(
         default=None,
