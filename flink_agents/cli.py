@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,7 @@ def _run_job(job_file: str) -> int:
         FailureWatch,
         JobMetricsReader,
         free_local_port,
+        innermost_cause,
         local_rest_settings,
         local_rest_url,
     )
@@ -161,30 +163,29 @@ def _run_job(job_file: str) -> int:
         if status is not None:
             status.close()
         failures = watch.stop()
-    return _job_report(spec.name, failures, failed)
+    return _job_report(
+        "run", spec.name, failures, None if failed is None else innermost_cause(str(failed))
+    )
 
 
 EXIT_RESTARTED = 3
-"""`run JOB.yaml`: the job finished, but its tasks failed and restarted on the way."""
+"""`run JOB.yaml` and an attached `submit`: the job finished, but its tasks failed and restarted
+on the way."""
 
 
-def _job_report(name: str, failures: list[Any], failed: BaseException | None) -> int:
-    """Say on stderr how a local job ended when anything failed; its exit code."""
+def _job_report(command: str, name: str, failures: list[Any], failed: str | None) -> int:
+    """Say on stderr how a job ended when anything failed (``failed``: why it failed for
+    good); the command's exit code."""
     for number, failure in enumerate(failures, start=1):
         where = f" in {failure.task}" if failure.task else ""
-        print(f"flink-agents run: failure {number}{where}: {failure.cause}", file=sys.stderr)
+        print(f"flink-agents {command}: failure {number}{where}: {failure.cause}", file=sys.stderr)
     if failed is not None:
-        from flink_agents.observability.job_status import innermost_cause
-
-        # The last failure may be missing above: the API goes away with the job.
-        print(
-            f"flink-agents run: job {name!r} FAILED: {innermost_cause(str(failed))}",
-            file=sys.stderr,
-        )
+        # The last failure may be missing above: a local job's API goes away with the job.
+        print(f"flink-agents {command}: job {name!r} FAILED: {failed}", file=sys.stderr)
         return 1
     if failures:
         print(
-            f"flink-agents run: job {name!r} finished, but its tasks restarted "
+            f"flink-agents {command}: job {name!r} finished, but its tasks restarted "
             f"{len(failures)} time(s): the inputs since the last checkpoint ran again (their "
             "calls were made again unless the job has a store)",
             file=sys.stderr,
@@ -198,14 +199,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     import subprocess
 
     from flink_agents.flink.job import load_job
-    from flink_agents.flink.job_runner import submit_command, with_overrides
+    from flink_agents.flink.job_runner import shipped_outputs, submit_command, with_overrides
 
     # A bad spec (or parallelism) fails here, with file and line, not on the cluster.
-    with_overrides(
+    spec = with_overrides(
         load_job(args.job),
         parallelism=args.parallelism,
         from_savepoint=args.from_savepoint is not None,
     )
+    for warning in shipped_outputs(spec, args.job):
+        print(f"flink-agents submit: warning: {warning}", file=sys.stderr)
     unreachable = _unreachable(args.jobmanager)
     if unreachable:
         print(
@@ -221,7 +224,34 @@ def cmd_submit(args: argparse.Namespace) -> int:
         from_savepoint=args.from_savepoint,
         parallelism=args.parallelism,
     )
-    return subprocess.run(command, check=False).returncode
+    flink_run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert flink_run.stdout is not None
+    job_id = None
+    for line in flink_run.stdout:  # passed on as it comes; the job's id is read on the way
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        found = _SUBMITTED.search(line)
+        job_id = found.group(1) if found else job_id
+    code = flink_run.wait()
+    if args.detached or job_id is None:
+        return code
+    return _cluster_job_report(args.jobmanager, job_id, spec.name, code)
+
+
+_SUBMITTED = re.compile(r"JobID ([0-9a-f]{32})")
+"""How `flink run` names the job it submitted."""
+
+
+def _cluster_job_report(jobmanager: str, job_id: str, name: str, code: int) -> int:
+    """After an attached `flink run` returned ``code``: the job's failures from the cluster's
+    REST API (it keeps finished jobs), reported as `run` reports a local job's."""
+    from flink_agents.observability.job_status import JobMetricsReader
+
+    address = jobmanager if "://" in jobmanager else f"http://{jobmanager}"
+    failures = JobMetricsReader(address, job_id).read_failures() or []
+    # `flink run` printed the final failure's stack trace already.
+    report = _job_report("submit", name, failures, None if code == 0 else "see above")
+    return code or report
 
 
 def _unreachable(address: str) -> str | None:

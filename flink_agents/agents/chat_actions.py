@@ -9,10 +9,12 @@
   a JSON object, go back to the model as the call's result: it may try again, within
   ``max_tool_rounds``.
 
-With ``output_schema`` (``module:Class``) and ``output_retries`` in its config, ``chat_action``
-checks a final answer against the schema: one that does not match goes back to the model with
-the validation error as a user message, at most ``output_retries`` times, before it is sent on
-as the ``ChatResponseEvent`` (ReActAgent's ``react_finish`` then fails the run on it).
+With ``output_schema`` (``module:Class``) in its config, ``chat_action`` sends the schema with
+every call to a model that takes it natively (``ChatModelSetup.uses_native_schema``; else the
+caller put it in the prompt), and with ``output_retries`` it checks a final answer against the
+schema: one that does not match goes back to the model with the validation error as a user
+message, at most ``output_retries`` times, before it is sent on as the ``ChatResponseEvent``
+(ReActAgent's ``react_finish`` then fails the run on it).
 
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
@@ -24,6 +26,8 @@ import asyncio
 import re
 from collections.abc import Awaitable
 from typing import Any, cast
+
+from pydantic import BaseModel
 
 from flink_agents.agents.structured_output import correction_request
 from flink_agents.api.agent import action
@@ -37,11 +41,10 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
-from flink_agents.api.json_values import NotJsonError, json_text
+from flink_agents.api.json_values import NotJsonError, json_text, replace_lone_surrogates
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
-from flink_agents.api.tools import tool_output_text
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 
@@ -61,9 +64,9 @@ def without_pydantic_links(text: str) -> str:
 def tool_failure_text(error: BaseException) -> str:
     """What the model is told of a failed tool call: ``Type: message`` as the live call raised
     it (:func:`~flink_agents.api.context.live_failure`: also after a failover, when the failure
-    is handed back from the store), without pydantic's link lines."""
+    is handed back from the store), without pydantic's link lines and lone surrogates (replaced)."""
     kind, message = live_failure(error)
-    return without_pydantic_links(f"{kind}: {message}")
+    return replace_lone_surrogates(without_pydantic_links(f"{kind}: {message}"))
 
 
 class ToolLoopLimitError(RuntimeError):
@@ -100,17 +103,25 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
     model = _chat_model(ctx, model_name)
     schema_path: str = ctx.action_config.get("output_schema") or ""
-    allowed = int(ctx.action_config.get("output_retries", 0)) if schema_path else 0
+    schema = cast(type[BaseModel], import_reference(schema_path)) if schema_path else None
+    allowed = int(ctx.action_config.get("output_retries", 0)) if schema else 0
+    # The schema sent natively is an argument of the call: its digest tells a replay that a
+    # call recorded with the schema in the prompt (or another schema) is not this one.
+    native: dict[str, Any] = (
+        {"response_schema": schema.model_json_schema()}
+        if schema is not None and model.uses_native_schema()
+        else {}
+    )
     call_id = "chat"
     while True:
         # Without prompt arguments the call keeps its earlier shape (and recorded identity).
         arguments = (messages, prompt_args) if prompt_args else (messages,)
         reply = await ctx.durable_execute_async(
-            model.chat, *arguments, call_id=call_id, result_type=ChatMessage
+            model.chat, *arguments, call_id=call_id, result_type=ChatMessage, **native
         )
-        if reply.tool_calls or retries >= allowed:
+        if schema is None or reply.tool_calls or retries >= allowed:
             break
-        correction = correction_request(import_reference(schema_path), reply.content)
+        correction = correction_request(schema, reply.content)
         if correction is None:
             break
         # Another model call of this invocation: the conversation it sends (the answer and
@@ -150,15 +161,17 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
     try:
         tool = model.tool(call.name)
         arguments = call.checked_arguments()
+        # The text the model is shown is the call's recorded outcome (`call_for_model`);
+        # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
-            tool.call_with_key, arguments, ctx.durable_call_key(call_id), call_id=call_id
+            tool.call_for_model, arguments, ctx.durable_call_key(call_id), call_id=call_id
         )
     except InfrastructureError:
         raise
     except Exception as exc:
         content = tool_failure_text(exc)
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
-    return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
+    return ToolResult(tool_call_id=call.id, name=call.name, content=json_text(value))
 
 
 def _start_delegation(
@@ -185,7 +198,7 @@ async def _delegation_result(
         else:
             return ToolResult(tool_call_id=call.id, name=call.name, content=content)
     name = call.name.removeprefix(SUBAGENT_TOOL_PREFIX)
-    content = f"delegation to sub-agent {name!r} failed: {result.reason}"
+    content = replace_lone_surrogates(f"delegation to sub-agent {name!r} failed: {result.reason}")
     return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
 
 

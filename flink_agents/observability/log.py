@@ -23,10 +23,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic_core import to_json
-
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
+from flink_agents.api.json_values import json_bytes
 from flink_agents.observability.lines import (
     LineListener,
     fields_json,
@@ -146,6 +145,12 @@ class EventLog:
         )
         self._actions_wanted = self._action_records or bool(self._line_sinks)
         self._names = CallNamer()
+        # The file sinks' (JsonLinesSink) hand-over to the disk, for write_queued.
+        self._writers: tuple[Callable[[], None], ...] = tuple(
+            writer
+            for each in self.listeners
+            if (writer := getattr(each, "write_queued", None)) is not None
+        )
 
     def emit(self, record: LogRecord) -> None:
         """Hand ``record`` to every listener of records (lines: :meth:`_publish`)."""
@@ -181,6 +186,15 @@ class EventLog:
             except Exception:
                 logger.exception("event listener %r failed on a line", sink)
 
+    def write_queued(self) -> None:
+        """Have the listeners that write files (``write_queued()``: the JSON-lines sink) write
+        what they hold now, on the calling thread: a host calls this before it lets finished
+        runs' outputs go, so that their records are in the file, even if the process is killed
+        right after. Other sinks are not waited for (a Kafka topic's producer holds records in
+        the process until the broker acknowledges them: a kill loses those)."""
+        for write in self._writers:
+            write()
+
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it
         holds)."""
@@ -197,7 +211,7 @@ class EventLog:
             return True
         # ~0.7 us a hook (json.dumps with sorted keys: ~3.4): the key's JSON as it comes, the
         # same for the same key on every execution (a restored key is its JSON read back).
-        identity = to_json([run.agent, run.key, run.seq], fallback=str)
+        identity = json_bytes([run.agent, run.key, run.seq], fallback=str)
         return zlib.crc32(identity) < self._keep_below
 
     # --- runs ------------------------------------------------------------------------------------

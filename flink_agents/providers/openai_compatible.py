@@ -34,8 +34,9 @@ ToolCallContent = Literal["empty", "null", "omit"]
 (OpenAI's own form), or no ``content`` field."""
 
 
-def _wire_arguments(call: ToolCall) -> str:
-    # Arguments that were not JSON go back as the model sent them: the model is told so.
+def wire_arguments(call: ToolCall) -> str:
+    """A call's arguments as JSON text; arguments that were not a JSON object go back as the
+    model sent them (the model was told so)."""
     if call.unparsed_arguments is not None:
         return call.unparsed_arguments
     return json.dumps(call.arguments)
@@ -59,7 +60,7 @@ def to_openai_message(
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": _wire_arguments(call)},
+                "function": {"name": call.name, "arguments": wire_arguments(call)},
             }
             for call in message.tool_calls
         ]
@@ -173,6 +174,8 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "openai-compatible"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_hint: ClassVar[str] = "OPENAI_API_KEY"
+    native_schema: ClassVar[bool] = True
+    native_schema_with_tools: ClassVar[bool] = True  # the model answers in content, or calls
 
     tool_call_content: ToolCallContent = Field(
         default="empty",

@@ -39,7 +39,9 @@ ONE_HOUR_MS = 3_600_000
 """A Kafka 4 broker refuses a record stamped further ahead (message.timestamp.after.max.ms)."""
 
 
-def _job(folder: Path, bootstrap: str, topic: str, *, store: bool, delivery: str) -> Path:
+def _job(
+    folder: Path, bootstrap: str, topic: str, *, store: bool, delivery: str, extra: str = ""
+) -> Path:
     job = folder / "job.yaml"
     store_block = (
         f"store: {{kind: kafka, bootstrap_servers: '{bootstrap}', topic: {topic}-store}}\n"
@@ -52,7 +54,7 @@ def _job(folder: Path, bootstrap: str, topic: str, *, store: bool, delivery: str
         f"sink: {{kind: kafka, topic: {topic}, bootstrap_servers: '{bootstrap}', "
         f"delivery: {delivery}}}\n"
         f"checkpointing: {{interval_ms: 500, dir: {folder / 'checkpoints'}}}\n"
-        "restart_strategy: {type: fixed-delay, attempts: 2, delay_ms: 500}\n" + store_block
+        "restart_strategy: {type: fixed-delay, attempts: 2, delay_ms: 500}\n" + store_block + extra
     )
     return job
 
@@ -163,18 +165,9 @@ def test_run_fails_loudly_on_a_restart_loop(tmp_path: Path, kafka_bootstrap: str
     assert f"job 'bounded-{topic}' FAILED: " in done.stderr
 
 
-@pytest.mark.kafka
-@pytest.mark.flink
-@pytest.mark.cluster
-@pytest.mark.parametrize("store", [False, True])
-def test_a_bounded_job_into_kafka_ends_without_a_restart_on_the_standalone_cluster(
-    tmp_path: Path, kafka_bootstrap: str, flink_cluster: Any, store: bool
-) -> None:
-    topic = f"bounded-out-{uuid.uuid4().hex[:8]}"
-    job = _job(tmp_path, kafka_bootstrap, topic, store=store, delivery="at-least-once")
+def _submit(job: Path, flink_cluster: Any) -> subprocess.CompletedProcess[str]:
     jobmanager = flink_cluster.rest_url.removeprefix("http://")
-
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "flink_agents.cli", "submit", str(job), "--jobmanager", jobmanager],
         cwd=REPO,
         env=flink_cluster.env,
@@ -183,8 +176,43 @@ def test_a_bounded_job_into_kafka_ends_without_a_restart_on_the_standalone_clust
         timeout=300,
     )
 
+
+@pytest.mark.kafka
+@pytest.mark.flink
+@pytest.mark.cluster
+@pytest.mark.parametrize("store", [False, True])
+def test_a_bounded_job_into_kafka_ends_without_a_restart_on_the_standalone_cluster(
+    tmp_path: Path, kafka_bootstrap: str, flink_cluster: Any, store: bool
+) -> None:
+    topic = f"bounded-out-{uuid.uuid4().hex[:8]}"
+    done = _submit(
+        _job(tmp_path, kafka_bootstrap, topic, store=store, delivery="at-least-once"),
+        flink_cluster,
+    )
+
     job_id = submitted_job_id(done)
     assert flink_cluster.get(f"/jobs/{job_id}")["state"] == "FINISHED"
     history = flink_cluster.get(f"/jobs/{job_id}/exceptions")["exceptionHistory"]
     assert history["entries"] == [], history["entries"][0]["stacktrace"][:3000]
+    assert "failure" not in done.stderr
     _assert_every_answer_once_with_a_sane_timestamp(kafka_bootstrap, topic)
+
+
+@pytest.mark.kafka
+@pytest.mark.flink
+@pytest.mark.cluster
+def test_submit_reports_a_restart_on_the_standalone_cluster_and_exits_3(
+    tmp_path: Path, kafka_bootstrap: str, flink_cluster: Any
+) -> None:
+    topic = f"bounded-out-{uuid.uuid4().hex[:8]}"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    kill = f"operator: {{kill_points: after-output@2, kill_markers_dir: '{markers}'}}\n"
+    job = _job(tmp_path, kafka_bootstrap, topic, store=True, delivery="at-least-once", extra=kill)
+
+    done = _submit(job, flink_cluster)
+
+    assert (markers / f"{faults.KillPoint.AFTER_OUTPUT.value}.fired").exists()
+    assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "injected crash at kill point after-output" in done.stderr
+    assert "finished, but its tasks restarted 1 time(s)" in done.stderr

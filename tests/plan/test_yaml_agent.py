@@ -13,6 +13,7 @@ from flink_agents.plan import (
     load_yaml_agents,
 )
 from flink_agents.plan.sources import agent_from_reference
+from flink_agents.plan.yaml.schema import PROVIDER_ALIASES
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 
@@ -194,7 +195,10 @@ def test_unknown_short_class_name_lists_the_short_names(tmp_path):
     error = _error(tmp_path, SHARED.replace("class: scripted", "class: scriptd"))
     [issue] = error.issues
     assert (issue.line, issue.field) == (3, "connections.llm.class")
-    assert "built-in provider's short name (anthropic, ollama, openai, scripted)" in issue.message
+    names = ", ".join(sorted(PROVIDER_ALIASES))
+    assert {"anthropic", "azure_openai", "openai_responses", "vllm"} <= set(PROVIDER_ALIASES)
+    assert {"gemini", "bedrock"} <= set(PROVIDER_ALIASES)
+    assert f"built-in provider's short name ({names})" in issue.message
     assert "should match pattern" not in issue.message
 
 

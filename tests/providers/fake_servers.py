@@ -2,8 +2,9 @@
 
 A :class:`FakeModelServer` listens on 127.0.0.1 on an ephemeral port, records every request and
 answers from a queue of scripted responses (then from ``fallback``, a function of the request).
-The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions, Anthropic Messages
-and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
+The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions and Responses,
+Anthropic Messages, Ollama ``/api/chat``, Gemini ``generateContent`` and Bedrock Converse
+protocols, so real client code runs over real HTTP.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 import json
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,16 @@ class RecordedRequest:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def route(self) -> str:
+        """The path without its query string."""
+        return urllib.parse.urlsplit(self.path).path
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The query string's parameters (the last value of each)."""
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
 
 
 Responder = Callable[[RecordedRequest], ScriptedResponse]
@@ -239,4 +251,96 @@ def ollama_reply(
         "done_reason": "stop",
         "prompt_eval_count": usage[0],
         "eval_count": usage[1],
+    }
+
+
+def responses_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """An OpenAI Responses API body (``store: false``); ``tool_calls`` are ``(call_id, name,
+    arguments)`` and become ``function_call`` items after the message, as the API sends them."""
+    output: list[dict[str, Any]] = []
+    if content:
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": content, "annotations": []}],
+            }
+        )
+    output += [
+        {
+            "type": "function_call",
+            "id": f"fc_{index}",
+            "call_id": call_id,
+            "name": name,
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+        for index, (call_id, name, arguments) in enumerate(tool_calls)
+    ]
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "store": False,
+        "usage": {
+            "input_tokens": usage[0],
+            "output_tokens": usage[1],
+            "total_tokens": sum(usage),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def gemini_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str | None, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """A Gemini ``generateContent`` body; ``tool_calls`` are ``(id or None, name, args)``, each
+    with a thought signature as Gemini 3 sends them."""
+    parts: list[dict[str, Any]] = [{"text": content}] if content else []
+    for id_, name, args in tool_calls:
+        call: dict[str, Any] = {"name": name, "args": args}
+        if id_ is not None:
+            call["id"] = id_
+        parts.append({"functionCall": call, "thoughtSignature": "c2lnbmF0dXJl"})
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": usage[0],
+            "candidatesTokenCount": usage[1],
+            "totalTokenCount": sum(usage),
+        },
+        "modelVersion": model,
+        "responseId": "resp-1",
+    }
+
+
+def bedrock_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+) -> dict[str, Any]:
+    """A Bedrock Converse body; ``tool_calls`` become ``toolUse`` blocks."""
+    blocks: list[dict[str, Any]] = [{"text": content}] if content else []
+    blocks += [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for i, n, a in tool_calls]
+    return {
+        "output": {"message": {"role": "assistant", "content": blocks}},
+        "stopReason": "tool_use" if tool_calls else "end_turn",
+        "usage": {"inputTokens": usage[0], "outputTokens": usage[1], "totalTokens": sum(usage)},
+        "metrics": {"latencyMs": 12},
     }

@@ -16,6 +16,7 @@ from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
+from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 
@@ -28,7 +29,14 @@ PROVIDER_ALIASES: dict[str, str] = {
     "openai": "flink_agents.providers.openai_compatible:OpenAICompatibleChatModelConnection",
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "gemini": "flink_agents.providers.gemini:GeminiChatModelConnection",
+    "bedrock": "flink_agents.providers.bedrock:BedrockChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
+    "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
+    "openai_responses": (
+        "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
+    ),
+    "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
@@ -117,6 +125,11 @@ class ChatModelSpec(_SetupSpec):
     )
     parallel_tool_calls: bool | None = Field(
         default=None, description="Whether the model may ask for several tools in one turn."
+    )
+    structured_output_mode: StructuredOutput | None = Field(
+        default=None,
+        description="How an output_schema is asked for: native (the provider's JSON-schema "
+        "field), prompt (in the system message) or auto; default: the connection's (auto).",
     )
     extra: dict[str, Any] | None = None
 
