@@ -1,7 +1,9 @@
 """tool_choice and parallel_tool_calls on the wire of each protocol: chat completions (a mode
 or a named function; 'auto' sent whenever tools are), Anthropic Messages ('required' is 'any',
-a name is a 'tool', parallel calls off is 'disable_parallel_tool_use'), and Ollama's
-/api/chat, which has neither (a setup refuses the others when opened: test_chat_models)."""
+a name is a 'tool', parallel calls off is 'disable_parallel_tool_use'), the Responses API (a
+flat named function), Gemini and Bedrock (the request's choice over the connection's), and
+Ollama's /api/chat, which has neither (a setup refuses what a protocol cannot send when opened:
+tests/api/test_chat_models.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ import pytest
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
-from tests.providers.providers import ANTHROPIC, ANTHROPIC_KEY_VAR, OLLAMA, OPENAI, Provider
+from tests.providers.providers import (
+    ANTHROPIC,
+    ANTHROPIC_KEY_VAR,
+    BEDROCK,
+    GEMINI,
+    GEMINI_KEY_VAR,
+    OLLAMA,
+    OPENAI,
+    OPENAI_RESPONSES,
+    Provider,
+)
 
 LOOKUP = ToolSpec(
     name="lookup", description="Look a word up.", parameters={"type": "object", "properties": {}}
@@ -23,10 +35,15 @@ UNSET = object()
 @pytest.fixture(autouse=True)
 def _anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+    monkeypatch.setenv(GEMINI_KEY_VAR, "test-key")
 
 
 def sent(
-    provider: Provider, server: FakeModelServer, tools: bool = True, **settings: Any
+    provider: Provider,
+    server: FakeModelServer,
+    tools: bool = True,
+    connection: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> dict[str, Any]:
     server.enqueue(ScriptedResponse(body=provider.text("ok")))
     request = ChatRequest(
@@ -34,7 +51,7 @@ def sent(
         tools=[LOOKUP] if tools else [],
         **settings,
     )
-    asyncio.run(provider.connect(server.url).chat(request))
+    asyncio.run(provider.connect(server.url, **(connection or {})).chat(request))
     body: dict[str, Any] = server.requests[-1].json()
     return body
 
@@ -89,3 +106,55 @@ def test_ollamas_api_chat_sends_neither(server: FakeModelServer) -> None:
     body = sent(OLLAMA, server, tool_choice="auto", parallel_tool_calls=True)
     assert {"tool_choice", "parallel_tool_calls"}.isdisjoint(body)
     assert [tool["function"]["name"] for tool in body["tools"]] == ["lookup"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, {}),  # the API's default, auto
+        ({"tool_choice": "required"}, {"tool_choice": "required"}),
+        (
+            {"tool_choice": "lookup", "parallel_tool_calls": False},
+            {"tool_choice": {"type": "function", "name": "lookup"}, "parallel_tool_calls": False},
+        ),
+    ],
+)
+def test_responses_api(
+    server: FakeModelServer, settings: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    body = sent(OPENAI_RESPONSES, server, **settings)
+    assert {key: body[key] for key in ("tool_choice", "parallel_tool_calls") if key in body} == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("connection", "settings", "config"),
+    [
+        ({}, {}, None),
+        ({"tool_choice": "required"}, {}, {"mode": "ANY"}),
+        ({"tool_choice": "required"}, {"tool_choice": "none"}, {"mode": "NONE"}),
+        ({}, {"tool_choice": "lookup"}, {"mode": "ANY", "allowedFunctionNames": ["lookup"]}),
+    ],
+)
+def test_gemini_takes_the_requests_choice_over_the_connections(
+    server: FakeModelServer, connection: dict[str, Any], settings: dict[str, Any], config: Any
+) -> None:
+    body = sent(GEMINI, server, connection=connection, **settings)
+    assert body.get("toolConfig", {}).get("functionCallingConfig") == config
+
+
+@pytest.mark.parametrize(
+    ("connection", "settings", "choice"),
+    [
+        ({}, {}, None),
+        ({"tool_choice": "required"}, {}, {"any": {}}),
+        ({"tool_choice": "required"}, {"tool_choice": "auto"}, {"auto": {}}),
+        ({}, {"tool_choice": "lookup"}, {"tool": {"name": "lookup"}}),
+    ],
+)
+def test_bedrock_takes_the_requests_choice_over_the_connections(
+    server: FakeModelServer, connection: dict[str, Any], settings: dict[str, Any], choice: Any
+) -> None:
+    body = sent(BEDROCK, server, connection=connection, **settings)
+    assert body["toolConfig"].get("toolChoice") == choice
