@@ -5,7 +5,9 @@
   ``ToolResponseEvent`` arrives it hands the results back to the model, until the model answers
   with a ``ChatResponseEvent``.
 * :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
-  (concurrently) and emits the results.
+  (concurrently) and emits the results. A tool's failure, and a call whose arguments are not
+  a JSON object, go back to the model as the call's result: it may try again, within
+  ``max_tool_rounds``.
 
 With ``output_schema`` (``module:Class``) in its config, ``chat_action`` sends the schema with
 every call to a model that takes it natively (``ChatModelSetup.uses_native_schema``; else the
@@ -152,15 +154,17 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
 
 async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
-    # A tool's failure is information for the model, not the end of the run; an
-    # infrastructure error (replay mismatch, store, codec) is neither: it ends the action.
+    # A tool's failure is information for the model, not the end of the run; so are
+    # arguments that are not a JSON object (the tool is not run). An infrastructure error
+    # (replay mismatch, store, codec) is neither: it ends the action.
     call_id = f"tool:{call.id}"
     try:
         tool = model.tool(call.name)
+        arguments = call.checked_arguments()
         # The text the model is shown is the call's recorded outcome (`call_for_model`);
         # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
-            tool.call_for_model, call.arguments, ctx.durable_call_key(call_id), call_id=call_id
+            tool.call_for_model, arguments, ctx.durable_call_key(call_id), call_id=call_id
         )
     except InfrastructureError:
         raise
@@ -175,7 +179,7 @@ def _start_delegation(
 ) -> Awaitable[ToolResult]:
     """Submit a ``subagent_<name>`` call now, so its ids follow the order of the tool calls."""
     try:
-        started = Subagent(ctx, model.subagent(call.name)).submit(call.arguments)
+        started = Subagent(ctx, model.subagent(call.name)).submit(call.checked_arguments())
     except Exception as exc:
         return _delegation_result(call, SubagentResult.failure(exc))
     return _delegation_result(call, started)
