@@ -24,6 +24,7 @@ completion, instead of encoding it twice.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Generator, Mapping
@@ -276,8 +277,7 @@ class StoreCallRunner:
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
-                    found = call.reconciler(call.reconcile_request())
-                    stepper.reply(_not_awaitable(found, "reconciler"))
+                    stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
                 else:
                     with tracking_attempts(step):
                         stepper.reply(_not_awaitable(call.invoke(), "function"))
@@ -547,6 +547,16 @@ def _run_key(run: RunId) -> RunKey:
 
 async def _awaited(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+def _blocking(value: Any) -> Any:
+    """``value``, awaited to its end if it is awaitable: an async reconciler asked from a
+    synchronous action (which holds the loop, as its flushes do) runs on a loop of its own in a
+    worker thread, so it must not use clients bound to the job's loop."""
+    if not inspect.isawaitable(value):
+        return value
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, _awaited(value)).result()
 
 
 def _not_awaitable(value: Any, what: str) -> Any:
