@@ -24,7 +24,7 @@ MOVED: dict[str, str] = {
     "flink_agents.api.chat_actions": "flink_agents.agents.chat_actions",
     "flink_agents.api.subagent_tools": "flink_agents.api.subagents.offers",
     "flink_agents.runtime.durable": "flink_agents.durable.call",
-    "flink_agents.runtime.durable_store": "flink_agents.durable.runner",
+    "flink_agents.runtime.durable_store": "flink_agents.durable.calls",
     "flink_agents.runtime.group_flush": "flink_agents.durable.group_flush",
     "flink_agents.runtime.identity": "flink_agents.durable.identity",
     "flink_agents.runtime.journal": "flink_agents.durable.journal",
@@ -38,6 +38,12 @@ MOVED: dict[str, str] = {
     "flink_agents.flink.options": "flink_agents.runtime.options",
     "flink_agents.flink.records": "flink_agents.runtime.records",
     "flink_agents.flink.recovery": "flink_agents.runtime.recovery",
+    # One object for every durable call (issue 31): the four call runners are DurableCalls
+    # (no store: calls made, nothing recorded; a counting harness: a probe).
+    "flink_agents.durable.runner": "flink_agents.durable.calls",
+    "flink_agents.durable.calls:StoreCallRunner": "flink_agents.durable.calls:DurableCalls",
+    "flink_agents.durable.call:DirectCallRunner": "flink_agents.durable.calls:DurableCalls",
+    "flink_agents.testing.harness:CountingCallRunner": "flink_agents.testing.harness:CountingProbe",
     # One StoreConfig carries every Kafka store setting.
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.config:StoreConfig"

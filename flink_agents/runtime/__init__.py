@@ -2,9 +2,11 @@
 
 No Flink here: :class:`RunEngine` runs a plan's actions on one asyncio loop,
 :class:`~flink_agents.runtime.host.EngineHost` drives it from a synchronous caller, and
-:func:`run_local` runs a plan over a list of inputs in this process.
+:func:`run_local` runs a plan over a list of inputs in this process. Every host builds its engine
+and durable calls with :meth:`Runtime.build`.
 """
 
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
@@ -21,6 +23,7 @@ __all__ = [
     "RunEngine",
     "RunResult",
     "RunState",
+    "Runtime",
     "run_local",
     "run_local_async",
 ]

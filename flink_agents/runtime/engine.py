@@ -23,7 +23,8 @@ from typing import Any
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
-from flink_agents.durable.call import CallRunner, DirectCallRunner
+from flink_agents.durable.call import CallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import MemoryWatch, RecordedAction
 from flink_agents.observability import EventLog
@@ -98,10 +99,9 @@ class RunEngine:
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
-        self._call_runner: CallRunner = call_runner or DirectCallRunner()
+        # The calls are built with their listener (runtime/assembly.py builds both).
+        self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
-        if event_log is not None:
-            self._call_runner.event_log = event_log
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight

@@ -25,7 +25,7 @@ from flink_agents.testing.assertions import (
 )
 from flink_agents.testing.harness import (
     CallLog,
-    CountingCallRunner,
+    CountingProbe,
     CrashPoint,
     CrashReplayResult,
     crash_and_replay,
@@ -35,7 +35,7 @@ from flink_agents.testing.stores import Stores
 
 __all__ = [
     "CallLog",
-    "CountingCallRunner",
+    "CountingProbe",
     "CrashPoint",
     "CrashReplayResult",
     "InMemoryActionStateStore",

@@ -1,4 +1,4 @@
-"""Reconcilers and the in-doubt policy, through ``StoreCallRunner`` over the in-memory store and
+"""Reconcilers and the in-doubt policy, through ``DurableCalls`` over the in-memory store and
 over Kafka, for durable calls and for delegations (declared in Python and in YAML).
 
 | Contract                                                           | Test                       |
@@ -53,8 +53,8 @@ from flink_agents.api.subagents.delegation import (
     SubagentResult,
     SubagentSetup,
 )
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     ActionStateStore,
     CallResult,
@@ -207,7 +207,7 @@ def test_an_async_reconciler_in_a_sync_action_is_awaited(stores: Stores) -> None
     plan = agent_plan(sync_charge, name="sync-charge")
 
     async def scenario() -> RunResult:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(stores.first, agent=plan.name))
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
         engine.submit("k", 7)
         with pytest.raises(ActionError):
             await engine.drain()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flink_agents.cli import main
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, ActionStateStore, InMemoryActionStateStore
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.replay.recorded import read_store, write_states
@@ -23,7 +23,7 @@ AGENT = "tests.replay.agents:agent"
 
 def record_into(store: ActionStateStore) -> None:
     plan = agents.plan()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
 
 

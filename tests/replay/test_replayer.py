@@ -1,6 +1,6 @@
 """Replaying recorded runs against the agent as it is now: the verdicts and what they show.
 
-Runs are recorded through a StoreCallRunner into an in-memory store, as a job records them;
+Runs are recorded through a DurableCalls into an in-memory store, as a job records them;
 the same contract over Kafka and the command line is in test_replay_commands.py.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore
 from flink_agents.plan.compile import compile_agent
 from flink_agents.replay.recorded import group_runs, read_store
@@ -25,7 +25,7 @@ def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
     """Run the inputs live into ``store``; returns every state of the topic."""
     store = store or InMemoryActionStateStore()
     plan = agents.plan()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     return read_store(store)
 
@@ -271,7 +271,7 @@ def test_a_delegation_replays_from_the_sub_agent_calls_record_without_running_th
     plan = compile_agent(parent)
     store = InMemoryActionStateStore()
     inputs = [{"k": "a", "calls": [["researcher", "tides", None]]}]
-    run_local(plan, inputs, key="k", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, inputs, key="k", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     recorded = group_runs(read_store(store))
     assert {state.key.action for state in recorded[0].states} >= {"delegate", "chat_action"}
@@ -286,9 +286,7 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
     # A ReAct run: input -> chat request -> chat response -> output, over three actions.
     plan = compile_agent(react_child("replay_react", [{"content": "answer: $input"}]))
     store = InMemoryActionStateStore()
-    run_local(
-        plan, ["tides"], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
-    )
+    run_local(plan, ["tides"], key=lambda _: "k", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     [recorded] = group_runs(read_store(store))
     assert recorded.outputs() == ["answer: tides"]
@@ -299,7 +297,7 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
 def test_a_synchronous_actions_changed_call_is_made_live_with_its_outcome_kept() -> None:
     plan = compile_agent(agents.sync_agent())
     store = InMemoryActionStateStore()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     recorded = group_runs(read_store(store))
     agents.NOW.prompt = "Bonjour"
     agents.CALLS.clear()

@@ -29,8 +29,8 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore, CallStatus, RunKey
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -84,7 +84,7 @@ def _calls(store: ActionStateStore, agent: str) -> dict[str, CallStatus]:
 
 
 async def _fail_then_wait(plan: AgentPlan, store: ActionStateStore) -> None:
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
     engine.submit("k", {"city": "Oslo"})
     with pytest.raises(ActionError) as caught:
         await engine.drain()

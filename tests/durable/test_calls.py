@@ -10,9 +10,9 @@ import pytest
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.context import RecordedCallError
 from flink_agents.api.tools import FunctionTool
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.replay import ReplayMismatchError
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     ActionStateKey,
     CallStatus,
@@ -110,7 +110,7 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {"n": 1})
-        engine = RunEngine(plan, call_runner=StoreCallRunner(again, agent=plan.name))
+        engine = RunEngine(plan, call_runner=DurableCalls(again, agent=plan.name))
         engine.restore_key("k", state)  # queued, not started: nothing pumps the engine yet
         again.prune(again.recovery_marker())
         await engine.drain()
@@ -125,7 +125,7 @@ def test_a_run_begins_and_ends_in_the_store():
     plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
     run = RunKey(agent=plan.name, key=canonical_json("k"), seq=0)
-    runner = StoreCallRunner(store, agent=plan.name)
+    runner = DurableCalls(store, agent=plan.name)
     run_local(plan, [{"k": "k", "n": 1}], key="k", call_runner=runner)
     assert store.recovery_marker().open_runs == []  # begun, then ended
     [state] = store.get_run(run)
@@ -253,7 +253,7 @@ def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
 
 def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):
     plan = agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
-    with caplog.at_level(logging.WARNING, logger="flink_agents.durable.runner"):
+    with caplog.at_level(logging.WARNING, logger="flink_agents.durable.calls"):
         result, _ = _crash_at_third_then_replay(plan, variant="c")
     # first(1) matched its record; second(99) differs: it and everything after run again
     assert PROBE.counts == {"second": 1, "third": 1}
@@ -337,11 +337,11 @@ def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_ty
 
 def test_the_mismatch_policy_comes_from_the_agent_config():
     store = InMemoryActionStateStore()
-    assert StoreCallRunner.for_plan(store, "a", {}).mismatch_policy == "fail"
-    warn = StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "warn"})
+    assert DurableCalls.for_plan(store, "a", {}).mismatch_policy == "fail"
+    warn = DurableCalls.for_plan(store, "a", {"durable.mismatch_policy": "warn"})
     assert warn.mismatch_policy == "warn"
     with pytest.raises(ValueError, match="mismatch policy 'ignore'"):
-        StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
+        DurableCalls.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
 
 
 @pytest.mark.parametrize("record_arguments", [True, False])
@@ -350,7 +350,7 @@ def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
     from flink_agents.durable.identity import CallIdentity
 
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent="a", record_arguments=record_arguments)
+    runner = DurableCalls(store, agent="a", record_arguments=record_arguments)
     identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
     asyncio.run(runner.run_async(DurableCall(identity, PROBE.call, ("argued", 1))))
     state = store.get(_state_key_of(identity))
@@ -364,7 +364,7 @@ def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
     # Off, a changed call is still a mismatch (its digest differs), shown without arguments.
     changed = DurableCall(identity, PROBE.call, ("argued", 2))
     with pytest.raises(ReplayMismatchError) as info:
-        asyncio.run(StoreCallRunner(store, agent="a").run_async(changed))
+        asyncio.run(DurableCalls(store, agent="a").run_async(changed))
     assert ("arguments are unknown" in str(info.value)) is not record_arguments
 
 
@@ -381,11 +381,11 @@ def test_without_a_journal_the_runner_still_records_calls():
     from flink_agents.durable.identity import CallIdentity
 
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent="a")
+    runner = DurableCalls(store, agent="a")
     identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
     call = DurableCall(identity, PROBE.call, ("direct", 1))
     assert asyncio.run(runner.run_async(call)) == 2
-    assert asyncio.run(StoreCallRunner(store, agent="a").run_async(call)) == 2
+    assert asyncio.run(DurableCalls(store, agent="a").run_async(call)) == 2
     assert PROBE.counts == {"direct": 1}
     invocation = ActionInvocation(identity.run, "e", "act")
     assert runner.recorded(invocation) is None  # calls recorded, the action not completed
