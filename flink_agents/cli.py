@@ -199,7 +199,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     import subprocess
 
     from flink_agents.flink.job import load_job
-    from flink_agents.flink.job_runner import submit_command, with_overrides
+    from flink_agents.flink.job_runner import shipped_outputs, submit_command, with_overrides
 
     # A bad spec (or parallelism) fails here, with file and line, not on the cluster.
     spec = with_overrides(
@@ -207,6 +207,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
         from_savepoint=args.from_savepoint is not None,
     )
+    for warning in shipped_outputs(spec, args.job):
+        print(f"flink-agents submit: warning: {warning}", file=sys.stderr)
     unreachable = _unreachable(args.jobmanager)
     if unreachable:
         print(

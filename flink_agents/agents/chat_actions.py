@@ -7,10 +7,12 @@
 * :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
   (concurrently) and emits the results.
 
-With ``output_schema`` (``module:Class``) and ``output_retries`` in its config, ``chat_action``
-checks a final answer against the schema: one that does not match goes back to the model with
-the validation error as a user message, at most ``output_retries`` times, before it is sent on
-as the ``ChatResponseEvent`` (ReActAgent's ``react_finish`` then fails the run on it).
+With ``output_schema`` (``module:Class``) in its config, ``chat_action`` sends the schema with
+every call to a model that takes it natively (``ChatModelSetup.uses_native_schema``; else the
+caller put it in the prompt), and with ``output_retries`` it checks a final answer against the
+schema: one that does not match goes back to the model with the validation error as a user
+message, at most ``output_retries`` times, before it is sent on as the ``ChatResponseEvent``
+(ReActAgent's ``react_finish`` then fails the run on it).
 
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
@@ -22,6 +24,8 @@ import asyncio
 import re
 from collections.abc import Awaitable
 from typing import Any, cast
+
+from pydantic import BaseModel
 
 from flink_agents.agents.structured_output import correction_request
 from flink_agents.api.agent import action
@@ -98,17 +102,25 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
     model = _chat_model(ctx, model_name)
     schema_path: str = ctx.action_config.get("output_schema") or ""
-    allowed = int(ctx.action_config.get("output_retries", 0)) if schema_path else 0
+    schema = cast(type[BaseModel], import_reference(schema_path)) if schema_path else None
+    allowed = int(ctx.action_config.get("output_retries", 0)) if schema else 0
+    # The schema sent natively is an argument of the call: its digest tells a replay that a
+    # call recorded with the schema in the prompt (or another schema) is not this one.
+    native: dict[str, Any] = (
+        {"response_schema": schema.model_json_schema()}
+        if schema is not None and model.uses_native_schema()
+        else {}
+    )
     call_id = "chat"
     while True:
         # Without prompt arguments the call keeps its earlier shape (and recorded identity).
         arguments = (messages, prompt_args) if prompt_args else (messages,)
         reply = await ctx.durable_execute_async(
-            model.chat, *arguments, call_id=call_id, result_type=ChatMessage
+            model.chat, *arguments, call_id=call_id, result_type=ChatMessage, **native
         )
-        if reply.tool_calls or retries >= allowed:
+        if schema is None or reply.tool_calls or retries >= allowed:
             break
-        correction = correction_request(import_reference(schema_path), reply.content)
+        correction = correction_request(schema, reply.content)
         if correction is None:
             break
         # Another model call of this invocation: the conversation it sends (the answer and

@@ -19,9 +19,12 @@ from flink_agents.agents.structured_output import (
     OutputValidationError,
     describe_errors,
     parse_answer,
+    quote_answer,
+    with_schema_instruction,
 )
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage
+from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.context import RunnerContext
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, InputEvent, OutputEvent
 from flink_agents.api.prompts import Prompt
@@ -88,13 +91,11 @@ def react_start(event: InputEvent | RetrievedInputEvent, ctx: RunnerContext) -> 
     if context is not None and not placed:
         messages.insert(0, context_message(context))
     if config.get("output_schema"):
-        schema = cast(type[BaseModel], import_reference(config["output_schema"]))
-        schema_json = json.dumps(schema.model_json_schema(), sort_keys=True)
-        instruction = (
-            "Give your final answer as one JSON object matching this JSON schema, "
-            f"with nothing else around it:\n{schema_json}"
-        )
-        messages.append(ChatMessage(role="system", content=instruction))
+        model = ctx.get_resource(config["chat_model"], ResourceType.CHAT_MODEL)
+        # Natively, chat_action sends the schema with each call instead.
+        if not cast(ChatModelSetup, model).uses_native_schema():
+            schema = cast(type[BaseModel], import_reference(config["output_schema"]))
+            messages = with_schema_instruction(messages, schema)
     ctx.send_event(ChatRequestEvent(model=config["chat_model"], messages=messages))
 
 
@@ -118,7 +119,7 @@ def react_finish(event: ChatResponseEvent, ctx: RunnerContext) -> None:
         raise OutputValidationError(
             f"the answer of model {event.model!r} does not match output_schema {schema_path} "
             f"after {attempts} attempt(s) (output_retries={attempts - 1}); "
-            f"last validation error:\n{describe_errors(error)}"
+            f"last validation error:\n{describe_errors(error)}\n{quote_answer(content)}"
         ) from error
     ctx.send_event(OutputEvent(output=answer.model_dump(mode="json")))
 
@@ -131,9 +132,11 @@ class ReActAgent(Agent):
     name or a :class:`Prompt`, filled with ``{input}`` and, for dict inputs, their fields.
     ``subagents`` names AGENT resources the model may delegate to (descriptor form only).
     ``retrieval`` retrieves passages for the input before the model is asked (see
-    :mod:`flink_agents.agents.retrieval`). With an ``output_schema``, a final answer that does
-    not match it goes back to the model with the validation error, at most ``output_retries``
-    times (0: never), before the run fails with an :class:`OutputValidationError`.
+    :mod:`flink_agents.agents.retrieval`). With an ``output_schema``, the model is given the
+    schema natively (the provider's JSON-schema field) or in the leading system message, as its
+    setup's or connection's ``structured_output_mode`` says; a final answer that does not match it
+    goes back to the model with the validation error, at most ``output_retries`` times (0:
+    never), before the run fails with an :class:`OutputValidationError` quoting the answer.
     """
 
     def __init__(
@@ -195,8 +198,9 @@ class ReActAgent(Agent):
         finish_config: dict[str, Any] = {"output_schema": schema}
         if schema is not None:  # without a schema, the plan stays as it was before retries
             finish_config["output_retries"] = output_retries
+            chat_config["output_schema"] = schema  # sent natively where the model has it
             if output_retries:
-                chat_config.update(output_schema=schema, output_retries=output_retries)
+                chat_config["output_retries"] = output_retries
         if retrieval is None:
             self.add_action(react_start, config=start_config)
         else:

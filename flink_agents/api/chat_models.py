@@ -3,6 +3,11 @@
 * A :class:`ChatModelConnection` is the endpoint: a client, a base URL, credentials.
 * A :class:`ChatModelSetup` is one way of using it: model name, system prompt, tools, temperature.
   Several setups may share one connection.
+
+Structured output (an agent asking for an answer that follows a JSON schema) goes one of two
+ways, chosen by :data:`StructuredOutput` on the connection or the setup: ``native`` sends the
+schema in the provider's own field (:attr:`ChatRequest.response_schema`), ``prompt`` asks for it
+in the system message; ``auto`` is native where the provider has it for the request's shape.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.prompts import Prompt
@@ -21,6 +26,11 @@ from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
 from flink_agents.api.tools import Tool, tools_of
 
+StructuredOutput = Literal["auto", "native", "prompt"]
+"""How a structured answer is asked for: ``native`` (the provider's JSON-schema field),
+``prompt`` (an instruction in the system message) or ``auto`` (native where the provider has it
+for the request's shape, else prompt)."""
+
 
 class ChatModelConnection(Resource):
     """An endpoint that answers chat requests. Providers subclass this.
@@ -28,15 +38,43 @@ class ChatModelConnection(Resource):
     ``max_concurrent_calls`` caps the calls in flight through this connection (one resource
     instance: one per operator subtask, shared by every key and run of it). A provider makes each
     call, or each attempt of it, inside :meth:`call_slot`.
+
+    A provider that honours :attr:`ChatRequest.response_schema` sets ``native_schema``, and
+    ``native_schema_with_tools`` when the schema does not keep the model from calling tools.
     """
 
     resource_type: ClassVar[ResourceType] = ResourceType.CHAT_MODEL_CONNECTION
+    native_schema: ClassVar[bool] = False
+    native_schema_with_tools: ClassVar[bool] = False
 
     max_concurrent_calls: int | None = Field(
         default=None,
         ge=1,
         description="Calls in flight at once through this connection; none: no cap.",
     )
+    structured_output_mode: StructuredOutput = Field(
+        default="auto",
+        description="How a structured answer is asked for: native, prompt or auto.",
+    )
+
+    @model_validator(mode="after")
+    def _native_is_supported(self) -> ChatModelConnection:
+        self.uses_native_schema(tools=False, setting=self.structured_output_mode)
+        return self
+
+    def uses_native_schema(self, *, tools: bool, setting: StructuredOutput | None = None) -> bool:
+        """Whether a structured answer is asked for natively (the schema in the request) rather
+        than by the prompt, under ``setting`` (default: this connection's), for a request that
+        offers ``tools`` or not. ``native`` where the provider has no such field fails."""
+        mode = setting or self.structured_output_mode
+        if mode == "native" and not self.native_schema:
+            raise ValueError(
+                f"{type(self).__name__} has no native structured output; "
+                "use structured_output_mode 'prompt' or 'auto'"
+            )
+        if mode == "auto":
+            return self.native_schema and (self.native_schema_with_tools or not tools)
+        return mode == "native"
 
     # The semaphore belongs to the loop it was made on; the loop itself is kept (not its id,
     # which a later loop may reuse) so a connection used from a new loop gets a new one.
@@ -83,6 +121,10 @@ class ChatModelSetup(Resource):
     )
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    structured_output_mode: StructuredOutput | None = Field(
+        default=None,
+        description="Overrides the connection's structured_output_mode for this setup.",
+    )
     extra: dict[str, Any] = Field(default_factory=dict)
 
     _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
@@ -90,11 +132,14 @@ class ChatModelSetup(Resource):
 
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
-        re-opening does not duplicate them)."""
+        re-opening does not duplicate them); refuse ``structured_output_mode: native`` on a
+        connection without it."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
         self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
+        if self.structured_output_mode == "native":  # on a connection without it: fail at start
+            self._connection().uses_native_schema(tools=False, setting="native")
 
     def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
         """Offered name (``spec().name``, which the model calls) -> (tool resource, tool).
@@ -147,13 +192,17 @@ class ChatModelSetup(Resource):
         return self._offered_tools[name][1]
 
     def request(
-        self, messages: list[ChatMessage], prompt_args: Mapping[str, Any] | None = None
+        self,
+        messages: list[ChatMessage],
+        prompt_args: Mapping[str, Any] | None = None,
+        response_schema: dict[str, Any] | None = None,
     ) -> ChatRequest:
         """The request this setup sends for ``messages``, tools attached.
 
         The setup's ``prompt``, filled with ``prompt_args``, is the system prompt: it always
         comes first, and system messages of the caller follow it (they add to it, never
-        replace it).
+        replace it). The system messages at the head are sent as one: strict chat templates
+        (Mistral's, Gemma's, llama.cpp's) accept a single system message, first.
         """
         if self.prompt:
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
@@ -163,19 +212,48 @@ class ChatModelSetup(Resource):
         offer: SubagentOffer = self._private("_offer")
         return ChatRequest(
             model=self.model,
-            messages=messages,
+            messages=one_leading_system_message(messages),
             tools=[*(tool.spec() for _, tool in offered_tools.values()), *offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            response_schema=response_schema,
             extra=self.extra,
         )
 
-    async def chat(
-        self, messages: list[ChatMessage], prompt_args: Mapping[str, Any] | None = None
-    ) -> ChatMessage:
-        """Ask the model; returns its reply (which may carry tool calls)."""
-        connection = cast(
+    def _connection(self) -> ChatModelConnection:
+        return cast(
             ChatModelConnection,
             self.get_resource(self.connection, ResourceType.CHAT_MODEL_CONNECTION),
         )
-        return await connection.chat(self.request(messages, prompt_args))
+
+    def uses_native_schema(self) -> bool:
+        """Whether this setup asks for a structured answer natively (see
+        :meth:`ChatModelConnection.uses_native_schema`; its own ``structured_output_mode``
+        first)."""
+        offer: SubagentOffer = self._private("_offer")
+        tools = bool(self._private("_offered_tools") or offer.specs)
+        return self._connection().uses_native_schema(
+            tools=tools, setting=self.structured_output_mode
+        )
+
+    async def chat(
+        self,
+        messages: list[ChatMessage],
+        prompt_args: Mapping[str, Any] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> ChatMessage:
+        """Ask the model; returns its reply (which may carry tool calls). With
+        ``response_schema`` the reply's content is asked to follow it natively."""
+        return await self._connection().chat(self.request(messages, prompt_args, response_schema))
+
+
+def one_leading_system_message(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` with the system messages at their head joined into one (blank-line
+    separated); the rest as it is."""
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    if head < 2:
+        return messages
+    joined = "\n\n".join(m.content for m in messages[:head] if m.content)
+    return [ChatMessage(role="system", content=joined), *messages[head:]]

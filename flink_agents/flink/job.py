@@ -141,7 +141,10 @@ class CheckpointingSpec(_Spec):
     )
     interval_ms: int = Field(default=1000, ge=10)
     dir: str | None = Field(
-        default=None, description="Checkpoint folder (default: .cache/checkpoints/<job name>)."
+        default=None,
+        description="Checkpoint folder, relative to the job spec (default: "
+        "$XDG_CACHE_HOME/flink-agents/checkpoints/<job name>, XDG_CACHE_HOME defaulting to "
+        "~/.cache: outside the job's folder, which submit ships to the cluster).",
     )
 
 
@@ -264,10 +267,24 @@ class JobSpec(_Spec):
         """The event log with its file's path resolved against the spec's folder."""
         return None if self.event_log is None else self.event_log.resolved(self._base_dir)
 
-    def checkpoint_dir(self) -> Path:
+    def checkpoint_dir(self, environ: Mapping[str, str] | None = None) -> Path:
+        """Where checkpoints go: ``checkpointing.dir``, else the user's cache folder (never the
+        spec's folder, nor the current one, which may be it: ``flink-agents submit`` ships the
+        spec's folder to the cluster, checkpoints included)."""
         if self.checkpointing.dir:
             return self.resolve(self.checkpointing.dir).resolve()
-        return (Path(".cache") / "checkpoints" / self.name).resolve()
+        return user_cache_dir(environ) / "checkpoints" / self.name
+
+    def output_paths(self) -> dict[str, Path]:
+        """What the job writes on this machine, by setting: the checkpoint folder, the event
+        log's file (``{subtask}`` left in) and a file sink's folder."""
+        found = {"checkpointing.dir": self.checkpoint_dir()}
+        log = self.event_log_config()
+        if log is not None and log.path is not None:
+            found["event_log.path"] = Path(log.path)
+        if isinstance(self.sink, FileSinkSpec):
+            found["sink.path"] = self.resolve(self.sink.path).resolve()
+        return found
 
     def flink_config(self) -> dict[str, str]:
         """Flink 2.x configuration for this job (the 1.x key names are deprecated)."""
@@ -346,6 +363,15 @@ def _import_roots() -> list[str]:
 
 def _is_reference(agent: str) -> bool:
     return ":" in agent and not agent.endswith((".yaml", ".yml", ".json"))
+
+
+def user_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's cache folder for flink-agents: ``$XDG_CACHE_HOME/flink-agents``, with
+    ``~/.cache`` when that is unset or not absolute (the XDG base directory rules)."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / "flink-agents"
 
 
 def load_job(path: str | Path) -> JobSpec:

@@ -148,7 +148,6 @@ def submit_command(
 
     flink = Path(pyflink.__file__).parent / "bin" / "flink"
     job_path = Path(job_file).resolve()
-    package_root = Path(flink_agents.__file__).resolve().parents[1]
     command = [str(flink), "run", "-m", jobmanager]
     if detached:
         command.append("-d")
@@ -156,7 +155,7 @@ def submit_command(
         command += ["-s", from_savepoint]
     command += [
         "-pyfs",
-        f"{package_root / 'flink_agents'},{job_path.parent}",
+        ",".join(str(folder) for folder in shipped_folders(job_path)),
         # The client driver runs this interpreter, not whatever `python` is first on PATH.
         "-pyclientexec",
         sys.executable,
@@ -172,6 +171,24 @@ def submit_command(
     if parallelism is not None:
         command += ["--parallelism", str(parallelism)]
     return command
+
+
+def shipped_folders(job_file: str | Path) -> list[Path]:
+    """The folders :func:`submit_command` ships with ``-pyfs``: the package's and the job's."""
+    package = Path(flink_agents.__file__).resolve().parent
+    return [package, Path(job_file).resolve().parent]
+
+
+def shipped_outputs(spec: JobSpec, job_file: str | Path) -> list[str]:
+    """Warnings for what the job writes inside a folder :func:`submit_command` ships: every
+    later submit would upload it to the cluster again (and put it on the workers' path)."""
+    return [
+        f"{setting} {path} is inside {folder}, which submit ships to the cluster (-pyfs): "
+        f"every later submit uploads it again; set {setting} outside that folder"
+        for setting, path in spec.output_paths().items()
+        for folder in shipped_folders(job_file)
+        if path.is_relative_to(folder)
+    ]
 
 
 def with_overrides(spec: JobSpec, *, parallelism: int | None, from_savepoint: bool) -> JobSpec:

@@ -34,6 +34,13 @@ class JsonLinesSink(QueuedSink[bytes]):
         super().__init__(f"event-log:{self.path.name}")
         self.on_line: Callable[[bytes], None] = self._put  # the list's append: no frame of ours
 
+    def write_queued(self) -> None:
+        """Write the lines queued so far to the file now, on the calling thread (a host calls
+        this before a finished run's outputs leave it): written and flushed, they are the
+        operating system's, and survive this process being killed (not the machine failing:
+        there is no fsync)."""
+        self._write_queued()
+
     def _queued(self, record: LogRecord) -> bytes:
         return record_json(record).encode()
 

@@ -146,6 +146,12 @@ class EventLog:
         )
         self._actions_wanted = self._action_records or bool(self._line_sinks)
         self._names = CallNamer()
+        # The file sinks' (JsonLinesSink) hand-over to the disk, for write_queued.
+        self._writers: tuple[Callable[[], None], ...] = tuple(
+            writer
+            for each in self.listeners
+            if (writer := getattr(each, "write_queued", None)) is not None
+        )
 
     def emit(self, record: LogRecord) -> None:
         """Hand ``record`` to every listener of records (lines: :meth:`_publish`)."""
@@ -180,6 +186,15 @@ class EventLog:
                 sink.on_line(line)
             except Exception:
                 logger.exception("event listener %r failed on a line", sink)
+
+    def write_queued(self) -> None:
+        """Have the listeners that write files (``write_queued()``: the JSON-lines sink) write
+        what they hold now, on the calling thread: a host calls this before it lets finished
+        runs' outputs go, so that their records are in the file, even if the process is killed
+        right after. Other sinks are not waited for (a Kafka topic's producer holds records in
+        the process until the broker acknowledges them: a kill loses those)."""
+        for write in self._writers:
+            write()
 
     def close(self) -> None:
         """Close the listeners and counters that can be closed (a file sink writes what it

@@ -35,12 +35,18 @@ class QueuedSink(abc.ABC, Generic[Item]):
     from its front: each is one C call under the GIL, so a record appended in between stays
     for the next look, and neither side takes a lock.
 
+    :meth:`_write_queued` writes what is queued at once, on the calling thread (the file sink's
+    :meth:`~flink_agents.observability.file_sink.JsonLinesSink.write_queued`): taking a batch and
+    writing it happen under one lock, shared with the writer thread, so batches reach the sink
+    in the order they were queued whichever thread writes them.
+
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """
 
     def __init__(self, thread_name: str) -> None:
         self._pending: list[Item] = []
         self._put: Callable[[Item], None] = self._pending.append
+        self._writing = threading.Lock()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._drain, name=thread_name, daemon=True)
         self._thread.start()
@@ -66,20 +72,23 @@ class QueuedSink(abc.ABC, Generic[Item]):
     @abc.abstractmethod
     def _finish(self) -> None: ...
 
+    def _write_queued(self) -> bool:
+        """Write what is queued now; False when nothing was."""
+        with self._writing:
+            pending = self._pending
+            batch = pending.copy()
+            del pending[: len(batch)]
+            if batch:
+                self._write_batch(batch)
+            return bool(batch)
+
     def _drain(self) -> None:
         try:
             wait = LINGER_S
             while True:
                 # Set by close() only: what was queued before it is in the list now.
                 closing = self._closed.wait(wait)
-                pending = self._pending
-                batch = pending.copy()
-                del pending[: len(batch)]
-                if batch:
-                    self._write_batch(batch)
-                    wait = LINGER_S
-                else:
-                    wait = min(wait * 2, IDLE_S)
+                wait = LINGER_S if self._write_queued() else min(wait * 2, IDLE_S)
                 if closing:
                     return
         finally:

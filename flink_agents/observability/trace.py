@@ -9,8 +9,10 @@ Each execution of a run is a tree::
 
 A run executed again after a restore (its first execution cut off by the failure, or replayed
 from a checkpoint) gets a second tree, marked ``execution 2``: its calls recorded before the
-failure show ``replayed``, its actions completed before it ``replayed`` too. An event no action
-listened to (its sender did not declare it) ends with ``dropped: no action listens to it``.
+failure show ``replayed``, its actions completed before it ``replayed`` too. The first tree ends
+``cancelled`` when its host stopped it, or shows ``unfinished  cut off: no end record, executed
+again`` when its process was killed (nothing writes an end then). An event no action listened to
+(its sender did not declare it) ends with ``dropped: no action listens to it``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def read_records(path: str | Path) -> Iterator[LogRecord]:
 class _Invocation:
     action: str
     event_id: str
-    event_type: str
+    event_type: str = "?"
+    """Set by the action's start or end record: ``?`` while the log holds neither."""
     started: ActionStarted | None = None
     finished: ActionFinished | None = None
     calls: list[CallFinished] = field(default_factory=list)
@@ -69,12 +72,14 @@ class RunExecution:
     number: int = 1
     """Which execution of the run this is in the log (2 and on: after a restore)."""
     finished: RunFinished | None = None
+    executed_again: bool = False
+    """A later execution of the run follows in the log (after a restore)."""
     invocations: dict[tuple[str, str], _Invocation] = field(default_factory=dict)
 
-    def invocation(self, event_id: str, action: str, event_type: str = "?") -> _Invocation:
+    def invocation(self, event_id: str, action: str) -> _Invocation:
         found = self.invocations.get((event_id, action))
         if found is None:
-            found = self.invocations[(event_id, action)] = _Invocation(action, event_id, event_type)
+            found = self.invocations[(event_id, action)] = _Invocation(action, event_id)
         return found
 
 
@@ -86,7 +91,9 @@ def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
         run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
         if isinstance(record, RunStarted):
             earlier = current.get(run)
-            number = 1 if earlier is None else earlier.number + 1
+            number = 1
+            if earlier is not None:
+                earlier.executed_again, number = True, earlier.number + 1
             current[run] = RunExecution(run, record, number)
             found.append(current[run])
             continue
@@ -96,10 +103,13 @@ def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
         if isinstance(record, RunFinished):
             execution.finished = record
         elif isinstance(record, ActionStarted):
-            execution.invocation(record.event_id, record.action, record.event_type).started = record
+            invocation = execution.invocation(record.event_id, record.action)
+            invocation.event_type, invocation.started = record.event_type, record
         elif isinstance(record, ActionFinished):
-            invocation = execution.invocation(record.event_id, record.action, record.event_type)
-            invocation.finished = record
+            # A replayed action's events are recorded before its end (and it has no start), so
+            # its invocation was opened by its first event, without the type of what it handled.
+            invocation = execution.invocation(record.event_id, record.action)
+            invocation.event_type, invocation.finished = record.event_type, record
         elif isinstance(record, CallFinished):
             execution.invocation(record.event_id, record.action).calls.append(record)
         elif isinstance(record, EventSent) and record.upstream_id and record.action:
@@ -129,7 +139,11 @@ def _run_lines(execution: RunExecution) -> Iterator[str]:
     agent, key_json, seq = execution.run
     end = execution.finished
     if end is None:
+        # Its host stopped it in a live process: the end says `cancelled`. A killed process
+        # (kill -9, a lost TaskManager) writes no end at all.
         summary = "unfinished"
+        if execution.executed_again:
+            summary += "  cut off: no end record, executed again"
     else:
         summary = f"{end.status}  {_ms(end.latency_ms)}  outputs {end.outputs}"
         if end.error:

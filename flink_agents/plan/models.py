@@ -25,7 +25,7 @@ from flink_agents.plan.errors import (
     issues_from_validation,
 )
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 """The plan format this code writes and reads."""
 
 
@@ -105,7 +105,10 @@ class AgentPlan(BaseModel):
     @classmethod
     def _supported_version(cls, version: int) -> int:
         if version != PLAN_VERSION:
-            raise ValueError(f"plan_version {version} is not supported; expected {PLAN_VERSION}")
+            raise ValueError(
+                f"plan_version {version} is not supported; expected {PLAN_VERSION} "
+                "(compile the agent again with this version)"
+            )
         return version
 
     @field_validator("actions")

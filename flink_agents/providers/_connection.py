@@ -19,7 +19,7 @@ from pydantic import PrivateAttr
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.providers._endpoint import HttpEndpoint, MissingCredentialError
-from flink_agents.providers._http_errors import AttemptFailure, ModelCallError
+from flink_agents.providers._http_errors import AttemptFailure, CallLabel, ModelCallError
 
 __all__ = ["HttpChatModelConnection", "MissingCredentialError", "UsageStats"]
 
@@ -61,8 +61,10 @@ class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
                 label,
                 self.call_slot,
             )
-        except ModelCallError:
+        except ModelCallError as error:
             self._stats.failed_calls += 1
+            if request.response_schema is not None and _refuses_the_schema(error):
+                raise _with_schema_hint(error) from error
             raise
         self._stats.add(reply.usage)
         return reply
@@ -73,6 +75,32 @@ class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
 
     async def _attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
         raise NotImplementedError
+
+
+# What a server that does not take the native schema field says (llama-cpp-python's server:
+# 'response_format' ... 'json_schema' in a validation error); the user's fix is a setting.
+_SCHEMA_FIELDS = ("response_format", "json_schema")
+_SCHEMA_HINT = (
+    "; the server refused the JSON-schema field sent for a structured answer: set "
+    "structured_output_mode: prompt on the connection or the chat model to ask in the prompt "
+    "instead"
+)
+
+
+def _refuses_the_schema(error: ModelCallError) -> bool:
+    return error.status is not None and any(field in error.reason for field in _SCHEMA_FIELDS)
+
+
+def _with_schema_hint(error: ModelCallError) -> ModelCallError:
+    """``error`` telling how to do without the native structured-output field."""
+    label = CallLabel(error.provider, error.model, error.ordinal)
+    return ModelCallError(
+        label,
+        error.reason + _SCHEMA_HINT,
+        attempts=error.attempts,
+        status=error.status,
+        request_id=error.request_id,
+    )
 
 
 def parse_arguments(text: str | None, tool: str) -> dict[str, Any]:
@@ -96,3 +124,13 @@ def schema_name(schema: dict[str, Any]) -> str:
     """A protocol-safe name for a response schema."""
     title = str(schema.get("title") or "response")
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in title)[:64]
+
+
+STRUCTURED_TOOL_PREFIX = "respond_with_"
+"""Protocols without a JSON-schema answer format get structured output as a forced call of a
+tool named this plus the schema's name, whose input is the answer."""
+
+
+def structured_tool_name(schema: dict[str, Any]) -> str:
+    """The name of the tool that carries a structured answer following ``schema``."""
+    return STRUCTURED_TOOL_PREFIX + schema_name(schema)

@@ -12,6 +12,7 @@ PROVIDERS_EXTRA = "flink-agents-py[providers]"
 @contextmanager
 def sdk_from_extra(sdk: str, extra: str = PROVIDERS_EXTRA) -> Iterator[None]:
     """Wrap a provider's ``import <sdk>``: if that package is missing, the error names the extra.
+    ``sdk`` may be dotted (``google.genai``).
 
     A missing module other than the SDK (a bug, or a broken install of something else) is raised
     as it is, so the hint never points at the wrong fix.
@@ -19,9 +20,14 @@ def sdk_from_extra(sdk: str, extra: str = PROVIDERS_EXTRA) -> Iterator[None]:
     try:
         yield
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] != sdk:
+        if exc.name is None or not _related(exc.name, sdk):
             raise
         raise ModuleNotFoundError(
             f"this provider needs the {sdk!r} package, an optional extra: pip install '{extra}'",
             name=exc.name,
         ) from exc
+
+
+def _related(missing: str, sdk: str) -> bool:
+    """Whether the missing module is the SDK, a part of it, or a package it lives in."""
+    return any(a == b or a.startswith(b + ".") for a, b in ((missing, sdk), (sdk, missing)))

@@ -4,7 +4,8 @@ Uses the official ``anthropic`` client with its own retries off (``max_retries=0
 attempt counts against the durable call's budget. The protocol differs from chat completions in
 three ways handled here: system prompts are a top-level field, tool calls and tool results are
 content blocks (results travel in a user message), and ``max_tokens`` is required. Structured
-output is a forced call of a tool whose input schema is the response schema.
+output is a call of a tool whose input schema is the response schema: forced when no other tool
+is offered, else one of the tools the model must choose from (``tool_choice: any``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
-from flink_agents.providers._connection import HttpChatModelConnection, schema_name
+from flink_agents.providers._connection import (
+    STRUCTURED_TOOL_PREFIX,
+    HttpChatModelConnection,
+    structured_tool_name,
+)
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("anthropic"):
     import anthropic
-
-_STRUCTURED_TOOL_PREFIX = "respond_with_"
 
 
 def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
@@ -73,7 +76,10 @@ def anthropic_body(request: ChatRequest, model: str, max_tokens: int) -> dict[st
         body["system"] = system
     tools = [to_anthropic_tool(t) for t in request.tools]
     if request.response_schema is not None:
-        name = _STRUCTURED_TOOL_PREFIX + schema_name(request.response_schema)
+        name = structured_tool_name(request.response_schema)
+        # Forcing this tool would keep the model from calling the others: beside them it is
+        # one more tool the model must choose from (``any``), its call the final answer.
+        body["tool_choice"] = {"type": "any"} if tools else {"type": "tool", "name": name}
         tools.append(
             {
                 "name": name,
@@ -81,7 +87,6 @@ def anthropic_body(request: ChatRequest, model: str, max_tokens: int) -> dict[st
                 "input_schema": request.response_schema,
             }
         )
-        body["tool_choice"] = {"type": "tool", "name": name}
     if tools:
         body["tools"] = tools
     if request.temperature is not None:
@@ -98,7 +103,7 @@ def from_anthropic_message(message: Any, structured: bool) -> ChatMessage:
             if block.type == "text":
                 texts.append(block.text)
             elif block.type == "tool_use":
-                if structured and block.name.startswith(_STRUCTURED_TOOL_PREFIX):
+                if structured and block.name.startswith(STRUCTURED_TOOL_PREFIX):
                     texts = [json.dumps(block.input)]
                     continue
                 if not isinstance(block.input, dict):
@@ -121,6 +126,8 @@ class AnthropicChatModelConnection(HttpChatModelConnection):
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
     requires_api_key: ClassVar[bool] = True
     api_key_hint: ClassVar[str] = "ANTHROPIC_API_KEY"
+    native_schema: ClassVar[bool] = True
+    native_schema_with_tools: ClassVar[bool] = True
 
     default_max_tokens: int = Field(
         default=1024, ge=1, description="Used when a request sets no max_tokens (required here)."

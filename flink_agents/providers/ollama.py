@@ -127,6 +127,10 @@ class OllamaChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "ollama"
     default_base_url: ClassVar[str] = "http://127.0.0.1:11434"
     api_key_hint: ClassVar[str] = "OLLAMA_API_KEY"
+    native_schema: ClassVar[bool] = True
+    # A self-hosted Ollama lets ``format`` win over tools: the model answers the schema and
+    # never calls a tool. With tools, ``auto`` asks by the prompt instead.
+    native_schema_with_tools: ClassVar[bool] = False
 
     def _make_client(self) -> httpx.AsyncClient:
         return ollama_client(self)

@@ -127,6 +127,8 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "openai-compatible"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_hint: ClassVar[str] = "OPENAI_API_KEY"
+    native_schema: ClassVar[bool] = True
+    native_schema_with_tools: ClassVar[bool] = True  # the model answers in content, or calls
 
     def _make_client(self) -> openai.AsyncOpenAI:
         return openai_client(self)

@@ -165,6 +165,8 @@ class OpenAIResponsesChatModelConnection(HttpChatModelConnection):
     provider: ClassVar[str] = "openai-responses"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
     api_key_hint: ClassVar[str] = "OPENAI_API_KEY"
+    native_schema: ClassVar[bool] = True  # text.format, beside the tools
+    native_schema_with_tools: ClassVar[bool] = True
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
         stateful = sorted(set(request.extra) & set(_STATEFUL_FIELDS))

@@ -299,6 +299,10 @@ class KeyedAgentLogic:
             outputs = self._commit(runs, completed)
             self._save(key, state, runs)
             self._end_emitted(completed)
+            if self._event_log is not None:
+                # The runs' records are queued (a run's end is recorded before its result is
+                # handed over): in the event log's file before their outputs leave.
+                self._event_log.write_queued()
         elif progress is not None:
             self.visits.idle += 1
         if progress is None or not progress.unfinished:

@@ -55,7 +55,7 @@ def emit_answer(event: ChatResponseEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=event.response.content))
 
 
-def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_messages():
+def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_message_in_one():
     RecordingConnection.requests.clear()
     agent = Agent(name="scoring").add_action(ask_with_shop).add_action(emit_answer)
     agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, RecordingConnection)
@@ -66,9 +66,9 @@ def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_mes
     results = run_local(agent, [{"id": 1, "review": "great"}], key="id")
     assert [r.output_values for r in results] == [["ok"]]
     [request] = RecordingConnection.requests
+    # One system message, first: strict chat templates refuse a second one.
     assert [(m.role, m.content) for m in request.messages] == [
-        ("system", "You score reviews for acme."),
-        ("system", "Answer in one word."),
+        ("system", "You score reviews for acme.\n\nAnswer in one word."),
         ("user", "great"),
     ]
 

@@ -1,13 +1,22 @@
+import json
 from collections.abc import Iterator
 
 import pytest
 
 from flink_agents.agents.react import ReActAgent, _prompt_values
-from flink_agents.api.chat import ChatRequest
+from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat_models import ChatModelSetup
+from flink_agents.api.prompts import Prompt
+from flink_agents.api.resources import ResourceDescriptor
 from flink_agents.plan import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import ActionError, run_local
-from tests.sample_agents import Answer, RecordingChatConnection, react_agent
+from tests.sample_agents import (
+    Answer,
+    RecordingChatConnection,
+    add_scripted_connection,
+    react_agent,
+)
 
 TWO_TOOLS = [
     {"tool_calls": [{"name": "lookup", "arguments": {"city": "$input"}}]},
@@ -100,7 +109,8 @@ def test_an_answer_still_not_matching_when_the_retries_are_spent_fails_naming_th
     assert failure.message == (
         "the answer of model 'chat_model' does not match output_schema "
         "tests.sample_agents:Answer after 3 attempt(s) (output_retries=2); "
-        "last validation error:\n- total: Field required"
+        "last validation error:\n- total: Field required\n"
+        'the answer was:\n{"city": "Oslo"}'
     )
     assert ScriptedChatModelConnection.stats("spent").total == 3
 
@@ -112,11 +122,59 @@ def test_without_output_retries_a_non_matching_answer_fails_at_once_as_before():
     assert (failure.action, failure.error_type) == ("react_finish", "OutputValidationError")
     assert failure.message.endswith(
         "after 1 attempt(s) (output_retries=0); last validation error:\n"
-        "- the answer: Invalid JSON: expected ident at line 1 column 2"
+        "- the answer: Invalid JSON: expected ident at line 1 column 2\n"
+        "the answer was:\nIt is sunny in Oslo."
     )
     assert ScriptedChatModelConnection.stats("no-retry").total == 1
-    # chat_action is planned as it was before output retries existed.
-    assert _configs(agent)["chat_action"] == {"max_tool_rounds": 10}
+    # chat_action has the schema (to send natively where the model takes it), no retries.
+    assert _configs(agent)["chat_action"] == {
+        "max_tool_rounds": 10,
+        "output_schema": "tests.sample_agents:Answer",
+    }
+
+
+def test_a_long_failed_answer_is_quoted_cut_saying_so():
+    long_answer = {"content": "sunny " * 200}  # 1200 characters
+    failure = _failure(react_agent([long_answer], name="long", output_retries=0)).failure
+    head, quoted = failure.message.split("the answer was (its first 500 of 1200 characters):\n")
+    assert head.endswith("Invalid JSON: expected value at line 1 column 1\n")
+    assert quoted == ("sunny " * 200)[:500]
+
+
+def test_the_schema_instruction_ends_the_leading_system_message_never_follows_the_user(
+    requests,
+):
+    # The scripted model takes no schema natively: the instruction goes in the prompt, in the
+    # one system message at the head (strict chat templates refuse one after a user message).
+    agent = ReActAgent(
+        name="system_first",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        prompt=Prompt(
+            messages=[
+                ChatMessage(role="system", content="You answer about cities."),
+                ChatMessage(role="user", content="{city}"),
+            ]
+        ),
+        output_schema=Answer,
+    )
+    add_scripted_connection(agent, "system-first", [VALID], connection=RecordingChatConnection)
+    [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+    assert result.output_values == [{"city": "Oslo", "total": 7}]
+    [request] = requests
+    assert [m.role for m in request.messages] == ["system", "user"]
+    system = request.messages[0].content
+    assert system.startswith("You answer about cities.\n\nGive your final answer as one JSON")
+    assert json.loads(system.split("\n", 3)[3]) == Answer.model_json_schema()
+    assert request.response_schema is None
+
+
+def test_without_a_system_message_the_schema_instruction_is_one_placed_first(requests):
+    agent = react_agent([VALID], connection=RecordingChatConnection)
+    run_local(agent, [{"id": 1, "city": "Oslo"}], key="id")
+    [request] = requests
+    assert [m.role for m in request.messages] == ["system", "user"]
+    assert request.messages[0].content.startswith("Give your final answer as one JSON object")
+    assert request.messages[1].content == "Oslo"
 
 
 def test_a_valid_first_answer_sends_the_same_request_whatever_the_retries(requests):

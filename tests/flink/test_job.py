@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from flink_agents.durable.store import kafka
-from flink_agents.flink.job import load_job
+from flink_agents.flink.job import load_job, user_cache_dir
 from flink_agents.plan.yaml.loader import YamlAgentError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,6 +25,13 @@ def test_example_job_loads_and_compiles_its_agent() -> None:
     assert config["execution.checkpointing.interval"] == "1000 ms"
     assert config["restart-strategy.type"] == "fixed-delay"
     assert config["execution.checkpointing.dir"].startswith("file:///")
+
+
+def test_the_user_cache_folder_follows_xdg_cache_home_when_it_is_absolute() -> None:
+    assert user_cache_dir({"XDG_CACHE_HOME": "/var/cache/me"}) == Path("/var/cache/me/flink-agents")
+    home_cache = Path.home() / ".cache" / "flink-agents"
+    assert user_cache_dir({"XDG_CACHE_HOME": "relative/cache"}) == home_cache  # ignored
+    assert user_cache_dir({}) == home_cache
 
 
 def test_a_bad_field_is_named_with_file_and_line(tmp_path: Path) -> None:

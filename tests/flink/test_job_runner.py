@@ -8,11 +8,13 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from urllib.request import url2pathname
 
 import pytest
 
+from flink_agents.cli import main
 from flink_agents.flink.job import load_job
-from flink_agents.flink.job_runner import submit_command, with_overrides
+from flink_agents.flink.job_runner import shipped_outputs, submit_command, with_overrides
 from tests.conftest import submitted_job_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +42,54 @@ def test_submit_names_the_client_interpreter_and_the_working_directory_as_import
     assert command[command.index("-pyclientexec") + 1] == sys.executable
     driver_args = command[command.index("-py") + 2 :]
     assert driver_args == [str(tmp_path / "examples/jobs/weather.yaml"), str(tmp_path)]
+
+
+def _job_folder(tmp_path: Path, extra: str = "") -> Path:
+    """A job spec in its own folder: ``job/job.yaml``."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.yaml").write_text(
+        f"name: shipped\nagent: a.yaml\nsource: {{kind: list, path: in.jsonl}}\nkey: k\n{extra}"
+    )
+    return folder
+
+
+def test_default_checkpoints_are_not_in_the_folders_submit_ships(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _job_folder(tmp_path)
+    monkeypatch.chdir(folder)  # submitted from the job's own folder: it is shipped
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    command = submit_command("job.yaml", "127.0.0.1:8081")
+    shipped = [Path(each) for each in command[command.index("-pyfs") + 1].split(",")]
+    assert folder in shipped
+
+    spec = load_job(folder / "job.yaml")
+    uri = spec.flink_config()["execution.checkpointing.dir"]
+    checkpoints = Path(url2pathname(uri.removeprefix("file://")))
+    assert checkpoints == tmp_path / "cache" / "flink-agents" / "checkpoints" / "shipped"
+    assert not any(checkpoints.is_relative_to(each) for each in shipped)
+    assert shipped_outputs(spec, "job.yaml") == []
+
+
+def test_submit_warns_about_outputs_written_into_the_shipped_job_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _job_folder(
+        tmp_path,
+        "sink: {kind: file, path: out}\ncheckpointing: {dir: ckpt}\n"
+        'event_log: {path: "logs/events-{subtask}.jsonl"}\n',
+    )
+    monkeypatch.chdir(tmp_path)
+    # No JobManager on port 1: the warnings come first, then the usage error.
+    assert main(["submit", "job/job.yaml", "--jobmanager", "127.0.0.1:1"]) == 2
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert [line.split("warning: ")[1].split(" ")[:2] for line in warnings] == [
+        ["checkpointing.dir", str(folder / "ckpt")],
+        ["event_log.path", str(folder / "logs" / "events-{subtask}.jsonl")],
+        ["sink.path", str(folder / "out")],
+    ]
+    assert all(f"is inside {folder}, which submit ships" in line for line in warnings)
 
 
 def test_a_savepoint_start_at_another_parallelism_reaches_flink_and_the_operator(

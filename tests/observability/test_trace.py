@@ -19,7 +19,7 @@ from flink_agents.observability import (
     build_event_log,
 )
 from flink_agents.observability.records import construct, record_json
-from flink_agents.observability.trace import executions, read_records
+from flink_agents.observability.trace import executions, read_records, render_trace
 from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
@@ -119,6 +119,47 @@ def test_a_replayed_run_shows_the_recorded_calls_as_replayed(tmp_path: Path, cap
     assert 'run durable "k" #0 (execution 2)  succeeded' in out
     assert "call #0  function  replayed" in out
     assert "call #2  function  live" in out
+
+
+def test_a_replayed_action_names_the_event_it_had_handled(tmp_path: Path, capsys):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    # prepare completes (its Prepared event recorded), then the crash comes in finish's call.
+    crash_and_replay(sink, agent_plan(h.prepare, h.finish), hold="final")
+    sink.close()
+
+    assert main(["trace", str(path)]) == 0
+    second = capsys.readouterr().out.split("(execution 2)")[1].splitlines()
+    prepare = next(line for line in second if line.startswith("  action prepare"))
+    # Its events come before its end in the log, and it has no start: the type is the end's.
+    assert _shape(prepare) == "  action prepare on InputEvent"
+    assert prepare.endswith("  replayed")
+    assert "action finish on Prepared" in second[3]
+
+
+def test_a_run_whose_process_was_killed_is_unfinished_and_cut_off(tmp_path: Path, capsys):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    crash_and_replay(sink, killed=True)
+    sink.close()
+
+    assert main(["trace", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert 'run durable "k" #0  unfinished  cut off: no end record, executed again\n' in out
+    assert "cancelled" not in out
+    assert 'run durable "k" #0 (execution 2)  succeeded' in out
+
+
+def test_a_killed_run_not_executed_again_yet_is_just_unfinished(tmp_path: Path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonLinesSink(path)
+    crash_and_replay(sink, killed=True)
+    sink.close()
+    records = list(read_records(path))
+    restore = [n for n, record in enumerate(records) if isinstance(record, RunAdmitted)][1]
+
+    first = render_trace(records[:restore]).splitlines()[0]  # the log before the restore
+    assert first == 'run durable "k" #0  unfinished'
 
 
 def test_a_reconciled_call_is_recorded_as_reconciled():

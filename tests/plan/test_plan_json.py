@@ -97,6 +97,16 @@ def test_unsupported_plan_version_is_refused():
     assert f"expected {PLAN_VERSION}" in error.issues[0].message
 
 
+def test_a_plan_of_version_1_is_refused_saying_to_compile_it_again():
+    # Version 2: ReAct's chat_action carries its output_schema (it may send it natively); a
+    # version-1 plan without it would ask for nothing, natively or in the prompt.
+    data = _plan_dict()
+    data["plan_version"] = 1
+    message = _error(data).issues[0].message
+    assert message.startswith("plan_version 1 is not supported; expected 2 ")
+    assert "(compile the agent again with this version)" in message
+
+
 def test_not_json_says_where():
     with pytest.raises(PlanValidationError, match="line 1 column"):
         AgentPlan.from_json("{nope")

@@ -197,6 +197,7 @@ def test_unknown_short_class_name_lists_the_short_names(tmp_path):
     assert (issue.line, issue.field) == (3, "connections.llm.class")
     names = ", ".join(sorted(PROVIDER_ALIASES))
     assert {"anthropic", "azure_openai", "openai_responses", "vllm"} <= set(PROVIDER_ALIASES)
+    assert {"gemini", "bedrock"} <= set(PROVIDER_ALIASES)
     assert f"built-in provider's short name ({names})" in issue.message
     assert "should match pattern" not in issue.message
 

@@ -3,7 +3,8 @@
 A :class:`FakeModelServer` listens on 127.0.0.1 on an ephemeral port, records every request and
 answers from a queue of scripted responses (then from ``fallback``, a function of the request).
 The ``*_reply`` helpers build the JSON bodies of the OpenAI chat-completions and Responses,
-Anthropic Messages and Ollama ``/api/chat`` protocols, so real client code runs over real HTTP.
+Anthropic Messages, Ollama ``/api/chat``, Gemini ``generateContent`` and Bedrock Converse
+protocols, so real client code runs over real HTTP.
 """
 
 from __future__ import annotations
@@ -298,4 +299,48 @@ def responses_reply(
             "input_tokens_details": {"cached_tokens": 0},
             "output_tokens_details": {"reasoning_tokens": 0},
         },
+    }
+
+
+def gemini_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str | None, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+    model: str = "fake-model",
+) -> dict[str, Any]:
+    """A Gemini ``generateContent`` body; ``tool_calls`` are ``(id or None, name, args)``, each
+    with a thought signature as Gemini 3 sends them."""
+    parts: list[dict[str, Any]] = [{"text": content}] if content else []
+    for id_, name, args in tool_calls:
+        call: dict[str, Any] = {"name": name, "args": args}
+        if id_ is not None:
+            call["id"] = id_
+        parts.append({"functionCall": call, "thoughtSignature": "c2lnbmF0dXJl"})
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": usage[0],
+            "candidatesTokenCount": usage[1],
+            "totalTokenCount": sum(usage),
+        },
+        "modelVersion": model,
+        "responseId": "resp-1",
+    }
+
+
+def bedrock_reply(
+    content: str = "",
+    tool_calls: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    usage: tuple[int, int] = (3, 5),
+) -> dict[str, Any]:
+    """A Bedrock Converse body; ``tool_calls`` become ``toolUse`` blocks."""
+    blocks: list[dict[str, Any]] = [{"text": content}] if content else []
+    blocks += [{"toolUse": {"toolUseId": i, "name": n, "input": a}} for i, n, a in tool_calls]
+    return {
+        "output": {"message": {"role": "assistant", "content": blocks}},
+        "stopReason": "tool_use" if tool_calls else "end_turn",
+        "usage": {"inputTokens": usage[0], "outputTokens": usage[1], "totalTokens": sum(usage)},
+        "metrics": {"latencyMs": 12},
     }

@@ -10,12 +10,17 @@ from typing import Any
 from flink_agents.providers._connection import HttpChatModelConnection
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
 from flink_agents.providers.azure_openai import AzureOpenAIChatModelConnection
+from flink_agents.providers.bedrock import BedrockChatModelConnection
+from flink_agents.providers.gemini import GeminiChatModelConnection
 from flink_agents.providers.ollama import OllamaChatModelConnection
 from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
 from flink_agents.providers.openai_responses import OpenAIResponsesChatModelConnection
 from flink_agents.providers.vllm import VllmChatModelConnection
 from tests.providers.fake_servers import (
+    RecordedRequest,
     anthropic_reply,
+    bedrock_reply,
+    gemini_reply,
     ollama_reply,
     openai_reply,
     responses_reply,
@@ -23,6 +28,7 @@ from tests.providers.fake_servers import (
 
 FAST_RETRY = {"initial_backoff_seconds": 0.001, "max_backoff_seconds": 0.01}
 ANTHROPIC_KEY_VAR = "FA_TEST_ANTHROPIC_KEY"
+GEMINI_KEY_VAR = "FA_TEST_GEMINI_KEY"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,8 @@ class Provider:
     """What ``tool_result`` names, from the call's (id, tool name)."""
     base_path: str = ""
     """What follows the server's address in ``base_url`` (``/v1`` for OpenAI's protocols)."""
+    sent_model: Callable[[RecordedRequest], str] = lambda request: request.json()["model"]
+    """The model a request names (in the body, or in the path)."""
 
     def connect(self, url: str, **overrides: Any) -> HttpChatModelConnection:
         arguments: dict[str, Any] = {"model": "m", "retry": FAST_RETRY, **overrides}
@@ -167,4 +175,54 @@ VLLM = Provider(
     base_path="/v1",
 )
 
-PROVIDERS = [OPENAI, ANTHROPIC, OLLAMA, AZURE_OPENAI, OPENAI_RESPONSES, VLLM]
+
+def _gemini_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["contents"][-1]
+    assert last["role"] == "user"
+    (part,) = last["parts"]
+    return part["functionResponse"]["name"], part["functionResponse"]["response"]["output"]
+
+
+def _bedrock_result(body: dict[str, Any]) -> tuple[str, str]:
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    (block,) = last["content"]
+    (text,) = block["toolResult"]["content"]
+    return block["toolResult"]["toolUseId"], text["text"]
+
+
+GEMINI = Provider(
+    name="gemini",
+    path="/v1beta/models/m:generateContent",
+    make=lambda url, **kw: GeminiChatModelConnection(
+        base_url=url, api_key={"env": GEMINI_KEY_VAR}, **kw
+    ),
+    text=lambda text: gemini_reply(text),
+    tool_call=lambda id_, name, args: gemini_reply("", [(id_, name, args)]),
+    structured=lambda data: gemini_reply(json.dumps(data)),
+    offered_tools=lambda body: [
+        declaration["name"]
+        for tool in body.get("tools", [])
+        for declaration in tool["functionDeclarations"]
+    ],
+    tool_result=_gemini_result,
+    result_reference=lambda id_, name: name,
+    sent_model=lambda request: request.path.split("/models/")[1].split(":")[0],
+)
+
+BEDROCK = Provider(
+    name="bedrock",
+    path="/model/m/converse",
+    make=lambda url, **kw: BedrockChatModelConnection(base_url=url, region="us-east-1", **kw),
+    text=lambda text: bedrock_reply(text),
+    tool_call=lambda id_, name, args: bedrock_reply("", [(id_, name, args)]),
+    structured=lambda data: bedrock_reply("", [("tooluse_s", "respond_with_Weather", data)]),
+    offered_tools=lambda body: [
+        tool["toolSpec"]["name"] for tool in body.get("toolConfig", {}).get("tools", [])
+    ],
+    tool_result=_bedrock_result,
+    result_reference=lambda id_, name: id_,
+    sent_model=lambda request: request.path.split("/")[2],
+)
+
+PROVIDERS = [OPENAI, ANTHROPIC, OLLAMA, AZURE_OPENAI, OPENAI_RESPONSES, VLLM, GEMINI, BEDROCK]

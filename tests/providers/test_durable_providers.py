@@ -1,6 +1,7 @@
-"""Azure OpenAI, the Responses API and vLLM declared in YAML by their short names: a ReAct tool
-round trip through the plan, the resource registry and the engine, and a crash in the middle of
-it that the durable store heals without sending the completed model call again."""
+"""Azure OpenAI, the Responses API, vLLM, Gemini and Bedrock declared in YAML by their short
+names: a ReAct tool round trip through the plan, the resource registry and the engine, and a
+crash in the middle of it that the durable store heals without sending the completed model call
+again."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from flink_agents.durable.store.memory import InMemoryActionStateStore
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, run_local
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
-from tests.providers.providers import AZURE_OPENAI, OPENAI_RESPONSES, VLLM, Provider
+from tests.providers.providers import (
+    AZURE_OPENAI,
+    BEDROCK,
+    GEMINI,
+    GEMINI_KEY_VAR,
+    OPENAI_RESPONSES,
+    VLLM,
+    Provider,
+)
 from tests.providers.react_yaml import INPUTS, QUESTION, TOOL_RESULT, react_plan
 
 KEY_VAR = "FA_TEST_AZURE_KEY"
-ENVIRON = {KEY_VAR: "azure-test-key"}
+ENVIRON = {KEY_VAR: "azure-test-key", GEMINI_KEY_VAR: "gemini-test-key"}
 ANSWER = "Flink is a stream processor."
 
 # alias -> (protocol adapter, the YAML arguments besides base_url)
@@ -28,7 +37,16 @@ ALIASES: dict[str, tuple[Provider, dict[str, Any]]] = {
     "azure_openai": (AZURE_OPENAI, {"deployment": "m", "api_key": {"env": KEY_VAR}}),
     "openai_responses": (OPENAI_RESPONSES, {}),
     "vllm": (VLLM, {}),
+    "gemini": (GEMINI, {"api_key": {"env": GEMINI_KEY_VAR}}),
+    # AWS credentials: boto3's chain, here the test's environment (conftest.py).
+    "bedrock": (BEDROCK, {"region": "us-east-1"}),
 }
+
+
+@pytest.fixture(autouse=True)
+def _environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable, value in ENVIRON.items():  # for connections built in the test itself
+        monkeypatch.setenv(variable, value)
 
 
 @pytest.fixture(params=sorted(ALIASES))
@@ -62,7 +80,10 @@ def test_yaml_react_agent_completes_a_tool_round_trip(
     assert all(r.route == provider.path for r in server.requests)
     assert provider.offered_tools(first) == ["lookup"]
     assert QUESTION in str(first)
-    assert provider.tool_result(second) == ("call_1", TOOL_RESULT)
+    assert provider.tool_result(second) == (
+        provider.result_reference("call_1", "lookup"),
+        TOOL_RESULT,
+    )
 
 
 async def _crash_during_second_call(

@@ -1,4 +1,4 @@
-"""The providers over their real protocols, against local fake servers."""
+"""Every HTTP provider over its real protocol, against local fake servers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from tests.providers.providers import (
     ANTHROPIC,
     ANTHROPIC_KEY_VAR,
     AZURE_OPENAI,
+    BEDROCK,
+    GEMINI_KEY_VAR,
     OPENAI,
     OPENAI_RESPONSES,
     PROVIDERS,
@@ -53,6 +55,7 @@ class Tracker:
 @pytest.fixture(autouse=True)
 def _anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+    monkeypatch.setenv(GEMINI_KEY_VAR, "test-key")
 
 
 @pytest.fixture(params=PROVIDERS, ids=lambda p: p.name)
@@ -107,7 +110,7 @@ def test_setup_fields_reach_the_wire(provider: Provider, server: FakeModelServer
     reply = asyncio.run(setup.chat([ChatMessage(role="user", content="hi")]))
     assert reply.content == "ok"
     sent = server.requests[0].json()
-    assert sent["model"] == "setup-model"
+    assert provider.sent_model(server.requests[0]) == "setup-model"
     assert "0.3" in str(sent)
     assert "42" in str(sent)
 
@@ -227,7 +230,12 @@ def test_an_unexpected_body_is_quoted_in_the_error(
     assert 'the server sent {"unexpected": true}' in str(caught.value)
 
 
-def test_a_refused_connection_names_the_endpoint_once(provider: Provider) -> None:
+@pytest.mark.parametrize(
+    "httpx_provider", [p for p in PROVIDERS if p is not BEDROCK], ids=lambda p: p.name
+)
+def test_a_refused_connection_names_the_endpoint_once(httpx_provider: Provider) -> None:
+    """(Bedrock's botocore transport words it its own way: test_bedrock.py.)"""
+    provider = httpx_provider
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
@@ -303,3 +311,27 @@ def test_connection_serves_successive_event_loops(
     connection = provider.connect(server.url)
     assert asyncio.run(connection.chat(ask())).content == "reply 0"
     assert asyncio.run(connection.chat(ask())).content == "reply 1"
+
+
+SCHEMA_HINT = "set structured_output_mode: prompt on the connection or the chat model"
+
+
+def test_a_refused_schema_field_names_the_setting_only_when_a_schema_was_sent(
+    server: FakeModelServer,
+) -> None:
+    refusal = ScriptedResponse(
+        status=400, body={"error": {"message": "Invalid 'response_format': json_schema"}}
+    )
+    unrelated = ScriptedResponse(status=400, body={"error": {"message": "model not found"}})
+    server.enqueue(refusal, unrelated, refusal)
+    connection = OPENAI.connect(server.url)
+    with pytest.raises(ModelCallError) as refused:
+        asyncio.run(chat_structured(connection, ask(), Weather))
+    assert str(refused.value).endswith(SCHEMA_HINT + " to ask in the prompt instead")
+    assert (refused.value.status, refused.value.attempts) == (400, 1)
+    with pytest.raises(ModelCallError) as other:
+        asyncio.run(chat_structured(connection, ask(), Weather))
+    assert SCHEMA_HINT not in str(other.value)
+    with pytest.raises(ModelCallError) as without_schema:
+        asyncio.run(connection.chat(ask()))
+    assert SCHEMA_HINT not in str(without_schema.value)

@@ -26,6 +26,7 @@ from flink_agents.durable.store import (
 )
 from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.durable.store.config import StoreConfig
+from flink_agents.observability import EventLogConfig, queued
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import keyed
@@ -80,6 +81,7 @@ class Attempt:
         subtask: int = 0,
         record_arguments: bool = True,
         parallelism: int = 1,
+        event_log: EventLogConfig | None = None,
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
@@ -89,7 +91,7 @@ class Attempt:
         if log is not None:
             monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
             store = StoreConfig(kind="memory", record_arguments=record_arguments)
-        self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store)
+        self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store, event_log=event_log)
         self.logic.open(attempt=number, subtask=subtask, parallelism=parallelism)
 
     def __enter__(self) -> Attempt:
@@ -354,6 +356,24 @@ def test_the_end_of_input_visit_waits_for_the_keys_runs(monkeypatch):
         outputs = attempt.visit("Oslo", end_of_input=True)
         assert [r["seq"] for r in outputs] == [0, 1, 2]
         assert len(attempt.poll_timers) == polls  # no poll after the end of the input
+
+
+def test_a_finished_runs_records_are_in_the_event_log_file_before_its_outputs_leave(
+    monkeypatch, tmp_path
+):
+    # The file sink's writer thread does not look on its own: only the visit writes.
+    monkeypatch.setattr(queued, "LINGER_S", 3600.0)
+    monkeypatch.setattr(queued, "IDLE_S", 3600.0)
+    path = tmp_path / "events.jsonl"
+    with Attempt(monkeypatch, None, {}, 0, event_log=EventLogConfig(path=str(path))) as attempt:
+        ask(attempt, "Oslo")
+        assert path.read_text() == ""  # queued, not written
+        [output] = attempt.answers("Oslo")
+        # What a kill -9 right after the output would leave: every record of the run.
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        assert records[-1]["kind"] == "run_finished" and records[-1]["status"] == "succeeded"
+        assert [r["kind"] for r in records].count("call") == 5  # 3 model calls, 2 tool calls
+        assert {(r["key"], r["seq"]) for r in records} == {(output["key"], output["seq"])}
 
 
 def test_a_record_that_is_not_json_or_has_no_key_is_reported(monkeypatch):

@@ -16,6 +16,7 @@ from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage
+from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 
@@ -28,6 +29,8 @@ PROVIDER_ALIASES: dict[str, str] = {
     "openai": "flink_agents.providers.openai_compatible:OpenAICompatibleChatModelConnection",
     "anthropic": "flink_agents.providers.anthropic:AnthropicChatModelConnection",
     "ollama": "flink_agents.providers.ollama:OllamaChatModelConnection",
+    "gemini": "flink_agents.providers.gemini:GeminiChatModelConnection",
+    "bedrock": "flink_agents.providers.bedrock:BedrockChatModelConnection",
     "scripted": "flink_agents.providers.scripted:ScriptedChatModelConnection",
     "azure_openai": "flink_agents.providers.azure_openai:AzureOpenAIChatModelConnection",
     "openai_responses": (
@@ -114,6 +117,11 @@ class ChatModelSpec(_SetupSpec):
         default=None, description="Sub-agents offered to the model as subagent_<name> callables."
     )
     temperature: float | None = None
+    structured_output_mode: StructuredOutput | None = Field(
+        default=None,
+        description="How an output_schema is asked for: native (the provider's JSON-schema "
+        "field), prompt (in the system message) or auto; default: the connection's (auto).",
+    )
     extra: dict[str, Any] | None = None
 
 
