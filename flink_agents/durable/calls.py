@@ -35,10 +35,10 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
 from flink_agents.api.context import (
@@ -66,6 +66,7 @@ from flink_agents.durable.replay import (
 from flink_agents.durable.store import (
     PICKLE_TAG,
     ActionState,
+    ActionStateKey,
     ActionStateStore,
     CallResult,
     CallStatus,
@@ -76,6 +77,7 @@ from flink_agents.durable.store import (
 from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog
 from flink_agents.observability.records import CallOutcome
+from flink_agents.observability.refs import call_kind
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +159,45 @@ class _CountedAttempts:
         self.attempts += 1
 
 
+CallMode = Literal["live", "recorded-only"]
+"""``live``: calls are made (and recorded, with a store); ``recorded-only``: every call is
+served from its record and none is made, unless the :class:`Unserved` policy makes it live."""
+
+
+class RecordLookup(Protocol):
+    """What recorded-only calls read: an action invocation's recorded state by its key (an
+    :class:`ActionStateStore` fits, and so does a dict of exported states)."""
+
+    def get(self, key: ActionStateKey, /) -> ActionState | None: ...
+
+
+class LiveWatch(Protocol):
+    """A call that recorded-only calls make live: told what it returned or raised."""
+
+    def succeeded(self, value: Any) -> None: ...
+
+    def failed(self, error: BaseException) -> None: ...
+
+
+class Unserved(Protocol):
+    """Recorded-only calls' policy for what they cannot serve from a record (the replayer's
+    report implements it)."""
+
+    def handed_back(self, call: DurableCall) -> None:
+        """``call`` got its recorded outcome."""
+
+    def unserved(
+        self,
+        call: DurableCall,
+        position: int,
+        recorded: CallResult | None,
+        requested: CallSignature,
+    ) -> LiveWatch:
+        """``call`` (at ``position`` of its invocation) has no record to serve (``recorded``:
+        the record at that position, a call that differs or never finished, or None): raise to
+        end the run, or return the watch of the call made live."""
+
+
 class DurableCalls:
     """Runs an engine's durable calls; with a ``store``, records them and journals completed
     actions (see the module docstring).
@@ -186,7 +227,20 @@ class DurableCalls:
         listener: EventLog | None = None,
         probe: CallProbe | None = None,
         ends_runs_when_emitted: bool = False,
+        mode: CallMode = "live",
+        records: RecordLookup | None = None,
+        unserved: Unserved | None = None,
     ) -> None:
+        if mode == "recorded-only":
+            if store is not None or records is None or unserved is None:
+                raise ValueError(
+                    "recorded-only durable calls read records and make none: give them records "
+                    "and an unserved-call policy, and no store to write to"
+                )
+        elif mode != "live":
+            raise ValueError(f"mode {mode!r}: expected 'live' or 'recorded-only'")
+        elif records is not None or unserved is not None:
+            raise ValueError("records and an unserved-call policy are for recorded-only calls")
         if mismatch_policy not in MISMATCH_POLICIES:
             raise ValueError(
                 f"mismatch policy {mismatch_policy!r}: expected one of {MISMATCH_POLICIES}"
@@ -201,6 +255,11 @@ class DurableCalls:
         self.listener = listener
         self.probe = probe
         self.ends_runs_when_emitted = ends_runs_when_emitted
+        self.mode = mode
+        self._records = records
+        self._unserved = unserved
+        # Recorded-only: how many calls of each recorded invocation were asked for so far.
+        self._taken: dict[ActionStateKey, int] = {}
         # The engine's hook for replaying completed actions: none without a store.
         self.journal: DurableCalls | None = self if store is not None else None
         self._flusher = GroupFlusher(store) if store is not None else None
@@ -325,11 +384,13 @@ class DurableCalls:
         outcome = _Outcome()
         started = time.perf_counter_ns() if self.listener is not None else 0
         try:
-            if self.store is None:
+            if self.store is not None:
+                value = self._drive(call, outcome)
+            elif self._unserved is not None:
+                value = self._recorded_only(call, outcome, None)
+            else:
                 with self._direct(call, outcome):
                     value = self._invoke(call)
-            else:
-                value = self._drive(call, outcome)
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
@@ -341,15 +402,58 @@ class DurableCalls:
         outcome = _Outcome()
         started = time.perf_counter_ns() if self.listener is not None else 0
         try:
-            if self.store is None:
+            if self.store is not None:
+                value = await self._drive_async(call, outcome)
+            elif self._unserved is not None:
+                value = await _awaited(self._recorded_only(call, outcome, _awaited_watched))
+            else:
                 with self._direct(call, outcome):
                     value = await _awaited(self._invoke(call))
-            else:
-                value = await self._drive_async(call, outcome)
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
         self._finished(call, outcome, started, value=value)
+        return value
+
+    def taken(self, key: ActionStateKey) -> int:
+        """Recorded-only: how many of the invocation ``key``'s recorded calls were asked for."""
+        return self._taken.get(key, 0)
+
+    def _recorded_only(
+        self,
+        call: DurableCall,
+        outcome: _Outcome,
+        watched: Callable[[Any, LiveWatch], Any] | None,
+    ) -> Any:
+        """Serve ``call`` from the record at its position, or ask the :class:`Unserved` policy
+        (which raises, or has it made live: its result then goes to the policy's watch, through
+        ``watched`` when it may be awaitable)."""
+        assert self._records is not None and self._unserved is not None
+        identity = call.identity
+        key = _run_key(identity.run).action(identity.action, identity.event_id)
+        position = self._taken.get(key, 0)
+        self._taken[key] = position + 1
+        requested = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
+        state = self._records.get(key)
+        calls = state.calls if state is not None else []
+        recorded = calls[position] if position < len(calls) else None
+        if recorded is not None and CallSignature.recorded(recorded).matches(requested):
+            if recorded.status is CallStatus.PENDING:
+                recorded = None  # started but never finished when recorded: nothing to serve
+            else:
+                outcome.name = "replayed"
+                self._unserved.handed_back(call)
+                return _recorded_outcome(recorded, call)
+        watch = self._unserved.unserved(call, position, recorded, requested)
+        outcome.name = "live"
+        try:
+            value = self._invoke(call)
+        except Exception as exc:
+            watch.failed(exc)
+            raise
+        if watched is not None:
+            return watched(value, watch)
+        watch.succeeded(value)
         return value
 
     def _direct(
@@ -495,6 +599,7 @@ class DurableCalls:
                 args_digest=signature.args_digest,
                 arguments=signature.arguments,
                 attempts=recorded.attempts if recorded is not None else 0,
+                kind=call_kind(call.function),
             ),
         )
         # Take the call's position now (concurrent calls finish in any order). Write it at once
@@ -693,6 +798,26 @@ class _Stepper:
 
 def _run_key(run: RunId) -> RunKey:
     return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
+
+
+def _recorded_outcome(recorded: CallResult, call: DurableCall) -> Any:
+    """A recorded outcome, handed back: its value, or its failure raised."""
+    if recorded.status is CallStatus.FAILED:
+        error = recorded.error
+        assert error is not None
+        raise RecordedCallError(call.identity.call_id, error.type, error.message, error.trace)
+    return recorded.value(call.result_type)
+
+
+async def _awaited_watched(value: Any, watch: LiveWatch) -> Any:
+    """A live call's result (awaited if it is awaitable), told to ``watch``."""
+    try:
+        result = await value if inspect.isawaitable(value) else value
+    except Exception as exc:
+        watch.failed(exc)
+        raise
+    watch.succeeded(result)
+    return result
 
 
 async def _awaited(value: Any) -> Any:

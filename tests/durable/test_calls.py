@@ -14,12 +14,16 @@ from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.replay import ReplayMismatchError
 from flink_agents.durable.store import (
+    ActionState,
     ActionStateKey,
+    CallResult,
     CallStatus,
     InMemoryActionStateStore,
     InMemoryLog,
     RunKey,
 )
+from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.observability import CallFinished, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
@@ -407,3 +411,68 @@ def test_synchronous_durable_calls_are_recorded_and_replayed():
     result, _ = _crash_at_third_then_replay(agent_plan(sync_then_held))
     assert PROBE.counts == {"third": 1}
     assert result.output_values == [["SYNC", 2]]
+
+
+# --- one object, its outcomes and the call kind in the record ---------------------------------
+
+
+class _Outcomes:
+    """An event-log listener keeping each call's (outcome, kind)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def on_record(self, record: Any) -> None:
+        if isinstance(record, CallFinished):
+            self.seen.append((record.outcome, record.call_kind))
+
+
+def test_an_unknown_call_under_in_doubt_fail_is_told_as_in_doubt():
+    from tests.durable.test_reconcile import charge_then_hold
+
+    plan = agent_plan(charge_then_hold, name="charge")
+    store = InMemoryActionStateStore()
+    PROBE.hold, PROBE.use_reconciler = "charge", False
+    state = asyncio.run(h.crash_mid_run(plan, store, "k", {"n": 7, "in_doubt": "fail"}))
+    outcomes = _Outcomes()
+    log = build_event_log(None, [outcomes])
+    result, _ = asyncio.run(replay(plan, store, "k", state, event_log=log))
+    assert result.error is None
+    # The charge was in flight at the crash: recorded as failed, told as in doubt; then live.
+    assert outcomes.seen == [("in-doubt", "function"), ("live", "function")]
+
+
+def test_each_call_records_its_kind_and_a_record_without_one_still_decodes():
+    from tests.sample_agents import react_agent
+
+    turns = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]},
+        {"content": '{"city": "Oslo", "total": 3}'},
+    ]
+    store = InMemoryActionStateStore()
+    [result] = run_local(react_agent(turns), [{"city": "Oslo"}], key="city", store=store)
+    assert result.error is None
+    run = RunKey(agent="react_test", key=canonical_json("Oslo"), seq=0)
+    kinds = [(c.call_id.split(":")[0], c.kind) for s in store.get_run(run) for c in s.calls]
+    assert kinds == [("chat", "model"), ("tool", "tool"), ("chat", "model")]
+    # A record without a kind is written as earlier versions wrote it, and decodes with None.
+    codec = RecordCodec()
+    older = ActionState(key=run.action("act", "e"))
+    older.record_call(CallResult.pending("chat", started_at=1.0).succeed("hi"))
+    envelope = codec.envelope(older)
+    assert envelope.count(b'"kind"') == 1  # the envelope's own (action_state), not the call's
+    key = older.key.canonical().encode()
+    decoded = codec.decode(key, codec.seal(key, envelope), topic="t", partition=0, offset=0)
+    assert isinstance(decoded, ActionState) and decoded.calls[0].kind is None
+
+
+def test_durable_calls_refuse_a_mode_without_what_it_needs():
+    store = InMemoryActionStateStore()
+    with pytest.raises(ValueError, match="recorded-only durable calls read records"):
+        DurableCalls(store, agent="a", mode="recorded-only")
+    with pytest.raises(ValueError, match="for recorded-only calls"):
+        DurableCalls(store, agent="a", records={})
+    with pytest.raises(ValueError, match="need the agent"):
+        DurableCalls(store)
+    with pytest.raises(ValueError, match="mode 'replay'"):
+        DurableCalls(mode="replay")  # type: ignore[arg-type]

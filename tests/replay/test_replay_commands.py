@@ -140,7 +140,7 @@ def test_live_changed_asks_the_model_again_for_a_changed_prompt_and_shows_both_a
     oslo = out[out.index('"ann"/0: diverged') :]
     made = oslo[oslo.index("  made live: ") :]
     assert made.splitlines()[:5] == [
-        "  made live: #0 of the run, #0 of action 'answer': model tests.replay.agents.chat",
+        "  made live: #0 of the run, #0 of action 'answer': function tests.replay.agents.chat",
         '    recorded: "It is nice in Oslo."',
         '    live:     "Il fait beau à Oslo."',
         "  recorded outputs: ['It is nice in Oslo. (12 degrees)']",
@@ -178,7 +178,7 @@ def test_a_recorded_kafka_topic_exports_and_replays(kafka_bootstrap, tmp_path, c
     agents.NOW.ask_time_too = True
     assert main(["replay", AGENT, "--file", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "tool tests.replay.agents.local_time (a call with no record (not made))" in out
+    assert "function tests.replay.agents.local_time (a call with no record (not made))" in out
     assert out.endswith("2 runs: 2 diverged; 0 calls made\n")
     assert not agents.CALLS
 

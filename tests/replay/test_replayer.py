@@ -51,11 +51,11 @@ def test_a_changed_prompt_diverges_at_the_first_model_call_showing_both_requests
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     divergence = report.runs[0].divergence
     assert divergence is not None
-    assert (divergence.index, divergence.position, divergence.kind) == (0, 0, "model")
+    assert (divergence.index, divergence.position, divergence.kind) == (0, 0, "function")
     assert divergence.recorded is not None and divergence.requested is not None
     assert divergence.recorded.args_digest != divergence.requested.args_digest
     text = report.runs[0].describe()
-    assert f"model {agents.__name__}.chat" in text
+    assert f"function {agents.__name__}.chat" in text
     assert '-    "content": "You answer in one sentence."' in text
     assert '+    "content": "You answer in French."' in text
 
@@ -79,7 +79,7 @@ def test_a_new_tool_call_with_no_record_is_reported_and_not_made() -> None:
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     divergence = report.runs[0].divergence
     assert divergence is not None and divergence.recorded is None
-    assert (divergence.index, divergence.position, divergence.kind) == (2, 2, "tool")
+    assert (divergence.index, divergence.position, divergence.kind) == (2, 2, "function")
     assert "a call with no record (not made)" in report.runs[0].describe()
     assert agents.CALLS["local_time"] == 0 and not agents.CALLS
 
@@ -91,9 +91,10 @@ def test_live_missing_makes_the_new_call_and_still_reports_it() -> None:
     assert report.live_calls == 3 and agents.CALLS == {"local_time": 3}
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     text = report.runs[0].describe()
-    assert "tool tests.replay.agents.local_time (a call with no record (made live))" in text
+    assert "function tests.replay.agents.local_time (a call with no record (made live))" in text
     assert (
-        "  made live: #2 of the run, #2 of action 'answer': tool tests.replay.agents.local_time\n"
+        "  made live: #2 of the run, #2 of action 'answer': "
+        "function tests.replay.agents.local_time\n"
         "    recorded: - (no outcome recorded)\n"
         '    live:     "12:00"'
     ) in text
@@ -111,7 +112,7 @@ def test_live_missing_does_not_make_a_changed_call_live_changed_does() -> None:
     first = changed.runs[0]
     assert first.verdict is Verdict.DIVERGED and first.served == 1  # the tool: from its record
     [live] = first.live
-    assert (live.index, live.kind, live.returned) == (0, "model", "Il fait beau à Oslo.")
+    assert (live.index, live.kind, live.returned) == (0, "function", "Il fait beau à Oslo.")
     assert live.recorded is not None and live.recorded.payload == "It is nice in Oslo."
     assert first.outputs == ["Il fait beau à Oslo. (12 degrees)"]
     assert first.recorded_outputs == ["It is nice in Oslo. (12 degrees)"]
