@@ -41,9 +41,12 @@ MOVED: dict[str, str] = {
     # One object for every durable call (issue 31): the four call runners are DurableCalls
     # (no store: calls made, nothing recorded; a counting harness: a probe).
     "flink_agents.durable.runner": "flink_agents.durable.calls",
-    "flink_agents.durable.calls:StoreCallRunner": "flink_agents.durable.calls:DurableCalls",
+    "flink_agents.durable.runner:StoreCallRunner": "flink_agents.durable.calls:DurableCalls",
     "flink_agents.durable.call:DirectCallRunner": "flink_agents.durable.calls:DurableCalls",
     "flink_agents.testing.harness:CountingCallRunner": "flink_agents.testing.harness:CountingProbe",
+    "flink_agents.replay.serving:RecordedCallRunner": "flink_agents.replay.serving:ReplayBook",
+    # The decorators observing the runners: DurableCalls names each call's outcome itself.
+    "flink_agents.observability.calls": "flink_agents.durable.calls",
     # One StoreConfig carries every Kafka store setting.
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.config:StoreConfig"
