@@ -5,7 +5,9 @@
   ``ToolResponseEvent`` arrives it hands the results back to the model, until the model answers
   with a ``ChatResponseEvent``.
 * :func:`tool_call_action` runs the requested tools and ``subagent_<name>`` delegations
-  (concurrently) and emits the results.
+  (concurrently) and emits the results. A tool's failure, and a call whose arguments are not
+  a JSON object, go back to the model as the call's result: it may try again, within
+  ``max_tool_rounds``.
 
 With ``output_schema`` (``module:Class``) in its config, ``chat_action`` sends the schema with
 every call to a model that takes it natively (``ChatModelSetup.uses_native_schema``; else the
@@ -39,11 +41,10 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
-from flink_agents.api.json_values import NotJsonError, json_text
+from flink_agents.api.json_values import NotJsonError, json_text, replace_lone_surrogates
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
-from flink_agents.api.tools import tool_output_text
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 
@@ -63,9 +64,9 @@ def without_pydantic_links(text: str) -> str:
 def tool_failure_text(error: BaseException) -> str:
     """What the model is told of a failed tool call: ``Type: message`` as the live call raised
     it (:func:`~flink_agents.api.context.live_failure`: also after a failover, when the failure
-    is handed back from the store), without pydantic's link lines."""
+    is handed back from the store), without pydantic's link lines and lone surrogates (replaced)."""
     kind, message = live_failure(error)
-    return without_pydantic_links(f"{kind}: {message}")
+    return replace_lone_surrogates(without_pydantic_links(f"{kind}: {message}"))
 
 
 class ToolLoopLimitError(RuntimeError):
@@ -153,20 +154,24 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
 
 
 async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
-    # A tool's failure is information for the model, not the end of the run; an
-    # infrastructure error (replay mismatch, store, codec) is neither: it ends the action.
+    # A tool's failure is information for the model, not the end of the run; so are
+    # arguments that are not a JSON object (the tool is not run). An infrastructure error
+    # (replay mismatch, store, codec) is neither: it ends the action.
     call_id = f"tool:{call.id}"
     try:
         tool = model.tool(call.name)
+        arguments = call.checked_arguments()
+        # The text the model is shown is the call's recorded outcome (`call_for_model`);
+        # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
-            tool.call_with_key, call.arguments, ctx.durable_call_key(call_id), call_id=call_id
+            tool.call_for_model, arguments, ctx.durable_call_key(call_id), call_id=call_id
         )
     except InfrastructureError:
         raise
     except Exception as exc:
         content = tool_failure_text(exc)
         return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
-    return ToolResult(tool_call_id=call.id, name=call.name, content=tool_output_text(value))
+    return ToolResult(tool_call_id=call.id, name=call.name, content=json_text(value))
 
 
 def _start_delegation(
@@ -174,7 +179,7 @@ def _start_delegation(
 ) -> Awaitable[ToolResult]:
     """Submit a ``subagent_<name>`` call now, so its ids follow the order of the tool calls."""
     try:
-        started = Subagent(ctx, model.subagent(call.name)).submit(call.arguments)
+        started = Subagent(ctx, model.subagent(call.name)).submit(call.checked_arguments())
     except Exception as exc:
         return _delegation_result(call, SubagentResult.failure(exc))
     return _delegation_result(call, started)
@@ -193,7 +198,7 @@ async def _delegation_result(
         else:
             return ToolResult(tool_call_id=call.id, name=call.name, content=content)
     name = call.name.removeprefix(SUBAGENT_TOOL_PREFIX)
-    content = f"delegation to sub-agent {name!r} failed: {result.reason}"
+    content = replace_lone_surrogates(f"delegation to sub-agent {name!r} failed: {result.reason}")
     return ToolResult(tool_call_id=call.id, name=call.name, content=content, is_error=True)
 
 

@@ -128,12 +128,13 @@ async def ingest_document(event: InputEvent, ctx: RunnerContext) -> None:
     vectors = await embed_texts(ctx, settings.embedding_model, chunks, "ingest:embed")
     records = chunk_records(document, chunks, vectors)
     store = cast(VectorStore, ctx.get_resource(settings.vector_store, ResourceType.VECTOR_STORE))
-    await ctx.durable_execute_async(store.upsert, records, call_id="ingest:upsert")
+    # The store is an argument (its collection...): a replay writing elsewhere is a mismatch.
+    await ctx.durable_execute_async(type(store).upsert, store, records, call_id="ingest:upsert")
     kept = [record.id for record in records]
     previous: list[str] = ctx.short_term_memory.get(CHUNK_IDS_KEY) or []
     stale = sorted(set(previous) - set(kept))
     if stale:
-        await ctx.durable_execute_async(store.delete, stale, call_id="ingest:delete")
+        await ctx.durable_execute_async(type(store).delete, store, stale, call_id="ingest:delete")
     ctx.short_term_memory.set(CHUNK_IDS_KEY, kept)
     ctx.send_event(
         OutputEvent(output={"source": document.id, "chunks": len(records), "deleted": len(stale)})

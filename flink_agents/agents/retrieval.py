@@ -72,14 +72,18 @@ class RetrievedInputEvent(Event):
 async def embed_texts(
     ctx: RunnerContext, embedding_model: str, texts: Sequence[str], call_prefix: str = "embed"
 ) -> list[Vector]:
-    """Vectors of ``texts``: one durable call per batch, ids ``<call_prefix>:<batch>``."""
+    """Vectors of ``texts``: one durable call per batch, ids ``<call_prefix>:<batch>``.
+
+    The setup is an argument of each call (its fields: the model, the connection's name, the
+    dimensions...), so a replay with another embedding model is a mismatch, not old vectors.
+    """
     setup = cast(
         EmbeddingModelSetup, ctx.get_resource(embedding_model, ResourceType.EMBEDDING_MODEL)
     )
     vectors: list[Vector] = []
     for index, batch in enumerate(setup.batches(texts)):
         vectors += await ctx.durable_execute_async(
-            setup.embed_batch, batch, call_id=f"{call_prefix}:{index}"
+            type(setup).embed_batch, setup, batch, call_id=f"{call_prefix}:{index}"
         )
     return vectors
 
@@ -87,11 +91,14 @@ async def embed_texts(
 async def retrieve(
     ctx: RunnerContext, query: str, settings: RetrievalSettings
 ) -> list[VectorMatch]:
-    """The passages nearest to ``query``: an embedding call and a search, each durable."""
+    """The passages nearest to ``query``: an embedding call and a search, each durable, each
+    with the resource it asks as an argument (the search: the vector store's fields, its
+    collection among them), so a replay against another one is a mismatch."""
     (vector,) = await embed_texts(ctx, settings.embedding_model, [query], "retrieval:embed")
     store = cast(VectorStore, ctx.get_resource(settings.vector_store, ResourceType.VECTOR_STORE))
     matches = await ctx.durable_execute_async(
-        store.query,
+        type(store).query,
+        store,
         vector,
         settings.top_k,
         settings.where,

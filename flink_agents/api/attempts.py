@@ -116,16 +116,27 @@ class AttemptFailure(Exception):
         headers: Mapping[str, str],
         message: str,
         request_id: str | None = None,
+        *,
+        retryable: bool | None = None,
+        target: str | None = None,
     ) -> AttemptFailure:
-        """A failure from an HTTP error response."""
+        """A failure from an HTTP error response; ``retryable`` unset: by the status;
+        ``target``: the URL the request went to, named in the reason."""
         request_id = request_id or headers.get("x-request-id") or headers.get("request-id") or None
+        where = f"HTTP {status} at {target}" if target else f"HTTP {status}"
         return cls(
-            f"HTTP {status}: {message}" if message else f"HTTP {status}",
-            retryable=is_retryable_status(status),
+            f"{where}: {message}" if message else where,
+            retryable=is_retryable_status(status) if retryable is None else retryable,
             status=status,
             retry_after=parse_retry_after(headers.get("retry-after")),
             request_id=request_id,
         )
+
+    def add_hint(self, hint: str) -> None:
+        """Append ``hint`` (what the caller knows of the likely cause) to the reason."""
+        if hint:
+            self.reason = _short(self.reason + hint)
+            self.args = (self.reason,)
 
     @classmethod
     def transport(cls, what: str, error: BaseException) -> AttemptFailure:
@@ -134,7 +145,7 @@ class AttemptFailure(Exception):
         detail = f"{type(error).__name__}: {error}"
         if cause is not None and str(cause) != str(error):  # httpx repeats its transport's
             detail += f" ({type(cause).__name__}: {cause})"
-        target = _request_target(error)
+        target = request_target(error)
         return cls(f"{what}{f' at {target}' if target else ''}: {detail}", retryable=True)
 
     @classmethod
@@ -143,10 +154,10 @@ class AttemptFailure(Exception):
         return cls(f"malformed response body: {detail}", retryable=False)
 
 
-def _request_target(error: BaseException) -> str | None:
+def request_target(error: object) -> str | None:
     """Where the failed request went (scheme, host, port, path: no credentials, no query), when
-    the error carries its request as httpx's and the SDKs' errors do; a refused connection then
-    names the endpoint the configuration points at."""
+    ``error`` carries its request as httpx's and the SDKs' errors (and httpx responses) do; a
+    refused connection or a 404 then names the endpoint the configuration points at."""
     try:
         url = error.request.url  # type: ignore[attr-defined]
         port = f":{url.port}" if url.port else ""

@@ -2,19 +2,74 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+_QUOTED_ARGUMENTS_CHARS = 200
+"""How much of unparsable tool-call arguments an error quotes back to the model."""
+
+
+def left_out_while_none(value: Any) -> bool:
+    """``exclude_if`` of a field added after values of its model were first recorded: left out
+    of the dump while None, so a value that does not use it dumps (and digests, as a recorded
+    call's argument) as it did before the field existed."""
+    return value is None
+
+
+class ToolArgumentsError(ValueError):
+    """A model called a tool with arguments that are not a JSON object. The tool is not run;
+    the error goes back to the model as the call's result, like any tool failure."""
+
 
 class ToolCall(BaseModel):
-    """A model's request to call the tool ``name`` with ``arguments``."""
+    """A model's request to call the tool ``name`` with ``arguments``.
+
+    A protocol that sends arguments as JSON text (chat completions) may get text that is not a
+    JSON object: :meth:`from_json_text` then keeps it as it came in ``unparsed_arguments``
+    (``arguments`` is empty), and :meth:`checked_arguments` raises :class:`ToolArgumentsError`.
+    """
 
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    unparsed_arguments: str | None = Field(
+        default=None,
+        exclude_if=left_out_while_none,
+        description="The arguments as the model sent them when they were not a JSON object.",
+    )
+
+    @classmethod
+    def from_json_text(cls, id: str, name: str, text: str | None) -> ToolCall:
+        """A call whose arguments came as JSON text (no text: no arguments)."""
+        try:
+            arguments = json.loads(text or "{}")
+        except json.JSONDecodeError:
+            arguments = None
+        if isinstance(arguments, dict):
+            return cls(id=id, name=name, arguments=arguments)
+        return cls(id=id, name=name, unparsed_arguments=text)
+
+    def checked_arguments(self) -> dict[str, Any]:
+        """``arguments``; :class:`ToolArgumentsError` when the model's were not a JSON object."""
+        text = self.unparsed_arguments
+        if text is None:
+            return self.arguments
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            why = f"not JSON ({exc})"
+        else:
+            why = "JSON but not an object"
+        quoted = text if len(text) <= _QUOTED_ARGUMENTS_CHARS else text[:_QUOTED_ARGUMENTS_CHARS]
+        cut = "" if quoted is text else f" (first {_QUOTED_ARGUMENTS_CHARS} characters)"
+        raise ToolArgumentsError(
+            f"the arguments of this call of {self.name!r} are {why}: {quoted!r}{cut}; "
+            "call it again with the arguments as one JSON object"
+        )
 
 
 class TokenUsage(BaseModel):
@@ -56,6 +111,17 @@ class ChatRequest(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: str | None = Field(
+        default=None,
+        exclude_if=left_out_while_none,
+        description="'auto', 'required', 'none' or the name of an offered tool; unset: the "
+        "provider's default (an OpenAI-compatible connection sends 'auto' with tools).",
+    )
+    parallel_tool_calls: bool | None = Field(
+        default=None,
+        exclude_if=left_out_while_none,
+        description="Whether the model may ask for several tools in one turn.",
+    )
     response_schema: dict[str, Any] | None = Field(
         default=None,
         description="JSON schema the reply's content must follow (structured output).",

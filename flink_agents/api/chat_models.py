@@ -83,6 +83,15 @@ class ChatModelConnection(Resource):
     async def chat(self, request: ChatRequest) -> ChatMessage:
         raise NotImplementedError
 
+    def unsupported_tool_settings(
+        self, tool_choice: str | None, parallel_tool_calls: bool | None
+    ) -> str | None:
+        """Why this connection cannot honour a setup's ``tool_choice`` and
+        ``parallel_tool_calls``, or None when it can. A setup asks when it is opened, so a
+        setting the protocol has no way to send fails the start rather than being dropped.
+        The default honours every setting."""
+        return None
+
     def call_slot(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Hold one of the ``max_concurrent_calls`` slots for the block (no cap: at once).
 
@@ -103,6 +112,12 @@ class ChatModelConnection(Resource):
 
 _NO_CAP: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
 
+TOOL_CHOICE_MODES = ("auto", "required", "none")
+"""The ``tool_choice`` values that are not a tool's name."""
+
+_UNFORCED_CHOICES = ("auto", "none")
+"""Choices that do not force a tool call (any other forces one)."""
+
 
 class ChatModelSetup(Resource):
     """A configured model: what actions ask for by name (``ResourceType.CHAT_MODEL``)."""
@@ -121,6 +136,18 @@ class ChatModelSetup(Resource):
     )
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: str | None = Field(
+        default=None,
+        min_length=1,
+        description="'auto', 'required', 'none', or the name of an offered tool to call. A "
+        "forced call ('required' or a name) applies until the first tool result is in the "
+        "conversation, then 'auto'. Unset: the provider's default (OpenAI-compatible: 'auto').",
+    )
+    parallel_tool_calls: bool | None = Field(
+        default=None,
+        description="Whether the model may ask for several tools in one turn; unset: the "
+        "provider's default.",
+    )
     structured_output_mode: StructuredOutput | None = Field(
         default=None,
         description="Overrides the connection's structured_output_mode for this setup.",
@@ -133,13 +160,32 @@ class ChatModelSetup(Resource):
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
         re-opening does not duplicate them); refuse ``structured_output_mode: native`` on a
-        connection without it."""
+        connection without it, and tool settings it cannot send or that name no offered
+        tool."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
         self._offered_tools = self._offer_tools(label)
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
         if self.structured_output_mode == "native":  # on a connection without it: fail at start
             self._connection().uses_native_schema(tools=False, setting="native")
+        if self.tool_choice is not None or self.parallel_tool_calls is not None:
+            self._check_tool_settings(label)
+
+    def _check_tool_settings(self, label: str) -> None:
+        """Refuse a ``tool_choice`` naming no offered tool or forcing a call with none offered,
+        and settings the connection cannot send."""
+        offered = [*self._offered_tools, *self._offer.resources]
+        choice = self.tool_choice
+        if choice == "required" and not offered:
+            raise ValueError(f"{label}: tool_choice 'required' but no tool is offered")
+        if choice is not None and choice not in TOOL_CHOICE_MODES and choice not in offered:
+            raise ValueError(
+                f"{label}: tool_choice {choice!r} is neither one of {list(TOOL_CHOICE_MODES)} "
+                f"nor an offered tool; offered: {offered}"
+            )
+        why = self._connection().unsupported_tool_settings(choice, self.parallel_tool_calls)
+        if why is not None:
+            raise ValueError(f"{label} on connection {self.connection!r}: {why}")
 
     def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
         """Offered name (``spec().name``, which the model calls) -> (tool resource, tool).
@@ -202,7 +248,9 @@ class ChatModelSetup(Resource):
         The setup's ``prompt``, filled with ``prompt_args``, is the system prompt: it always
         comes first, and system messages of the caller follow it (they add to it, never
         replace it). The system messages at the head are sent as one: strict chat templates
-        (Mistral's, Gemma's, llama.cpp's) accept a single system message, first.
+        (Mistral's, Gemma's, llama.cpp's) accept a single system message, first. A forced
+        ``tool_choice`` turns to 'auto' once a tool result is among ``messages``: forced on
+        every turn, the model could never answer.
         """
         if self.prompt:
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
@@ -210,12 +258,17 @@ class ChatModelSetup(Resource):
             messages = [*(m.model_copy(update={"role": "system"}) for m in filled), *messages]
         offered_tools: dict[str, tuple[str, Tool]] = self._private("_offered_tools")
         offer: SubagentOffer = self._private("_offer")
+        choice = self.tool_choice
+        if choice not in (None, *_UNFORCED_CHOICES) and any(m.role == "tool" for m in messages):
+            choice = "auto"
         return ChatRequest(
             model=self.model,
             messages=one_leading_system_message(messages),
             tools=[*(tool.spec() for _, tool in offered_tools.values()), *offer.specs],
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            tool_choice=choice,
+            parallel_tool_calls=self.parallel_tool_calls,
             response_schema=response_schema,
             extra=self.extra,
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar, get_type_hints
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
 from pydantic.fields import FieldInfo
 
 from flink_agents.api.chat import ToolSpec
+from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
 
@@ -48,6 +48,17 @@ class Tool(Resource):
         ignores it and calls :meth:`call`.
         """
         return await self.call(arguments)
+
+    async def call_for_model(self, arguments: dict[str, Any], idempotency_key: str) -> str:
+        """:meth:`call_with_key`, its result rendered as the model is shown it
+        (:func:`~flink_agents.api.json_values.json_text`; a value with no rendering raises
+        :class:`~flink_agents.api.json_values.NotJsonError`, the call's failure).
+
+        What the tool-call action runs as the durable call: the text is what is recorded, so
+        the model reads the same bytes live and when the outcome is handed back after a
+        failover. Recorded under the tool's :attr:`implementation`, like ``call_with_key``.
+        """
+        return json_text(await self.call_with_key(arguments, idempotency_key))
 
 
 class Toolset(Resource):
@@ -179,15 +190,6 @@ class FunctionTool(Tool):
         if inspect.isawaitable(result):
             result = await result
         return result
-
-
-def tool_output_text(result: Any) -> str:
-    """How a tool's return value is shown to a model."""
-    if isinstance(result, str):
-        return result
-    if isinstance(result, BaseModel):
-        return result.model_dump_json()
-    return json.dumps(result, sort_keys=True, default=str)
 
 
 def function_label(function: Callable[..., Any], separator: str = ".") -> str:

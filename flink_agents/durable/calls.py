@@ -54,7 +54,7 @@ from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.journal import RecordedAction
-from flink_agents.durable.journal_codec import read_action, write_action
+from flink_agents.durable.journal_codec import read_action, unwrite_action, write_action
 from flink_agents.durable.replay import (
     MISMATCH_POLICIES,
     MISMATCH_POLICY_KEY,
@@ -74,6 +74,8 @@ from flink_agents.durable.store import (
     RunKey,
     StoreError,
 )
+from flink_agents.durable.store.errors import OutcomeTooLargeError, RecordTooLargeError
+from flink_agents.durable.store.limits import check_outcome_fits
 from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog
 from flink_agents.observability.records import CallOutcome
@@ -361,7 +363,12 @@ class DurableCalls:
         write_action(working.state, action)
         if self.fence is not None:
             self.fence.check()
-        store.put(working.state)
+        try:
+            store.put(working.state)
+        except RecordTooLargeError as too_large:  # its events or memory writes: not journaled
+            logger.warning("%s; the action is not journaled and runs again on a replay", too_large)
+            unwrite_action(working.state)
+            store.put(working.state)
         working.run.open.pop((invocation.event_id, invocation.action), None)
         # The completion alone is not waited for, not even by the run's outputs: lost in a
         # crash, it only means the action runs again on replay, and its calls' outcomes
@@ -727,8 +734,14 @@ class DurableCalls:
         self, working: _Invocation, started: CallResult, value: Any, result_type: type | None
     ) -> Any:
         """Record ``value`` as the call's outcome; returns what the action gets: with a declared
-        type, the value rebuilt from its record, exactly what a replay hands back."""
+        type, the value rebuilt from its record, exactly what a replay hands back. A value too
+        large for the store's record is recorded (and raised) as the call's failure."""
         done = started.succeed(value, result_type)
+        try:
+            check_outcome_fits(self._store(), working.state, done)
+        except OutcomeTooLargeError as too_large:
+            self._record(working, started.fail(too_large))
+            raise
         self._record(working, done)
         return value if result_type is None else done.value(result_type)
 

@@ -37,6 +37,15 @@ def write_action(state: ActionState, action: RecordedAction) -> None:
     ]
 
 
+def unwrite_action(state: ActionState) -> None:
+    """Undo :func:`write_action`: ``state`` holds its calls only and is not completed (for a
+    completion too large for the store's record: the action runs again on a replay, with its
+    calls handed back, as after a completion lost in a crash)."""
+    state.__dict__["completed"] = False
+    state.events.clear()
+    state.memory_updates.clear()
+
+
 def read_action(state: ActionState) -> RecordedAction:
     """The :class:`RecordedAction` of a completed ``state``."""
     events = [_decode(item) for item in state.events]

@@ -82,6 +82,25 @@ class AgentsExecutionEnvironment:
         self.store = store
         self.event_log = event_log
         self._kafka_jar_added = False
+        self._uids: set[str] = set()
+
+    def uid(self, name: str) -> str:
+        """A stable operator uid for ``name`` (``name``, or ``name#2``, ``#3``... when this
+        environment already gave it out).
+
+        Flink maps a savepoint's state to operators by id; without a uid the id is a hash of the
+        job graph's shape, so a release that adds or moves an operator (or chains one
+        differently) could not restore a savepoint of the one before. The sources, the agent
+        operator and the sinks this class builds are given uids named after what they read,
+        run or write; repeats are numbered in the order the pipeline is built (docs/operations.md,
+        "Upgrading a running job").
+        """
+        uid, n = name, 1
+        while uid in self._uids:
+            n += 1
+            uid = f"{name}#{n}"
+        self._uids.add(uid)
+        return uid
 
     def from_list(
         self, records: Iterable[Any], key: KeySpec, *, records_per_second: float | None = None
@@ -114,7 +133,9 @@ class AgentsExecutionEnvironment:
         source = FileSource.for_record_stream_format(
             StreamFormat.text_line_format(), str(Path(path).resolve())
         ).build()
-        stream = self.env.from_source(source, WatermarkStrategy.no_watermarks(), f"file:{path}")
+        stream = self.env.from_source(
+            source, WatermarkStrategy.no_watermarks(), f"file:{path}"
+        ).uid(self.uid(f"source:file:{path}"))
         if records_per_second:
             stream = stream.map(Paced(records_per_second), output_type=Types.STRING()).name(
                 f"paced:{records_per_second}/s"
@@ -162,7 +183,7 @@ class AgentsExecutionEnvironment:
             builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
         stream = self.env.from_source(
             builder.build(), WatermarkStrategy.no_watermarks(), f"kafka:{topic}"
-        )
+        ).uid(self.uid(f"source:kafka:{topic}"))
         return AgentInput(self, stream, key)
 
     def to_kafka(
@@ -210,7 +231,7 @@ class AgentsExecutionEnvironment:
                 .set_transactional_id_prefix(exactly_once.transactional_id_prefix)
                 .set_property("transaction.timeout.ms", str(exactly_once.transaction_timeout_ms))
             )
-        stream.sink_to(builder.build()).name(f"kafka:{topic}")
+        stream.sink_to(builder.build()).name(f"kafka:{topic}").uid(self.uid(f"sink:kafka:{topic}"))
 
     def _require_kafka_jar(self) -> None:
         if not self._kafka_jar_added:
@@ -357,7 +378,11 @@ class AgentInput:
             function = AgentFunction(plan.to_json(), *settings)
             selector = key_selector(self.key, self.record_type)
         keyed = self.stream.key_by(selector, key_type=Types.STRING())
-        outputs = keyed.process(function, output_type=Types.STRING()).name(f"agent:{plan.name}")
+        outputs = (
+            keyed.process(function, output_type=Types.STRING())
+            .name(f"agent:{plan.name}")
+            .uid(self.agents.uid(f"agent:{plan.name}"))
+        )
         # Before any sink: see OutputTimestamps (no watermarks are made, the final one passes).
         self._outputs = outputs.assign_timestamps_and_watermarks(
             WatermarkStrategy.no_watermarks().with_timestamp_assigner(OutputTimestamps())

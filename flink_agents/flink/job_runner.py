@@ -100,7 +100,9 @@ def build(
     elif sink.kind == "file":
         folder = spec.resolve(sink.path).resolve()
         file_sink = FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
-        outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink)
+        outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink).uid(
+            agents.uid(f"sink:file:{folder}")
+        )
     else:
         agents.to_kafka(
             outputs,

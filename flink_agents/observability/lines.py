@@ -18,9 +18,10 @@ floats (shortest round trip, the same exponent form), strings (UTF-8, the same e
 pydantic writes the line, as before: a value orjson would write in its own way (a datetime,
 a dataclass, a model, a subclass of a builtin) is handed to pydantic by orjson's ``default``;
 a value orjson refuses (an integer beyond 64 bits, a lone surrogate) sends the whole line to
-pydantic; and a run key other than a string or an integer (a list or dict could hold a
-non-finite float, which orjson writes as ``null`` and pydantic as ``Infinity``/``NaN``) is
-never handed to orjson. The other floats of a record are clock readings and latencies: finite.
+pydantic (`json_bytes`: a lone surrogate, which pydantic refuses too, is written as its escape);
+and a run key other than a string or an integer (a list or dict could hold a non-finite float,
+which orjson writes as ``null`` and pydantic as ``Infinity``/``NaN``) is never handed to orjson.
+The other floats of a record are clock readings and latencies: finite.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from pydantic_core import to_json
+
+from flink_agents.api.json_values import json_bytes
 
 # Types orjson writes its own way (datetimes, dataclasses, subclasses of str/int/dict/list) go
 # to _pydantic_json instead.
@@ -54,7 +56,7 @@ class LineListener(Protocol):
 
 
 def fields_json(fields: Mapping[str, Any]) -> bytes:
-    """``to_json(fields)``'s bytes for a record's ``fields`` (a dict with a ``key``), written by
+    """``json_bytes(fields)``'s bytes for a record's ``fields`` (a dict with a ``key``), written by
     orjson unless a value could come out otherwise (see the module's docstring)."""
     key = fields["key"]
     if type(key) is str or type(key) is int:
@@ -62,12 +64,12 @@ def fields_json(fields: Mapping[str, Any]) -> bytes:
             return orjson.dumps(fields, default=_pydantic_json, option=_PASSTHROUGH)
         except orjson.JSONEncodeError:  # a value orjson refuses: pydantic decides, as before
             pass
-    return to_json(fields)
+    return json_bytes(fields)
 
 
 def _pydantic_json(value: Any) -> orjson.Fragment:
     """A value orjson does not write itself (a model, a datetime...), written by pydantic."""
-    return orjson.Fragment(to_json(value))
+    return orjson.Fragment(json_bytes(value))
 
 
 def payload_key(name: str) -> bytes:

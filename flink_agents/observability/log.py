@@ -23,10 +23,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
-from pydantic_core import to_json
-
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
+from flink_agents.api.json_values import json_bytes
 from flink_agents.observability.lines import (
     LineListener,
     fields_json,
@@ -212,7 +211,7 @@ class EventLog:
             return True
         # ~0.7 us a hook (json.dumps with sorted keys: ~3.4): the key's JSON as it comes, the
         # same for the same key on every execution (a restored key is its JSON read back).
-        identity = to_json([run.agent, run.key, run.seq], fallback=str)
+        identity = json_bytes([run.agent, run.key, run.seq], fallback=str)
         return zlib.crc32(identity) < self._keep_below
 
     # --- runs ------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from pydantic_core import to_json, to_jsonable_python
+from pydantic_core import to_jsonable_python
 
+from flink_agents.api.json_values import json_bytes
 from flink_agents.api.resources import env_reference
 
 REDACTED = "<redacted>"
@@ -56,12 +57,12 @@ class PayloadWriter:
     def __call__(self, value: Any) -> Any:
         """``value`` as the payload a record holds: a JSON value."""
         data = to_jsonable_python(value, fallback=_opaque)
-        text = to_json(data).decode()  # compact, as json.dumps(..., ensure_ascii=False) but faster
+        text = json_bytes(data).decode()  # compact, as json.dumps(ensure_ascii=False), faster
         if _may_name_a_secret(text):
             # Some name says secret (or a value does): walk the fields. Most payloads have no
             # such word anywhere, and the walk in Python cost more than the rest of the payload.
             data = _redact_fields(data)
-            text = to_json(data).decode()
+            text = json_bytes(data).decode()
         scrubbed = self._scrub(text)
         if len(scrubbed) > self.max_chars:
             return {"truncated": scrubbed[: self.max_chars], "chars": len(scrubbed)}
@@ -73,12 +74,12 @@ class PayloadWriter:
         Serialized once, straight from ``value``: most payloads name no secret and hold none,
         and are then their JSON as it is, or cut; any other takes :meth:`__call__`'s way.
         """
-        raw = to_json(value, fallback=_opaque)
+        raw = json_bytes(value, fallback=_opaque)
         text = raw.decode()  # str: `in` on bytes costs ~0.4 us a test, on str ~0.03
         if _may_name_a_secret(text) or (self._secrets and self._holds_a_secret(text)):
-            return to_json(self(value))
+            return json_bytes(self(value))
         if len(text) > self.max_chars:
-            return to_json({"truncated": text[: self.max_chars], "chars": len(text)})
+            return json_bytes({"truncated": text[: self.max_chars], "chars": len(text)})
         return raw
 
     def members(self, values: Mapping[str, Any]) -> bytes:
@@ -91,7 +92,7 @@ class PayloadWriter:
         no secret word and holds no secret no value is changed: each is then its JSON as it
         is. Otherwise each value takes :meth:`json`'s way on its own (serialized again).
         """
-        raw = to_json(values, fallback=_opaque)
+        raw = json_bytes(values, fallback=_opaque)
         text = raw.decode()
         if (
             len(text) > self.max_chars

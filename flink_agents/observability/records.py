@@ -16,9 +16,9 @@ import functools
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import to_json
 
 from flink_agents.api.chat import TokenUsage
+from flink_agents.api.json_values import json_bytes
 
 CallKind = Literal["model", "tool", "subagent", "function"]
 """What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
@@ -199,7 +199,7 @@ def record_json(record: LogRecord) -> str:
     JSON (no record field has a custom serializer; tests/observability/test_records.py pins
     it) at a third of the CPU: pydantic's model serializer costs ~3 us a record on its own.
     """
-    return to_json(record.__dict__).decode()
+    return json_bytes(record.__dict__).decode()
 
 
 R = TypeVar("R", bound=_Record)

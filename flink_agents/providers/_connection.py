@@ -10,7 +10,6 @@ format, sends it, and converts the reply back, raising
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,7 @@ from pydantic import PrivateAttr
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.providers._endpoint import HttpEndpoint, MissingCredentialError
-from flink_agents.providers._http_errors import AttemptFailure, CallLabel, ModelCallError
+from flink_agents.providers._http_errors import CallLabel, ModelCallError
 
 __all__ = ["HttpChatModelConnection", "MissingCredentialError", "UsageStats"]
 
@@ -101,18 +100,6 @@ def _with_schema_hint(error: ModelCallError) -> ModelCallError:
         status=error.status,
         request_id=error.request_id,
     )
-
-
-def parse_arguments(text: str | None, tool: str) -> dict[str, Any]:
-    """Tool-call arguments sent as a JSON string, as a dict."""
-    try:
-        arguments = json.loads(text or "{}")
-    except json.JSONDecodeError as exc:
-        detail = f"arguments of tool call {tool!r} are not JSON: {exc}"
-        raise AttemptFailure.malformed(detail) from None
-    if not isinstance(arguments, dict):
-        raise AttemptFailure.malformed(f"arguments of tool call {tool!r} are not a JSON object")
-    return arguments
 
 
 def tool_names(messages: list[ChatMessage]) -> dict[str, str]:

@@ -10,11 +10,12 @@ Neither ever carries credentials: reasons come from response bodies and transpor
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+import re
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flink_agents.api.attempts import AttemptFailure
+from flink_agents.api.attempts import AttemptFailure, request_target
 
 T = TypeVar("T")
 
@@ -84,13 +85,93 @@ def _rebuild_call_error(
 
 
 def _body_message(body: object) -> str:
-    """The human message of an error body like ``{"error": {"message": ...}}``, if it has one."""
+    """The human message of an error body like ``{"error": {"message": ...}}`` (or FastAPI's
+    ``{"detail": "Not Found"}``), if it has one."""
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict):
-            return str(error.get("message") or error)
+            detail = error.get("detail")
+            return str(error.get("message") or (detail if isinstance(detail, str) else error))
         return str(error)
     return "" if body is None else str(body)
+
+
+# One error of a pydantic ValidationError's text: its location line, then the message and type.
+_PYDANTIC_ERROR = re.compile(
+    r"^(?P<loc>\S[^\n]*)\n  (?P<msg>[^\n]*?) \[type=(?P<type>\w+)", re.MULTILINE
+)
+_PYDANTIC_COUNT = re.compile(r"(\d+) validation errors? for ")
+# One error as FastAPI's RequestValidationError prints it: the repr of pydantic's error dict.
+_ERROR_DICT = re.compile(
+    r"'type': '(?P<type>\w+)', 'loc': \((?P<loc>[^)]*)\), 'msg': (?P<q>['\"])(?P<msg>.*?)(?P=q)"
+)
+_DICT_COUNT = re.compile(r"(\d+) validation errors?:")
+
+
+def _dotted(loc: Any) -> str:
+    parts = loc if isinstance(loc, list | tuple) else str(loc).split(", ")
+    return ".".join(str(part).strip("'\"") for part in parts)
+
+
+def _validation_errors(body: Any) -> tuple[int, list[tuple[str, str, str]]] | None:
+    """(count, [(type, location, message), ...]) of a request validation error in an error
+    body: FastAPI's 422 (``{"detail": [...]}``), or pydantic's errors as text in the message
+    (a server that reports its own validation failure as a 500, as llama-cpp-python does)."""
+    detail = body.get("detail") if isinstance(body, Mapping) else None
+    if isinstance(detail, list) and detail and all(isinstance(e, Mapping) for e in detail):
+        errors = [
+            (str(e.get("type")), _dotted(e.get("loc", ())), str(e.get("msg"))) for e in detail
+        ]
+        return len(errors), errors
+    text = _body_message(body)
+    found = [(m["type"], m["loc"].strip(), m["msg"]) for m in _PYDANTIC_ERROR.finditer(text)]
+    count = _PYDANTIC_COUNT.search(text)
+    if not found:
+        found = [(m["type"], _dotted(m["loc"]), m["msg"]) for m in _ERROR_DICT.finditer(text)]
+        count = _DICT_COUNT.search(text)
+        if any(loc.startswith("response.") for _, loc, _ in found):
+            return None  # the server's own reply failed its check: not the request's fault
+    if not found:
+        return None
+    return (int(count[1]) if count else len(found)), found
+
+
+def validation_summary(body: Any) -> str | None:
+    """One line for a request the server refused as invalid (a validation error), or None
+    when ``body`` is not one. Such a refusal is deterministic: the same body fails the same
+    way. A wall of union-branch errors comes down to its count and the first error that is not
+    a branch whose tag did not match (pydantic's ``literal_error``)."""
+    parsed = _validation_errors(body)
+    if parsed is None:
+        return None
+    count, errors = parsed
+    _, loc, msg = next((e for e in errors if e[0] != "literal_error"), errors[0])
+    plural = "s" if count != 1 else ""
+    return (
+        f"the server refused the request as invalid ({count} validation error{plural}; "
+        f"{loc}: {msg})"
+    )
+
+
+def status_failure(
+    status: int,
+    headers: Mapping[str, str],
+    body: Any,
+    request_id: str | None = None,
+    target: str | None = None,
+) -> AttemptFailure:
+    """A failure from an HTTP error response with ``body`` (parsed JSON, or text). A validation
+    error is summarized and never retried, whatever the status; a 404 names ``target``, the
+    URL tried."""
+    summary = validation_summary(body)
+    return AttemptFailure.from_status(
+        status,
+        headers,
+        summary or _body_message(body),
+        request_id,
+        retryable=False if summary else None,
+        target=target if status == 404 else None,
+    )
 
 
 def _sdk_failure(
@@ -107,9 +188,13 @@ def _sdk_failure(
     """
     if isinstance(error, status_error):
         response = error.response  # type: ignore[attr-defined]
-        message = _body_message(getattr(error, "body", None)) or str(error)
-        return AttemptFailure.from_status(
-            response.status_code, response.headers, message, getattr(error, "request_id", None)
+        body = getattr(error, "body", None)
+        return status_failure(
+            response.status_code,
+            response.headers,
+            body if body is not None else str(error),
+            getattr(error, "request_id", None),
+            request_target(error),
         )
     if isinstance(error, connection_error):
         return AttemptFailure.transport("request failed", error)

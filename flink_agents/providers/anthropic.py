@@ -64,6 +64,23 @@ def to_anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
     return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
 
 
+_ANTHROPIC_MODES = {"auto": "auto", "required": "any", "none": "none"}
+
+
+def anthropic_tool_choice(
+    choice: str | None, parallel_tool_calls: bool | None
+) -> dict[str, Any] | None:
+    """``tool_choice`` in Messages form ('required' is ``any``, a name is ``tool``), with
+    ``disable_parallel_tool_use`` when parallel calls are off; None: the API's default."""
+    if choice is None and parallel_tool_calls is not False:
+        return None
+    mode = _ANTHROPIC_MODES.get(choice or "auto")
+    wire: dict[str, Any] = {"type": "tool", "name": choice} if mode is None else {"type": mode}
+    if parallel_tool_calls is False and wire["type"] != "none":  # "none" takes no such flag
+        wire["disable_parallel_tool_use"] = True
+    return wire
+
+
 def anthropic_body(request: ChatRequest, model: str, max_tokens: int) -> dict[str, Any]:
     """The request body of a Messages call (without ``extra``)."""
     system, turns = to_anthropic_messages(request.messages)
@@ -87,6 +104,10 @@ def anthropic_body(request: ChatRequest, model: str, max_tokens: int) -> dict[st
                 "input_schema": request.response_schema,
             }
         )
+    elif tools:
+        choice = anthropic_tool_choice(request.tool_choice, request.parallel_tool_calls)
+        if choice is not None:
+            body["tool_choice"] = choice
     if tools:
         body["tools"] = tools
     if request.temperature is not None:

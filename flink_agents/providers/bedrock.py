@@ -273,6 +273,15 @@ class BedrockChatModelConnection(HttpChatModelConnection):
             )
         return value
 
+    def unsupported_tool_settings(
+        self, tool_choice: str | None, parallel_tool_calls: bool | None
+    ) -> str | None:
+        if tool_choice == "none":
+            return 'the Converse API has no tool choice "none": offer no tools to get none called'
+        if parallel_tool_calls is False:
+            return "the Converse API cannot turn parallel tool calls off; leave it unset"
+        return None
+
     def _session(self) -> boto3.session.Session:
         return boto3.session.Session(profile_name=self.profile, region_name=self.region)
 
@@ -304,7 +313,8 @@ class BedrockChatModelConnection(HttpChatModelConnection):
     async def _attempt(
         self, client: BedrockClient, request: ChatRequest, model: str
     ) -> ChatMessage:
-        body = converse_body(request, model, self.tool_choice)
+        choice = request.tool_choice or self.tool_choice  # the setup's, else the connection's
+        body = converse_body(request, model, choice)
         loop = asyncio.get_running_loop()
         reply = await loop.run_in_executor(client.threads, _converse, client.client, body)
         return from_converse(reply, structured=request.response_schema is not None)

@@ -262,6 +262,13 @@ class GeminiChatModelConnection(HttpChatModelConnection):
         "it, Gemini 2.x refuses it; off, a request offering tools is sent without the schema.",
     )
 
+    def unsupported_tool_settings(
+        self, tool_choice: str | None, parallel_tool_calls: bool | None
+    ) -> str | None:
+        if parallel_tool_calls is False:
+            return "the Gemini API cannot turn parallel function calls off; leave it unset"
+        return None
+
     def _make_client(self) -> genai.Client:
         timeout_ms = int(self.timeout_seconds * 1000)
         return genai.Client(
@@ -277,7 +284,8 @@ class GeminiChatModelConnection(HttpChatModelConnection):
         )
 
     async def _attempt(self, client: genai.Client, request: ChatRequest, model: str) -> ChatMessage:
-        contents, config = gemini_request(request, self.tool_choice, self.json_mode_with_tools)
+        choice = request.tool_choice or self.tool_choice  # the setup's, else the connection's
+        contents, config = gemini_request(request, choice, self.json_mode_with_tools)
         response = await gemini_call(
             client.aio.models.generate_content(
                 model=model,

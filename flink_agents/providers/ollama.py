@@ -13,14 +13,11 @@ from typing import Any, ClassVar
 
 import httpx
 
+from flink_agents.api.attempts import request_target
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
-from flink_agents.providers._connection import (
-    HttpChatModelConnection,
-    parse_arguments,
-    tool_names,
-)
+from flink_agents.providers._connection import HttpChatModelConnection, tool_names
 from flink_agents.providers._endpoint import HttpEndpoint
-from flink_agents.providers._http_errors import AttemptFailure
+from flink_agents.providers._http_errors import AttemptFailure, status_failure
 from flink_agents.providers.openai_compatible import to_openai_tool
 
 
@@ -71,13 +68,12 @@ def from_ollama_reply(data: Any, turn: int) -> ChatMessage:
         for index, call in enumerate(message.get("tool_calls") or ()):
             name = call["function"]["name"]
             arguments = call["function"].get("arguments") or {}
-            if not isinstance(arguments, dict):
-                arguments = parse_arguments(arguments, name)
-            calls.append(
-                ToolCall(
-                    id=call.get("id") or f"call_{turn}_{index}", name=name, arguments=arguments
-                )
-            )
+            call_id = call.get("id") or f"call_{turn}_{index}"
+            if isinstance(arguments, dict):
+                calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            else:  # some models' arguments arrive as JSON text, or not as an object at all
+                text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                calls.append(ToolCall.from_json_text(call_id, name, text))
         usage = TokenUsage(
             input_tokens=data.get("prompt_eval_count", 0), output_tokens=data.get("eval_count", 0)
         )
@@ -87,10 +83,10 @@ def from_ollama_reply(data: Any, turn: int) -> ChatMessage:
     return ChatMessage(role="assistant", content=content, tool_calls=calls, usage=usage)
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_body(response: httpx.Response) -> Any:
     try:
-        return str(response.json().get("error", ""))
-    except (ValueError, AttributeError):
+        return response.json()
+    except ValueError:
         return response.text
 
 
@@ -103,8 +99,11 @@ async def post_json(client: httpx.AsyncClient, path: str, body: dict[str, Any]) 
     except httpx.TransportError as exc:
         raise AttemptFailure.transport("request failed", exc) from None
     if response.status_code >= 400:
-        raise AttemptFailure.from_status(
-            response.status_code, response.headers, _error_message(response)
+        raise status_failure(
+            response.status_code,
+            response.headers,
+            _error_body(response),
+            target=request_target(response),
         )
     try:
         return json.loads(response.content)
@@ -134,6 +133,19 @@ class OllamaChatModelConnection(HttpChatModelConnection):
 
     def _make_client(self) -> httpx.AsyncClient:
         return ollama_client(self)
+
+    def unsupported_tool_settings(
+        self, tool_choice: str | None, parallel_tool_calls: bool | None
+    ) -> str | None:
+        # /api/chat has neither field: the model always decides, and may call several tools.
+        if tool_choice not in (None, "auto"):
+            return (
+                f"Ollama's /api/chat has no tool_choice (the model always decides), so "
+                f"{tool_choice!r} cannot be honoured; leave it unset or 'auto'"
+            )
+        if parallel_tool_calls is False:
+            return "Ollama's /api/chat cannot turn parallel tool calls off; leave it unset"
+        return None
 
     async def _attempt(
         self, client: httpx.AsyncClient, request: ChatRequest, model: str

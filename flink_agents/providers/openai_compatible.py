@@ -9,14 +9,15 @@ the durable call's budget.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+import re
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
-from flink_agents.providers._connection import (
-    HttpChatModelConnection,
-    parse_arguments,
-    schema_name,
-)
+from flink_agents.api.chat_models import TOOL_CHOICE_MODES
+from flink_agents.providers._connection import HttpChatModelConnection, schema_name
 from flink_agents.providers._endpoint import HttpEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
@@ -28,19 +29,38 @@ with sdk_from_extra("openai"):
 # OPENAI_API_KEY behind our back.
 _NO_KEY = "no-key"
 
+ToolCallContent = Literal["empty", "null", "omit"]
+"""How an assistant turn that only calls tools carries its (missing) text: ``""``, ``null``
+(OpenAI's own form), or no ``content`` field."""
 
-def to_openai_message(message: ChatMessage) -> dict[str, Any]:
-    """One message in chat-completions form."""
+
+def wire_arguments(call: ToolCall) -> str:
+    """A call's arguments as JSON text; arguments that were not a JSON object go back as the
+    model sent them (the model was told so)."""
+    if call.unparsed_arguments is not None:
+        return call.unparsed_arguments
+    return json.dumps(call.arguments)
+
+
+def to_openai_message(
+    message: ChatMessage, tool_call_content: ToolCallContent = "empty"
+) -> dict[str, Any]:
+    """One message in chat-completions form; ``tool_call_content`` says what a turn that only
+    calls tools sends as its content."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
-        wire["content"] = message.content or None
+        if not message.content:
+            if tool_call_content == "omit":
+                del wire["content"]
+            elif tool_call_content == "null":
+                wire["content"] = None
         wire["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+                "function": {"name": call.name, "arguments": wire_arguments(call)},
             }
             for call in message.tool_calls
         ]
@@ -59,14 +79,29 @@ def to_openai_tool(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
-def openai_body(request: ChatRequest, model: str) -> dict[str, Any]:
+def openai_tool_choice(choice: str | None) -> str | dict[str, Any]:
+    """``tool_choice`` on the wire: a mode, or a named function; unset is 'auto', sent
+    explicitly because some servers (llama-cpp-python) offer no tool without it."""
+    if choice is None:
+        return "auto"
+    if choice in TOOL_CHOICE_MODES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def openai_body(
+    request: ChatRequest, model: str, tool_call_content: ToolCallContent = "empty"
+) -> dict[str, Any]:
     """The request body of a chat-completions call (without ``extra``)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [to_openai_message(m) for m in request.messages],
+        "messages": [to_openai_message(m, tool_call_content) for m in request.messages],
     }
-    if request.tools:
+    if request.tools:  # the tool settings only go with tools: OpenAI refuses them alone
         body["tools"] = [to_openai_tool(t) for t in request.tools]
+        body["tool_choice"] = openai_tool_choice(request.tool_choice)
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.max_tokens is not None:
@@ -87,11 +122,7 @@ def from_openai_completion(completion: Any) -> ChatMessage:
     try:
         message = completion.choices[0].message
         calls = [
-            ToolCall(
-                id=call.id,
-                name=call.function.name,
-                arguments=parse_arguments(call.function.arguments, call.function.name),
-            )
+            ToolCall.from_json_text(call.id, call.function.name, call.function.arguments)
             for call in message.tool_calls or ()
         ]
         usage = completion.usage
@@ -121,6 +152,22 @@ def openai_client(endpoint: HttpEndpoint) -> openai.AsyncOpenAI:
     )
 
 
+# A version segment (v1, v1beta, ...) in a base URL's path.
+_VERSION_SEGMENT = re.compile(r"/v\d")
+
+
+def missing_version_hint(base_url: str) -> str:
+    """What to add to a 404's reason when ``base_url`` has no version in its path: servers
+    serve chat completions under ``/v1``, and a base URL without it is the usual mistake. The
+    URL is shown without user info or query (no credentials in errors)."""
+    url = httpx.URL(base_url)
+    if _VERSION_SEGMENT.search(url.path):
+        return ""
+    port = f":{url.port}" if url.port else ""
+    shown = f"{url.scheme}://{url.host}{port}{url.path.rstrip('/')}"
+    return f"; base_url {shown!r} has no /v1: OpenAI-compatible servers want it ({shown}/v1)"
+
+
 class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     """A chat-completions endpoint. ``base_url`` includes the ``/v1`` prefix."""
 
@@ -130,17 +177,29 @@ class OpenAICompatibleChatModelConnection(HttpChatModelConnection):
     native_schema: ClassVar[bool] = True
     native_schema_with_tools: ClassVar[bool] = True  # the model answers in content, or calls
 
+    tool_call_content: ToolCallContent = Field(
+        default="empty",
+        description="What an assistant turn that only calls tools sends as content: 'empty' "
+        "(\"\", accepted by every server tried), 'null' (OpenAI's form; llama-cpp-python, "
+        "LM Studio and Ollama's /v1 refuse it) or 'omit' (no field; llama-cpp-python and "
+        "Ollama's /v1 refuse it).",
+    )
+
     def _make_client(self) -> openai.AsyncOpenAI:
         return openai_client(self)
 
     async def _attempt(
         self, client: openai.AsyncOpenAI, request: ChatRequest, model: str
     ) -> ChatMessage:
-        completion = await sdk_call(
-            client.chat.completions.create(
-                **openai_body(request, model), extra_body=request.extra or None
-            ),
-            status_error=openai.APIStatusError,
-            connection_error=openai.APIConnectionError,
-        )
+        body = openai_body(request, model, self.tool_call_content)
+        try:
+            completion = await sdk_call(
+                client.chat.completions.create(**body, extra_body=request.extra or None),
+                status_error=openai.APIStatusError,
+                connection_error=openai.APIConnectionError,
+            )
+        except AttemptFailure as failure:
+            if failure.status == 404:
+                failure.add_hint(missing_version_hint(self.url))
+            raise
         return from_openai_completion(completion)

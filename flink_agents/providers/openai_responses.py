@@ -16,18 +16,14 @@ become ``instructions``; tool calls are ``function_call`` items and tool results
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
-from flink_agents.providers._connection import (
-    HttpChatModelConnection,
-    parse_arguments,
-    schema_name,
-)
+from flink_agents.api.chat_models import TOOL_CHOICE_MODES
+from flink_agents.providers._connection import HttpChatModelConnection, schema_name
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
-from flink_agents.providers.openai_compatible import openai_client
+from flink_agents.providers.openai_compatible import openai_client, wire_arguments
 
 with sdk_from_extra("openai"):
     import openai
@@ -57,7 +53,7 @@ def _items(message: ChatMessage) -> list[dict[str, Any]]:
             "type": "function_call",
             "call_id": call.id,
             "name": call.name,
-            "arguments": json.dumps(call.arguments),
+            "arguments": wire_arguments(call),
         }
         for call in message.tool_calls
     ]
@@ -96,8 +92,14 @@ def responses_body(request: ChatRequest, model: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "input": items, "store": False}
     if instructions is not None:
         body["instructions"] = instructions
-    if request.tools:
+    if request.tools:  # the tool settings only go with tools, as in chat completions
         body["tools"] = [to_responses_tool(t) for t in request.tools]
+        choice = request.tool_choice
+        if choice is not None:  # unset: the API's default, auto
+            named = {"type": "function", "name": choice}
+            body["tool_choice"] = choice if choice in TOOL_CHOICE_MODES else named
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.max_tokens is not None:
@@ -133,8 +135,7 @@ def from_response(response: Any) -> ChatMessage:
                     if part.type in ("output_text", "refusal")
                 ]
             elif item.type == "function_call":
-                arguments = parse_arguments(item.arguments, item.name)
-                calls.append(ToolCall(id=item.call_id, name=item.name, arguments=arguments))
+                calls.append(ToolCall.from_json_text(item.call_id, item.name, item.arguments))
         usage = response.usage
         tokens = (
             TokenUsage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)

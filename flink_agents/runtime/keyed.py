@@ -18,6 +18,7 @@ it answers with a :class:`Visit`, the records to emit and the timers to register
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -26,8 +27,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from flink_agents.api.json_values import json_bytes
 from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
@@ -100,6 +102,21 @@ class SavedKey(BaseModel):
         description="The operator's parallelism when the marker was taken: a marker covers the "
         "runs of its own subtask only, so after a rescale that merges subtasks it is not enough.",
     )
+
+
+def _saved_text(saved: SavedKey) -> str:
+    """The keyed state's text of ``saved``: pydantic's JSON, a lone surrogate (an input or
+    memory holding undecodable bytes) written as its escape (`json_bytes`)."""
+    return json_bytes(saved, inf_nan_mode="null").decode("utf-8")
+
+
+def _read_saved(text: str) -> SavedKey:
+    """`_saved_text`'s `SavedKey` (pydantic's JSON parser refuses a lone surrogate's escape,
+    ``json`` reads it back into the same string)."""
+    try:
+        return SavedKey.model_validate_json(text)
+    except ValidationError:
+        return SavedKey.model_validate(json.loads(text))
 
 
 class KeyedAgentLogic:
@@ -377,7 +394,7 @@ class KeyedAgentLogic:
             if kept is not None:
                 return kept
         text = state.value()
-        saved = SavedKey.model_validate_json(text) if text else SavedKey()
+        saved = _read_saved(text) if text else SavedKey()
         if not self._recovered:
             self._recover(saved.marker, saved.parallelism)
         return saved.runs
@@ -388,7 +405,7 @@ class KeyedAgentLogic:
             self._take_marker()
         if _holds_anything(runs):
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
-            state.update(saved.model_dump_json())
+            state.update(_saved_text(saved))
         # Kept only while inputs are pending: as many keys as the window of unfinished inputs.
         if runs.pending:
             self._pending_states[key] = runs

@@ -1,6 +1,7 @@
 """The chat action fills the setup's prompt with the request's ``prompt_args``; the setup's
 prompt is the system prompt, first, and a caller's system messages follow it. The tool-call
-action hands a tool's error to the model without pydantic's links."""
+action hands a tool's error to the model without pydantic's links, and a call whose arguments
+are not JSON to the model instead of the tool or sub-agent."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from flink_agents.agents.chat_actions import tool_failure_text, without_pydantic_links
+from flink_agents.agents.react import ReActAgent
 from flink_agents.api import (
     Agent,
     ChatMessage,
@@ -19,14 +21,15 @@ from flink_agents.api import (
     InputEvent,
     OutputEvent,
     RecordedCallError,
+    ResourceDescriptor,
     ResourceType,
     RunnerContext,
     action,
 )
-from flink_agents.api.chat import ChatRequest
+from flink_agents.api.chat import ChatRequest, ToolCall
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.runtime import run_local
-from tests.sample_agents import react_agent
+from tests.sample_agents import lookup, react_agent
 
 
 class RecordingConnection(ChatModelConnection):
@@ -120,3 +123,59 @@ def test_a_tool_failure_loses_only_pydantic_links() -> None:
     text = tool_failure_text(info.value)
     assert text.startswith("ValidationError: 1 validation error")
     assert "errors.pydantic.dev" not in text
+
+
+class BrokenArgumentsConnection(ChatModelConnection):
+    """Calls ``what`` once with arguments that are not JSON, then answers with the last tool
+    message it was handed."""
+
+    what: str
+
+    async def chat(self, request: ChatRequest) -> ChatMessage:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return ChatMessage(role="assistant", content=last.content)
+        call = ToolCall.from_json_text("call_1", self.what, '{"topic": "flink"')
+        return ChatMessage(role="assistant", tool_calls=[call])
+
+
+@action(InputEvent, sends=[OutputEvent])
+def echo(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.send_event(OutputEvent(output=event.input))
+
+
+def broken_arguments_agent(what: str) -> ReActAgent:
+    agent = ReActAgent(
+        name="broken",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        tools=[lookup],
+        subagents=["child"],
+    )
+    agent.add_resource(
+        "conn", ResourceType.CHAT_MODEL_CONNECTION, BrokenArgumentsConnection, what=what
+    )
+    agent.add_subagent(
+        "child",
+        Agent(name="child").add_action(echo),
+        description="Echoes.",
+        input_schema={"type": "object", "properties": {"topic": {"type": "string"}}},
+    )
+    return agent
+
+
+ARGUMENTS_ERROR = (
+    "ToolArgumentsError: the arguments of this call of '{name}' are not JSON (Expecting ',' "
+    'delimiter: line 1 column 18 (char 17)): \'{{"topic": "flink"\'; call it again with the '
+    "arguments as one JSON object"
+)
+
+
+def test_arguments_that_are_not_json_reach_the_model_instead_of_the_tool() -> None:
+    [result] = run_local(broken_arguments_agent("lookup"), [{"input": "q"}], key="input")
+    assert result.output_values == [ARGUMENTS_ERROR.format(name="lookup")]
+
+
+def test_arguments_that_are_not_json_reach_the_model_instead_of_the_sub_agent() -> None:
+    [result] = run_local(broken_arguments_agent("subagent_child"), [{"input": "q"}], key="input")
+    reason = ARGUMENTS_ERROR.format(name="subagent_child")
+    assert result.output_values == [f"delegation to sub-agent 'child' failed: {reason}"]

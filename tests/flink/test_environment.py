@@ -134,3 +134,34 @@ def _environment_config(env: StreamExecutionEnvironment) -> Any:
     """The Java configuration of ``env`` that PyFlink's own setters write."""
     util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
     return util.getEnvironmentConfig(env._j_stream_execution_environment)
+
+
+def _uids_upstream(transformation: Any) -> list[str]:
+    """The uids set on ``transformation`` and the transformations it reads from."""
+    found, todo = [], [transformation]
+    while todo:
+        current = todo.pop()
+        if current.getUid() is not None:
+            found.append(str(current.getUid()))
+        todo.extend(current.getInputs())
+    return found
+
+
+def test_the_stateful_operators_get_uids_named_after_what_they_do(
+    fresh_flink_env, tmp_path: Path
+) -> None:
+    """A savepoint's state is found by these ids (docs/operations.md, "Upgrading a running
+    job"); a name given twice is numbered in build order (Flink refuses two operators with one
+    uid)."""
+    from tests.sample_agents import EchoAgent
+
+    records = tmp_path / "records.jsonl"
+    records.write_text('{"k": "a"}\n')
+    agents = AgentsExecutionEnvironment(fresh_flink_env)
+    inputs = [agents.from_file(records, key="k") for _ in range(2)]
+    outputs = [i.apply(EchoAgent(name="echo")).to_datastream() for i in inputs]
+    uids = [_uids_upstream(o._j_data_stream.getTransformation()) for o in outputs]
+    assert uids == [
+        ["agent:echo", f"source:file:{records}"],
+        ["agent:echo#2", f"source:file:{records}#2"],
+    ]

@@ -3,14 +3,23 @@ raises never breaks a run."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 
 from examples.weather import build_agent
-from flink_agents.observability import JsonLinesSink, RunAdmitted, RunFinished, parse_record
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.observability import (
+    EventLogConfig,
+    JsonLinesSink,
+    RunAdmitted,
+    RunFinished,
+    parse_record,
+)
 from flink_agents.observability.queued import LINGER_S
+from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 
 
@@ -100,3 +109,24 @@ def test_a_failing_listener_is_logged_and_the_others_still_get_every_record(capl
     assert result.error is None
     assert finished == ["succeeded"]
     assert "event listener" in caplog.text and "listener bug" in caplog.text
+
+
+async def _listed(name: str) -> str:
+    return name
+
+
+@action(InputEvent)
+async def list_file(event: InputEvent, ctx: RunnerContext) -> None:
+    name = await ctx.durable_execute_async(_listed, event.input)
+    ctx.send_event(OutputEvent(output=name))
+
+
+def test_lone_surrogates_in_a_key_and_a_value_are_written_escaped_not_a_failed_run(tmp_path):
+    name = "report-\udcff.txt"  # b"report-\xff.txt" decoded with surrogateescape
+    path = tmp_path / "events.jsonl"
+    plan = compile_agent(Agent(name="surrogates").add_action(list_file))
+    [result] = run_local(plan, [name], key=lambda v: v, event_log=EventLogConfig(path=str(path)))
+    assert result.output_values == [name]
+    lines = path.read_bytes().splitlines()
+    assert lines and all(b"\\udcff" in line for line in lines)
+    assert {json.loads(line)["key"] for line in lines} == {name}

@@ -542,3 +542,17 @@ def test_a_key_with_inputs_pending_is_not_read_back_from_keyed_state(monkeypatch
 
         attempt.logic.on_input(slot.key, json.dumps({"n": 3}), slot, now_ms)
         assert len(slot.reads) == 2  # nothing pending any more: read again
+
+
+def test_an_input_and_a_key_with_lone_surrogates_are_saved_and_restored(monkeypatch):
+    # Undecodable bytes as `surrogateescape` leaves them (an input's JSON may carry "\udcff").
+    echo, log, key = compile_agent(EchoAgent(name="echo")), InMemoryLog(), "file-\udcff"
+    with Attempt(monkeypatch, log, {}, 0, plan=echo) as first:
+        first.send_text(key, '{"n": 1, "name": "a\\udcffb"}')
+        checkpoint = dict(first.table)  # the input still pending
+    [saved] = checkpoint.values()
+    assert "\\udcff" in saved and "\udcff" not in saved  # escaped: the text encodes as UTF-8
+    saved.encode("utf-8")
+    with Attempt(monkeypatch, log, checkpoint, 1, plan=echo) as second:
+        [answer] = second.answers(key)
+    assert (answer["key"], answer["seq"], answer["output"]) == (key, 0, {"doubled": 2, "count": 1})

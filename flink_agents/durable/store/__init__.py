@@ -17,12 +17,15 @@ from flink_agents.durable.store.canonical import (
 from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
 from flink_agents.durable.store.errors import (
     CorruptRecordError,
+    OutcomeTooLargeError,
     PayloadError,
     PickleNotAllowedError,
+    RecordTooLargeError,
     StoreError,
     StoreWriteError,
     UntrustedPickleError,
 )
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
 from flink_agents.durable.store.memory import InMemoryActionStateStore, InMemoryLog
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
 from flink_agents.durable.store.records import (
@@ -37,6 +40,7 @@ from flink_agents.durable.store.records import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
     "DEFAULT_SECRET_ENV",
     "MAX_TRACE_BYTES",
     "PICKLE_TAG",
@@ -50,10 +54,12 @@ __all__ = [
     "CorruptRecordError",
     "InMemoryActionStateStore",
     "InMemoryLog",
+    "OutcomeTooLargeError",
     "PartitionMark",
     "PayloadError",
     "PickleNotAllowedError",
     "RecordCodec",
+    "RecordTooLargeError",
     "RecoveryMarker",
     "RestoreReport",
     "RunInput",
@@ -64,6 +70,7 @@ __all__ = [
     "arguments_text",
     "canonical_arguments",
     "canonical_json",
+    "check_outcome_fits",
     "decode_payload",
     "digest_arguments",
     "encode_payload",

@@ -115,8 +115,15 @@ class ActionStateStore(Protocol):
       checkpoint; on restore: `restore(marker)`; when the checkpoint completes: `prune(marker)`.
     """
 
+    #: The largest record (key and value, in bytes) `put` accepts (docs/state-store.md).
+    max_record_bytes: int
+
     def put(self, state: ActionState) -> None:
-        """Record `state` (replacing any previous state for its key); buffered until flush."""
+        """Record `state` (replacing any previous state for its key); buffered until flush.
+        Raises `RecordTooLargeError` if its record exceeds `max_record_bytes`."""
+
+    def record_size(self, state: ActionState) -> int:
+        """How many bytes the record of `state` (key and value) takes, without writing it."""
 
     def get(self, key: ActionStateKey) -> ActionState | None:
         """The latest state for `key` (including unflushed puts), or None."""

@@ -21,6 +21,8 @@ from typing import Any
 import pydantic
 import pydantic_core
 
+from flink_agents.api.json_values import escape_lone_surrogates
+
 
 class ArgumentDigestError(TypeError):
     """An argument has no stable JSON form (its repr would contain an object address)."""
@@ -34,15 +36,22 @@ _C_ENCODER: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", 
 
 
 def canonical_json(value: Any) -> str:
-    """Serialize an already-plain JSON value deterministically."""
+    """Serialize an already-plain JSON value deterministically. A lone surrogate in a string
+    is written as its escape (``\\udcff``), so the text encodes as UTF-8 and two strings that
+    differ only there stay different keys (`escape_lone_surrogates`)."""
     if _C_ENCODER is None:
-        return _ENCODER.encode(value)
+        return escape_lone_surrogates(_ENCODER.encode(value))
     # What `_ENCODER.encode` runs, without its Python layers (`encode`, `iterencode` and the
     # closures it defines per call): a quarter of the cost of the digests and keys every run
     # renders. The same C encoder with `_ENCODER`'s settings, so the same text; a fresh dict
     # of the containers being encoded per call, as `check_circular` makes.
     encode = _C_ENCODER({}, _ENCODER.default, encode_basestring, None, ":", ",", True, False, False)
-    return "".join(encode(value, 0))
+    return escape_lone_surrogates("".join(encode(value, 0)))
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, as `canonical_json` writes it (for keys rendered by hand)."""
+    return escape_lone_surrogates(encode_basestring(text))
 
 
 def to_canonical(value: Any, dumps_as_they_are: bool = False) -> Any:
@@ -175,7 +184,11 @@ def arguments_text(arguments: dict[str, Any]) -> str:
 
     Keys keep the order the values have (a model's field order): pydantic's serializer is
     about 10x faster than `json.dumps` with an indent, and this runs for every call."""
-    data = pydantic_core.to_json(arguments, indent=1)
+    try:
+        data = pydantic_core.to_json(arguments, indent=1)
+    except pydantic_core.PydanticSerializationError:  # a lone surrogate: written escaped
+        text = json.dumps(arguments, indent=1, ensure_ascii=False)
+        data = escape_lone_surrogates(text).encode("utf-8")
     if len(data) <= MAX_ARGUMENTS_BYTES:
         return data.decode("utf-8")
     cut = data[:MAX_ARGUMENTS_BYTES].decode("utf-8", errors="ignore")

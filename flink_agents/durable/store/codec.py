@@ -29,7 +29,12 @@ from collections.abc import Callable
 import orjson
 import pydantic_core
 
-from flink_agents.durable.store.errors import CorruptRecordError, PickleNotAllowedError
+from flink_agents.api.json_values import json_bytes
+from flink_agents.durable.store.errors import (
+    CorruptRecordError,
+    PayloadError,
+    PickleNotAllowedError,
+)
 from flink_agents.durable.store.payload import PICKLE_TAG
 from flink_agents.durable.store.records import (
     ActionState,
@@ -111,9 +116,11 @@ def _body(record: Record) -> bytes:
     else orjson does not write as pydantic would (an event, a datetime, a dataclass, a str
     subclass...) by pydantic (`_fields`). Where orjson refuses a value (an int beyond 64 bits,
     a dict key that is not a str, a lone surrogate) or a field holds another type than
-    declared, pydantic writes the whole body. Both write a non-finite float as null and the
-    same text for every other float, str and int (tests/observability/test_line_json.py;
-    tests/durable/store/test_record_bytes_pinned.py pins the records).
+    declared, pydantic writes the whole body; where pydantic refuses too (a lone surrogate),
+    `json` writes it, each lone surrogate as its escape. orjson and pydantic write a
+    non-finite float as null and the same text for every other float, str and int
+    (tests/observability/test_line_json.py; tests/durable/store/test_record_bytes_pinned.py
+    pins the records).
     """
     fields = record.__dict__
     if type(record) is ActionState and type(fields["completed"]) is bool:
@@ -121,7 +128,13 @@ def _body(record: Record) -> bytes:
             return orjson.dumps(fields, default=_fields, option=_PASSTHROUGH)
         except orjson.JSONEncodeError:  # a value orjson refuses, or `_Declined`
             pass
-    return pydantic_core.to_json(record, inf_nan_mode="null")
+    # A lone surrogate in a string (orjson and pydantic refuse one; UTF-8 has none) is written
+    # as its JSON escape, which `json.loads` reads back as the very same string. Anything else
+    # with no JSON form is a `PayloadError`: the runtime's failure, never a call's outcome.
+    try:
+        return json_bytes(record, inf_nan_mode="null")
+    except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
+        raise PayloadError(f"a {type(record).__name__} has no JSON form: {exc}") from exc
 
 
 def _fields(value: object) -> object:
@@ -167,6 +180,11 @@ class RecordCodec:
     def signed(self) -> bool:
         """Whether records are signed (a secret is configured)."""
         return self._secret is not None
+
+    @property
+    def seal_bytes(self) -> int:
+        """How many bytes `seal` adds to an envelope: the signature, if records are signed."""
+        return len(_SIGNED_MAGIC) + _MAC_SIZE if self._secret is not None else 0
 
     def encode(self, key: bytes, record: Record) -> bytes:
         """Serialize `record` stored under `key`.

@@ -24,7 +24,8 @@ class StoreConfig(KafkaStoreSettings):
     ``mismatch_policy`` is the default for agents whose config does not set
     ``durable.mismatch_policy`` (see docs/durable-execution.md); ``record_arguments`` whether a
     call's record carries its arguments (docs/state-store.md). The inherited settings are the
-    Kafka store's (docs/state-store.md); a memory store uses only ``secret_env``.
+    Kafka store's (docs/state-store.md); a memory store uses only ``secret_env`` and
+    ``max_record_bytes``.
     """
 
     kind: Literal["memory", "kafka"] = "memory"
@@ -48,5 +49,7 @@ class StoreConfig(KafkaStoreSettings):
     def build(self) -> ActionStateStore:
         """A new store; the Kafka one creates its topic if absent (compacted, see the docs)."""
         if self.kind == "memory":
-            return InMemoryActionStateStore(secret=secret_from_env(self.secret_env))
+            return InMemoryActionStateStore(
+                secret=secret_from_env(self.secret_env), max_record_bytes=self.max_record_bytes
+            )
         return KafkaActionStateStore(self)

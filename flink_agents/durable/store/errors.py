@@ -41,3 +41,37 @@ class CorruptRecordError(StoreError):
             f"corrupt action-state record at topic={topic!r} partition={partition} "
             f"offset={offset}: {reason}"
         )
+
+
+class RecordTooLargeError(StoreError):
+    """A record would exceed the store's ``max_record_bytes``: refused before it is written
+    (a broker would refuse it, and the job restart over and over). ``key`` is the record key,
+    ``size`` and ``limit`` are in bytes (record key and value)."""
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        self.key = key
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the record of {key} takes {size:,} bytes, over the store's limit of {limit:,} "
+            "(max_record_bytes, docs/state-store.md)"
+        )
+
+
+class OutcomeTooLargeError(ValueError):
+    """A call's result would make its action's record exceed the store's ``max_record_bytes``.
+
+    Recorded as the call's FAILED outcome and raised in the action, live as on every replay
+    (so the call is never made again, as a restart would): the work's failure, not the
+    runtime's, so it is no :class:`StoreError` -- a tool's caller shows it to the model.
+    """
+
+    def __init__(self, call_id: str, function: str, size: int, limit: int) -> None:
+        self.call_id = call_id
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the result of call {call_id!r} ({function}) is too large to record: its action's "
+            f"record would take {size:,} bytes, over the store's limit of {limit:,} "
+            "(max_record_bytes); return less (a summary, a page, a reference)"
+        )

@@ -31,10 +31,11 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
 from flink_agents.durable.store.errors import StoreError, StoreWriteError
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
 from flink_agents.durable.store.log import LogRecord, LogStore
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,30 @@ class KafkaStoreSettings(BaseModel):
     client_id: str = Field(
         default="flink-agents-store", min_length=1, description="Prefix of Kafka client ids."
     )
+    max_record_bytes: int = Field(
+        default=DEFAULT_MAX_RECORD_BYTES,
+        ge=4096,
+        description="Largest record (key and value) a store writes, in bytes, for every kind "
+        "of store: a call whose result would exceed it fails with OutcomeTooLargeError.",
+    )
+    message_max_bytes: int = Field(
+        default=1_000_000,
+        ge=1000,
+        le=1_000_000_000,
+        description="The producer's message.max.bytes (librdkafka's default); must hold "
+        "max_record_bytes and the record headers; the broker's and topic's limits too.",
+    )
+
+    @model_validator(mode="after")
+    def _records_fit_the_producer(self) -> KafkaStoreSettings:
+        if self.max_record_bytes + RECORD_HEADROOM > self.message_max_bytes:
+            raise ValueError(
+                f"max_record_bytes ({self.max_record_bytes:,}) plus {RECORD_HEADROOM:,} bytes "
+                f"for record headers exceeds message_max_bytes ({self.message_max_bytes:,}), "
+                "the largest message the producer sends: lower the first or raise the second "
+                "(and the broker's message.max.bytes, the topic's max.message.bytes)"
+            )
+        return self
 
 
 class KafkaActionStateStore(LogStore):
@@ -132,6 +157,7 @@ class KafkaActionStateStore(LogStore):
             partitions=config.partitions,
             codec=RecordCodec(secret_from_env(config.secret_env)),
             max_pending=config.max_pending,
+            max_record_bytes=config.max_record_bytes,
         )
         servers = config.bootstrap_servers
         self._servers = servers if isinstance(servers, str) else ",".join(servers)
@@ -150,6 +176,7 @@ class KafkaActionStateStore(LogStore):
                 "compression.type": config.compression_type or "none",
                 "request.timeout.ms": config.request_timeout_ms,
                 "delivery.timeout.ms": config.delivery_timeout_ms,
+                "message.max.bytes": config.message_max_bytes,
                 # Delivery reports wait in the queue until a flush serves them.
                 "queue.buffering.max.messages": max(100_000, 2 * config.max_pending),
             }

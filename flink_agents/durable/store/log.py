@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -45,7 +46,13 @@ from flink_agents.durable.store.base import (
     partition_of_key,
 )
 from flink_agents.durable.store.codec import RecordCodec, record_epoch
-from flink_agents.durable.store.errors import CorruptRecordError, StoreError, StoreWriteError
+from flink_agents.durable.store.errors import (
+    CorruptRecordError,
+    RecordTooLargeError,
+    StoreError,
+    StoreWriteError,
+)
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
 from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
 
 logger = logging.getLogger(__name__)
@@ -62,6 +69,12 @@ def _run_of(key: RunKey | ActionStateKey) -> _Run:
     return (key.agent, key.key, key.seq)
 
 
+def _parse_key(key: bytes) -> ActionStateKey:
+    """A record key's `ActionStateKey`, parsed by `json` (a `ValueError` if it is none):
+    pydantic's parser refuses the escape of a lone surrogate, which `canonical_json` writes."""
+    return ActionStateKey.model_validate(json.loads(key))
+
+
 def _run_key(run: _Run) -> RunKey:
     agent, key, seq = run
     return RunKey(agent=agent, key=key, seq=seq)
@@ -76,10 +89,20 @@ class LogStore(abc.ABC):
     that another thread's flush is still waiting for.
     """
 
-    def __init__(self, *, topic: str, partitions: int, codec: RecordCodec, max_pending: int):
-        if partitions < 1 or max_pending < 1:
-            raise ValueError("partitions and max_pending must be positive")
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partitions: int,
+        codec: RecordCodec,
+        max_pending: int,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    ):
+        if partitions < 1 or max_pending < 1 or max_record_bytes < 1:
+            raise ValueError("partitions, max_pending and max_record_bytes must be positive")
         self.topic = topic
+        #: The largest record `put` accepts: key and value (signed, if it is), in bytes.
+        self.max_record_bytes = max_record_bytes
         self.partitions = partitions
         self._codec = codec
         self._max_pending = max_pending
@@ -128,16 +151,29 @@ class LogStore(abc.ABC):
     # -- ActionStateStore ---------------------------------------------------------------------
 
     def put(self, state: ActionState) -> None:
-        """Buffer `state`; raises `PickleNotAllowedError` at once if it cannot be written."""
+        """Buffer `state`; raises `PickleNotAllowedError` or `RecordTooLargeError` at once if
+        it cannot be written (nothing is buffered then)."""
         key = state.key
         key_bytes = key.canonical().encode("utf-8")
         envelope = self._codec.envelope(state, epoch=self.epoch)
+        size = self._size(key_bytes, envelope)
+        if size > self.max_record_bytes:
+            raise RecordTooLargeError(key.canonical(), size, self.max_record_bytes)
         if len(self._unsent) >= self._max_pending:
             self.flush()  # back-pressure: bounded number of unacknowledged writes
         run = _run_of(key)
         self._enqueue(run, key_bytes, envelope)
         self._remember(key_bytes, run, envelope)
         self._begin(run)
+
+    def record_size(self, state: ActionState) -> int:
+        """How many bytes `put` would write for `state` (key and value), checked against
+        `max_record_bytes`."""
+        key_bytes = state.key.canonical().encode("utf-8")
+        return self._size(key_bytes, self._codec.envelope(state, epoch=self.epoch))
+
+    def _size(self, key: bytes, envelope: bytes) -> int:
+        return len(key) + len(envelope) + self._codec.seal_bytes
 
     def get(self, key: ActionStateKey) -> ActionState | None:
         """The latest state for `key` (a fresh copy), or None."""
@@ -348,7 +384,7 @@ class LogStore(abc.ABC):
 
     def state_keys(self) -> list[ActionStateKey]:
         """Keys of all states in the in-memory view (for inspection)."""
-        return [ActionStateKey.model_validate_json(key) for key in self._states]
+        return [_parse_key(key) for key in self._states]
 
     @property
     def state_count(self) -> int:
@@ -406,7 +442,7 @@ class LogStore(abc.ABC):
             return CorruptRecordError(self.topic, partition, offset, reason)
 
         try:
-            state_key = ActionStateKey.model_validate_json(key or b"")
+            state_key = _parse_key(key or b"")
         except ValueError:
             raise corrupt("record key is not an action-state key") from None
         if value is None:

@@ -1,4 +1,5 @@
-"""In-memory action-state store: same semantics as the Kafka store, for tests and local runs.
+"""In-memory action-state store: same semantics as the Kafka store, for tests and local runs
+(the same record limit too: `max_record_bytes`, enforced by `LogStore.put`).
 
 Records go through the same codec into an `InMemoryLog`. Writes reach the log only on `flush`,
 so a test can simulate a crash by dropping a store and restoring a new one over the same log.
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
 from flink_agents.durable.store.log import LogRecord, LogStore
 
 
@@ -35,6 +37,7 @@ class InMemoryActionStateStore(LogStore):
         *,
         secret: bytes | None = None,
         max_pending: int = 10_000,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     ) -> None:
         self.log = log or InMemoryLog()
         super().__init__(
@@ -42,6 +45,7 @@ class InMemoryActionStateStore(LogStore):
             partitions=len(self.log.partitions),
             codec=RecordCodec(secret),
             max_pending=max_pending,
+            max_record_bytes=max_record_bytes,
         )
 
     def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:

@@ -10,13 +10,13 @@ import enum
 import time
 import traceback
 from collections.abc import Mapping
-from json.encoder import encode_basestring as _json_string  # what canonical_json uses for str
 from typing import Any, TypeVar, get_args
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store.canonical import json_string as _json_string
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
 from flink_agents.observability.records import CallKind
 
@@ -57,12 +57,17 @@ def cap_text(text: str) -> str:
 
     A truncated result starts with a marker that gives the original size.
     """
-    data = text.encode("utf-8")
+    # "surrogatepass": a lone surrogate (undecodable bytes of a subprocess's output, say) is
+    # kept, as 3 bytes, and written to the record as its JSON escape (codec.py).
+    data = text.encode("utf-8", "surrogatepass")
     if len(data) <= MAX_TRACE_BYTES:
         return text
     marker = _TRUNCATION_MARKER.format(n=len(data))
-    keep = MAX_TRACE_BYTES - len(marker.encode("utf-8"))
-    return marker + data[-keep:].decode("utf-8", errors="ignore")
+    tail = data[len(data) - (MAX_TRACE_BYTES - len(marker.encode("utf-8"))) :]
+    start = 0
+    while start < len(tail) and tail[start] & 0xC0 == 0x80:  # inside a character: skip it
+        start += 1
+    return marker + tail[start:].decode("utf-8", "surrogatepass")
 
 
 class CallStatus(str, enum.Enum):

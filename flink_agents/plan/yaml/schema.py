@@ -117,6 +117,15 @@ class ChatModelSpec(_SetupSpec):
         default=None, description="Sub-agents offered to the model as subagent_<name> callables."
     )
     temperature: float | None = None
+    tool_choice: str | None = Field(
+        default=None,
+        min_length=1,
+        description="auto, required, none, or the name of an offered tool (forced until the "
+        "first tool result); unset: the provider's default (OpenAI-compatible: auto).",
+    )
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="Whether the model may ask for several tools in one turn."
+    )
     structured_output_mode: StructuredOutput | None = Field(
         default=None,
         description="How an output_schema is asked for: native (the provider's JSON-schema "

@@ -308,3 +308,25 @@ def test_records_built_without_validation_equal_the_validated_ones():
     assert done.model_dump() == copied.model_dump()
     assert done.model_fields_set == copied.model_fields_set
     assert started.status == "pending" and started.finished_at is None  # not changed
+
+
+def test_lone_surrogates_are_written_escaped_and_read_back_exactly():
+    text = "ls: cannot access 'report-\udcff.txt'"
+    state = sample_state(key=canonical_json("dir-\udcfe"))
+    state.record_call(CallResult.pending("t", function="f").succeed({"out": text}))
+    state.record_call(CallResult.pending("u", function="f").fail(OSError("x" * 5000 + text)))
+    codec = RecordCodec(SECRET)
+    key = state.key.canonical().encode("utf-8")  # the key's surrogate is escaped too
+    value = codec.encode(key, state)
+    assert b"\\udcff" in value and b"\\udcfe" in key
+    decoded = codec.decode(key, value, **WHERE)
+    assert decoded.calls[-2].value() == {"out": text}
+    message = decoded.calls[-1].error.message  # capped, tail kept, surrogate and all
+    assert message.endswith(text) and len(message.encode("utf-8", "surrogatepass")) <= 4096
+
+
+def test_a_record_with_no_json_form_is_a_payload_error_not_a_serializer_error():
+    state = sample_state()
+    state.calls[0].__dict__["payload"] = object()  # not what encode_payload ever makes
+    with pytest.raises(PayloadError, match="has no JSON form"):
+        RecordCodec().envelope(state)
