@@ -397,7 +397,7 @@ class DurableCalls:
                 value = self._recorded_only(call, outcome, None)
             else:
                 with self._direct(call, outcome):
-                    value = self._invoke(call)
+                    value = self._invoke(call, blocking=True)
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
@@ -454,7 +454,7 @@ class DurableCalls:
         watch = self._unserved.unserved(call, position, recorded, requested)
         outcome.name = "live"
         try:
-            value = self._invoke(call)
+            value = self._invoke(call, blocking=watched is None)
         except Exception as exc:
             watch.failed(exc)
             raise
@@ -478,9 +478,9 @@ class DurableCalls:
         counted = outcome.tracker = _CountedAttempts()
         return tracking_attempts(counted)
 
-    def _invoke(self, call: DurableCall) -> Any:
+    def _invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
         probe = self._probe()
-        return call.invoke() if probe is None else probe.invoke(call)
+        return call.invoke() if probe is None else probe.invoke(call, blocking=blocking)
 
     def _drive(self, call: DurableCall, outcome: _Outcome) -> Any:
         stepper = _Stepper(self._protocol(call, outcome))
@@ -495,7 +495,7 @@ class DurableCalls:
                     stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
                 else:
                     with tracking_attempts(step):
-                        stepper.reply(_not_awaitable(self._invoke(call), "function"))
+                        stepper.reply(_not_awaitable(self._invoke(call, blocking=True), "function"))
             except Exception as exc:
                 stepper.fail(exc)
         if probe is not None:

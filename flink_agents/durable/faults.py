@@ -104,8 +104,9 @@ class CallProbe:
     def reached(self, point: KillPoint) -> None:
         """A call (or a run) passes ``point``."""
 
-    def invoke(self, call: DurableCall) -> Any:
-        """Make ``call`` (its function with its arguments); may return an awaitable."""
+    def invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
+        """Make ``call`` (its function with its arguments); may return an awaitable unless
+        ``blocking`` (a call of a synchronous action, which cannot await)."""
         return call.invoke()
 
     def returned(self, call: DurableCall, calls: Writes) -> None:
