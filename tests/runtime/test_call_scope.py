@@ -7,6 +7,8 @@ awaited before its result leaves the engine, and nothing writes into the ended r
 | concurrent calls (``asyncio.gather``): one call's infrastructure  | test_a_sibling_call_*       |
 | error ends the run; the sibling makes no side effect and records  |                             |
 | no outcome after that (in memory and on Kafka)                    |                             |
+| the same for concurrent delegations (``Subagent.submit`` and      | test_a_sibling_delegation_* |
+| ``gather``, the documented pattern)                               |                             |
 | the built-in tool-call action: the same for its concurrent tools  | test_the_tool_call_action_* |
 | closing the engine cancels the calls in flight of its runs        | test_closing_the_engine_*   |
 | a call started after its run ended is refused                     | test_a_call_after_*         |
@@ -15,6 +17,7 @@ awaited before its result leaves the engine, and nothing writes into the ended r
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -29,6 +32,7 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
+from flink_agents.api.subagents.delegation import SubagentRequest, SubagentSetup
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import ActionStateStore, CallStatus, RunKey
@@ -39,6 +43,7 @@ from flink_agents.runtime.call_scope import RunEndedError
 from flink_agents.testing import Stores, agent_plan
 from tests.durable import conftest as durable_conftest
 from tests.sample_agents import add_scripted_connection
+from tests.subagent_samples import FakeSubagent, caller_agent
 
 stores = durable_conftest.stores  # the store pairs of the durable tests: memory, Kafka
 
@@ -100,6 +105,36 @@ def test_a_sibling_call_makes_no_side_effect_after_its_run_failed(stores: Stores
     assert SIDE_EFFECTS == []
     # Not written into the ended run: the cancelled call has no outcome (a replay sends it).
     assert _calls(stores.first, "gathered").get("slow") in (None, CallStatus.PENDING)
+
+
+class SlowSubagent(SubagentSetup):
+    """A sub-agent whose work is a side effect after a wait."""
+
+    async def invoke(self, request: SubagentRequest, ctx: RunnerContext) -> Any:
+        return await slow(str(request.input))
+
+
+def test_a_sibling_delegation_makes_no_side_effect_after_its_run_failed(stores: Stores) -> None:
+    agent = caller_agent(
+        broken=ResourceDescriptor.of(FakeSubagent, mode="store_error"),
+        slow=ResourceDescriptor.of(SlowSubagent),
+    )
+    agent.error_policy = "fail"
+    plan = compile_agent(agent)
+
+    async def scenario() -> None:
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine.submit("k", {"calls": [["broken", "a", None], ["slow", "b", None]]})
+        with pytest.raises(ActionError) as caught:
+            await engine.drain()
+        assert isinstance(caught.value.__cause__, InfrastructureError)
+        await asyncio.sleep(0.3)  # a delegation left running would act now
+        await engine.close()
+
+    asyncio.run(scenario())
+    assert SIDE_EFFECTS == []
+    statuses = _calls(stores.first, "caller")
+    assert CallStatus.SUCCEEDED not in statuses.values()
 
 
 def test_the_tool_call_action_cancels_its_other_tools_when_one_fails(stores: Stores) -> None:
