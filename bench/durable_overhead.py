@@ -46,13 +46,11 @@ from bench.stats import percentile
 from bench.workloads import one_call
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
-from flink_agents.durable.call import CallRunner
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import AgentPlan, compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import RunResult
 
 StoreFactory = Callable[[], ActionStateStore]
@@ -88,10 +86,12 @@ PLANS: dict[str, tuple[Callable[[], AgentPlan], Callable[[int], Any]]] = {
 }
 
 
-async def runs_per_second(keys: int, runner: CallRunner | None, agent: str = "one-action") -> float:
+async def runs_per_second(
+    keys: int, store: ActionStateStore | None, agent: str = "one-action"
+) -> float:
     make_plan, make_input = PLANS[agent]
     plan = make_plan()
-    engine = RunEngine(plan, max_in_flight=keys, call_runner=runner)
+    engine = Runtime.build(plan, store=store, max_in_flight=keys).engine
     start = time.perf_counter()
     for key in range(keys):
         engine.submit(key, make_input(key))
@@ -102,7 +102,7 @@ async def runs_per_second(keys: int, runner: CallRunner | None, agent: str = "on
 
 
 async def run_latencies(
-    keys: int, bound: int, per_key: int, runner: CallRunner | None
+    keys: int, bound: int, per_key: int, store: ActionStateStore | None
 ) -> list[float]:
     """Seconds from each run's action start to its result, ``per_key`` runs per key."""
     agent = Agent(name="bench")
@@ -114,7 +114,7 @@ async def run_latencies(
         latencies.append(time.perf_counter() - STARTED.pop(text))
 
     plan = compile_agent(agent)
-    engine = RunEngine(plan, max_in_flight=bound, call_runner=runner, on_result=finished)
+    engine = Runtime.build(plan, store=store, max_in_flight=bound, on_result=finished).engine
     for seq in range(per_key):
         for key in range(keys):
             engine.submit(key, f"{key}/{seq}", seq)
@@ -133,9 +133,8 @@ def latency_report(args: argparse.Namespace, stores: dict[str, StoreFactory | No
         latencies: list[float] = []
         for _ in range(args.repeat):
             store = make_store() if make_store else None
-            runner = StoreCallRunner(store, agent="bench") if store is not None else None
             try:
-                latencies += asyncio.run(run_latencies(args.keys, args.bound, args.per_key, runner))
+                latencies += asyncio.run(run_latencies(args.keys, args.bound, args.per_key, store))
             finally:
                 if store is not None:
                     store.close()
@@ -150,11 +149,10 @@ def measure(
     profile: cProfile.Profile | None = None,
 ) -> float:
     store = make_store() if make_store else None
-    runner = StoreCallRunner(store, agent="bench") if store is not None else None
     try:
         if profile is None:
-            return asyncio.run(runs_per_second(keys, runner))
-        return profile.runcall(asyncio.run, runs_per_second(keys, runner))
+            return asyncio.run(runs_per_second(keys, store))
+        return profile.runcall(asyncio.run, runs_per_second(keys, store))
     finally:
         if store is not None:
             store.close()
@@ -163,10 +161,9 @@ def measure(
 def cpu_per_run(keys: int, make_store: StoreFactory | None, agent: str) -> float:
     """CPU seconds of this process per run over one job of ``keys`` runs."""
     store = make_store() if make_store else None  # made outside: connecting is not per run
-    runner = StoreCallRunner(store, agent="bench") if store is not None else None
     try:
         start = time.process_time()
-        asyncio.run(runs_per_second(keys, runner, agent))
+        asyncio.run(runs_per_second(keys, store, agent))
         if store is not None:
             store.flush()  # writes still buffered belong to these runs
         return (time.process_time() - start) / keys

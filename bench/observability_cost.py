@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.workloads import WORKLOADS
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
@@ -78,7 +77,7 @@ def cpu_per_run(
     records = [{"k": n % 1000, "text": f"q{n}"} for n in range(inputs)]
     listeners = [] if config == "off" else [MetricsListener()]
     log = EventLogConfig(path=str(folder / f"{config}.jsonl")) if config == "metrics+log" else None
-    runner = StoreCallRunner(StoreConfig(kind="memory").build(), agent=plan.name) if store else None
+    memory_store = StoreConfig(kind="memory").build() if store else None
     with _collections() as collected:
         started, engine_started = time.process_time(), time.thread_time()
         results = run_local(
@@ -86,7 +85,7 @@ def cpu_per_run(
             records,
             key="k",
             max_in_flight=1000,
-            call_runner=runner,
+            store=memory_store,
             listeners=listeners,
             event_log=log,
         )

@@ -34,8 +34,8 @@ from flink_agents.api.subagents.delegation import (
     SubagentSetup,
 )
 from flink_agents.durable.call import DurableCall
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import RunId
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     ActionStateStore,
     InMemoryActionStateStore,
@@ -162,11 +162,11 @@ def lookup_fact(topic: str) -> str:
 # --- the real durable runner, replaying every action's calls ------------------------------------
 
 
-def replaying_runner(store: ActionStateStore) -> StoreCallRunner:
-    """``StoreCallRunner`` (the store's codec, statuses and replay checks) for the ``caller``
+def replaying_runner(store: ActionStateStore) -> DurableCalls:
+    """``DurableCalls`` (the store's codec, statuses and replay checks) for the ``caller``
     agent, without the action journal: running a key's input again re-runs its actions and
     hands their calls back from the records, as after a crash that lost a completion record."""
-    runner = StoreCallRunner(store, agent="caller")
+    runner = DurableCalls(store, agent="caller")
     runner.journal = None  # type: ignore[assignment]
     return runner
 

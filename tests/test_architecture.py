@@ -308,6 +308,57 @@ def test_every_module_was_parsed_and_every_layer_exists():
     assert "flink_agents.durable.store.kafka" in graph
 
 
+# --- one owner for the durable call and for the engine's assembly (issue 31) --------------------
+
+ENGINE = "RunEngine"
+COMPOSITION_ROOT = "flink_agents/runtime/assembly.py"
+
+
+def repository_sources() -> dict[str, str]:
+    """``{path: source}`` of the package and the benchmarks: every host of an engine."""
+    files = sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
+    return {path.relative_to(ROOT).as_posix(): path.read_text() for path in files}
+
+
+def call_runner_classes(sources: Mapping[str, str]) -> list[str]:
+    """Classes named ``*CallRunner`` that are not a ``Protocol``: each is a second
+    implementation of the durable-call protocol (DurableCalls is the one)."""
+    found = []
+    for path, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("CallRunner"):
+                bases = {ast.unparse(base) for base in node.bases}
+                if not bases & {"Protocol", "typing.Protocol"}:
+                    found.append(f"{path}:{node.lineno} class {node.name}")
+    return found
+
+
+def engine_constructions(sources: Mapping[str, str]) -> list[str]:
+    """Where an engine is built, or its class handed to a factory, outside the composition
+    root: every host must call ``Runtime.build``."""
+    found = []
+    for path, source in sources.items():
+        if path == COMPOSITION_ROOT:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.Call):
+                continue
+            named = [node.func, *node.args, *(keyword.value for keyword in node.keywords)]
+            for part in named:
+                name = part.attr if isinstance(part, ast.Attribute) else getattr(part, "id", None)
+                if name == ENGINE:
+                    found.append(f"{path}:{node.lineno} {ast.unparse(node)[:60]}")
+    return found
+
+
+def test_one_class_implements_the_durable_call_protocol():
+    assert call_runner_classes(repository_sources()) == []
+
+
+def test_the_engine_is_built_only_in_the_composition_root():
+    assert engine_constructions(repository_sources()) == []
+
+
 # --- the checker finds what it should ------------------------------------------------------------
 
 SYNTHETIC = {
@@ -380,4 +431,21 @@ def test_the_checker_reports_cycles_upward_imports_and_pyflink():
     assert private_violations(graph) == [
         "flink_agents.durable.runner imports flink_agents.providers._retry at line 1: a private "
         "module of flink_agents.providers"
+    ]
+
+
+def test_the_checker_finds_a_second_call_runner_and_an_engine_built_by_hand():
+    sources = {
+        "flink_agents/durable/call.py": "class CallRunner(Protocol):\n    pass\n",
+        "flink_agents/replay/serving.py": "class RecordedCallRunner:\n    pass\n",
+        COMPOSITION_ROOT: "engine = RunEngine(plan)\n",
+        "flink_agents/runtime/keyed.py": "factory = partial(RunEngine, plan)\n",
+        "bench/durable_overhead.py": "engine = runtime.RunEngine(plan, call_runner=None)\n",
+    }
+    assert call_runner_classes(sources) == [
+        "flink_agents/replay/serving.py:1 class RecordedCallRunner"
+    ]
+    assert engine_constructions(sources) == [
+        "flink_agents/runtime/keyed.py:1 partial(RunEngine, plan)",
+        "bench/durable_overhead.py:1 runtime.RunEngine(plan, call_runner=None)",
     ]

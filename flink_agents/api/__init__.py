@@ -5,7 +5,7 @@ Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions)
 :mod:`flink_agents` itself. docs/api.md lists the public API.
 """
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
@@ -32,7 +32,7 @@ from flink_agents.api.events import (
     ToolResult,
 )
 from flink_agents.api.memory import Memory
-from flink_agents.api.moved import missing_name_error
+from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
@@ -89,7 +89,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any name of this module
-
-    def __getattr__(name: str) -> NoReturn:
-        """A name this package exported in an earlier version says where it is now."""
-        raise missing_name_error(__name__, name)
+    __getattr__ = moved_names_getattr(__name__)  # an old name says where it went

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import NoReturn
 
 MOVED: dict[str, str] = {
     # The layout of 2026-11-30: integrations/ split into providers/ (its private helpers too,
@@ -24,7 +25,7 @@ MOVED: dict[str, str] = {
     "flink_agents.api.chat_actions": "flink_agents.agents.chat_actions",
     "flink_agents.api.subagent_tools": "flink_agents.api.subagents.offers",
     "flink_agents.runtime.durable": "flink_agents.durable.call",
-    "flink_agents.runtime.durable_store": "flink_agents.durable.runner",
+    "flink_agents.runtime.durable_store": "flink_agents.durable.calls",
     "flink_agents.runtime.group_flush": "flink_agents.durable.group_flush",
     "flink_agents.runtime.identity": "flink_agents.durable.identity",
     "flink_agents.runtime.journal": "flink_agents.durable.journal",
@@ -55,10 +56,22 @@ MOVED: dict[str, str] = {
     "flink_agents.api:import_reference": "flink_agents.api.refs:import_reference",
     "flink_agents.runtime:CallIdentity": "flink_agents.durable:CallIdentity",
     "flink_agents.runtime:CallRunner": "flink_agents.durable:CallRunner",
-    "flink_agents.runtime:DirectCallRunner": "flink_agents.durable:DirectCallRunner",
+    "flink_agents.runtime:DirectCallRunner": "flink_agents.durable:DurableCalls",
     "flink_agents.runtime:DurableCall": "flink_agents.durable:DurableCall",
     "flink_agents.runtime:RunId": "flink_agents.durable:RunId",
     "flink_agents.runtime:event_id": "flink_agents.durable:event_id",
+    # One object for every durable call (issue 31): the four call runners are DurableCalls
+    # (no store: calls made, nothing recorded; a counting harness: a probe).
+    "flink_agents.durable.runner": "flink_agents.durable.calls",
+    "flink_agents.durable.runner:StoreCallRunner": "flink_agents.durable.calls:DurableCalls",
+    "flink_agents.durable.call:DirectCallRunner": "flink_agents.durable.calls:DurableCalls",
+    "flink_agents.testing.harness:CountingCallRunner": "flink_agents.testing.harness:CountingProbe",
+    "flink_agents.replay.serving:RecordedCallRunner": "flink_agents.replay.serving:ReplayBook",
+    "flink_agents.durable:DirectCallRunner": "flink_agents.durable:DurableCalls",
+    "flink_agents.durable:StoreCallRunner": "flink_agents.durable:DurableCalls",
+    "flink_agents.testing:CountingCallRunner": "flink_agents.testing:CountingProbe",
+    # The decorators observing the runners: DurableCalls names each call's outcome itself.
+    "flink_agents.observability.calls": "flink_agents.durable.calls",
     # One StoreConfig carries every Kafka store setting.
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.config:StoreConfig"
@@ -122,6 +135,16 @@ def missing_name_error(module: str, name: str) -> AttributeError | MovedNameErro
     return MovedNameError(
         f"cannot import name {name!r} from {module!r}; it moved: use {new!r}", name=module
     )
+
+
+def moved_names_getattr(module: str) -> Callable[[str], NoReturn]:
+    """A ``__getattr__`` for the package face ``module``: a name it exported in an earlier
+    version says where it is now (:func:`missing_name_error`)."""
+
+    def __getattr__(name: str) -> NoReturn:
+        raise missing_name_error(module, name)
+
+    return __getattr__
 
 
 class MovedModuleFinder(importlib.abc.MetaPathFinder):

@@ -1,23 +1,20 @@
-"""The one hook through which every durable call passes.
+"""A durable call, and what the engine asks of the object that makes them.
 
 ``RunnerContext.durable_execute`` / ``durable_execute_async`` build a :class:`DurableCall` and
-hand it to the engine's :class:`CallRunner`. :class:`DirectCallRunner` simply calls the function;
-the durable-execution work replaces it with a runner that looks the call up in the action-state
-store, returns a recorded outcome, or calls and records.
+hand it to the engine's :class:`CallRunner`: :class:`~flink_agents.durable.calls.DurableCalls`,
+which looks the call up in the action-state store (if it has one), hands back a recorded
+outcome, or calls and records.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from flink_agents.api.context import InDoubtPolicy, Reconciler, ReconcileRequest
-from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.durable.journal import ActionJournal
-from flink_agents.observability import EventLog, observed_direct, observed_direct_async
 
 
 @dataclass(frozen=True)
@@ -46,16 +43,14 @@ class DurableCall:
 
 
 class CallRunner(Protocol):
-    """Executes durable calls for the engine.
+    """What the engine asks of its durable calls; :class:`~flink_agents.durable.calls.
+    DurableCalls` is the one implementation.
 
-    ``journal`` is the engine's one hook for replaying completed actions: None (the default)
-    means every action runs and nothing is recorded.
+    ``journal`` is the engine's one hook for replaying completed actions: None means every
+    action runs and nothing is recorded.
     """
 
-    event_log: EventLog | None
-    """Where the outcome of every call is recorded (the engine sets it), or None."""
-
-    # Read-only, so a runner may narrow it: StoreCallRunner is its own journal.
+    # Read-only, so an implementation may narrow it (DurableCalls is its own journal).
     @property
     def journal(self) -> ActionJournal | None:
         """The hook for replaying completed actions, or None."""
@@ -72,36 +67,3 @@ class CallRunner(Protocol):
 
     def run_finished(self, run: RunId) -> None:
         """The run ended (outputs emitted); its call records may be released."""
-
-
-class DirectCallRunner:
-    """Calls the function and records nothing.
-
-    A keyed host sets ``fence``: a process frozen past the cluster's heartbeat timeout then
-    sends no more calls (its task runs again elsewhere), store or not.
-    """
-
-    journal: ActionJournal | None = None
-    event_log: EventLog | None = None
-    fence: FreezeFence | None = None
-
-    def run_admitted(self, run: RunId, input: Any) -> None:
-        return None
-
-    @observed_direct
-    def run(self, call: DurableCall) -> Any:
-        if self.fence is not None:
-            self.fence.check()
-        return call.invoke()
-
-    @observed_direct_async
-    async def run_async(self, call: DurableCall) -> Any:
-        if self.fence is not None:
-            self.fence.check()
-        result = call.invoke()
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    def run_finished(self, run: RunId) -> None:
-        return None

@@ -35,6 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any, Protocol
+
+from flink_agents.durable.call import DurableCall
 
 
 class KillPoint(str, Enum):
@@ -78,8 +81,40 @@ class KillPointReached(BaseException):
         self.hit = hit
 
 
+class Writes(Protocol):
+    """What a probe may read of the calls it watches (:class:`~flink_agents.durable.calls.
+    DurableCalls` fits)."""
+
+    @property
+    def writes(self) -> int:
+        """The ticket of the latest store write (the outcomes recorded so far put first)."""
+
+
+class CallProbe:
+    """What :class:`~flink_agents.durable.calls.DurableCalls` reaches along a call's way: the
+    kill points, the call's invocation and its return. The base does nothing but invoke; a
+    :class:`FaultPlan` fails at kill points, a test harness counts invocations or holds one.
+    """
+
+    def arms(self, point: KillPoint) -> bool:
+        """Whether reaching ``point`` matters (the calls then make the moment exist: they wait
+        for a write that nothing else would wait for)."""
+        return False
+
+    def reached(self, point: KillPoint) -> None:
+        """A call (or a run) passes ``point``."""
+
+    def invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
+        """Make ``call`` (its function with its arguments); may return an awaitable unless
+        ``blocking`` (a call of a synchronous action, which cannot await)."""
+        return call.invoke()
+
+    def returned(self, call: DurableCall, calls: Writes) -> None:
+        """``call`` returned a value, its outcome recorded by ``calls`` (not acknowledged yet)."""
+
+
 @dataclass
-class FaultPlan:
+class FaultPlan(CallProbe):
     """Fail once at the ``kills[point]``-th time each point is reached."""
 
     kills: Mapping[KillPoint, int]

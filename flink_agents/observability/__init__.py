@@ -1,15 +1,10 @@
 """Observability: the event log (typed records with lineage), its listeners and sinks, metrics
 counted from it, and the trace tree (see docs/operations.md).
 
-The engine and the call runners emit into an :class:`EventLog`; a host builds one from an
+The engine and its durable calls emit into an :class:`EventLog`; a host builds one from an
 :class:`EventLogConfig` and its own listeners (:func:`build_event_log`), or passes none.
 """
 
-from flink_agents.observability.calls import (
-    observed_direct,
-    observed_direct_async,
-    observed_protocol,
-)
 from flink_agents.observability.config import EventLogConfig, build_event_log
 from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
 from flink_agents.observability.file_sink import JsonLinesSink
@@ -53,8 +48,5 @@ __all__ = [
     "RunStarted",
     "TracesConfig",
     "build_event_log",
-    "observed_direct",
-    "observed_direct_async",
-    "observed_protocol",
     "parse_record",
 ]

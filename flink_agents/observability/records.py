@@ -23,10 +23,11 @@ from flink_agents.api.json_values import json_bytes
 CallKind = Literal["model", "tool", "subagent", "function"]
 """What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
 
-CallOutcome = Literal["live", "replayed", "reconciled", "failed"]
+CallOutcome = Literal["live", "replayed", "reconciled", "failed", "in-doubt"]
 """How a durable call got its result: made now (``live``), handed back from the action-state
-store (``replayed``, a recorded failure included), found by its reconciler (``reconciled``), or
-made now or reconciled and raised (``failed``)."""
+store (``replayed``, a recorded failure included), found by its reconciler (``reconciled``),
+made now or reconciled and raised (``failed``), or started before a failover with its outcome
+unknown and recorded as failed under ``in_doubt="fail"`` (``in-doubt``)."""
 
 RunStatus = Literal["succeeded", "failed", "cancelled"]
 

@@ -1,7 +1,7 @@
 """Replaying recorded runs against the agent as it is now, outside the job (docs/replay.md).
 
 * :mod:`.recorded` -- the states of a store topic or an exported file, grouped into runs;
-* :mod:`.serving` -- :class:`RecordedCallRunner`: every durable call served from its record;
+* :mod:`.serving` -- :class:`ReplayBook`: what recorded-only durable calls could not serve;
 * :mod:`.replayer` -- :func:`replay_runs`: re-execute each run and compare it with its record;
 * :mod:`.commands` -- ``flink-agents store export`` and ``flink-agents replay``.
 

@@ -1,9 +1,9 @@
 """Replaying recorded runs against the agent as it is now (``flink-agents replay``).
 
 Each recorded run is executed again by the current plan, from its recorded input, with every
-durable call served from its record (:class:`RecordedCallRunner`): no model, tool or service is
-called. A key's runs replay in ``seq`` order, each starting from the short-term memory the
-replay of the key's previous run committed.
+durable call served from its record (recorded-only :class:`DurableCalls`): no model, tool or
+service is called. A key's runs replay in ``seq`` order, each starting from the short-term
+memory the replay of the key's previous run committed.
 
 A filter (by key or time) may leave a key's earlier runs out. Given the recorded runs it was
 chosen from (``earlier``), the replay rebuilds the memory a chosen run starts from by replaying
@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, ActionStateKey
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
@@ -29,9 +30,9 @@ from flink_agents.replay.serving import (
     Divergence,
     LiveCall,
     LiveCalls,
-    RecordedCallRunner,
+    ReplayBook,
 )
-from flink_agents.runtime.engine import RunEngine
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.state import KeyState, PendingInput
 
 
@@ -201,8 +202,11 @@ async def _replay_one(
     states: dict[ActionStateKey, ActionState] = {state.key: state for state in run.states}
     # A sub-agent's own invocations are recorded in the run; replaying its call hands the
     # call's record back, so they are not run again: only the run's own must be.
-    runner = RecordedCallRunner(states, live=live, expected=run.own_state_keys())
-    engine = RunEngine(resolved, call_runner=runner)
+    book = ReplayBook(live=live)
+    calls = DurableCalls(
+        agent=resolved.plan.name, mode="recorded-only", records=states, unserved=book
+    )
+    engine = Runtime.build(resolved, calls=calls).engine
     key = run.run_id.key
     pending = PendingInput(seq=run.key.seq, input=run.input.value)
     engine.restore_key(
@@ -217,15 +221,17 @@ async def _replay_one(
     committed = engine.committed_memory(key) if error is None else memory
     await engine.close()
     outputs = results[0].output_values if results else None
-    divergence = runner.divergence or (runner.unconsumed() if error is None else None)
+    divergence = book.divergence
+    if divergence is None and error is None:
+        divergence = book.unconsumed(states, run.own_state_keys(), calls.taken)
     outcome = RunReport(
         run,
         Verdict.SAME,
         recorded_outputs,
         outputs,
         divergence,
-        served=runner.served,
-        live=runner.made_live,
+        served=book.served,
+        live=book.made_live,
     )
     if divergence is not None:
         outcome.verdict = Verdict.DIVERGED

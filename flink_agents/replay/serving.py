@@ -1,10 +1,11 @@
-"""The call runner of a replay: every durable call is served from its record, none is made.
+"""What a replay makes of calls it cannot serve: every durable call is served from its record by
+:class:`~flink_agents.durable.calls.DurableCalls` in ``recorded-only`` mode, none is made.
 
-:class:`RecordedCallRunner` compares each call the code makes now with the call recorded at
-the same position of the same action invocation (as a job's replay does). The same call gets
-its recorded outcome; another call is a divergence; a call with no record is reported and not
-made. Either ends the run: the error is an :class:`InfrastructureError`, so no action or
-tool-call loop swallows it.
+The calls compare each call the code makes now with the call recorded at the same position of
+the same action invocation (as a job's replay does); :class:`ReplayBook` is told the rest. The
+same call gets its recorded outcome; another call is a divergence; a call with no record is
+reported and not made. Either ends the run: the error is an :class:`InfrastructureError`, so no
+action or tool-call loop swallows it.
 
 Live calls (``flink-agents replay --live``) are the exception: with ``live="missing"`` a call
 with no record is made, with ``live="changed"`` also a call that differs from its record (the
@@ -15,37 +16,25 @@ what it returned against what was recorded.
 
 from __future__ import annotations
 
-import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from flink_agents.api.context import InfrastructureError, RecordedCallError
+from flink_agents.api.context import InfrastructureError
 from flink_agents.durable.call import DurableCall
-from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.replay import CallSignature, arguments_diff
-from flink_agents.durable.store import ActionState, ActionStateKey, CallResult, CallStatus, RunKey
+from flink_agents.durable.store import ActionState, ActionStateKey, CallResult
 from flink_agents.durable.store.inspect import payload_text
-from flink_agents.observability import EventLog
 from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.observability.records import CallKind
+from flink_agents.observability.refs import call_kind
 
-CallKind = Literal["model", "tool", "sub-agent", "call"]
 LiveCalls = Literal["missing", "changed"]
 """Which calls a replay makes live: those with no record, or also those that changed."""
 
 #: How much of a live call's outcome and its record a report shows (secret fields redacted).
 _SHOWN = PayloadWriter(max_chars=500)
-
-
-def call_kind(call_id: str, function: str) -> CallKind:
-    """What a durable call is, from its id and label (the built-in actions' conventions)."""
-    if call_id == "chat" or function.endswith(".chat"):
-        return "model"
-    if call_id.startswith("tool:"):
-        return "tool"
-    if "subagent" in call_id.lower() or "subagent" in function.lower():
-        return "sub-agent"
-    return "call"
 
 
 @dataclass(frozen=True)
@@ -117,6 +106,12 @@ class LiveCall:
     returned: Any = None
     raised: BaseException | None = None
 
+    def succeeded(self, value: Any) -> None:
+        self.returned = value
+
+    def failed(self, error: BaseException) -> None:
+        self.raised = error
+
     def describe(self) -> str:
         """Where the call was, then its recorded and its live outcome (JSON, cut, with
         secret-named fields redacted)."""
@@ -144,97 +139,36 @@ def _recorded_text(recorded: CallResult | None) -> str:
 
 
 @dataclass
-class _Position:
-    state: ActionState | None
-    next: int = 0
+class ReplayBook:
+    """What a replayed run's recorded-only calls could not serve (see the module docstring):
+    the :class:`~flink_agents.durable.calls.Unserved` policy of a replay.
 
-
-@dataclass
-class RecordedCallRunner:
-    """Serves one recorded run's calls (``states``); see the module docstring.
-
-    ``live``: which calls are made instead of ending the run (kept in :attr:`made_live`); the first
-    is still reported as the run's divergence. ``expected`` are the
-    invocations whose every recorded call the code must make again (see :meth:`unconsumed`;
-    None: all of ``states``).
+    ``live``: which calls are made instead of ending the run (kept in :attr:`made_live`); the
+    first is still reported as the run's divergence.
     """
 
-    states: dict[ActionStateKey, ActionState]
     live: LiveCalls | None = None
-    expected: set[ActionStateKey] | None = None
     served: int = 0
     made_live: list[LiveCall] = field(default_factory=list)
     divergence: Divergence | None = None
-    journal: None = None  # every action runs again: that is the point of a replay
-    event_log: EventLog | None = None  # not written: a replay records nothing
-    _positions: dict[ActionStateKey, _Position] = field(default_factory=dict)
-    _made: int = 0
+    _made: int = 0  # calls asked for so far: the next one's ordinal in the run
 
-    def run_admitted(self, run: RunId, input: Any) -> None:
-        return None
+    def handed_back(self, call: DurableCall) -> None:
+        self.served += 1
+        self._made += 1
 
-    def run_finished(self, run: RunId) -> None:
-        return None
-
-    def run(self, call: DurableCall) -> Any:
-        served = self._serve(call)
-        if isinstance(served, CallResult):
-            return _outcome(served, call)
-        try:
-            served.returned = call.invoke()
-        except Exception as exc:
-            served.raised = exc
-            raise
-        return served.returned
-
-    async def run_async(self, call: DurableCall) -> Any:
-        served = self._serve(call)
-        if isinstance(served, CallResult):
-            return _outcome(served, call)
-        try:
-            value = call.invoke()
-            served.returned = await value if inspect.isawaitable(value) else value
-        except Exception as exc:
-            served.raised = exc
-            raise
-        return served.returned
-
-    def unconsumed(self) -> Divergence | None:
-        """The first recorded call of an ``expected`` invocation the replay did not ask for,
-        if any (checked at the end)."""
-        for key, state in self.states.items():
-            if self.expected is not None and key not in self.expected:
-                continue
-            taken = self._positions[key].next if key in self._positions else 0
-            if taken < len(state.calls):
-                recorded = CallSignature.recorded(state.calls[taken])
-                return Divergence(
-                    self._made,
-                    key.action,
-                    key.event_id or "",
-                    taken,
-                    call_kind(recorded.call_id, recorded.function),
-                    recorded,
-                    None,
-                )
-        return None
-
-    def _serve(self, call: DurableCall) -> CallResult | LiveCall:
-        """The record to hand back, or the live call to make (see ``live``)."""
+    def unserved(
+        self,
+        call: DurableCall,
+        position: int,
+        recorded: CallResult | None,
+        requested: CallSignature,
+    ) -> LiveCall:
+        """The run's divergence (the first one kept); raises :class:`DivergedError` unless
+        ``live`` has the call made (then returns its :class:`LiveCall`)."""
         identity = call.identity
-        key = _state_key(identity.invocation)
-        where = self._positions.setdefault(key, _Position(self.states.get(key)))
-        position, where.next = where.next, where.next + 1
         index, self._made = self._made, self._made + 1
-        requested = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
-        calls = where.state.calls if where.state is not None else []
-        recorded = calls[position] if position < len(calls) else None
-        if recorded is not None and CallSignature.recorded(recorded).matches(requested):
-            if recorded.status is not CallStatus.PENDING:
-                self.served += 1
-                return recorded
-            recorded = None  # started but never finished when recorded: no outcome to give
-        kind = call_kind(requested.call_id, requested.function)
+        kind = call_kind(call.function)
         made_live = self.live == "changed" or (self.live == "missing" and recorded is None)
         found = Divergence(
             index,
@@ -254,17 +188,28 @@ class RecordedCallRunner:
         self.made_live.append(live)
         return live
 
-
-def _outcome(recorded: CallResult, call: DurableCall) -> Any:
-    if recorded.status is CallStatus.FAILED:
-        error = recorded.error
-        assert error is not None
-        raise RecordedCallError(call.identity.call_id, error.type, error.message, error.trace)
-    return recorded.value(call.result_type)
-
-
-def _state_key(invocation: ActionInvocation) -> ActionStateKey:
-    run = invocation.run
-    return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq).action(
-        invocation.action, invocation.event_id
-    )
+    def unconsumed(
+        self,
+        states: dict[ActionStateKey, ActionState],
+        expected: set[ActionStateKey] | None,
+        taken: Callable[[ActionStateKey], int],
+    ) -> Divergence | None:
+        """The first recorded call of an ``expected`` invocation (None: any of ``states``) the
+        replay did not ask for (``taken``: how many of an invocation's calls it asked for), if
+        any (checked at the end)."""
+        for key, state in states.items():
+            if expected is not None and key not in expected:
+                continue
+            position = taken(key)
+            if position < len(state.calls):
+                recorded = CallSignature.recorded(state.calls[position])
+                return Divergence(
+                    self._made,
+                    key.action,
+                    key.event_id or "",
+                    position,
+                    state.calls[position].kind or "function",  # none in older records
+                    recorded,
+                    None,
+                )
+        return None

@@ -2,12 +2,14 @@
 
 No Flink here: :class:`RunEngine` runs a plan's actions on one asyncio loop,
 :class:`~flink_agents.runtime.host.EngineHost` drives it from a synchronous caller, and
-:func:`run_local` runs a plan over a list of inputs in this process.
+:func:`run_local` runs a plan over a list of inputs in this process. Every host builds its engine
+and durable calls with :meth:`Runtime.build`.
 """
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from flink_agents.api.moved import missing_name_error
+from flink_agents.api.moved import moved_names_getattr
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
@@ -24,12 +26,10 @@ __all__ = [
     "RunEngine",
     "RunResult",
     "RunState",
+    "Runtime",
     "run_local",
     "run_local_async",
 ]
 
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any name of this module
-
-    def __getattr__(name: str) -> NoReturn:
-        """A name this package exported in an earlier version says where it is now."""
-        raise missing_name_error(__name__, name)
+    __getattr__ = moved_names_getattr(__name__)  # an old name says where it went

@@ -25,6 +25,7 @@ from flink_agents.durable.identity import (
     event_id,
 )
 from flink_agents.plan.models import ActionPlan
+from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resources import ResourceRegistry
 
 T = TypeVar("T")
@@ -44,6 +45,9 @@ class RunState:
     run_id: RunId
     short_term_memory: Memory
     sensory_memory: Memory = field(default_factory=Memory)
+    calls: CallScope = field(default_factory=CallScope)
+    """The run's calls in flight, ended with the run (an internal sub-agent's scope shares
+    its parent run's)."""
 
 
 class ActionContext(RunnerContext):
@@ -173,6 +177,7 @@ class ActionContext(RunnerContext):
     ) -> T:
         if inspect.iscoroutinefunction(fn):
             raise TypeError(f"{fn!r} is async; use durable_execute_async")
+        self._run.calls.check_open(f"durable call of action {self._action.name!r}")
         call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type, in_doubt)
         return self._call_runner.run(call)
 
@@ -186,5 +191,11 @@ class ActionContext(RunnerContext):
         in_doubt: InDoubtPolicy = "resend",
         **kwargs: Any,
     ) -> T:
+        calls = self._run.calls
+        calls.check_open(f"durable call of action {self._action.name!r}")
         call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type, in_doubt)
-        return await self._call_runner.run_async(call)
+        task = calls.enter()
+        try:
+            return await self._call_runner.run_async(call)
+        finally:
+            calls.leave(task)

@@ -23,7 +23,8 @@ from typing import Any
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
-from flink_agents.durable.call import CallRunner, DirectCallRunner
+from flink_agents.durable.call import CallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import MemoryWatch, RecordedAction
 from flink_agents.observability import EventLog
@@ -98,10 +99,9 @@ class RunEngine:
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
-        self._call_runner: CallRunner = call_runner or DirectCallRunner()
+        # The calls are built with their listener (runtime/assembly.py builds both).
+        self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
-        if event_log is not None:
-            self._call_runner.event_log = event_log
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight
@@ -331,7 +331,13 @@ class RunEngine:
         With a journal, only once the call outcomes the result may depend on are durable: the
         result's outputs and memory leave the engine with it.
         """
-        outcome = await self._run_root(run, pending)
+        try:
+            outcome = await self._run_root(run, pending)
+        finally:
+            # Before the result leaves (or the failure or cancellation is handed up): a call
+            # still in flight (a sibling of a failed one under asyncio.gather) is cancelled and
+            # awaited, so none acts or writes for the ended run (runtime/call_scope.py).
+            await run.calls.end()
         journal = self._call_runner.journal
         if journal is not None:
             await journal.settled(run.run_id)
@@ -365,7 +371,7 @@ class RunEngine:
         """
         plan = scope.resolved.plan
         journal = self._call_runner.journal
-        run_child = functools.partial(self._run_child, scope, run.run_id)
+        run_child = functools.partial(self._run_child, scope, run)
         events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
@@ -440,7 +446,7 @@ class RunEngine:
             self._log.event_dropped(run.run_id, event)
 
     async def _run_child(
-        self, parent: Scope, run_id: RunId, name: str, input: Any, delegation_key: str
+        self, parent: Scope, run: RunState, name: str, input: Any, delegation_key: str
     ) -> list[Any]:
         """Run the internal sub-agent ``name`` in the same run; returns its output values.
 
@@ -453,11 +459,12 @@ class RunEngine:
         it reaches the parent's action and the job's policies, never a failed delegation.
         """
         scope = parent.child(name)
+        run_id = run.run_id
         start = InputEvent(input=input, id=event_id(run_id, delegation_key, f"scope:{name}", 0))
         outputs: list[OutputEvent] = []
         infrastructure: InfrastructureError | None = None
         try:
-            await self._dispatch(scope, RunState(run_id, Memory()), start, outputs)
+            await self._dispatch(scope, RunState(run_id, Memory(), calls=run.calls), start, outputs)
         except _ActionRaised as raised:
             cause = raised.__cause__
             if not isinstance(cause, InfrastructureError):

@@ -25,20 +25,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
 from flink_agents.api.json_values import json_bytes
 from flink_agents.durable import faults
-from flink_agents.durable.call import DirectCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
 from flink_agents.runtime.options import OperatorOptions
@@ -147,7 +147,7 @@ class KeyedAgentLogic:
         self._host: EngineHost | None = None
         self._store: ActionStateStore | None = None
         self._fence: FreezeFence | None = None
-        self._store_runner: StoreCallRunner | None = None
+        self._calls: DurableCalls | None = None  # with a store: ends runs once emitted
         self._restarted = False
         self._parallelism = 1
         self._recovered = True
@@ -170,35 +170,28 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         """
         plan = self._plan
-        call_runner: StoreCallRunner | DirectCallRunner = DirectCallRunner()
         if self._store_config is not None:
             self._store = self._store_config.build()
-            call_runner = StoreCallRunner.for_plan(
-                self._store,
-                plan.name,
-                plan.config,
-                default_policy=self._store_config.mismatch_policy,
-                record_arguments=self._store_config.record_arguments,
-            )
         # A zombie's store writes are fenced at restore (writer epochs); its calls, here, with
         # a store or without.
-        self._fence = call_runner.fence = FreezeFence(self._options.freeze_fence_s)
+        self._fence = FreezeFence(self._options.freeze_fence_s)
         self._fence.start()
-        if isinstance(call_runner, StoreCallRunner):
-            call_runner.ends_runs_when_emitted = True  # see _end_emitted
-            self._store_runner = call_runner
         self._event_log = build_event_log(
             self._event_log_config,
             self._listeners,
             plan_data=plan.model_dump(mode="json"),
             subtask=subtask,
         )
+        store_config = self._store_config
         factory = partial(
-            RunEngine,
-            plan,
-            max_in_flight=self._options.max_in_flight,
-            call_runner=call_runner,
+            self._build_engine,
+            store=self._store,
+            mismatch_policy=store_config.mismatch_policy if store_config else "fail",
+            record_arguments=store_config.record_arguments if store_config else True,
+            fence=self._fence,
+            ends_runs_when_emitted=True,  # see _end_emitted
             event_log=self._event_log,
+            max_in_flight=self._options.max_in_flight,
         )
         # Stop the previous attempt's engine first, or its runs would go on calling models
         # beside ours.
@@ -213,6 +206,14 @@ class KeyedAgentLogic:
         self._restarted = attempt > 0 or self._options.started_from_savepoint
         self._parallelism = parallelism
         self._recovered = self._store is None
+
+    def _build_engine(self, **options: Any) -> RunEngine:
+        """The engine (built by :meth:`Runtime.build`); keeps its calls when they record."""
+        runtime = Runtime.build(self._plan, **options)
+        if self._store is not None:
+            assert isinstance(runtime.calls, DurableCalls)
+            self._calls = runtime.calls
+        return runtime.engine
 
     def close(self) -> None:
         """Cancel runs in flight and close the store; unfinished inputs stay in the key states."""
@@ -340,9 +341,9 @@ class KeyedAgentLogic:
         """End the runs just emitted in the store, now that the key's state no longer holds their
         inputs: a recovery marker taken while a finished run waits for its visit still covers
         it, so a checkpoint holding its input replays it with its records."""
-        if self._store_runner is not None:
+        if self._calls is not None:
             for run in completed:
-                self._require_host().post(self._store_runner.end_run, run.result.run_id)
+                self._require_host().post(self._calls.end_run, run.result.run_id)
 
     def _arm(self, key: str, now: int, due: float | None) -> int | None:
         """The timer to register so that ``key`` is visited when its running input is likely

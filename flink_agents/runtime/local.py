@@ -11,9 +11,11 @@ from typing import Any
 from flink_agents.api.agent import Agent
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.identity import RunId
+from flink_agents.durable.store.base import ActionStateStore
 from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.records import BadRecord, bad_input_record, keyed_input, outputs_of
 
@@ -34,6 +36,7 @@ async def _local_engine(
     *,
     max_in_flight: int,
     call_runner: CallRunner | None,
+    store: ActionStateStore | None,
     environ: Mapping[str, str] | None,
     event_log: EventLogConfig | None,
     listeners: Sequence[Observer],
@@ -43,14 +46,15 @@ async def _local_engine(
     log = build_event_log(
         event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
     )
-    engine = RunEngine(
+    engine = Runtime.build(
         plan,
+        calls=call_runner,
+        store=store,
         max_in_flight=max_in_flight,
-        call_runner=call_runner,
         on_result=on_result,
         environ=environ,
         event_log=log,
-    )
+    ).engine
     try:
         # As a Flink job does at start: a missing credential or unusable resource fails here,
         # naming the resource, not inside the first run's action.
@@ -69,6 +73,7 @@ async def run_local_async(
     key: KeySelector,
     max_in_flight: int = 128,
     call_runner: CallRunner | None = None,
+    store: ActionStateStore | None = None,
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
     listeners: Sequence[Observer] = (),
@@ -79,6 +84,7 @@ async def run_local_async(
         plan,
         max_in_flight=max_in_flight,
         call_runner=call_runner,
+        store=store,
         environ=environ,
         event_log=event_log,
         listeners=listeners,
@@ -96,6 +102,7 @@ def run_local(
     key: KeySelector,
     max_in_flight: int = 128,
     call_runner: CallRunner | None = None,
+    store: ActionStateStore | None = None,
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
     listeners: Sequence[Observer] = (),
@@ -104,7 +111,9 @@ def run_local(
 
     ``event_log`` (a JSON-lines file, listeners by reference, the payload size) and
     ``listeners`` receive a record of every run, action, event and durable call (see
-    docs/operations.md).
+    docs/operations.md). ``store``: record every durable call in this action-state store (an
+    in-memory one, say), as a job does. ``call_runner``: durable calls built by the caller
+    instead (they tell their own listener, if any, about calls).
 
     Raises :class:`~flink_agents.runtime.engine.ActionError` if an action fails under the
     ``fail`` policy.
@@ -116,6 +125,7 @@ def run_local(
             key=key,
             max_in_flight=max_in_flight,
             call_runner=call_runner,
+            store=store,
             environ=environ,
             event_log=event_log,
             listeners=listeners,
@@ -178,6 +188,7 @@ def run_local_lines(
             plan,
             max_in_flight=max_in_flight,
             call_runner=None,
+            store=None,
             environ=environ,
             event_log=event_log,
             listeners=listeners,

@@ -11,6 +11,9 @@
 * :func:`assert_no_completed_call_reinvoked`, :func:`assert_replay_equals_live`.
 """
 
+from typing import TYPE_CHECKING
+
+from flink_agents.api.moved import moved_names_getattr
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.providers.scripted import (
     ScriptedChatModelConnection,
@@ -25,7 +28,7 @@ from flink_agents.testing.assertions import (
 )
 from flink_agents.testing.harness import (
     CallLog,
-    CountingCallRunner,
+    CountingProbe,
     CrashPoint,
     CrashReplayResult,
     crash_and_replay,
@@ -35,7 +38,7 @@ from flink_agents.testing.stores import Stores
 
 __all__ = [
     "CallLog",
-    "CountingCallRunner",
+    "CountingProbe",
     "CrashPoint",
     "CrashReplayResult",
     "InMemoryActionStateStore",
@@ -54,3 +57,6 @@ __all__ = [
     "run_local",
     "run_local_async",
 ]
+
+if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any name of this module
+    __getattr__ = moved_names_getattr(__name__)  # an old name says where it went

@@ -1,10 +1,10 @@
 """The crash-and-replay harness: run inputs, crash at a chosen durable call, restore, replay.
 
-:func:`crash_and_replay` runs the inputs through a :class:`StoreCallRunner` until the chosen
-call starts, throws the engine away there (the call never finishes, as in a process killed
-mid-call), restores a new store from the checkpoint taken before the inputs and lets a new
-engine finish every unfinished run. Every durable call is counted by identity, so a test can
-say exactly which calls were made again.
+:func:`crash_and_replay` runs the inputs through :class:`DurableCalls` over a store, with a
+:class:`CountingProbe`, until the chosen call starts, throws the engine away there (the call
+never finishes, as in a process killed mid-call), restores a new store from the checkpoint
+taken before the inputs and lets a new engine finish every unfinished run. Every durable call
+is counted by identity, so a test can say exactly which calls were made again.
 
 A call *completed* before the crash when its outcome was acknowledged by the store by then. A
 runner hands an outcome to the action at once and waits for its acknowledgement only before
@@ -18,18 +18,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flink_agents.api.tools import function_label
 from flink_agents.durable.call import DurableCall
-from flink_agents.durable.identity import CallIdentity, RunId, canonical_json
-from flink_agents.durable.journal import ActionJournal
-from flink_agents.durable.runner import StoreCallRunner
-from flink_agents.observability import EventLog
+from flink_agents.durable.calls import DurableCalls
+from flink_agents.durable.faults import CallProbe, Writes
+from flink_agents.durable.identity import CallIdentity, canonical_json
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.assembly import Runtime
+from flink_agents.runtime.engine import RunResult
 from flink_agents.runtime.local import KeySelector, key_of
 from flink_agents.runtime.state import KeyState
 from flink_agents.testing.stores import Stores
@@ -49,7 +49,7 @@ class CallLog:
     returned: set[CallIdentity] = field(default_factory=set)
     completed: set[CallIdentity] = field(default_factory=set)
     labels: dict[CallIdentity, str] = field(default_factory=dict)
-    # The ticket of each returned call's outcome record (StoreCallRunner.writes).
+    # The ticket of each returned call's outcome record (DurableCalls.writes).
     outcome_writes: dict[CallIdentity, int] = field(default_factory=dict, repr=False)
 
     def by_function(self) -> Counter[str]:
@@ -65,90 +65,48 @@ class CallLog:
         return sum(self.invoked.values())
 
 
-class CountingCallRunner:
-    """Wraps a :class:`StoreCallRunner`: logs every invocation of a call's function and, at the
-    crash point, holds the call open until the engine is closed (async calls only)."""
+class CountingProbe(CallProbe):
+    """The probe of a crash scenario's durable calls: logs every invocation of a call's
+    function and, at the crash point, holds the call open until the engine is closed (async
+    calls only)."""
 
-    def __init__(self, inner: StoreCallRunner, log: CallLog, crash_at: CrashPoint | None) -> None:
-        self._inner = inner
+    def __init__(self, log: CallLog, crash_at: CrashPoint | None) -> None:
         self._log = log
         self._crash_at = crash_at
         self._started = 0
         self.crashed = asyncio.Event()
 
-    @property
-    def journal(self) -> ActionJournal | None:
-        return self._inner.journal
-
-    @property
-    def event_log(self) -> EventLog | None:
-        return self._inner.event_log
-
-    @event_log.setter
-    def event_log(self, log: EventLog | None) -> None:
-        self._inner.event_log = log  # the wrapped runner records the calls' outcomes
-
-    def run_admitted(self, run: RunId, input: Any) -> None:
-        self._inner.run_admitted(run, input)
-
-    def run_finished(self, run: RunId) -> None:
-        self._inner.run_finished(run)
-
-    def run(self, call: DurableCall) -> Any:
-        value = self._inner.run(self._counted(call, hold=False))
-        self._outcome_written(call)
-        return value
-
-    async def run_async(self, call: DurableCall) -> Any:
-        value = await self._inner.run_async(self._counted(call, hold=True))
-        self._outcome_written(call)
-        return value
-
-    def take_acknowledged(self) -> None:
-        """Mark as completed the returned calls whose outcome the store has acknowledged by
-        now (the harness calls this at the crash, or once every run finished)."""
-        log = self._log
-        log.completed = {
-            identity
-            for identity, ticket in log.outcome_writes.items()
-            if identity in log.returned and self._inner.write_acknowledged(ticket)
-        }
-
-    def _outcome_written(self, call: DurableCall) -> None:
-        # The runner puts a call's outcome and returns it with nothing run in between (no await
-        # unless a fault plan is armed), so its latest write is the outcome's. A call handed
-        # back from a record (not in `returned`) gets a ticket that is never read.
-        self._log.outcome_writes[call.identity] = self._inner.writes
-
-    def _counted(self, call: DurableCall, *, hold: bool) -> DurableCall:
+    def invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
         self._started += 1
-        crash = self._is_crash_point(call)
         identity, log = call.identity, self._log
         log.labels[identity] = function_label(call.function)
-        crashed = self.crashed
-
-        def sync_function(*args: Any, **kwargs: Any) -> Any:
+        if self._is_crash_point(call):
+            if blocking:
+                raise NotImplementedError("the harness crashes only at calls of async actions")
             log.invoked[identity] += 1
-            value = call.function(*args, **kwargs)
-            log.returned.add(identity)
-            return value
+            return self._held(call)
+        log.invoked[identity] += 1
+        value = call.invoke()
+        if inspect.isawaitable(value):
+            return self._returned(identity, value)
+        log.returned.add(identity)
+        return value
 
-        async def async_function(*args: Any, **kwargs: Any) -> Any:
-            log.invoked[identity] += 1
-            if crash:
-                crashed.set()
-                await asyncio.Event().wait()  # until the engine is closed: the "crash"
-            value = call.function(*args, **kwargs)
-            if inspect.isawaitable(value):
-                value = await value
-            log.returned.add(identity)
-            return value
+    def returned(self, call: DurableCall, calls: Writes) -> None:
+        # The calls put a call's outcome and return it with nothing run in between (no await
+        # unless a fault plan is armed), so their latest write is the outcome's. A call handed
+        # back from a record (not in `returned`) gets a ticket that is never read.
+        self._log.outcome_writes[call.identity] = calls.writes
 
-        if crash and not hold:
-            raise NotImplementedError("the harness crashes only at calls of async actions")
-        # The signature (label, arguments) is the original call's: only the function is wrapped.
-        wrapped = async_function if hold else sync_function
-        return _relabelled(call, wrapped)
+    async def _returned(self, identity: CallIdentity, value: Awaitable[Any]) -> Any:
+        result = await value
+        self._log.returned.add(identity)
+        return result
+
+    async def _held(self, call: DurableCall) -> Any:
+        self.crashed.set()
+        await asyncio.Event().wait()  # until the engine is closed: the "crash"
+        raise AssertionError("unreachable: a held call is cancelled")
 
     def _is_crash_point(self, call: DurableCall) -> bool:
         if self._crash_at is None or self.crashed.is_set():
@@ -158,19 +116,14 @@ class CountingCallRunner:
         return self._crash_at(call)
 
 
-def _relabelled(call: DurableCall, wrapper: Callable[..., Any]) -> DurableCall:
-    """``call`` with ``wrapper`` as its function but the original function's label."""
-    wrapper.__module__ = getattr(call.function, "__module__", None) or wrapper.__module__
-    wrapper.__qualname__ = function_label(call.function).removeprefix(f"{wrapper.__module__}.")
-    return DurableCall(
-        call.identity,
-        wrapper,
-        call.args,
-        call.kwargs,
-        call.reconciler,
-        call.result_type,
-        call.in_doubt,
-    )
+def _take_acknowledged(log: CallLog, calls: DurableCalls) -> None:
+    """Mark as completed the returned calls whose outcome the store has acknowledged by now
+    (at the crash, or once every run finished)."""
+    log.completed = {
+        identity
+        for identity, ticket in log.outcome_writes.items()
+        if identity in log.returned and calls.write_acknowledged(ticket)
+    }
 
 
 @dataclass
@@ -232,16 +185,18 @@ async def _scenario(
     stores: Stores,
 ) -> CrashReplayResult:
     live, replayed = CallLog(), CallLog()
-    runner = CountingCallRunner(StoreCallRunner(stores.first, agent=plan.name), live, crash_at)
-    engine = RunEngine(plan, call_runner=runner)
+    probe = CountingProbe(live, crash_at)
+    runtime = Runtime.build(plan, store=stores.first, probe=probe)
+    engine, calls = runtime.engine, runtime.calls
+    assert isinstance(calls, DurableCalls)
     order = [engine.submit(key_of(record, key), record) for record in records]
     done = asyncio.ensure_future(engine.drain())
-    crash = asyncio.ensure_future(runner.crashed.wait())
+    crash = asyncio.ensure_future(probe.crashed.wait())
     await asyncio.wait({done, crash}, return_when=asyncio.FIRST_COMPLETED)
     crash.cancel()
     # The crash: what the store acknowledged, the results that left and the key states are
     # taken here, with nothing run in between.
-    runner.take_acknowledged()
+    _take_acknowledged(live, calls)
     finished = {r.run_id: r for r in engine.take_results()}
     if done.done():
         done.result()  # an action's failure is the test's to see
@@ -253,15 +208,15 @@ async def _scenario(
         states[canonical_json(run.key)] = (run.key, engine.snapshot_key(run.key))
     done.cancel()
     await engine.close()
-    store = stores.restored()
-    runner = CountingCallRunner(
-        StoreCallRunner.for_plan(store, replay_plan.name, replay_plan.config), replayed, None
+    runtime = Runtime.build(
+        replay_plan, store=stores.restored(), probe=CountingProbe(replayed, None)
     )
-    engine = RunEngine(replay_plan, call_runner=runner)
+    engine, calls = runtime.engine, runtime.calls
+    assert isinstance(calls, DurableCalls)
     for run_key, state in states.values():
         engine.restore_key(run_key, state)
     await engine.drain()
-    runner.take_acknowledged()
+    _take_acknowledged(replayed, calls)
     finished.update((r.run_id, r) for r in engine.take_results())
     await engine.close()
     return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=True)

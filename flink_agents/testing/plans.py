@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 from flink_agents.api.agent import Agent
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.assembly import Runtime
+from flink_agents.runtime.engine import RunResult
 from flink_agents.runtime.state import KeyState
 
 
@@ -26,7 +26,7 @@ def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k
     """Run ``value`` under ``key`` to its end (no crash), recording into ``store``."""
 
     async def scenario() -> RunResult:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+        engine = Runtime.build(plan, store=store).engine
         engine.submit(key, value)
         await engine.drain()
         [result] = engine.take_results()
@@ -40,9 +40,9 @@ async def replay(
 ) -> tuple[RunResult, KeyState]:
     """A new engine over ``store`` restores the checkpointed ``state`` of ``key`` and finishes
     its pending run; returns the result and the key state afterwards. ``runner`` goes to
-    :meth:`StoreCallRunner.for_plan` (e.g. ``default_policy="warn"``)."""
-    call_runner = StoreCallRunner.for_plan(store, plan.name, plan.config, **runner)
-    engine = RunEngine(plan, call_runner=call_runner)
+    :meth:`Runtime.build` (e.g. ``mismatch_policy="warn"``, the default when the agent's config
+    sets none)."""
+    engine = Runtime.build(plan, store=store, **runner).engine
     engine.restore_key(key, state)
     await engine.drain()
     [result] = engine.take_results()

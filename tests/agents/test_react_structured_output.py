@@ -18,7 +18,7 @@ from flink_agents.agents.react import ReActAgent
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.plan import compile_agent
 from flink_agents.plan.yaml.loader import load_yaml_agents
@@ -342,7 +342,7 @@ def test_a_run_recorded_asking_by_the_prompt_diverges_when_replayed_asking_nativ
     _serve(server, OPENAI, SchemaModel([OSLO]))
     recorded = compile_agent(_agent(OPENAI, server, tools=False, structured_output_mode="prompt"))
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent=recorded.name)
+    runner = DurableCalls(store, agent=recorded.name)
     run_local(recorded, [{"id": 1, "city": "Oslo"}], key="id", call_runner=runner)
     store.flush()
     runs = group_runs(read_store(store))

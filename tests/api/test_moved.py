@@ -94,7 +94,9 @@ def test_modules_that_never_existed_are_left_to_the_usual_error():
     [
         ("flink_agents.api", "ReActAgent", "flink_agents.agents:ReActAgent"),
         ("flink_agents.api", "import_reference", "flink_agents.api.refs:import_reference"),
-        ("flink_agents.runtime", "DirectCallRunner", "flink_agents.durable:DirectCallRunner"),
+        ("flink_agents.runtime", "DirectCallRunner", "flink_agents.durable:DurableCalls"),
+        ("flink_agents.durable", "StoreCallRunner", "flink_agents.durable:DurableCalls"),
+        ("flink_agents.testing", "CountingCallRunner", "flink_agents.testing:CountingProbe"),
     ],
 )
 def test_a_name_a_package_face_used_to_export_says_where_it_went(module, name, new):

@@ -25,7 +25,7 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan import compile_yaml
 from flink_agents.plan.models import AgentPlan
@@ -178,7 +178,7 @@ async def crash_mid_run(
     With ``restoring`` (a checkpointed key state), the engine replays its pending input instead.
     """
     PROBE.reached = asyncio.Event()
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
     engine.restore_key(key, restoring or KeyState(short_term_memory=memory or {}))
     if restoring is None:
         engine.submit(key, value)

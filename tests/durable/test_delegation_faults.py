@@ -1,4 +1,4 @@
-"""Timeouts, retries and cancellation of delegations, through ``StoreCallRunner`` and a real HTTP
+"""Timeouts, retries and cancellation of delegations, through ``DurableCalls`` and a real HTTP
 sub-agent service on 127.0.0.1 that plays a script of answers and logs every request's
 idempotency key.
 
@@ -33,8 +33,8 @@ from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceDescriptor,
 from flink_agents.api import action as action_decorator
 from flink_agents.api.subagents.delegation import Subagent
 from flink_agents.api.subagents.http import IDEMPOTENCY_HEADER, HttpSubagent
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
     ActionStateStore,
     CallResult,
@@ -149,7 +149,7 @@ def _delegations(store: ActionStateStore) -> list[CallResult]:
 
 
 async def _live(plan: AgentPlan, store: ActionStateStore) -> RunResult:
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
     engine.submit("k", "ticket-1")
     await engine.drain()
     [result] = engine.take_results()
@@ -161,7 +161,7 @@ async def _cancel_when_held(
 ) -> KeyState:
     """Run until the service holds a request, then cancel the run (the job stops); returns the
     key state a checkpoint would hold (the input still pending)."""
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
     engine.submit("k", "ticket-1")
     engine.pump()
     for _ in range(500):

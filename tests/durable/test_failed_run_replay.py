@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from flink_agents.api import InputEvent, RunnerContext, action
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 from flink_agents.testing import Stores, agent_plan, replay
 from tests.durable.helpers import PROBE
@@ -32,7 +32,7 @@ def _live_then_replayed(stores: Stores) -> tuple[RunResult, RunResult]:
     plan = agent_plan(bill, name="billing", error_policy="emit")
 
     async def scenario() -> tuple[RunResult, RunResult]:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(stores.first, agent=plan.name))
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
         engine.restore_key("k", KeyState())
         engine.submit("k", 7)
         checkpoint = engine.snapshot_key("k")  # taken with the input pending, as Flink's

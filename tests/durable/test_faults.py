@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from flink_agents.durable import faults
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import FaultPlan, KillPoint, KillPointReached
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.runtime import run_local
 from flink_agents.testing import agent_plan
@@ -80,7 +80,7 @@ def test_the_crash_is_no_exception_an_error_policy_could_turn_into_an_output() -
 def _run(store: InMemoryActionStateStore) -> list[Any]:
     plan = agent_plan(h.three_calls, error_policy="emit")
     results = run_local(
-        plan, [{"n": 1}], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
+        plan, [{"n": 1}], key=lambda _: "k", call_runner=DurableCalls(store, agent=plan.name)
     )
     return [event.output for result in results for event in result.outputs]
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.runtime import RunEngine
 from flink_agents.testing import agent_plan
@@ -132,8 +132,7 @@ def _records(store: InMemoryActionStateStore) -> int:
 
 
 async def _run(plan: Any, store: InMemoryActionStateStore, fence: FreezeFence) -> RunEngine:
-    runner = StoreCallRunner(store, agent=plan.name)
-    runner.fence = fence
+    runner = DurableCalls(store, agent=plan.name, fence=fence)
     engine = RunEngine(plan, call_runner=runner)
     engine.submit("k", {"n": 1})
     with pytest.raises(FrozenProcessError):
@@ -188,8 +187,7 @@ def test_a_call_in_flight_at_the_freeze_is_not_recorded_and_the_next_is_not_sent
 def test_a_healthy_engine_behind_a_fence_runs_as_without_one(fence, clock):
     plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent=plan.name)
-    runner.fence = fence
+    runner = DurableCalls(store, agent=plan.name, fence=fence)
 
     async def scenario() -> list[Any]:
         engine = RunEngine(plan, call_runner=runner)

@@ -4,7 +4,7 @@ with the action's completion when the action returns within that step (one put, 
 import asyncio
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import (
     ActionState,
     CallStatus,
@@ -56,7 +56,7 @@ def run(act: object, store: CountingStore | None = None) -> list[object]:
     STORE = store or CountingStore()
     PUTS_SEEN.clear()
     plan = agent_plan(act)
-    engine = RunEngine(plan, call_runner=StoreCallRunner(STORE, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(STORE, agent=plan.name))
 
     async def scenario() -> list[object]:
         engine.submit("k", "go")

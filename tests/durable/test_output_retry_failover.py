@@ -1,4 +1,4 @@
-"""Failover of ReAct's output retries through the real store path (``StoreCallRunner`` over the
+"""Failover of ReAct's output retries through the real store path (``DurableCalls`` over the
 in-memory store and over Kafka, the ``stores`` fixture): a retry's model call whose outcome was
 recorded is handed back on replay, never sent to the model again."""
 

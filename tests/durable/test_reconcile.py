@@ -1,4 +1,4 @@
-"""Reconcilers and the in-doubt policy, through ``StoreCallRunner`` over the in-memory store and
+"""Reconcilers and the in-doubt policy, through ``DurableCalls`` over the in-memory store and
 over Kafka, for durable calls and for delegations (declared in Python and in YAML).
 
 | Contract                                                           | Test                       |
@@ -19,10 +19,13 @@ over Kafka, for durable calls and for delegations (declared in Python and in YAM
 | sent again; a sub-agent's ``in_doubt`` (Python or YAML) too        |                            |
 | ``in_doubt="resend"`` without a reconciler writes no record ahead  | test_resend_without_a_*    |
 | and sends the call again                                           |                            |
+| an async reconciler of a call in a synchronous action is awaited   | test_an_async_reconciler_* |
+| (never recorded as the call's failure)                             |                            |
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,6 +36,7 @@ from flink_agents.api import (
     NOT_DONE,
     Agent,
     InDoubtCallError,
+    InfrastructureError,
     InputEvent,
     OutputEvent,
     ReconcileRequest,
@@ -49,6 +53,7 @@ from flink_agents.api.subagents.delegation import (
     SubagentResult,
     SubagentSetup,
 )
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import (
     ActionStateStore,
@@ -59,8 +64,8 @@ from flink_agents.durable.store import (
 )
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import ActionError
-from flink_agents.testing import Stores, agent_plan
+from flink_agents.runtime import ActionError, RunEngine, RunResult
+from flink_agents.testing import Stores, agent_plan, replay
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.durable.test_typed_results import RECEIPT, RECEIPT_JSON, Receipt
@@ -175,6 +180,47 @@ def test_resend_without_a_reconciler_writes_no_record_ahead_and_sends_again(
     h.crash_then_replay(_charge_plan(), stores, {"n": 7, "in_doubt": "resend"}, hold="charge")
     assert [c.call_id for c in _calls(stores.first, "charge")] == []  # no round trip ahead
     assert PROBE.counts["charge"] == 1 and SEEN == [8]
+
+
+@action(InputEvent)
+def sync_charge(event: InputEvent, ctx: RunnerContext) -> None:
+    """A synchronous action whose call has an async reconciler."""
+    value = ctx.durable_execute(_charge_once, event.input, reconciler=_async_status)
+    ctx.send_event(OutputEvent(output=value))
+
+
+def _charge_once(n: int) -> int:
+    """Lost the first time (the machinery failed in flight: the call stays PENDING)."""
+    PROBE.counts["charge"] += 1
+    if PROBE.counts["charge"] == 1:
+        raise InfrastructureError("the connection dropped mid-call")
+    return n + 1
+
+
+async def _async_status(request: ReconcileRequest) -> Any:
+    PROBE.reconciled.append(request)
+    await asyncio.sleep(0)
+    return 41
+
+
+def test_an_async_reconciler_in_a_sync_action_is_awaited(stores: Stores) -> None:
+    plan = agent_plan(sync_charge, name="sync-charge")
+
+    async def scenario() -> RunResult:
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine.submit("k", 7)
+        with pytest.raises(ActionError):
+            await engine.drain()
+        state = engine.snapshot_key("k")
+        await engine.close()
+        result, _ = await replay(plan, stores.restored(), "k", state)
+        return result
+
+    result = asyncio.run(scenario())
+    assert result.error is None and result.output_values == [41]
+    assert PROBE.counts["charge"] == 1 and len(PROBE.reconciled) == 1
+    [charge] = _calls(stores.latest, "sync-charge")
+    assert charge.status is CallStatus.SUCCEEDED
 
 
 # --- delegations -----------------------------------------------------------------------------

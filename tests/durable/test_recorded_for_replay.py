@@ -8,11 +8,11 @@ import asyncio
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable import runner as runner_module
+from flink_agents.durable import calls as calls_module
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.replay import ReplayMismatchError
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore, RunInput, RunKey
 from flink_agents.durable.store import records as records_module
 from flink_agents.runtime import KeyState, PendingInput
@@ -69,11 +69,11 @@ def test_a_run_input_is_stamped_when_the_run_is_admitted_not_when_its_first_acti
     monkeypatch,
 ) -> None:
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent="greeter")
+    runner = DurableCalls(store, agent="greeter")
     run = RunId("greeter", "u", 0)
-    monkeypatch.setattr(runner_module, "now_ms", lambda: 111.0)
+    monkeypatch.setattr(calls_module, "now_ms", lambda: 111.0)
     runner.run_admitted(run, {"user": "u"})
-    monkeypatch.setattr(runner_module, "now_ms", lambda: 222.0)
+    monkeypatch.setattr(calls_module, "now_ms", lambda: 222.0)
     monkeypatch.setattr(records_module, "now_ms", lambda: 222.0)
     first = ActionInvocation(run, event_id(run, None, None, 0), "greet")
     assert runner.recorded(first) is None

@@ -1,4 +1,4 @@
-"""Failover of retrieval and ingestion through the real store path (``StoreCallRunner`` over the
+"""Failover of retrieval and ingestion through the real store path (``DurableCalls`` over the
 in-memory store and over Kafka, the ``stores`` fixture): an embedding or search call whose
 outcome was recorded is handed back on replay, never made again."""
 

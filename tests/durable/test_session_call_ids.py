@@ -1,5 +1,5 @@
 """Ids sent outside are unique per logical call, across runs of one session, and the same on
-every replay of a call; through ``StoreCallRunner`` over the in-memory store and over Kafka.
+every replay of a call; through ``DurableCalls`` over the in-memory store and over Kafka.
 
 | Contract                                                           | Test                       |
 |--------------------------------------------------------------------|----------------------------|
@@ -30,7 +30,7 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.subagents.delegation import Subagent, SubagentRequest, SubagentSetup
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import RunEngine
@@ -77,7 +77,7 @@ def test_a_continued_session_never_sends_ids_again(stores: Stores) -> None:
     plan = _plan()
 
     async def runs() -> None:
-        engine = RunEngine(plan, call_runner=StoreCallRunner(stores.first, agent=plan.name))
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
         for key in ("k", "k", "other"):  # two runs of one key (seq 0 and 1), and another key
             engine.submit(key, {"session": "s"})
         await engine.drain()

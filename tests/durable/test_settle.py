@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.runtime import RunEngine
 from flink_agents.runtime.engine import RunResult
@@ -54,7 +54,7 @@ def run_once(on_result: Any) -> InMemoryLog:
     LOG = InMemoryLog()
     store = SlowAckStore(LOG)
     plan = agent_plan(two_calls)
-    runner = StoreCallRunner(store, agent=plan.name)
+    runner = DurableCalls(store, agent=plan.name)
     engine = RunEngine(plan, max_in_flight=1, call_runner=runner, on_result=on_result)
 
     async def scenario() -> None:

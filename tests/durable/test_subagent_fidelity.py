@@ -1,4 +1,4 @@
-"""Replay fidelity of delegations through the real store path: ``StoreCallRunner`` over the
+"""Replay fidelity of delegations through the real store path: ``DurableCalls`` over the
 in-memory store and over Kafka (the same ``LogStore`` and codec), after a crash and a restore.
 
 | Contract                                                          | Test                      |

@@ -1,5 +1,5 @@
 """A tool's failure replayed from the store reaches the model as the live failure did, through
-the real store path (``StoreCallRunner`` over the in-memory store and over Kafka, the ``stores``
+the real store path (``DurableCalls`` over the in-memory store and over Kafka, the ``stores``
 fixture): the model's conversation after a failover is the one it would have had without it."""
 
 from __future__ import annotations

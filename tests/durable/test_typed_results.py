@@ -1,5 +1,5 @@
 """Typed results: any type pydantic validates round-trips, live and replayed, with the same type,
-through ``StoreCallRunner`` over the in-memory store and over Kafka.
+through ``DurableCalls`` over the in-memory store and over Kafka.
 
 | Contract                                                           | Test                       |
 |--------------------------------------------------------------------|----------------------------|

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.observability import EventListener, build_event_log
 from flink_agents.observability.records import LogRecord
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import KeyState, RunEngine
+from flink_agents.runtime import KeyState, Runtime
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -23,7 +22,7 @@ def crash_and_replay(
     killed: bool = False,
 ) -> None:
     """Run ``plan`` (default ``three_calls``) for key ``k`` with input ``{"n": 1}`` through
-    ``StoreCallRunner`` over an in-memory store; throw the engine away while the ``hold`` call
+    ``DurableCalls`` over an in-memory store; throw the engine away while the ``hold`` call
     is in flight; then a new engine over the same store restores the checkpointed key and
     finishes the run (the calls completed before are handed back). Both engines report to
     ``listener``, which is left open.
@@ -37,7 +36,7 @@ def crash_and_replay(
     async def attempt(state: KeyState | None = None) -> KeyState | None:
         first = _UntilKilled(listener)
         log = build_event_log(None, [first])
-        engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), event_log=log)
+        engine = Runtime.build(plan, store=store, event_log=log).engine
         try:
             if state is None:  # the first attempt: crash while the held call is in flight
                 PROBE.hold, PROBE.reached = hold, asyncio.Event()

@@ -10,7 +10,6 @@ import pytest
 
 from examples.weather import build_agent
 from flink_agents.cli import main
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.observability import (
     CallFinished,
@@ -21,7 +20,7 @@ from flink_agents.observability import (
 )
 from flink_agents.observability.records import construct, record_json
 from flink_agents.observability.trace import executions, read_records, render_trace
-from flink_agents.runtime import RunEngine, run_local
+from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -177,11 +176,8 @@ def test_a_reconciled_call_is_recorded_as_reconciled():
         PROBE.hold = "charge"
         state = await h.crash_mid_run(plan, store, "k", {"n": 7})
         PROBE.reconcile_with = "found"
-        engine = RunEngine(
-            plan,
-            call_runner=StoreCallRunner(store, agent=plan.name),
-            event_log=build_event_log(None, [Keep()]),
-        )
+        log = build_event_log(None, [Keep()])
+        engine = Runtime.build(plan, store=store, event_log=log).engine
         engine.restore_key("k", state)
         await engine.drain()
         return engine.take_results()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store.memory import InMemoryActionStateStore
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, run_local
@@ -89,7 +89,7 @@ def test_yaml_react_agent_completes_a_tool_round_trip(
 async def _crash_during_second_call(
     plan: AgentPlan, store: InMemoryActionStateStore, server: FakeModelServer
 ) -> KeyState:
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), environ=ENVIRON)
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name), environ=ENVIRON)
     engine.restore_key(1, KeyState())
     engine.submit(1, INPUTS[0])
     engine.pump()
@@ -103,7 +103,7 @@ async def _crash_during_second_call(
 
 
 async def _finish(plan: AgentPlan, store: InMemoryActionStateStore, state: KeyState) -> list[Any]:
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name), environ=ENVIRON)
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name), environ=ENVIRON)
     engine.restore_key(1, state)
     try:
         await engine.drain()

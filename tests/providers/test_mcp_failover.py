@@ -19,7 +19,7 @@ import pytest
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, ResourceDescriptor, ResourceType
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.plan import compile_agent
@@ -66,7 +66,7 @@ async def crash_while_second_call_hangs(
 ) -> KeyState:
     """Run until the server has received the second call, then throw the engine away;
     returns the key state a checkpoint would hold (the input still pending)."""
-    engine = RunEngine(plan, call_runner=StoreCallRunner(store, agent=plan.name))
+    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
     engine.restore_key("k", KeyState())
     engine.submit("k", "go")
     engine.pump()
@@ -82,7 +82,7 @@ async def crash_while_second_call_hangs(
 
 
 async def finish(plan: AgentPlan, store: ActionStateStore, state: KeyState) -> RunResult:
-    engine = RunEngine(plan, call_runner=StoreCallRunner.for_plan(store, plan.name, plan.config))
+    engine = RunEngine(plan, call_runner=DurableCalls.for_plan(store, plan.name, plan.config))
     engine.restore_key("k", state)
     try:
         await engine.drain()

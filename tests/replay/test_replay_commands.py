@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flink_agents.cli import main
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, ActionStateStore, InMemoryActionStateStore
 from flink_agents.durable.store.config import StoreConfig
 from flink_agents.replay.recorded import read_store, write_states
@@ -23,7 +23,7 @@ AGENT = "tests.replay.agents:agent"
 
 def record_into(store: ActionStateStore) -> None:
     plan = agents.plan()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
 
 
@@ -140,7 +140,7 @@ def test_live_changed_asks_the_model_again_for_a_changed_prompt_and_shows_both_a
     oslo = out[out.index('"ann"/0: diverged') :]
     made = oslo[oslo.index("  made live: ") :]
     assert made.splitlines()[:5] == [
-        "  made live: #0 of the run, #0 of action 'answer': model tests.replay.agents.chat",
+        "  made live: #0 of the run, #0 of action 'answer': function tests.replay.agents.chat",
         '    recorded: "It is nice in Oslo."',
         '    live:     "Il fait beau à Oslo."',
         "  recorded outputs: ['It is nice in Oslo. (12 degrees)']",
@@ -178,7 +178,7 @@ def test_a_recorded_kafka_topic_exports_and_replays(kafka_bootstrap, tmp_path, c
     agents.NOW.ask_time_too = True
     assert main(["replay", AGENT, "--file", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "tool tests.replay.agents.local_time (a call with no record (not made))" in out
+    assert "function tests.replay.agents.local_time (a call with no record (not made))" in out
     assert out.endswith("2 runs: 2 diverged; 0 calls made\n")
     assert not agents.CALLS
 

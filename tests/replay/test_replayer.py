@@ -1,6 +1,6 @@
 """Replaying recorded runs against the agent as it is now: the verdicts and what they show.
 
-Runs are recorded through a StoreCallRunner into an in-memory store, as a job records them;
+Runs are recorded through a DurableCalls into an in-memory store, as a job records them;
 the same contract over Kafka and the command line is in test_replay_commands.py.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.durable.runner import StoreCallRunner
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore
 from flink_agents.plan.compile import compile_agent
 from flink_agents.replay.recorded import group_runs, read_store
@@ -25,7 +25,7 @@ def record(store: InMemoryActionStateStore | None = None) -> list[ActionState]:
     """Run the inputs live into ``store``; returns every state of the topic."""
     store = store or InMemoryActionStateStore()
     plan = agents.plan()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     return read_store(store)
 
@@ -51,11 +51,11 @@ def test_a_changed_prompt_diverges_at_the_first_model_call_showing_both_requests
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     divergence = report.runs[0].divergence
     assert divergence is not None
-    assert (divergence.index, divergence.position, divergence.kind) == (0, 0, "model")
+    assert (divergence.index, divergence.position, divergence.kind) == (0, 0, "function")
     assert divergence.recorded is not None and divergence.requested is not None
     assert divergence.recorded.args_digest != divergence.requested.args_digest
     text = report.runs[0].describe()
-    assert f"model {agents.__name__}.chat" in text
+    assert f"function {agents.__name__}.chat" in text
     assert '-    "content": "You answer in one sentence."' in text
     assert '+    "content": "You answer in French."' in text
 
@@ -79,7 +79,7 @@ def test_a_new_tool_call_with_no_record_is_reported_and_not_made() -> None:
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     divergence = report.runs[0].divergence
     assert divergence is not None and divergence.recorded is None
-    assert (divergence.index, divergence.position, divergence.kind) == (2, 2, "tool")
+    assert (divergence.index, divergence.position, divergence.kind) == (2, 2, "function")
     assert "a call with no record (not made)" in report.runs[0].describe()
     assert agents.CALLS["local_time"] == 0 and not agents.CALLS
 
@@ -91,9 +91,10 @@ def test_live_missing_makes_the_new_call_and_still_reports_it() -> None:
     assert report.live_calls == 3 and agents.CALLS == {"local_time": 3}
     assert {run.verdict for run in report.runs} == {Verdict.DIVERGED}
     text = report.runs[0].describe()
-    assert "tool tests.replay.agents.local_time (a call with no record (made live))" in text
+    assert "function tests.replay.agents.local_time (a call with no record (made live))" in text
     assert (
-        "  made live: #2 of the run, #2 of action 'answer': tool tests.replay.agents.local_time\n"
+        "  made live: #2 of the run, #2 of action 'answer': "
+        "function tests.replay.agents.local_time\n"
         "    recorded: - (no outcome recorded)\n"
         '    live:     "12:00"'
     ) in text
@@ -111,7 +112,7 @@ def test_live_missing_does_not_make_a_changed_call_live_changed_does() -> None:
     first = changed.runs[0]
     assert first.verdict is Verdict.DIVERGED and first.served == 1  # the tool: from its record
     [live] = first.live
-    assert (live.index, live.kind, live.returned) == (0, "model", "Il fait beau à Oslo.")
+    assert (live.index, live.kind, live.returned) == (0, "function", "Il fait beau à Oslo.")
     assert live.recorded is not None and live.recorded.payload == "It is nice in Oslo."
     assert first.outputs == ["Il fait beau à Oslo. (12 degrees)"]
     assert first.recorded_outputs == ["It is nice in Oslo. (12 degrees)"]
@@ -271,7 +272,7 @@ def test_a_delegation_replays_from_the_sub_agent_calls_record_without_running_th
     plan = compile_agent(parent)
     store = InMemoryActionStateStore()
     inputs = [{"k": "a", "calls": [["researcher", "tides", None]]}]
-    run_local(plan, inputs, key="k", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, inputs, key="k", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     recorded = group_runs(read_store(store))
     assert {state.key.action for state in recorded[0].states} >= {"delegate", "chat_action"}
@@ -286,9 +287,7 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
     # A ReAct run: input -> chat request -> chat response -> output, over three actions.
     plan = compile_agent(react_child("replay_react", [{"content": "answer: $input"}]))
     store = InMemoryActionStateStore()
-    run_local(
-        plan, ["tides"], key=lambda _: "k", call_runner=StoreCallRunner(store, agent=plan.name)
-    )
+    run_local(plan, ["tides"], key=lambda _: "k", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     [recorded] = group_runs(read_store(store))
     assert recorded.outputs() == ["answer: tides"]
@@ -299,7 +298,7 @@ def test_the_recorded_outputs_of_a_run_follow_its_events_through_every_action() 
 def test_a_synchronous_actions_changed_call_is_made_live_with_its_outcome_kept() -> None:
     plan = compile_agent(agents.sync_agent())
     store = InMemoryActionStateStore()
-    run_local(plan, agents.INPUTS, key="user", call_runner=StoreCallRunner(store, agent=plan.name))
+    run_local(plan, agents.INPUTS, key="user", call_runner=DurableCalls(store, agent=plan.name))
     recorded = group_runs(read_store(store))
     agents.NOW.prompt = "Bonjour"
     agents.CALLS.clear()

@@ -13,7 +13,7 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.tools import FunctionTool
-from flink_agents.durable import DirectCallRunner, DurableCall, RunId, event_id
+from flink_agents.durable import DurableCall, DurableCalls, RunId, event_id
 from flink_agents.observability import EventDropped, EventSent, LogRecord
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import (
@@ -162,10 +162,11 @@ def test_snapshot_during_a_run_keeps_it_pending_and_memory_uncommitted():
     assert after.short_term_memory == {"seen": {"n": 1}}
 
 
-class RecordingRunner(DirectCallRunner):
-    """A call runner that records the calls it sees, as the durable runner will."""
+class RecordingRunner(DurableCalls):
+    """Durable calls without a store that also keep the calls they see."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[DurableCall] = []
         self.finished: list[RunId] = []
 
@@ -267,7 +268,7 @@ def test_closing_the_engine_closes_its_resources_even_when_one_fails_to(caplog):
 def test_a_run_has_the_run_id_its_input_was_admitted_with_and_the_key_the_engine_holds():
     admitted: list[RunId] = []
 
-    class Admitting(DirectCallRunner):
+    class Admitting(DurableCalls):
         def run_admitted(self, run: RunId, input: Any) -> None:
             admitted.append(run)
 

@@ -9,6 +9,7 @@ import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog, StoreWriteError
+from flink_agents.runtime import ActionError
 from flink_agents.testing import (
     CrashReplayResult,
     Stores,
@@ -55,6 +56,27 @@ def test_a_crash_point_never_reached_is_an_uninterrupted_run() -> None:
     assert not result.crashed
     assert result.outputs() == [[[1, 2, 3]], [[6, 7, 8]]]
     assert result.live.by_function() == {f"{__name__}.step": 6}
+
+
+def sync_step(name: str, value: int) -> int:
+    CALLS.append(name)
+    return value + 1
+
+
+@action(InputEvent)
+def one_sync_step(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.send_event(OutputEvent(output=ctx.durable_execute(sync_step, "s", event.input["n"])))
+
+
+def test_a_crash_point_at_a_call_of_a_synchronous_action_is_refused_by_name() -> None:
+    # A synchronous action cannot be held open at its call: the harness says so, without
+    # calling the function.
+    CALLS.clear()
+    plan = agent_plan(one_sync_step, name="sync-steps")
+    with pytest.raises(ActionError) as caught:
+        crash_and_replay(plan, [{"k": 1, "n": 0}], key="k", crash_at=1)
+    assert "crashes only at calls of async actions" in str(caught.value.__cause__)
+    assert CALLS == []
 
 
 def test_a_predicate_chooses_the_crash_point() -> None:

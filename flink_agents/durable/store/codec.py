@@ -150,6 +150,8 @@ def _fields(value: object) -> object:
             or (error is not None and type(error) is not CallError)
         ):
             raise _Declined
+        if fields["kind"] is None:  # as pydantic writes it (records.py): left out
+            return {name: field for name, field in fields.items() if name != "kind"}
         return fields
     if kind is ActionStateKey:
         fields = value.__dict__  # validated when made, frozen; holds its rendered key too

@@ -10,7 +10,7 @@ import enum
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.canonical import json_string as _json_string
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.observability.records import CallKind
+
+CALL_KINDS: frozenset[str] = frozenset(get_args(CallKind))
 
 #: Upper bound (UTF-8 bytes) for an error's message and trace in a record.
 MAX_TRACE_BYTES = 4096
@@ -111,7 +114,7 @@ class TrustedPickle(str):
 
 
 _PENDING_GIVEN = frozenset(
-    ("call_id", "status", "function", "args_digest", "arguments", "attempts", "started_at")
+    ("call_id", "status", "function", "args_digest", "arguments", "attempts", "started_at", "kind")
 )
 
 
@@ -136,6 +139,11 @@ class CallResult(BaseModel):
     arguments: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    # Not written when None: a record without a kind is byte for byte what earlier versions
+    # wrote, and theirs decode with None.
+    kind: CallKind | None = Field(default=None, exclude_if=lambda kind: kind is None)
+    """What the call called (a model, a tool, a sub-agent, another function); None in records
+    written before it was recorded."""
 
     @pydantic.model_validator(mode="after")
     def _check_status(self) -> CallResult:
@@ -155,6 +163,7 @@ class CallResult(BaseModel):
         arguments: str | None = None,
         attempts: int = 1,
         started_at: float | None = None,
+        kind: CallKind | None = None,
     ) -> CallResult:
         """A call that has started (attempt number `attempts`) but has no outcome yet."""
         if started_at is None:
@@ -168,6 +177,7 @@ class CallResult(BaseModel):
             and type(attempts) is int
             and attempts >= 0
             and type(started_at) is float
+            and (kind is None or kind in CALL_KINDS)
         ):  # what the runtime passes: nothing to validate
             values = {
                 "call_id": call_id,
@@ -181,6 +191,7 @@ class CallResult(BaseModel):
                 "arguments": arguments,
                 "started_at": started_at,
                 "finished_at": None,
+                "kind": kind,
             }
             return _unvalidated(cls, values, set(_PENDING_GIVEN))
         return cls(
@@ -191,6 +202,7 @@ class CallResult(BaseModel):
             arguments=arguments,
             attempts=attempts,
             started_at=started_at,
+            kind=kind,
         )
 
     def succeed(

@@ -10,16 +10,20 @@ import pytest
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.context import RecordedCallError
 from flink_agents.api.tools import FunctionTool
+from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.replay import ReplayMismatchError
-from flink_agents.durable.runner import StoreCallRunner
 from flink_agents.durable.store import (
+    ActionState,
     ActionStateKey,
+    CallResult,
     CallStatus,
     InMemoryActionStateStore,
     InMemoryLog,
     RunKey,
 )
+from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.observability import CallFinished, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
@@ -110,7 +114,7 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {"n": 1})
-        engine = RunEngine(plan, call_runner=StoreCallRunner(again, agent=plan.name))
+        engine = RunEngine(plan, call_runner=DurableCalls(again, agent=plan.name))
         engine.restore_key("k", state)  # queued, not started: nothing pumps the engine yet
         again.prune(again.recovery_marker())
         await engine.drain()
@@ -125,7 +129,7 @@ def test_a_run_begins_and_ends_in_the_store():
     plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
     run = RunKey(agent=plan.name, key=canonical_json("k"), seq=0)
-    runner = StoreCallRunner(store, agent=plan.name)
+    runner = DurableCalls(store, agent=plan.name)
     run_local(plan, [{"k": "k", "n": 1}], key="k", call_runner=runner)
     assert store.recovery_marker().open_runs == []  # begun, then ended
     [state] = store.get_run(run)
@@ -253,7 +257,7 @@ def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
 
 def test_a_changed_call_under_warn_is_logged_with_both_sides_and_called_again(caplog):
     plan = agent_plan(h.variant_calls, config={"durable.mismatch_policy": "warn"})
-    with caplog.at_level(logging.WARNING, logger="flink_agents.durable.runner"):
+    with caplog.at_level(logging.WARNING, logger="flink_agents.durable.calls"):
         result, _ = _crash_at_third_then_replay(plan, variant="c")
     # first(1) matched its record; second(99) differs: it and everything after run again
     assert PROBE.counts == {"second": 1, "third": 1}
@@ -337,11 +341,11 @@ def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_ty
 
 def test_the_mismatch_policy_comes_from_the_agent_config():
     store = InMemoryActionStateStore()
-    assert StoreCallRunner.for_plan(store, "a", {}).mismatch_policy == "fail"
-    warn = StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "warn"})
+    assert DurableCalls.for_plan(store, "a", {}).mismatch_policy == "fail"
+    warn = DurableCalls.for_plan(store, "a", {"durable.mismatch_policy": "warn"})
     assert warn.mismatch_policy == "warn"
     with pytest.raises(ValueError, match="mismatch policy 'ignore'"):
-        StoreCallRunner.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
+        DurableCalls.for_plan(store, "a", {"durable.mismatch_policy": "ignore"})
 
 
 @pytest.mark.parametrize("record_arguments", [True, False])
@@ -350,7 +354,7 @@ def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
     from flink_agents.durable.identity import CallIdentity
 
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent="a", record_arguments=record_arguments)
+    runner = DurableCalls(store, agent="a", record_arguments=record_arguments)
     identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
     asyncio.run(runner.run_async(DurableCall(identity, PROBE.call, ("argued", 1))))
     state = store.get(_state_key_of(identity))
@@ -364,7 +368,7 @@ def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
     # Off, a changed call is still a mismatch (its digest differs), shown without arguments.
     changed = DurableCall(identity, PROBE.call, ("argued", 2))
     with pytest.raises(ReplayMismatchError) as info:
-        asyncio.run(StoreCallRunner(store, agent="a").run_async(changed))
+        asyncio.run(DurableCalls(store, agent="a").run_async(changed))
     assert ("arguments are unknown" in str(info.value)) is not record_arguments
 
 
@@ -381,11 +385,11 @@ def test_without_a_journal_the_runner_still_records_calls():
     from flink_agents.durable.identity import CallIdentity
 
     store = InMemoryActionStateStore()
-    runner = StoreCallRunner(store, agent="a")
+    runner = DurableCalls(store, agent="a")
     identity = CallIdentity(RunId("a", "k", 0), "e", "act", "#0")
     call = DurableCall(identity, PROBE.call, ("direct", 1))
     assert asyncio.run(runner.run_async(call)) == 2
-    assert asyncio.run(StoreCallRunner(store, agent="a").run_async(call)) == 2
+    assert asyncio.run(DurableCalls(store, agent="a").run_async(call)) == 2
     assert PROBE.counts == {"direct": 1}
     invocation = ActionInvocation(identity.run, "e", "act")
     assert runner.recorded(invocation) is None  # calls recorded, the action not completed
@@ -407,3 +411,68 @@ def test_synchronous_durable_calls_are_recorded_and_replayed():
     result, _ = _crash_at_third_then_replay(agent_plan(sync_then_held))
     assert PROBE.counts == {"third": 1}
     assert result.output_values == [["SYNC", 2]]
+
+
+# --- one object, its outcomes and the call kind in the record ---------------------------------
+
+
+class _Outcomes:
+    """An event-log listener keeping each call's (outcome, kind)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def on_record(self, record: Any) -> None:
+        if isinstance(record, CallFinished):
+            self.seen.append((record.outcome, record.call_kind))
+
+
+def test_an_unknown_call_under_in_doubt_fail_is_told_as_in_doubt():
+    from tests.durable.test_reconcile import charge_then_hold
+
+    plan = agent_plan(charge_then_hold, name="charge")
+    store = InMemoryActionStateStore()
+    PROBE.hold, PROBE.use_reconciler = "charge", False
+    state = asyncio.run(h.crash_mid_run(plan, store, "k", {"n": 7, "in_doubt": "fail"}))
+    outcomes = _Outcomes()
+    log = build_event_log(None, [outcomes])
+    result, _ = asyncio.run(replay(plan, store, "k", state, event_log=log))
+    assert result.error is None
+    # The charge was in flight at the crash: recorded as failed, told as in doubt; then live.
+    assert outcomes.seen == [("in-doubt", "function"), ("live", "function")]
+
+
+def test_each_call_records_its_kind_and_a_record_without_one_still_decodes():
+    from tests.sample_agents import react_agent
+
+    turns = [
+        {"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]},
+        {"content": '{"city": "Oslo", "total": 3}'},
+    ]
+    store = InMemoryActionStateStore()
+    [result] = run_local(react_agent(turns), [{"city": "Oslo"}], key="city", store=store)
+    assert result.error is None
+    run = RunKey(agent="react_test", key=canonical_json("Oslo"), seq=0)
+    kinds = [(c.call_id.split(":")[0], c.kind) for s in store.get_run(run) for c in s.calls]
+    assert kinds == [("chat", "model"), ("tool", "tool"), ("chat", "model")]
+    # A record without a kind is written as earlier versions wrote it, and decodes with None.
+    codec = RecordCodec()
+    older = ActionState(key=run.action("act", "e"))
+    older.record_call(CallResult.pending("chat", started_at=1.0).succeed("hi"))
+    envelope = codec.envelope(older)
+    assert envelope.count(b'"kind"') == 1  # the envelope's own (action_state), not the call's
+    key = older.key.canonical().encode()
+    decoded = codec.decode(key, codec.seal(key, envelope), topic="t", partition=0, offset=0)
+    assert isinstance(decoded, ActionState) and decoded.calls[0].kind is None
+
+
+def test_durable_calls_refuse_a_mode_without_what_it_needs():
+    store = InMemoryActionStateStore()
+    with pytest.raises(ValueError, match="recorded-only durable calls read records"):
+        DurableCalls(store, agent="a", mode="recorded-only")
+    with pytest.raises(ValueError, match="for recorded-only calls"):
+        DurableCalls(store, agent="a", records={})
+    with pytest.raises(ValueError, match="need the agent"):
+        DurableCalls(store)
+    with pytest.raises(ValueError, match="mode 'replay'"):
+        DurableCalls(mode="replay")  # type: ignore[arg-type]

@@ -1,15 +1,21 @@
-"""The store-backed :class:`CallRunner`: durable calls and the action journal on an
-:class:`ActionStateStore` (see docs/durable-execution.md).
+"""The one object every durable call passes through: :class:`DurableCalls`.
 
-Every action invocation has one :class:`ActionState` (keyed by run, action and the id of the
-event it handled) holding its calls in the order the code made them, and, once the action
-returned, its events and memory writes. On replay a recorded outcome is handed back instead of
-calling again.
+Built once per engine, by one constructor, with its collaborators: a store (or none), the
+mismatch policy, a freeze fence, a listener told each call's outcome and a probe (kill points,
+counting). It owns a call's way from identity to lookup, record and settle, and says how each
+call got its result: ``live``, ``replayed``, ``reconciled``, ``failed`` or ``in-doubt``
+(:data:`~flink_agents.observability.records.CallOutcome`). Without a store every call is made
+and nothing is recorded (``journal`` is None).
+
+With a store, every action invocation has one :class:`ActionState` (keyed by run, action and
+the id of the event it handled) holding its calls in the order the code made them, and, once
+the action returned, its events and memory writes. On replay a recorded outcome is handed back
+instead of calling again (see docs/durable-execution.md).
 
 When a write must be acknowledged: a call's outcome is handed to the action at once; the
 action's *local* steps do not wait for the store. What waits is the next thing that leaves the
 process and may depend on that outcome: the run's next call (waited for before it is sent) and
-the run's outputs (:meth:`StoreCallRunner.settled`, before the engine hands the result over). So
+the run's outputs (:meth:`DurableCalls.settled`, before the engine hands the result over). So
 an outcome something outside has seen is acknowledged first, and a crash before that loses only
 outcomes nothing outside depended on: those calls are made again. Writes are flushed
 continuously in batches (:class:`GroupFlusher`), so by the time a run's next call or output
@@ -24,14 +30,17 @@ completion, instead of encoding it twice.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import inspect
 import logging
-from collections.abc import Generator, Mapping
+import time
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from flink_agents.api.attempts import tracking_attempts
+from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
 from flink_agents.api.context import (
     NOT_DONE,
     InDoubtCallError,
@@ -40,7 +49,7 @@ from flink_agents.api.context import (
 )
 from flink_agents.durable import faults
 from flink_agents.durable.call import DurableCall
-from flink_agents.durable.faults import KillPoint
+from flink_agents.durable.faults import CallProbe, KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
@@ -57,6 +66,7 @@ from flink_agents.durable.replay import (
 from flink_agents.durable.store import (
     PICKLE_TAG,
     ActionState,
+    ActionStateKey,
     ActionStateStore,
     CallResult,
     CallStatus,
@@ -67,7 +77,9 @@ from flink_agents.durable.store import (
 from flink_agents.durable.store.errors import OutcomeTooLargeError, RecordTooLargeError
 from flink_agents.durable.store.limits import check_outcome_fits
 from flink_agents.durable.store.records import now_ms
-from flink_agents.observability import EventLog, observed_protocol
+from flink_agents.observability import EventLog
+from flink_agents.observability.records import CallOutcome
+from flink_agents.observability.refs import call_kind
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +124,7 @@ class _Invocation:
 class _Attempts:
     """The :class:`AttemptTracker` of one call: counts live in the call's record."""
 
-    runner: StoreCallRunner
+    runner: DurableCalls
     invocation: _Invocation
     result: CallResult
 
@@ -127,42 +139,132 @@ class _Attempts:
         self.runner._record(self.invocation, self.result)
 
 
-class StoreCallRunner:
-    """Runs durable calls against ``store`` and journals completed actions.
+class _Outcome:
+    """How the call under way got its result, as the protocol says it (None: not yet)."""
+
+    __slots__ = ("name", "tracker")
+
+    def __init__(self) -> None:
+        self.name: CallOutcome | None = None
+        self.tracker: _Attempts | _CountedAttempts | None = None
+
+
+class _CountedAttempts:
+    """Counts a call's attempts in memory, when there is no record to keep them in."""
+
+    __slots__ = ("attempts",)
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def record_attempt(self) -> None:
+        self.attempts += 1
+
+
+CallMode = Literal["live", "recorded-only"]
+"""``live``: calls are made (and recorded, with a store); ``recorded-only``: every call is
+served from its record and none is made, unless the :class:`Unserved` policy makes it live."""
+
+
+class RecordLookup(Protocol):
+    """What recorded-only calls read: an action invocation's recorded state by its key (an
+    :class:`ActionStateStore` fits, and so does a dict of exported states)."""
+
+    def get(self, key: ActionStateKey, /) -> ActionState | None: ...
+
+
+class LiveWatch(Protocol):
+    """A call that recorded-only calls make live: told what it returned or raised."""
+
+    def succeeded(self, value: Any) -> None: ...
+
+    def failed(self, error: BaseException) -> None: ...
+
+
+class Unserved(Protocol):
+    """Recorded-only calls' policy for what they cannot serve from a record (the replayer's
+    report implements it)."""
+
+    def handed_back(self, call: DurableCall) -> None:
+        """``call`` got its recorded outcome."""
+
+    def unserved(
+        self,
+        call: DurableCall,
+        position: int,
+        recorded: CallResult | None,
+        requested: CallSignature,
+    ) -> LiveWatch:
+        """``call`` (at ``position`` of its invocation) has no record to serve (``recorded``:
+        the record at that position, a call that differs or never finished, or None): raise to
+        end the run, or return the watch of the call made live."""
+
+
+class DurableCalls:
+    """Runs an engine's durable calls; with a ``store``, records them and journals completed
+    actions (see the module docstring).
 
     ``agent`` is the plan name (the agent part of every run id); ``mismatch_policy`` decides
     what a replay that differs from the record does (see :data:`MismatchPolicy`);
     ``record_arguments`` whether a call's record carries its arguments' JSON (capped), shown by
-    mismatch diffs and the replay tool. Only the digest is compared either way.
-    """
+    mismatch diffs and the replay tool (only the digest is compared either way). ``fence`` is
+    checked before every call is sent and every write (freeze_fence.py). ``listener`` is told
+    every call's outcome. ``probe`` is reached at the kill points and invokes each call (a
+    counting harness wraps it); without one, the armed fault plan (:data:`faults.ARMED`) is.
 
-    event_log: EventLog | None = None  # set by the engine: each call's outcome is recorded
-    # Set by a keyed host: checked before every call is sent and every write (freeze_fence.py).
-    fence: FreezeFence | None = None
-    # Set by a keyed host that emits a run's outputs some time after the run finishes: it then
-    # ends each run itself (`end_run`) once the outputs are emitted. Ended at its finish, a run
-    # would be left out of a recovery marker taken before its emission, and a checkpoint that
-    # still holds its input would replay it with its records skipped: every call sent again.
-    ends_runs_when_emitted: bool = False
+    ``ends_runs_when_emitted``: the host emits a run's outputs some time after the run
+    finishes and ends each run itself (:meth:`end_run`) once they are emitted. Ended at its
+    finish, a run would be left out of a recovery marker taken before its emission, and a
+    checkpoint that still holds its input would replay it with its records skipped.
+    """
 
     def __init__(
         self,
-        store: ActionStateStore,
+        store: ActionStateStore | None = None,
         *,
-        agent: str,
+        agent: str = "",
         mismatch_policy: MismatchPolicy = "fail",
         record_arguments: bool = True,
+        fence: FreezeFence | None = None,
+        listener: EventLog | None = None,
+        probe: CallProbe | None = None,
+        ends_runs_when_emitted: bool = False,
+        mode: CallMode = "live",
+        records: RecordLookup | None = None,
+        unserved: Unserved | None = None,
     ) -> None:
+        if mode == "recorded-only":
+            if store is not None or records is None or unserved is None:
+                raise ValueError(
+                    "recorded-only durable calls read records and make none: give them records "
+                    "and an unserved-call policy, and no store to write to"
+                )
+        elif mode != "live":
+            raise ValueError(f"mode {mode!r}: expected 'live' or 'recorded-only'")
+        elif records is not None or unserved is not None:
+            raise ValueError("records and an unserved-call policy are for recorded-only calls")
         if mismatch_policy not in MISMATCH_POLICIES:
             raise ValueError(
                 f"mismatch policy {mismatch_policy!r}: expected one of {MISMATCH_POLICIES}"
             )
+        if store is not None and not agent:
+            raise ValueError("durable calls over a store need the agent (the plan's name)")
         self.store = store
         self.agent = agent
         self.mismatch_policy = mismatch_policy
         self.record_arguments = record_arguments
-        self.journal = self
-        self._flusher = GroupFlusher(store)
+        self.fence = fence
+        self.listener = listener
+        self.probe = probe
+        self.ends_runs_when_emitted = ends_runs_when_emitted
+        self.mode = mode
+        self._records = records
+        self._unserved = unserved
+        # Recorded-only: how many calls of each recorded invocation were asked for so far.
+        self._taken: dict[ActionStateKey, int] = {}
+        # The engine's hook for replaying completed actions: none without a store.
+        self.journal: DurableCalls | None = self if store is not None else None
+        self._flusher = GroupFlusher(store) if store is not None else None
         # The runs in flight (until they end: see `end_run`).
         self._runs: dict[RunId, _Run] = {}
         # Invocations with outcomes not put yet; all are put at the end of the loop step.
@@ -171,22 +273,24 @@ class StoreCallRunner:
     @classmethod
     def for_plan(
         cls,
-        store: ActionStateStore,
+        store: ActionStateStore | None,
         plan_name: str,
         config: Mapping[str, Any],
         *,
         default_policy: MismatchPolicy = "fail",
-        record_arguments: bool = True,
-    ) -> StoreCallRunner:
-        """A runner for an agent whose config may set :data:`MISMATCH_POLICY_KEY`."""
+        **collaborators: Any,
+    ) -> DurableCalls:
+        """Calls for an agent whose config may set :data:`MISMATCH_POLICY_KEY`;
+        ``collaborators`` are the other arguments of the constructor."""
         policy = config.get(MISMATCH_POLICY_KEY, default_policy)
-        return cls(
-            store, agent=plan_name, mismatch_policy=policy, record_arguments=record_arguments
-        )
+        return cls(store, agent=plan_name, mismatch_policy=policy, **collaborators)
 
     # --- run lifecycle ---------------------------------------------------------------------
 
     def run_admitted(self, run: RunId, input: Any) -> None:
+        """The run's ``input`` is queued to execute (first time or replay)."""
+        if self.store is None:
+            return
         state = self._run(run)
         self.store.begin_run(state.key)
         try:
@@ -197,6 +301,9 @@ class StoreCallRunner:
         state.input = (input, now_ms())
 
     def run_finished(self, run: RunId) -> None:
+        """The run ended (outputs handed over); its call records may be released."""
+        if self.store is None:
+            return
         state = self._runs.get(run)
         if state is not None:
             self._put_outcomes(state)
@@ -207,7 +314,8 @@ class StoreCallRunner:
     def end_run(self, run: RunId) -> None:
         """End ``run`` in the store (its outputs are emitted): the next marker leaves it out."""
         state = self._runs.pop(run, None)
-        self.store.end_run(_run_key(run) if state is None else state.key)
+        if self.store is not None:
+            self.store.end_run(_run_key(run) if state is None else state.key)
 
     @property
     def writes(self) -> int:
@@ -215,17 +323,17 @@ class StoreCallRunner:
         the call outcomes recorded but not put yet first, so the latest outcome's write is
         the latest write."""
         self._put_all_outcomes()
-        return self._flusher.written
+        return 0 if self._flusher is None else self._flusher.written
 
     def write_acknowledged(self, ticket: int) -> bool:
         """Whether the write with ``ticket`` and every earlier one are acknowledged."""
-        return self._flusher.acknowledged(ticket)
+        return self._flusher is not None and self._flusher.acknowledged(ticket)
 
     async def settled(self, run: RunId) -> None:
         """Return once every call outcome recorded for ``run`` is acknowledged: the engine
         awaits this before the run's result (its outputs, its memory) leaves it."""
         state = self._runs.get(run)
-        if state is None:
+        if state is None or self._flusher is None:
             return
         self._put_outcomes(state)
         if state.ticket is not None:
@@ -235,9 +343,10 @@ class StoreCallRunner:
 
     def recorded(self, invocation: ActionInvocation) -> RecordedAction | None:
         """A completed invocation's record; otherwise (re)opens it for its calls."""
+        store = self._store()
         run = self._run(invocation.run)
         key = run.key.action(invocation.action, invocation.event_id)
-        state = self.store.get(key)
+        state = store.get(key)
         if state is not None and state.completed:
             return read_action(state)
         if state is None:
@@ -246,36 +355,136 @@ class StoreCallRunner:
         return None
 
     async def completed(self, invocation: ActionInvocation, action: RecordedAction) -> None:
+        """Journal what a completed action invocation did (its events, its memory writes)."""
+        store, flusher = self._store(), self._flusher
+        assert flusher is not None
         working = self._invocation(invocation)
         self._check_no_calls_left(invocation, working)
         write_action(working.state, action)
         if self.fence is not None:
             self.fence.check()
         try:
-            self.store.put(working.state)
+            store.put(working.state)
         except RecordTooLargeError as too_large:  # its events or memory writes: not journaled
             logger.warning("%s; the action is not journaled and runs again on a replay", too_large)
             unwrite_action(working.state)
-            self.store.put(working.state)
+            store.put(working.state)
         working.run.open.pop((invocation.event_id, invocation.action), None)
         # The completion alone is not waited for, not even by the run's outputs: lost in a
         # crash, it only means the action runs again on replay, and its calls' outcomes
         # (acknowledged before anything depending on them left) are handed back. An outcome
         # not put before rides with it, and is waited for like any.
-        ticket = self._flusher.wrote()
+        ticket = flusher.wrote()
         if working.unput:
             working.unput = False
             working.run.ticket = ticket
-        plan = faults.ARMED
-        if plan is not None and plan.arms(KillPoint.AFTER_ACTION_COMPLETED):
-            await self._flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a fault plan
-            plan.reached(KillPoint.AFTER_ACTION_COMPLETED)
+        probe = self._probe()
+        if probe is not None and probe.arms(KillPoint.AFTER_ACTION_COMPLETED):
+            await flusher.durable(ticket)  # as at AFTER_RECORD_ACKED: only a probe waits
+            probe.reached(KillPoint.AFTER_ACTION_COMPLETED)
 
     # --- durable calls -----------------------------------------------------------------------
 
     def run(self, call: DurableCall) -> Any:
-        """Synchronous actions: flushes block the loop (prefer async actions under load)."""
-        stepper = _Stepper(self._protocol(call))
+        """A call from a synchronous action: flushes block the loop (prefer async actions under
+        load)."""
+        outcome = _Outcome()
+        started = time.perf_counter_ns() if self.listener is not None else 0
+        try:
+            if self.store is not None:
+                value = self._drive(call, outcome)
+            elif self._unserved is not None:
+                value = self._recorded_only(call, outcome, None)
+            else:
+                with self._direct(call, outcome):
+                    value = self._invoke(call, blocking=True)
+        except Exception as exc:
+            self._finished(call, outcome, started, error=exc)
+            raise
+        self._finished(call, outcome, started, value=value)
+        return value
+
+    async def run_async(self, call: DurableCall) -> Any:
+        """A call from an async action (its function may be sync or async)."""
+        outcome = _Outcome()
+        started = time.perf_counter_ns() if self.listener is not None else 0
+        try:
+            if self.store is not None:
+                value = await self._drive_async(call, outcome)
+            elif self._unserved is not None:
+                value = await _awaited(self._recorded_only(call, outcome, _awaited_watched))
+            else:
+                with self._direct(call, outcome):
+                    value = await _awaited(self._invoke(call))
+        except Exception as exc:
+            self._finished(call, outcome, started, error=exc)
+            raise
+        self._finished(call, outcome, started, value=value)
+        return value
+
+    def taken(self, key: ActionStateKey) -> int:
+        """Recorded-only: how many of the invocation ``key``'s recorded calls were asked for."""
+        return self._taken.get(key, 0)
+
+    def _recorded_only(
+        self,
+        call: DurableCall,
+        outcome: _Outcome,
+        watched: Callable[[Any, LiveWatch], Any] | None,
+    ) -> Any:
+        """Serve ``call`` from the record at its position, or ask the :class:`Unserved` policy
+        (which raises, or has it made live: its result then goes to the policy's watch, through
+        ``watched`` when it may be awaitable)."""
+        assert self._records is not None and self._unserved is not None
+        identity = call.identity
+        key = _run_key(identity.run).action(identity.action, identity.event_id)
+        position = self._taken.get(key, 0)
+        self._taken[key] = position + 1
+        requested = CallSignature.of(identity.call_id, call.function, call.args, call.kwargs)
+        state = self._records.get(key)
+        calls = state.calls if state is not None else []
+        recorded = calls[position] if position < len(calls) else None
+        if recorded is not None and CallSignature.recorded(recorded).matches(requested):
+            if recorded.status is CallStatus.PENDING:
+                recorded = None  # started but never finished when recorded: nothing to serve
+            else:
+                outcome.name = "replayed"
+                self._unserved.handed_back(call)
+                return _recorded_outcome(recorded, call)
+        watch = self._unserved.unserved(call, position, recorded, requested)
+        outcome.name = "live"
+        try:
+            value = self._invoke(call, blocking=watched is None)
+        except Exception as exc:
+            watch.failed(exc)
+            raise
+        if watched is not None:
+            return watched(value, watch)
+        watch.succeeded(value)
+        return value
+
+    def _direct(
+        self, call: DurableCall, outcome: _Outcome
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Without a store the call is made and nothing recorded: its checks, and the context
+        that counts its attempts for the listener."""
+        if self.fence is not None:
+            self.fence.check()
+        outcome.name = "live"
+        # A provider's retry loop reports its attempts to the current tracker; an enclosing one
+        # (a durable call inside a durable call) keeps its own.
+        if self.listener is None or current_attempt_tracker.get() is not None:
+            return contextlib.nullcontext()
+        counted = outcome.tracker = _CountedAttempts()
+        return tracking_attempts(counted)
+
+    def _invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
+        probe = self._probe()
+        return call.invoke() if probe is None else probe.invoke(call, blocking=blocking)
+
+    def _drive(self, call: DurableCall, outcome: _Outcome) -> Any:
+        stepper = _Stepper(self._protocol(call, outcome))
+        probe = self._probe()
         while (step := stepper.next()) is not None:
             try:
                 if step is _Op.SETTLE:
@@ -283,17 +492,19 @@ class StoreCallRunner:
                     stepper.reply(None)
                 elif step is _Op.RECONCILE:
                     assert call.reconciler is not None
-                    found = call.reconciler(call.reconcile_request())
-                    stepper.reply(_not_awaitable(found, "reconciler"))
+                    stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
                 else:
                     with tracking_attempts(step):
-                        stepper.reply(_not_awaitable(call.invoke(), "function"))
+                        stepper.reply(_not_awaitable(self._invoke(call, blocking=True), "function"))
             except Exception as exc:
                 stepper.fail(exc)
+        if probe is not None:
+            probe.returned(call, self)
         return stepper.value
 
-    async def run_async(self, call: DurableCall) -> Any:
-        stepper = _Stepper(self._protocol(call))
+    async def _drive_async(self, call: DurableCall, outcome: _Outcome) -> Any:
+        stepper = _Stepper(self._protocol(call, outcome))
+        probe = self._probe()
         while (step := stepper.next()) is not None:
             try:
                 if step is _Op.SETTLE:
@@ -304,14 +515,41 @@ class StoreCallRunner:
                     stepper.reply(await _awaited(call.reconciler(call.reconcile_request())))
                 else:
                     with tracking_attempts(step):
-                        stepper.reply(await _awaited(call.invoke()))
+                        stepper.reply(await _awaited(self._invoke(call)))
             except Exception as exc:
                 stepper.fail(exc)
+        if probe is not None:
+            probe.returned(call, self)
         return stepper.value
 
-    @observed_protocol(reconcile_step=_Op.RECONCILE)
-    def _protocol(self, call: DurableCall) -> Generator[_Op | _Attempts, Any, Any]:
-        """The steps of one call, the same for the sync and the async driver.
+    def _finished(
+        self,
+        call: DurableCall,
+        outcome: _Outcome,
+        started: int,
+        *,
+        value: Any = None,
+        error: Exception | None = None,
+    ) -> None:
+        """Tell the listener the call's outcome, as the protocol named it; an error raised
+        before it named one (a store or mismatch error on the lookup) is ``failed``."""
+        listener = self.listener
+        if listener is None:
+            return
+        name = outcome.name
+        if error is not None and name in (None, "live", "reconciled"):
+            name = "failed"
+        tracker = outcome.tracker
+        attempts = None if tracker is None else tracker.attempts
+        listener.call_finished(
+            call, name or "failed", started, attempts=attempts, value=value, error=error
+        )
+
+    def _protocol(
+        self, call: DurableCall, outcome: _Outcome
+    ) -> Generator[_Op | _Attempts, Any, Any]:
+        """The steps of one call over the store, the same for the sync and the async driver;
+        names the call's ``outcome`` as it comes about.
 
         Outcomes are recorded, not waited for: what waits is the next :data:`_Op.SETTLE`, before
         anything is sent (see the module docstring).
@@ -327,11 +565,14 @@ class StoreCallRunner:
             with_text=self.record_arguments,  # only recorded arguments are ever shown
         )
         recorded = self._recorded_at(invocation, working, signature)
+        probe = self._probe()
         if recorded is not None and recorded.status is CallStatus.SUCCEEDED:
-            if faults.ARMED is not None:
-                faults.ARMED.reached(KillPoint.DURING_RESTORE)
+            outcome.name = "replayed"
+            if probe is not None:
+                probe.reached(KillPoint.DURING_RESTORE)
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
+            outcome.name = "replayed"
             error = recorded.error
             assert error is not None
             raise RecordedCallError(identity.call_id, error.type, error.message, error.trace)
@@ -339,6 +580,7 @@ class StoreCallRunner:
             found = NOT_DONE
             if call.reconciler is not None:
                 yield _Op.SETTLE  # a reconciler asks the outside world
+                outcome.name = "reconciled"
                 try:
                     found = yield _Op.RECONCILE
                 except InfrastructureError:
@@ -350,6 +592,7 @@ class StoreCallRunner:
                 # Validated as the declared type (or a PayloadError: the call stays PENDING).
                 return self._succeed(working, recorded, found, call.result_type)
             if call.in_doubt == "fail":
+                outcome.name = "in-doubt"
                 unknown = InDoubtCallError(identity.call_id)
                 self._record(working, recorded.fail(unknown))
                 raise unknown
@@ -363,6 +606,7 @@ class StoreCallRunner:
                 args_digest=signature.args_digest,
                 arguments=signature.arguments,
                 attempts=recorded.attempts if recorded is not None else 0,
+                kind=call_kind(call.function),
             ),
         )
         # Take the call's position now (concurrent calls finish in any order). Write it at once
@@ -378,10 +622,11 @@ class StoreCallRunner:
         # Before sending: the run's earlier outcomes (the call may depend on them) and this
         # call's PENDING record are acknowledged.
         yield _Op.SETTLE
-        if faults.ARMED is not None:
-            faults.ARMED.reached(KillPoint.BEFORE_CALL_SENT)
+        if probe is not None:
+            probe.reached(KillPoint.BEFORE_CALL_SENT)
         if self.fence is not None:
             self.fence.check()
+        outcome.name, outcome.tracker = "live", tracker
         try:
             value = yield tracker
         except InfrastructureError:
@@ -391,16 +636,25 @@ class StoreCallRunner:
         except Exception as exc:
             self._record(working, tracker.result.fail(exc))
             raise
-        if faults.ARMED is not None:
-            faults.ARMED.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
+        if probe is not None:
+            probe.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
         value = self._succeed(working, tracker.result, value, call.result_type)
-        plan = faults.ARMED
-        if plan is not None and plan.arms(KillPoint.AFTER_RECORD_ACKED):
-            # Only a fault plan waits here: the moment the point names (the outcome
-            # acknowledged, the action not resumed yet) exists only when something waits.
+        if probe is not None and probe.arms(KillPoint.AFTER_RECORD_ACKED):
+            # Only a probe waits here: the moment the point names (the outcome acknowledged,
+            # the action not resumed yet) exists only when something waits.
             yield _Op.SETTLE
-            plan.reached(KillPoint.AFTER_RECORD_ACKED)
+            probe.reached(KillPoint.AFTER_RECORD_ACKED)
         return value
+
+    def _probe(self) -> CallProbe | None:
+        """The probe, else the armed fault plan (armed by a host at any time), else None."""
+        return self.probe if self.probe is not None else faults.ARMED
+
+    def _store(self) -> ActionStateStore:
+        store = self.store
+        if store is None:  # the engine asks for the journal only when there is one
+            raise RuntimeError("durable calls without a store keep no journal")
+        return store
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -441,9 +695,10 @@ class StoreCallRunner:
 
     def _put(self, working: _Invocation) -> None:
         """Put an invocation's state holding outcomes not put yet."""
+        assert self._flusher is not None
         if self.fence is not None:
             self.fence.check()
-        self.store.put(working.state)
+        self._store().put(working.state)
         working.unput = False
         working.run.ticket = self._flusher.wrote()
 
@@ -469,11 +724,11 @@ class StoreCallRunner:
         if state is None:
             return
         self._put_outcomes(state)
-        ticket = state.ticket
-        if ticket is not None and not self._flusher.acknowledged(ticket):
-            written = self._flusher.written
-            self.store.flush()
-            self._flusher.flushed(written)
+        ticket, flusher = state.ticket, self._flusher
+        if ticket is not None and flusher is not None and not flusher.acknowledged(ticket):
+            written = flusher.written
+            self._store().flush()
+            flusher.flushed(written)
 
     def _succeed(
         self, working: _Invocation, started: CallResult, value: Any, result_type: type | None
@@ -483,7 +738,7 @@ class StoreCallRunner:
         large for the store's record is recorded (and raised) as the call's failure."""
         done = started.succeed(value, result_type)
         try:
-            check_outcome_fits(self.store, working.state, done)
+            check_outcome_fits(self._store(), working.state, done)
         except OutcomeTooLargeError as too_large:
             self._record(working, started.fail(too_large))
             raise
@@ -558,8 +813,38 @@ def _run_key(run: RunId) -> RunKey:
     return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
 
 
+def _recorded_outcome(recorded: CallResult, call: DurableCall) -> Any:
+    """A recorded outcome, handed back: its value, or its failure raised."""
+    if recorded.status is CallStatus.FAILED:
+        error = recorded.error
+        assert error is not None
+        raise RecordedCallError(call.identity.call_id, error.type, error.message, error.trace)
+    return recorded.value(call.result_type)
+
+
+async def _awaited_watched(value: Any, watch: LiveWatch) -> Any:
+    """A live call's result (awaited if it is awaitable), told to ``watch``."""
+    try:
+        result = await value if inspect.isawaitable(value) else value
+    except Exception as exc:
+        watch.failed(exc)
+        raise
+    watch.succeeded(result)
+    return result
+
+
 async def _awaited(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+def _blocking(value: Any) -> Any:
+    """``value``, awaited to its end if it is awaitable: an async reconciler asked from a
+    synchronous action (which holds the loop, as its flushes do) runs on a loop of its own in a
+    worker thread, so it must not use clients bound to the job's loop."""
+    if not inspect.isawaitable(value):
+        return value
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(asyncio.run, _awaited(value)).result()
 
 
 def _not_awaitable(value: Any, what: str) -> Any:
