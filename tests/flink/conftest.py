@@ -64,8 +64,10 @@ def fresh_flink_env(flink_env):
     share one JVM (start-up costs ~10 s) without running each other's pipelines.
     """
     transformations = flink_env._j_stream_execution_environment.getTransformations()
-    if transformations.size() > 0:  # py4j's clear() fails on an empty list
-        transformations.clear()
+    # Not clear(): py4j's list pops until an IndexError, and popping an empty Java list raises
+    # a Py4JJavaError instead, so clear() always failed on a list that had anything in it.
+    for _ in range(transformations.size()):
+        transformations.pop()
     return flink_env
 
 
