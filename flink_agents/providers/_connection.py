@@ -10,6 +10,7 @@ format, sends it, and converts the reply back, raising
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,24 @@ def _with_schema_hint(error: ModelCallError) -> ModelCallError:
 def tool_names(messages: list[ChatMessage]) -> dict[str, str]:
     """Tool name of every tool call id in the conversation (some protocols want both)."""
     return {call.id: call.name for m in messages for call in m.tool_calls}
+
+
+def alternating_turns(
+    messages: list[ChatMessage], blocks: Callable[[ChatMessage], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The user/assistant turns of ``messages`` as ``{"role", "content": blocks}``, system
+    messages left out and consecutive same-role turns merged: Anthropic and Bedrock want them
+    alternating, and a step's tool results answer it together."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks(message))
+        else:
+            turns.append({"role": role, "content": blocks(message)})
+    return turns
 
 
 def schema_name(schema: dict[str, Any]) -> str:

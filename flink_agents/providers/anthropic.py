@@ -19,6 +19,7 @@ from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
 from flink_agents.providers._connection import (
     STRUCTURED_TOOL_PREFIX,
     HttpChatModelConnection,
+    alternating_turns,
     structured_tool_name,
 )
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
@@ -47,16 +48,7 @@ def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
 def to_anthropic_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
     """The system prompt and the user/assistant turns (consecutive same-role turns merged)."""
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(_blocks(message))
-        else:
-            turns.append({"role": role, "content": _blocks(message)})
-    return system, turns
+    return system, alternating_turns(messages, _blocks)
 
 
 def to_anthropic_tool(spec: ToolSpec) -> dict[str, Any]:

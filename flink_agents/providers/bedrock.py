@@ -34,6 +34,7 @@ from flink_agents.providers._connection import (
     STRUCTURED_TOOL_PREFIX,
     HttpChatModelConnection,
     MissingCredentialError,
+    alternating_turns,
     structured_tool_name,
 )
 from flink_agents.providers._http_errors import AttemptFailure, _body_message, what_was_sent
@@ -70,16 +71,7 @@ def to_converse_messages(
     """The system blocks and the user/assistant turns (consecutive same-role turns merged: the
     API wants them alternating, and a step's tool results answer it together)."""
     system = [{"text": m.content} for m in messages if m.role == "system" and m.content]
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        role = "assistant" if message.role == "assistant" else "user"
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(_blocks(message))
-        else:
-            turns.append({"role": role, "content": _blocks(message)})
-    return system, turns
+    return system, alternating_turns(messages, _blocks)
 
 
 def to_converse_tool(spec: ToolSpec) -> dict[str, Any]:
