@@ -25,8 +25,8 @@ from flink_agents.durable.store import (
 )
 from flink_agents.durable.store.base import partition_for
 from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 
 PARTITIONS = 4
 AGENT = "bench"

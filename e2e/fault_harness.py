@@ -326,7 +326,7 @@ class StoreAudit:
 def audit_store(bootstrap: str, topic: str) -> StoreAudit:
     """Read every record of the store topic (one partition) with their writer epochs, then
     restore the whole topic with the store itself, and compare: for each key, a restore must
-    hand back the last record of the newest writer (flink_agents/durable/store/log.py)."""
+    hand back the last record of the newest writer (flink_agents/durable/store/log_store.py)."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,

@@ -6,7 +6,7 @@
   settle, with or without a store, and the outcome of every call told to a listener;
 * :mod:`.faults` -- the kill points and the :class:`CallProbe` reached along a call's way;
 * :mod:`.journal` / :mod:`.journal_codec` -- completed actions, so a replay need not run them;
-* :mod:`.replay` -- matching what the code asks for against what was recorded;
+* :mod:`.mismatch` -- matching what the code asks for against what was recorded;
 * :mod:`.group_flush` -- one store commit for many calls finishing together;
 * :mod:`.store` -- the action-state store (records, codec, in-memory and Kafka stores).
 

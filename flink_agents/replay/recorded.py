@@ -19,7 +19,7 @@ from flink_agents.durable.identity import RunId, event_id
 from flink_agents.durable.journal_codec import read_action
 from flink_agents.durable.store import ActionState, ActionStateKey, RunInput, RunKey
 from flink_agents.durable.store.canonical import canonical_json
-from flink_agents.durable.store.log import LogStore
+from flink_agents.durable.store.log_store import LogStore
 
 
 @dataclass(frozen=True)

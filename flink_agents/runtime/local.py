@@ -17,7 +17,7 @@ from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
-from flink_agents.runtime.records import BadRecord, bad_input_record, keyed_input, outputs_of
+from flink_agents.runtime.json_records import BadRecord, bad_input_record, keyed_input, outputs_of
 
 KeySelector = str | Callable[[Any], Any]
 

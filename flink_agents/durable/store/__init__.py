@@ -1,5 +1,15 @@
 """Action-state store: durable call results and per-action state (see docs/state-store.md)."""
 
+from flink_agents.durable.store.action_state import (
+    MAX_TRACE_BYTES,
+    ActionState,
+    ActionStateKey,
+    CallError,
+    CallResult,
+    CallStatus,
+    RunInput,
+    RunKey,
+)
 from flink_agents.durable.store.base import (
     ActionStateStore,
     PartitionMark,
@@ -15,7 +25,10 @@ from flink_agents.durable.store.canonical import (
     digest_arguments,
 )
 from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
-from flink_agents.durable.store.errors import (
+from flink_agents.durable.store.in_memory import InMemoryActionStateStore, InMemoryLog
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
+from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.durable.store.store_errors import (
     CorruptRecordError,
     OutcomeTooLargeError,
     PayloadError,
@@ -24,19 +37,6 @@ from flink_agents.durable.store.errors import (
     StoreError,
     StoreWriteError,
     UntrustedPickleError,
-)
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
-from flink_agents.durable.store.memory import InMemoryActionStateStore, InMemoryLog
-from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
-from flink_agents.durable.store.records import (
-    MAX_TRACE_BYTES,
-    ActionState,
-    ActionStateKey,
-    CallError,
-    CallResult,
-    CallStatus,
-    RunInput,
-    RunKey,
 )
 
 __all__ = [

@@ -33,7 +33,7 @@ import pydantic
 import pydantic_core
 
 from flink_agents.durable.store import canonical
-from flink_agents.durable.store.errors import PayloadError, UntrustedPickleError
+from flink_agents.durable.store.store_errors import PayloadError, UntrustedPickleError
 
 PICKLE_TAG = "!cloudpickle"
 

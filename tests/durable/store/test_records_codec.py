@@ -19,7 +19,7 @@ from flink_agents.durable.store import (
     decode_payload,
     encode_payload,
 )
-from flink_agents.durable.store.records import RunInput
+from flink_agents.durable.store.action_state import RunInput
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
-from flink_agents.durable.store.log import LogRecord, LogStore
+from flink_agents.durable.store.log_store import LogRecord, LogStore
 
 
 class InMemoryLog:

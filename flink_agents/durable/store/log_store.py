@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from flink_agents.durable.store.action_state import ActionState, ActionStateKey, RunKey
 from flink_agents.durable.store.base import (
     PartitionMark,
     RecoveryMarker,
@@ -46,14 +47,13 @@ from flink_agents.durable.store.base import (
     partition_of_key,
 )
 from flink_agents.durable.store.codec import RecordCodec, record_epoch
-from flink_agents.durable.store.errors import (
+from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
+from flink_agents.durable.store.store_errors import (
     CorruptRecordError,
     RecordTooLargeError,
     StoreError,
     StoreWriteError,
 )
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
-from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
 
 logger = logging.getLogger(__name__)
 

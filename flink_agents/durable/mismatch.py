@@ -24,7 +24,7 @@ from flink_agents.durable.store.canonical import canonical_arguments_and_digest
 logger = logging.getLogger(__name__)
 
 MismatchPolicy = Literal["fail", "warn"]
-"""``fail``: raise :class:`ReplayMismatchError`; ``warn``: log both sides and call again."""
+"""``fail``: raise :class:`CallMismatchError`; ``warn``: log both sides and call again."""
 
 MISMATCH_POLICIES: tuple[str, ...] = get_args(MismatchPolicy)
 
@@ -81,7 +81,7 @@ class CallSignature:
         return f"id={self.call_id!r} function={self.function!r} args={self.args_digest[:16] or '?'}"
 
 
-class ReplayMismatchError(InfrastructureError):
+class CallMismatchError(InfrastructureError):
     """Replay found a recorded call that differs from the call the code makes now.
 
     ``recorded`` / ``requested`` are the two sides at ``position`` (the call's ordinal in the

@@ -14,8 +14,8 @@ from pydantic import Field, model_validator
 
 from flink_agents.durable.store.base import ActionStateStore
 from flink_agents.durable.store.codec import secret_from_env
+from flink_agents.durable.store.in_memory import InMemoryActionStateStore
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
-from flink_agents.durable.store.memory import InMemoryActionStateStore
 
 
 class StoreConfig(KafkaStoreSettings):
