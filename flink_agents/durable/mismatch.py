@@ -1,8 +1,9 @@
-"""Comparing what the code asks for on replay with what was recorded; the mismatch error.
+"""Mismatch checks: the call the code makes now against the call recorded at its place (when a
+run goes again over its records, after a failover or in the offline replayer); the error.
 
 A durable call is described by its :class:`CallSignature`: call id, a human label of the
 function and a digest of its arguments. The label and digest are never part of the identity;
-they only let replay notice that the code now makes a different call where a recorded one was.
+they only let a rerun notice that the code now makes a different call where a recorded one was.
 The arguments' JSON (capped, recorded with the call) is kept to show what changed:
 :func:`arguments_diff`.
 """
@@ -34,7 +35,7 @@ MISMATCH_POLICY_KEY = "durable.mismatch_policy"
 
 @dataclass(frozen=True)
 class CallSignature:
-    """A call as replay compares it: id, function label and argument digest.
+    """A call as a mismatch check compares it: id, function label and argument digest.
 
     An empty ``args_digest`` means the arguments had no stable JSON form; it is not compared.
     ``arguments`` (their JSON as text, capped; None if unknown) is shown, never compared.
@@ -82,7 +83,7 @@ class CallSignature:
 
 
 class CallMismatchError(InfrastructureError):
-    """Replay found a recorded call that differs from the call the code makes now.
+    """A recorded call differs from the call the code makes now at its place.
 
     ``recorded`` / ``requested`` are the two sides at ``position`` (the call's ordinal in the
     action invocation); ``requested`` is None when the code no longer makes a recorded call.
