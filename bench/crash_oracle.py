@@ -34,8 +34,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from examples.services import ExampleServices, _digest, _messages
-from flink_agents.durable.store.action_state import ActionState, CallResult, CallStatus
-from flink_agents.durable.store.codec import RecordCodec, secret_from_env
+from flink_agents.durable.store import (
+    ActionState,
+    CallResult,
+    CallStatus,
+    RecordCodec,
+    secret_from_env,
+)
 from flink_agents.durable.store.kafka import KafkaStoreSettings
 
 TOOL = "lookup_fact"

@@ -57,7 +57,7 @@ from e2e.test_standalone_failover import (
 )
 from examples.services import ExampleServices, _digest, _Handler
 from flink_agents.durable.store import ActionState, ActionStateKey, RecoveryMarker
-from flink_agents.durable.store.codec import record_epoch
+from flink_agents.durable.store._codec import record_epoch
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
 #: A call answered this long before a fault counts as recorded (the store acknowledges a result

@@ -76,13 +76,19 @@ MOVED: dict[str, str] = {
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.store_config:StoreConfig"
     ),
-    # Names that tell the rooms apart (issue 31): no two modules share a file name; "replay" is
-    # the offline replayer's word only; the YAML format's classes are not named like the API's.
+    # Names that tell the rooms apart (issue 31): no two modules share a file name; the store's
+    # implementation modules are private behind its face (import their names from it); "replay"
+    # is the offline replayer's word only; the YAML format's classes are not named like the API's.
     "flink_agents.durable.store.config": "flink_agents.durable.store.store_config",
-    "flink_agents.durable.store.errors": "flink_agents.durable.store.store_errors",
-    "flink_agents.durable.store.log": "flink_agents.durable.store.log_store",
-    "flink_agents.durable.store.memory": "flink_agents.durable.store.in_memory",
-    "flink_agents.durable.store.records": "flink_agents.durable.store.action_state",
+    "flink_agents.durable.store.base": "flink_agents.durable.store",
+    "flink_agents.durable.store.canonical": "flink_agents.durable.store",
+    "flink_agents.durable.store.codec": "flink_agents.durable.store",
+    "flink_agents.durable.store.errors": "flink_agents.durable.store",
+    "flink_agents.durable.store.limits": "flink_agents.durable.store",
+    "flink_agents.durable.store.log": "flink_agents.durable.store",
+    "flink_agents.durable.store.memory": "flink_agents.durable.store",
+    "flink_agents.durable.store.payload": "flink_agents.durable.store",
+    "flink_agents.durable.store.records": "flink_agents.durable.store",
     "flink_agents.runtime.records": "flink_agents.runtime.json_records",
     "flink_agents.runtime.resources": "flink_agents.runtime.resource_registry",
     "flink_agents.flink.ingestion": "flink_agents.flink.ingestion_job",

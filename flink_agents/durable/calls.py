@@ -70,13 +70,14 @@ from flink_agents.durable.store import (
     ActionStateStore,
     CallResult,
     CallStatus,
+    OutcomeTooLargeError,
+    RecordTooLargeError,
     RunInput,
     RunKey,
     StoreError,
+    check_outcome_fits,
+    now_ms,
 )
-from flink_agents.durable.store.action_state import now_ms
-from flink_agents.durable.store.limits import check_outcome_fits
-from flink_agents.durable.store.store_errors import OutcomeTooLargeError, RecordTooLargeError
 from flink_agents.observability import EventLog
 from flink_agents.observability.records import CallOutcome
 from flink_agents.observability.refs import call_kind

@@ -19,8 +19,12 @@ from typing import Any, Literal, get_args
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.tools import function_label
 from flink_agents.durable.identity import ActionInvocation
-from flink_agents.durable.store import ArgumentDigestError, CallResult, arguments_text
-from flink_agents.durable.store.canonical import canonical_arguments_and_digest
+from flink_agents.durable.store import (
+    ArgumentDigestError,
+    CallResult,
+    arguments_text,
+    canonical_arguments_and_digest,
+)
 
 logger = logging.getLogger(__name__)
 

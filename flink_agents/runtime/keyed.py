@@ -34,7 +34,7 @@ from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
+from flink_agents.durable.store import ActionStateStore, RecoveryMarker
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan

@@ -11,7 +11,7 @@ from typing import Any
 from flink_agents.api.agent import Agent
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.identity import RunId
-from flink_agents.durable.store.base import ActionStateStore
+from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan

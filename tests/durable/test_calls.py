@@ -20,9 +20,9 @@ from flink_agents.durable.store import (
     CallStatus,
     InMemoryActionStateStore,
     InMemoryLog,
+    RecordCodec,
     RunKey,
 )
-from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.observability import CallFinished, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel

@@ -14,7 +14,7 @@ from flink_agents.durable.identity import ActionInvocation, RunId, canonical_jso
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.mismatch import CallMismatchError
 from flink_agents.durable.store import InMemoryActionStateStore, RunInput, RunKey
-from flink_agents.durable.store import action_state as action_state_module
+from flink_agents.durable.store import _action_state as action_state_module
 from flink_agents.runtime import KeyState, PendingInput
 from flink_agents.testing import agent_plan, resume, run_live
 

@@ -33,10 +33,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
-from flink_agents.durable.store.log_store import LogRecord, LogStore
-from flink_agents.durable.store.store_errors import StoreError, StoreWriteError
+from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
+from flink_agents.durable.store._log_store import LogRecord, LogStore
+from flink_agents.durable.store._store_errors import StoreError, StoreWriteError
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection failures, retries) go here instead of stderr.

@@ -30,7 +30,7 @@ import orjson
 import pydantic_core
 
 from flink_agents.api.json_values import json_bytes
-from flink_agents.durable.store.action_state import (
+from flink_agents.durable.store._action_state import (
     ActionState,
     ActionStateKey,
     CallError,
@@ -38,8 +38,8 @@ from flink_agents.durable.store.action_state import (
     RunInput,
     TrustedPickle,
 )
-from flink_agents.durable.store.payload import PICKLE_TAG
-from flink_agents.durable.store.store_errors import (
+from flink_agents.durable.store._payload import PICKLE_TAG
+from flink_agents.durable.store._store_errors import (
     CorruptRecordError,
     PayloadError,
     PickleNotAllowedError,
