@@ -20,9 +20,11 @@ from flink_agents.durable.call import CallRunner, DurableCall
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import CallProbe
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
+from flink_agents.durable.mismatch import CallMismatchError
 
 __all__ = [
     "CallIdentity",
+    "CallMismatchError",
     "CallProbe",
     "CallRunner",
     "DurableCall",
