@@ -34,9 +34,14 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from examples.services import ExampleServices, _digest, _messages
-from flink_agents.durable.store.codec import RecordCodec, secret_from_env
+from flink_agents.durable.store import (
+    ActionState,
+    CallResult,
+    CallStatus,
+    RecordCodec,
+    secret_from_env,
+)
 from flink_agents.durable.store.kafka import KafkaStoreSettings
-from flink_agents.durable.store.records import ActionState, CallResult, CallStatus
 
 TOOL = "lookup_fact"
 """The one tool the example services serve (``POST /tools/lookup_fact``)."""

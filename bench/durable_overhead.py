@@ -47,7 +47,7 @@ from bench.workloads import one_call
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.durable.store import ActionStateStore
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan import AgentPlan, compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
 from flink_agents.runtime.assembly import Runtime

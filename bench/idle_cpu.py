@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from bench.cluster import JobSettings, flink_config  # noqa: E402
 from bench.procs import wait_for_jvm  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
-from flink_agents.durable.store.config import StoreConfig  # noqa: E402
+from flink_agents.durable.store.store_config import StoreConfig  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.workloads import WORKLOADS
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.observability.records import construct, record_json

@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 from bench.cluster import JobSettings, flink_config  # noqa: E402
 from bench.procs import java_children, peak_rss_mb  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
-from flink_agents.durable.store.config import StoreConfig  # noqa: E402
+from flink_agents.durable.store.store_config import StoreConfig  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
 from flink_agents.observability import EventLogConfig  # noqa: E402
 from flink_agents.observability.job_status import (  # noqa: E402

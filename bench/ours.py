@@ -6,7 +6,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 
 from bench.flink_job import Pipeline
 from bench.workloads import WORKLOADS
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 
 

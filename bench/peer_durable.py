@@ -109,7 +109,7 @@ def ours_job(case: dict[str, Any]) -> Row:
     from bench.cluster import JobSettings, flink_config
     from bench.flink_job import run_job
     from bench.ours import agent_pipeline
-    from flink_agents.durable.store.config import StoreConfig
+    from flink_agents.durable.store.store_config import StoreConfig
 
     store = None
     if topic := case["store"]:

@@ -24,7 +24,7 @@ from bench.cluster import JobSettings, flink_config
 from bench.flink_job import run_job
 from bench.ours import agent_pipeline
 from bench.workloads import MODEL_CALLS, model_calls_in_flight, model_calls_made
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 
 
 class FailOnce(MapFunction):

@@ -21,7 +21,7 @@ from bench.flink_job import Pipeline, run_job
 from bench.ours import agent_pipeline
 from bench.plan import FULL, QUICK, Plan, expected_rate, inputs_for
 from bench.workloads import DEPTH
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 
 Row = dict[str, Any]
 CPU_GUESS = 500.0  # runs/s, only to size a job before its workload's L = 0 rate is known

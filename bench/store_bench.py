@@ -23,8 +23,8 @@ from flink_agents.durable.store import (
     RecoveryMarker,
     RunKey,
 )
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 
 
 def make_store(bootstrap: str, topic: str, partitions: int) -> KafkaActionStateStore:

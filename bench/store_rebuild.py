@@ -20,13 +20,13 @@ from flink_agents.durable.store import (
     ActionState,
     CallResult,
     PartitionMark,
+    RecordCodec,
     RecoveryMarker,
     RunKey,
+    partition_for,
 )
-from flink_agents.durable.store.base import partition_for
-from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 
 PARTITIONS = 4
 AGENT = "bench"

@@ -57,7 +57,7 @@ from e2e.test_standalone_failover import (
 )
 from examples.services import ExampleServices, _digest, _Handler
 from flink_agents.durable.store import ActionState, ActionStateKey, RecoveryMarker
-from flink_agents.durable.store.codec import record_epoch
+from flink_agents.durable.store._codec import record_epoch
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
 #: A call answered this long before a fault counts as recorded (the store acknowledges a result
@@ -326,7 +326,7 @@ class StoreAudit:
 def audit_store(bootstrap: str, topic: str) -> StoreAudit:
     """Read every record of the store topic (one partition) with their writer epochs, then
     restore the whole topic with the store itself, and compare: for each key, a restore must
-    hand back the last record of the newest writer (flink_agents/durable/store/log.py)."""
+    hand back the last record of the newest writer (flink_agents/durable/store/log_store.py)."""
     consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,

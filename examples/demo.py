@@ -35,7 +35,7 @@ from flink_agents.flink.job import FileSinkSpec, JobSpec, load_job
 from flink_agents.flink.job_runner import build, environment
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import run_local
-from flink_agents.runtime.records import outputs_of
+from flink_agents.runtime.json_records import outputs_of
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"

@@ -10,7 +10,7 @@ no model download), so the example runs anywhere; the answering model is scripte
 
 With a Chroma server (``scripts/chroma.sh start``; ``CHROMA_URL=http://127.0.0.1:8000``)::
 
-    python -m flink_agents.flink.ingestion examples/jobs/docs_ingest.yaml --documents docs
+    python -m flink_agents.flink.ingestion_job examples/jobs/docs_ingest.yaml --documents docs
     flink-agents run examples/jobs/docs_qa.yaml
 """
 

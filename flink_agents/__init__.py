@@ -34,7 +34,7 @@ from flink_agents.api import (
 from flink_agents.api.moved import install_moved_module_finder
 
 if TYPE_CHECKING:
-    from flink_agents.durable.store.config import StoreConfig
+    from flink_agents.durable.store.store_config import StoreConfig
     from flink_agents.flink.environment import AgentsExecutionEnvironment
     from flink_agents.runtime.local import run_local
     from flink_agents.runtime.options import OperatorOptions
@@ -68,7 +68,7 @@ _LAZY = {
     "run_local": "flink_agents.runtime.local",
     "AgentsExecutionEnvironment": "flink_agents.flink.environment",
     "OperatorOptions": "flink_agents.runtime.options",
-    "StoreConfig": "flink_agents.durable.store.config",
+    "StoreConfig": "flink_agents.durable.store.store_config",
 }
 
 

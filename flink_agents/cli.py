@@ -334,7 +334,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_store_inspect(args: argparse.Namespace) -> int:
     """List a key's action states and call results in a store topic."""
-    from flink_agents.durable.store.errors import StoreError
+    from flink_agents.durable.store import StoreError
     from flink_agents.durable.store.inspect import key_states, open_store, render_states
     from flink_agents.observability.payloads import PayloadWriter
 

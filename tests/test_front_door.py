@@ -9,7 +9,7 @@ import flink_agents
 def test_every_exported_name_resolves_to_the_object_of_its_home_package() -> None:
     from flink_agents.agents import ReActAgent
     from flink_agents.api import Agent, Subagent
-    from flink_agents.durable.store.config import StoreConfig
+    from flink_agents.durable.store.store_config import StoreConfig
     from flink_agents.flink import AgentsExecutionEnvironment
     from flink_agents.runtime import run_local
 

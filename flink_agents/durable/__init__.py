@@ -6,7 +6,7 @@
   settle, with or without a store, and the outcome of every call told to a listener;
 * :mod:`.faults` -- the kill points and the :class:`CallProbe` reached along a call's way;
 * :mod:`.journal` / :mod:`.journal_codec` -- completed actions, so a replay need not run them;
-* :mod:`.replay` -- matching what the code asks for against what was recorded;
+* :mod:`.mismatch` -- matching what the code asks for against what was recorded;
 * :mod:`.group_flush` -- one store commit for many calls finishing together;
 * :mod:`.store` -- the action-state store (records, codec, in-memory and Kafka stores).
 
@@ -20,9 +20,11 @@ from flink_agents.durable.call import CallRunner, DurableCall
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import CallProbe
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
+from flink_agents.durable.mismatch import CallMismatchError
 
 __all__ = [
     "CallIdentity",
+    "CallMismatchError",
     "CallProbe",
     "CallRunner",
     "DurableCall",

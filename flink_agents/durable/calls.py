@@ -55,12 +55,12 @@ from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.journal_codec import read_action, unwrite_action, write_action
-from flink_agents.durable.replay import (
+from flink_agents.durable.mismatch import (
     MISMATCH_POLICIES,
     MISMATCH_POLICY_KEY,
+    CallMismatchError,
     CallSignature,
     MismatchPolicy,
-    ReplayMismatchError,
     describe_mismatch,
 )
 from flink_agents.durable.store import (
@@ -70,13 +70,14 @@ from flink_agents.durable.store import (
     ActionStateStore,
     CallResult,
     CallStatus,
+    OutcomeTooLargeError,
+    RecordTooLargeError,
     RunInput,
     RunKey,
     StoreError,
+    check_outcome_fits,
+    now_ms,
 )
-from flink_agents.durable.store.errors import OutcomeTooLargeError, RecordTooLargeError
-from flink_agents.durable.store.limits import check_outcome_fits
-from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog
 from flink_agents.observability.records import CallOutcome
 from flink_agents.observability.refs import call_kind
@@ -775,7 +776,7 @@ class DurableCalls:
         requested: CallSignature | None,
     ) -> None:
         if self.mismatch_policy == "fail":
-            raise ReplayMismatchError(invocation, position, recorded, requested)
+            raise CallMismatchError(invocation, position, recorded, requested)
         logger.warning(
             "%s\n(policy warn: the records from here on are dropped and calls made again)",
             describe_mismatch(invocation, position, recorded, requested),

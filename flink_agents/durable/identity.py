@@ -19,7 +19,7 @@ from typing import Any
 
 # The one serializer for bytes that matter (also the store's record keys): sorted keys, compact,
 # UTF-8; TypeError for values that are not JSON, ValueError for NaN and infinities.
-from flink_agents.durable.store.canonical import canonical_json
+from flink_agents.durable.store import canonical_json
 
 __all__ = ["ActionInvocation", "CallIdentity", "RunId", "canonical_json", "digest", "event_id"]
 

@@ -51,7 +51,7 @@ class RecordedAction:
     events: list[Event] = field(default_factory=list)
     memory_updates: list[MemoryUpdate] = field(default_factory=list)
 
-    def replay(self, run: RunMemories) -> list[Event]:
+    def reapply(self, run: RunMemories) -> list[Event]:
         """Re-apply the memory writes to ``run``; returns the events to dispatch."""
         for update in self.memory_updates:
             update.apply(run)

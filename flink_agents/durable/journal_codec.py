@@ -20,8 +20,8 @@ from flink_agents.durable.store import (
     PayloadError,
     decode_payload,
     encode_payload,
+    type_tag,
 )
-from flink_agents.durable.store.canonical import type_tag
 
 
 def write_action(state: ActionState, action: RecordedAction) -> None:

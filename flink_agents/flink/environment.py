@@ -7,7 +7,7 @@
 Records are JSON text, or Python records (dicts, pydantic models, dataclasses) that become JSON
 at the boundary; a key is a field name or a function of the record
 (``key=lambda r: r.customer``). Each output is a JSON string with the run's agent, key, seq and
-either ``output`` or ``error`` (see :class:`~flink_agents.runtime.records.OutputRecord`).
+either ``output`` or ``error`` (see :class:`~flink_agents.runtime.json_records.OutputRecord`).
 """
 
 from __future__ import annotations
@@ -34,15 +34,14 @@ from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime.options import OperatorOptions
-from flink_agents.runtime.records import (
+from flink_agents.runtime.json_records import (
     BadRecord,
     KeySpec,
     bad_input_record,
@@ -50,6 +49,7 @@ from flink_agents.runtime.records import (
     key_selector,
     object_key_selector,
 )
+from flink_agents.runtime.options import OperatorOptions
 
 logger = logging.getLogger(__name__)
 

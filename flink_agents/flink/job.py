@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from flink_agents.api.resources import ResourceType
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan

@@ -27,7 +27,7 @@ from flink_agents.flink.job import (
     ListSourceSpec,
     load_job,
 )
-from flink_agents.runtime.records import is_error_record
+from flink_agents.runtime.json_records import is_error_record
 
 
 def environment(

@@ -50,7 +50,7 @@ from pyflink.metrics import Counter, Distribution, MetricGroup
 
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink.cluster_config import cluster_heartbeat
 from flink_agents.observability import EventLogConfig, MetricsListener
 from flink_agents.plan.models import AgentPlan

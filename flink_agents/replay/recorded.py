@@ -17,9 +17,14 @@ from typing import Any
 from flink_agents.api.events import Event, OutputEvent
 from flink_agents.durable.identity import RunId, event_id
 from flink_agents.durable.journal_codec import read_action
-from flink_agents.durable.store import ActionState, ActionStateKey, RunInput, RunKey
-from flink_agents.durable.store.canonical import canonical_json
-from flink_agents.durable.store.log import LogStore
+from flink_agents.durable.store import (
+    ActionState,
+    ActionStateKey,
+    LogStore,
+    RunInput,
+    RunKey,
+    canonical_json,
+)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from flink_agents.api.context import InfrastructureError
 from flink_agents.durable.call import DurableCall
-from flink_agents.durable.replay import CallSignature, arguments_diff
+from flink_agents.durable.mismatch import CallSignature, arguments_diff
 from flink_agents.durable.store import ActionState, ActionStateKey, CallResult
 from flink_agents.durable.store.inspect import payload_text
 from flink_agents.observability.payloads import PayloadWriter

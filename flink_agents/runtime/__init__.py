@@ -13,7 +13,7 @@ from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
-from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.state import KeyState, PendingInput
 
 __all__ = [

@@ -17,8 +17,8 @@ from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import CallProbe
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.replay import MismatchPolicy
-from flink_agents.durable.store.base import ActionStateStore
+from flink_agents.durable.mismatch import MismatchPolicy
+from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan

@@ -26,7 +26,7 @@ from flink_agents.durable.identity import (
 )
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime.call_scope import CallScope
-from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.resource_registry import ResourceRegistry
 
 T = TypeVar("T")
 

@@ -387,7 +387,7 @@ class RunEngine:
                     invocation = ActionInvocation(run.run_id, event.id, action.name)
                     recorded = journal.recorded(invocation)
                     if recorded is not None:  # completed before a failover: not run again
-                        replayed = recorded.replay(run)
+                        replayed = recorded.reapply(run)
                         if self._log is not None:
                             self._log.action_replayed(run.run_id, event, action.name, replayed)
                         events.extend(replayed)

@@ -34,21 +34,21 @@ from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.store.base import ActionStateStore, RecoveryMarker
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store import ActionStateStore, RecoveryMarker
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import RunEngine
 from flink_agents.runtime.host import CompletedRun, EngineHost
-from flink_agents.runtime.options import OperatorOptions
-from flink_agents.runtime.records import (
+from flink_agents.runtime.json_records import (
     BadRecord,
     bad_input_record,
     decode_input,
     outputs_of,
     unkeyed,
 )
+from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.state import KeyState, PendingInput
 

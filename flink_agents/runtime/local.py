@@ -11,13 +11,13 @@ from typing import Any
 from flink_agents.api.agent import Agent
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.identity import RunId
-from flink_agents.durable.store.base import ActionStateStore
+from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
-from flink_agents.runtime.records import BadRecord, bad_input_record, keyed_input, outputs_of
+from flink_agents.runtime.json_records import BadRecord, bad_input_record, keyed_input, outputs_of
 
 KeySelector = str | Callable[[Any], Any]
 

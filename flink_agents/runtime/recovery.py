@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from flink_agents.durable.store.base import PartitionMark, RecoveryMarker
+from flink_agents.durable.store import PartitionMark, RecoveryMarker
 
 
 def compact(marker: RecoveryMarker) -> RecoveryMarker:

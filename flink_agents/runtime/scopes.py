@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from flink_agents.plan.models import ActionPlan
 from flink_agents.plan.resolve import ResolvedPlan
-from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.resource_registry import ResourceRegistry
 
 
 @dataclass

@@ -3,7 +3,7 @@
 * scripted chat models (:class:`ScriptedChatModelConnection`): deterministic replies and tool
   calls, with call counters;
 * :func:`run_local` (an agent over a list of inputs in this process), :func:`agent_plan`,
-  :func:`run_live` and :func:`replay` (one run over a store, and finishing a checkpointed one);
+  :func:`run_live` and :func:`resume` (one run over a store, and finishing a checkpointed one);
 * :class:`InMemoryActionStateStore` and :class:`Stores` (a live store and restorable
   successors over one log, in memory or on Kafka);
 * :func:`crash_and_replay`: run inputs, crash at a chosen durable call, restore, replay, and
@@ -11,9 +11,10 @@
 * :func:`assert_no_completed_call_reinvoked`, :func:`assert_replay_equals_live`.
 """
 
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Any
 
-from flink_agents.api.moved import moved_names_getattr
+from flink_agents.api.moved import missing_name_error
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.providers.scripted import (
     ScriptedChatModelConnection,
@@ -33,7 +34,7 @@ from flink_agents.testing.harness import (
     CrashReplayResult,
     crash_and_replay,
 )
-from flink_agents.testing.plans import agent_plan, replay, run_live
+from flink_agents.testing.plans import agent_plan, resume, run_live
 from flink_agents.testing.stores import Stores
 
 __all__ = [
@@ -52,11 +53,29 @@ __all__ = [
     "assert_no_completed_call_reinvoked",
     "assert_replay_equals_live",
     "crash_and_replay",
-    "replay",
+    "resume",
     "run_live",
     "run_local",
     "run_local_async",
 ]
 
+_DEPRECATED = {"replay": "resume"}
+"""Old name -> new name, still importable with a DeprecationWarning ("replay" is the offline
+replayer's word, :mod:`flink_agents.replay`; finishing a checkpointed run is resuming it)."""
+
+
+def _deprecated_or_moved(name: str) -> Any:
+    """An old name: its replacement with a warning, or an error saying where it went."""
+    if name in _DEPRECATED:
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"flink_agents.testing.{name} is deprecated: use flink_agents.testing.{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise missing_name_error(__name__, name)
+
+
 if not TYPE_CHECKING:  # hidden from mypy, which would otherwise accept any name of this module
-    __getattr__ = moved_names_getattr(__name__)  # an old name says where it went
+    __getattr__ = _deprecated_or_moved

@@ -35,11 +35,12 @@ def run_live(plan: AgentPlan, store: ActionStateStore, value: Any, key: Any = "k
     return asyncio.run(scenario())
 
 
-async def replay(
+async def resume(
     plan: AgentPlan, store: ActionStateStore, key: Any, state: KeyState, **runner: Any
 ) -> tuple[RunResult, KeyState]:
-    """A new engine over ``store`` restores the checkpointed ``state`` of ``key`` and finishes
-    its pending run; returns the result and the key state afterwards. ``runner`` goes to
+    """A new engine over ``store`` restores the checkpointed ``state`` of ``key`` and resumes
+    its pending run to its end, as a restarted job does; returns the result and the key state
+    afterwards. ``runner`` goes to
     :meth:`Runtime.build` (e.g. ``mismatch_policy="warn"``, the default when the agent's config
     sets none)."""
     engine = Runtime.build(plan, store=store, **runner).engine

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolArgumentsError, ToolCall
-from flink_agents.durable.store.canonical import digest_arguments
+from flink_agents.durable.store import digest_arguments
 
 
 def test_json_object_text_is_parsed_and_no_text_is_no_arguments() -> None:

@@ -36,7 +36,7 @@ def test_each_entry_is_gone_from_its_old_path_and_found_at_its_new_one(old, new)
         ("flink_agents.api.react:react_start", "flink_agents.agents.react:react_start"),
         (
             "flink_agents.runtime.store.config:StoreConfig",  # a submodule follows its package
-            "flink_agents.durable.store.config:StoreConfig",
+            "flink_agents.durable.store.store_config:StoreConfig",
         ),
     ],
 )
@@ -53,7 +53,7 @@ def test_a_renamed_class_names_its_new_name():
     with pytest.raises(UnresolvableReference) as info:
         import_reference("flink_agents.durable.store.kafka:KafkaStoreConfig")
     assert str(info.value).endswith(
-        "; it moved: use 'flink_agents.durable.store.config:StoreConfig'"
+        "; it moved: use 'flink_agents.durable.store.store_config:StoreConfig'"
     )
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from bench.crash_matrix import HAND_WRITTEN, write_doc
 from bench.crash_oracle import ModelCalls, Request, judge, witness_keys
 from examples.services import ExampleServices, _digest, _messages
-from flink_agents.durable.store.canonical import arguments_text, canonical_arguments
-from flink_agents.durable.store.records import CallResult, CallStatus
+from flink_agents.durable.store import CallResult, CallStatus, arguments_text, canonical_arguments
 
 CRASH = 100.0
 ARMED = [90.0, 101.0]  # the first attempt, and the one after the crash

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.testing import Stores
 from tests.durable.helpers import PROBE
 from tests.sample_agents import RecordingChatConnection

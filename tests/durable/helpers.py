@@ -30,7 +30,7 @@ from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan import compile_yaml
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
-from flink_agents.testing import Stores, replay
+from flink_agents.testing import Stores, resume
 
 
 class Reply(BaseModel):
@@ -236,7 +236,7 @@ def crash_then_replay(
         PROBE.counts.clear()
         if between is not None:
             between()
-        result, _ = await replay(replay_plan or plan, stores.restored(), key, state)
+        result, _ = await resume(replay_plan or plan, stores.restored(), key, state)
         return result, state
 
     return asyncio.run(scenario())

@@ -10,10 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall
-from flink_agents.durable.replay import CallSignature
-from flink_agents.durable.store import CallResult
-from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.records import ActionState, RunInput, RunKey
+from flink_agents.durable.mismatch import CallSignature
+from flink_agents.durable.store import ActionState, CallResult, RecordCodec, RunInput, RunKey
 from tests.durable.store.payload_types import Point, Reply
 
 

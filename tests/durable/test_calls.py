@@ -12,7 +12,7 @@ from flink_agents.api.context import RecordedCallError
 from flink_agents.api.tools import FunctionTool
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
-from flink_agents.durable.replay import ReplayMismatchError
+from flink_agents.durable.mismatch import CallMismatchError
 from flink_agents.durable.store import (
     ActionState,
     ActionStateKey,
@@ -20,9 +20,9 @@ from flink_agents.durable.store import (
     CallStatus,
     InMemoryActionStateStore,
     InMemoryLog,
+    RecordCodec,
     RunKey,
 )
-from flink_agents.durable.store.codec import RecordCodec
 from flink_agents.observability import CallFinished, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
@@ -30,7 +30,7 @@ from flink_agents.providers._retry import RetryPolicy, call_with_retries
 from flink_agents.runtime import ActionError, RunEngine, run_local
 from flink_agents.runtime.engine import RunResult
 from flink_agents.runtime.state import KeyState
-from flink_agents.testing import agent_plan, replay
+from flink_agents.testing import agent_plan, resume
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -79,7 +79,7 @@ def _crash_at_third_then_replay(
         if variant is not None:
             PROBE.variant = variant
         PROBE.counts.clear()
-        return await replay(plan, store, "k", state)
+        return await resume(plan, store, "k", state)
 
     return asyncio.run(scenario())
 
@@ -98,7 +98,7 @@ def test_replay_hands_back_completed_calls_and_runs_the_rest_once(restored):
         assert PROBE.counts == {"first": 1, "second": 1, "third": 1}
         PROBE.counts.clear()
         again = _store_after_crash(restored, log, store, marker)
-        return await replay(plan, again, "k", state)
+        return await resume(plan, again, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}  # first and second were not called again
@@ -147,7 +147,7 @@ def test_completed_actions_are_not_rerun_their_events_and_memory_are_reapplied()
         state = await h.crash_mid_run(plan, store, "k", {"n": 5}, {"stale": "earlier run"})
         assert state.short_term_memory == {"stale": "earlier run"}  # the run did not commit
         PROBE.counts.clear()
-        return await replay(plan, store, "k", state)
+        return await resume(plan, store, "k", state)
 
     result, key_state = asyncio.run(scenario())
     # prepare completed before the crash: not called, and neither was its durable call
@@ -185,7 +185,7 @@ def test_a_pending_call_is_reconciled_or_sent_again(answer, expected_output, exp
             PROBE.use_reconciler = False
         elif answer != "NOT_DONE":
             PROBE.reconcile_with = answer
-        return await replay(plan, store, "k", state)
+        return await resume(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == expected_counts
@@ -203,7 +203,7 @@ def test_a_changed_call_fails_the_replay_showing_both_sides(variant, what):
     with pytest.raises(ActionError) as info:
         _crash_at_third_then_replay(agent_plan(h.variant_calls), variant=variant)
     mismatch = info.value.__cause__
-    assert isinstance(mismatch, ReplayMismatchError)
+    assert isinstance(mismatch, CallMismatchError)
     assert mismatch.requested is not None
     # calls are compared position by position: the swap shows at #0, the new argument at #1
     position = 0 if what == "order" else 1
@@ -248,7 +248,7 @@ def test_another_tool_behind_the_same_offered_name_is_a_mismatch_naming_both():
     with pytest.raises(ActionError) as info:
         _crash_at_third_then_replay(agent_plan(call_calc), variant="subtract")
     mismatch = info.value.__cause__
-    assert isinstance(mismatch, ReplayMismatchError) and mismatch.requested is not None
+    assert isinstance(mismatch, CallMismatchError) and mismatch.requested is not None
     assert (mismatch.position, mismatch.recorded.call_id) == (0, "#0")
     assert mismatch.recorded.function == f"{__name__}:add"
     assert mismatch.requested.function == f"{__name__}:subtract"
@@ -281,7 +281,7 @@ def test_recorded_calls_the_code_no_longer_makes_are_a_mismatch():
     with pytest.raises(ActionError) as info:
         _crash_at_third_then_replay(agent_plan(shrinking), variant="gone")
     mismatch = info.value.__cause__
-    assert isinstance(mismatch, ReplayMismatchError)
+    assert isinstance(mismatch, CallMismatchError)
     assert (mismatch.position, mismatch.recorded.call_id, mismatch.requested) == (0, "#0", None)
     assert "no call" in str(mismatch)
 
@@ -314,7 +314,7 @@ def test_a_restart_does_not_reset_the_retry_budget():
         assert store.get(key).calls[0].attempts == 3  # counted before each attempt was sent
         PROBE.counts.clear()
         PROBE.hold = None
-        return await replay(plan, store, "k", state)
+        return await resume(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts["attempt"] == 2  # 5 in all, 3 spent before the restart
@@ -328,7 +328,7 @@ def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_ty
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {})
-        return await replay(plan, again, "k", state)
+        return await resume(plan, again, "k", state)
 
     result, _ = asyncio.run(scenario())
     assert PROBE.counts == {"third": 1}
@@ -367,7 +367,7 @@ def test_a_call_records_its_arguments_unless_switched_off(record_arguments):
         assert call.arguments is None
     # Off, a changed call is still a mismatch (its digest differs), shown without arguments.
     changed = DurableCall(identity, PROBE.call, ("argued", 2))
-    with pytest.raises(ReplayMismatchError) as info:
+    with pytest.raises(CallMismatchError) as info:
         asyncio.run(DurableCalls(store, agent="a").run_async(changed))
     assert ("arguments are unknown" in str(info.value)) is not record_arguments
 
@@ -436,7 +436,7 @@ def test_an_unknown_call_under_in_doubt_fail_is_told_as_in_doubt():
     state = asyncio.run(h.crash_mid_run(plan, store, "k", {"n": 7, "in_doubt": "fail"}))
     outcomes = _Outcomes()
     log = build_event_log(None, [outcomes])
-    result, _ = asyncio.run(replay(plan, store, "k", state, event_log=log))
+    result, _ = asyncio.run(resume(plan, store, "k", state, event_log=log))
     assert result.error is None
     # The charge was in flight at the crash: recorded as failed, told as in doubt; then live.
     assert outcomes.seen == [("in-doubt", "function"), ("live", "function")]

@@ -46,7 +46,7 @@ from flink_agents.durable.store import (
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, RunResult
-from flink_agents.testing import replay
+from flink_agents.testing import resume
 from tests.durable.helpers import PROBE
 from tests.subagent_samples import add_subagents, serving
 
@@ -262,7 +262,7 @@ def test_attempts_before_a_restart_count_against_the_budget() -> None:
         [pending] = _delegations(stores.restored())
         assert (pending.status, pending.attempts) == (CallStatus.PENDING, 2)
 
-        result, _ = asyncio.run(replay(plan, stores.restored(), "k", state))
+        result, _ = asyncio.run(resume(plan, stores.restored(), "k", state))
     [output] = result.output_values
     assert "(attempt budget of 3 spent)" in output["error_message"]
     assert len(service.keys) == 3 and len(set(service.keys)) == 1  # one attempt after the restart
@@ -281,7 +281,7 @@ def test_cancelled_caller_leaves_the_call_pending_and_replay_sends_it_with_the_s
         assert [p.input for p in state.pending] == ["ticket-1"]  # the run was not finished
 
         replay_store = stores.restored()
-        result, _ = asyncio.run(replay(plan, replay_store, "k", state))
+        result, _ = asyncio.run(resume(plan, replay_store, "k", state))
     assert result.output_values == [{"success": True, "result": "done", "error_message": None}]
     assert len(service.keys) == 2 and len(set(service.keys)) == 1  # the service deduplicates
     [record] = _delegations(replay_store)

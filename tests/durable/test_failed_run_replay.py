@@ -10,7 +10,7 @@ from typing import Any
 from flink_agents.api import InputEvent, RunnerContext, action
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.runtime import KeyState, RunEngine, RunResult
-from flink_agents.testing import Stores, agent_plan, replay
+from flink_agents.testing import Stores, agent_plan, resume
 from tests.durable.helpers import PROBE
 
 
@@ -39,7 +39,7 @@ def _live_then_replayed(stores: Stores) -> tuple[RunResult, RunResult]:
         await engine.drain()
         [live] = engine.take_results()
         await engine.close()
-        replayed, _ = await replay(plan, stores.restored(), "k", checkpoint)
+        replayed, _ = await resume(plan, stores.restored(), "k", checkpoint)
         return live, replayed
 
     return asyncio.run(scenario())

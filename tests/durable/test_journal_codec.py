@@ -17,8 +17,7 @@ from flink_agents.api.events import (
 )
 from flink_agents.durable.journal import MemoryUpdate, RecordedAction
 from flink_agents.durable.journal_codec import read_action, write_action
-from flink_agents.durable.store import ActionState, InMemoryActionStateStore, RunKey
-from flink_agents.durable.store.codec import RecordCodec
+from flink_agents.durable.store import ActionState, InMemoryActionStateStore, RecordCodec, RunKey
 from tests.durable.store.payload_types import Reading
 
 KEY = RunKey(agent="a", key='"k"', seq=0).action("act", "e" * 32)

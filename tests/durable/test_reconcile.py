@@ -65,7 +65,7 @@ from flink_agents.durable.store import (
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import ActionError, RunEngine, RunResult
-from flink_agents.testing import Stores, agent_plan, replay
+from flink_agents.testing import Stores, agent_plan, resume
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 from tests.durable.test_typed_results import RECEIPT, RECEIPT_JSON, Receipt
@@ -213,7 +213,7 @@ def test_an_async_reconciler_in_a_sync_action_is_awaited(stores: Stores) -> None
             await engine.drain()
         state = engine.snapshot_key("k")
         await engine.close()
-        result, _ = await replay(plan, stores.restored(), "k", state)
+        result, _ = await resume(plan, stores.restored(), "k", state)
         return result
 
     result = asyncio.run(scenario())

@@ -12,11 +12,11 @@ from flink_agents.durable import calls as calls_module
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import RecordedAction
-from flink_agents.durable.replay import ReplayMismatchError
+from flink_agents.durable.mismatch import CallMismatchError
 from flink_agents.durable.store import InMemoryActionStateStore, RunInput, RunKey
-from flink_agents.durable.store import records as records_module
+from flink_agents.durable.store import _action_state as action_state_module
 from flink_agents.runtime import KeyState, PendingInput
-from flink_agents.testing import agent_plan, replay, run_live
+from flink_agents.testing import agent_plan, resume, run_live
 
 GREETING = {"text": "hello"}
 
@@ -57,9 +57,9 @@ def test_a_mismatch_under_fail_shows_a_diff_of_the_arguments(monkeypatch) -> Non
     # The run again, as after a restore: the call's arguments differ now.
     state = KeyState(next_seq=1, pending=[PendingInput(seq=0, input={"user": "u"})])
     with pytest.raises(Exception) as raised:
-        asyncio.run(replay(plan, store, "u", state))
+        asyncio.run(resume(plan, store, "u", state))
     error = raised.value.__cause__
-    assert isinstance(error, ReplayMismatchError)
+    assert isinstance(error, CallMismatchError)
     message = str(error)
     assert '-   "text": "hello"' in message and '+   "text": "good morning"' in message
     assert "--- recorded arguments" in message and "+++ arguments now" in message
@@ -74,7 +74,7 @@ def test_a_run_input_is_stamped_when_the_run_is_admitted_not_when_its_first_acti
     monkeypatch.setattr(calls_module, "now_ms", lambda: 111.0)
     runner.run_admitted(run, {"user": "u"})
     monkeypatch.setattr(calls_module, "now_ms", lambda: 222.0)
-    monkeypatch.setattr(records_module, "now_ms", lambda: 222.0)
+    monkeypatch.setattr(action_state_module, "now_ms", lambda: 222.0)
     first = ActionInvocation(run, event_id(run, None, None, 0), "greet")
     assert runner.recorded(first) is None
     asyncio.run(runner.completed(first, RecordedAction()))

@@ -14,7 +14,7 @@ from flink_agents.agents.retrieval import retrieve
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.embeddings import EmbeddingModelSetup
 from flink_agents.api.resources import ResourceType
-from flink_agents.durable.replay import ReplayMismatchError
+from flink_agents.durable.mismatch import CallMismatchError
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
@@ -108,7 +108,7 @@ def test_a_changed_retrieval_config_is_a_mismatch_naming_the_call(
     with pytest.raises(ActionError) as caught:
         crash_then_replay(recorded, stores, QUESTION, hold="after", replay_plan=changed)
     mismatch = caught.value.__cause__
-    assert isinstance(mismatch, ReplayMismatchError), caught.value
+    assert isinstance(mismatch, CallMismatchError), caught.value
     assert mismatch.recorded.call_id == call_id
     assert mismatch.requested is not None
     assert mismatch.recorded.args_digest != mismatch.requested.args_digest

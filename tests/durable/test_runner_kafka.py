@@ -8,11 +8,11 @@ from collections import Counter
 import pytest
 
 from flink_agents.durable.store import RestoreReport
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.engine import RunResult
 from flink_agents.runtime.state import KeyState
-from flink_agents.testing import agent_plan, replay
+from flink_agents.testing import agent_plan, resume
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
 
@@ -42,7 +42,7 @@ def _crash_then_replay_on_a_new_store(
         second = config.build()  # a new process: nothing in memory
         try:
             report = second.restore(marker)
-            result, memory = await replay(plan, second, "k", state)
+            result, memory = await resume(plan, second, "k", state)
             return result, memory, report, at_crash
         finally:
             second.close()

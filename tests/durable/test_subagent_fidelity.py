@@ -32,7 +32,7 @@ from flink_agents.api import (
 )
 from flink_agents.api.subagents.delegation import MAX_ERROR_BYTES, Subagent, SubagentResult
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.replay import ReplayMismatchError
+from flink_agents.durable.mismatch import CallMismatchError
 from flink_agents.durable.store import (
     MAX_TRACE_BYTES,
     ActionStateStore,
@@ -140,7 +140,7 @@ def test_changed_input_on_replay_is_a_mismatch_showing_both_sides(stores):
     with pytest.raises(ActionError) as caught:
         _crash_change_replay(plan, stores, {"calls": [["rev", "a"]]}, {"rev": "b"})
     mismatch = caught.value.__cause__
-    assert isinstance(mismatch, ReplayMismatchError)
+    assert isinstance(mismatch, CallMismatchError)
     assert mismatch.requested is not None
     assert mismatch.recorded.call_id == mismatch.requested.call_id
     assert mismatch.recorded.args_digest != mismatch.requested.args_digest
@@ -173,11 +173,11 @@ def test_mismatch_inside_an_internal_child_is_no_failed_delegation(stores, error
     if error_policy == "fail":
         with pytest.raises(ActionError) as caught:
             _crash_change_replay(plan, stores, value, {"child": 5}, hold="child_hold")
-        assert isinstance(caught.value.__cause__, ReplayMismatchError)
+        assert isinstance(caught.value.__cause__, CallMismatchError)
     else:
         result = _crash_change_replay(plan, stores, value, {"child": 5}, hold="child_hold")
         assert result.error is not None
-        assert result.error.error_type == "ReplayMismatchError"
+        assert result.error.error_type == "CallMismatchError"
         assert result.error.action == "delegate_then_hold"  # reached the parent's action
     assert SEEN == []  # the parent never got a result for the delegation
     assert PROBE.counts["after"] == 0

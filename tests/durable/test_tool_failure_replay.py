@@ -11,8 +11,7 @@ import pytest
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor
-from flink_agents.durable.store import ActionStateStore
-from flink_agents.durable.store.records import CallStatus
+from flink_agents.durable.store import ActionStateStore, CallStatus
 from flink_agents.plan import compile_agent
 from tests.durable.helpers import PROBE, Stores, crash_then_replay
 from tests.sample_agents import RecordingChatConnection, add_scripted_connection

@@ -14,8 +14,7 @@ import pytest
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor
-from flink_agents.durable.store import ActionStateStore
-from flink_agents.durable.store.records import CallStatus
+from flink_agents.durable.store import ActionStateStore, CallStatus
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.local import run_local

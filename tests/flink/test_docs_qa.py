@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.flink.ingestion import folder_documents, prepare_folder_source
+from flink_agents.flink.ingestion_job import folder_documents, prepare_folder_source
 from flink_agents.flink.job import load_job
 
 pytest.importorskip("chromadb")

@@ -30,8 +30,8 @@ from flink_agents.flink.operator import (
 )
 from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
+from flink_agents.runtime.json_records import encode_input
 from flink_agents.runtime.options import OperatorOptions
-from flink_agents.runtime.records import encode_input
 
 
 class FakeCounter:

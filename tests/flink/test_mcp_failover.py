@@ -29,7 +29,7 @@ from pyflink.datastream.connectors.file_system import FileSink
 from examples.demo import FailOnce, read_outputs
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from flink_agents.providers.mcp import IDEMPOTENCY_KEY_META, McpServer
 from flink_agents.providers.scripted import ScriptedChatModelConnection

@@ -23,7 +23,7 @@ from flink_agents.plan.yaml.loader import load_yaml_agents
 from flink_agents.providers._connection import HttpChatModelConnection, MissingCredentialError
 from flink_agents.providers._http_errors import ModelCallError
 from flink_agents.providers.anthropic import AnthropicChatModelConnection
-from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.resource_registry import ResourceRegistry
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 from tests.providers.providers import PROVIDERS, Provider
 

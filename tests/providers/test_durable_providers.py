@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from flink_agents.durable.calls import DurableCalls
-from flink_agents.durable.store.memory import InMemoryActionStateStore
+from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, RunEngine, run_local
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse

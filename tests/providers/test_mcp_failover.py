@@ -21,7 +21,7 @@ from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, ResourceDescriptor, ResourceType
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionStateStore
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.mcp import McpServer

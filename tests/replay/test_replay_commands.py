@@ -13,7 +13,7 @@ import pytest
 from flink_agents.cli import main
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionState, ActionStateStore, InMemoryActionStateStore
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.replay.recorded import read_store, write_states
 from flink_agents.runtime import run_local
 from tests.replay import agents

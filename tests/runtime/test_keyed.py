@@ -22,10 +22,10 @@ from flink_agents.durable.store import (
     ActionState,
     InMemoryActionStateStore,
     InMemoryLog,
+    RecordCodec,
     RecoveryMarker,
 )
-from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLogConfig, queued
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan

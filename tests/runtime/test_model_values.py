@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import RunEngine, run_local
-from flink_agents.runtime.records import outputs_of
+from flink_agents.runtime.json_records import outputs_of
 from flink_agents.runtime.state import KeyState
 
 

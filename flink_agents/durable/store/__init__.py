@@ -1,34 +1,15 @@
-"""Action-state store: durable call results and per-action state (see docs/state-store.md)."""
+"""Action-state store: durable call results and per-action state (see docs/state-store.md).
 
-from flink_agents.durable.store.base import (
-    ActionStateStore,
-    PartitionMark,
-    RecoveryMarker,
-    RestoreReport,
-    partition_for,
-)
-from flink_agents.durable.store.canonical import (
-    ArgumentDigestError,
-    arguments_text,
-    canonical_arguments,
-    canonical_json,
-    digest_arguments,
-)
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
-from flink_agents.durable.store.errors import (
-    CorruptRecordError,
-    OutcomeTooLargeError,
-    PayloadError,
-    PickleNotAllowedError,
-    RecordTooLargeError,
-    StoreError,
-    StoreWriteError,
-    UntrustedPickleError,
-)
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
-from flink_agents.durable.store.memory import InMemoryActionStateStore, InMemoryLog
-from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
-from flink_agents.durable.store.records import (
+Import from here: the modules that implement it are private (``_action_state``: the records;
+``_canonical``: canonical JSON and argument digests; ``_payload``: typed payloads; ``_codec``:
+record bytes; ``_base``: the store protocol; ``_log_store``: the logic shared by log-backed
+stores; ``_in_memory``: the in-memory store; ``_limits``: the record limit; ``_store_errors``).
+Three modules stay public, each imported on its own: :mod:`.kafka` (the Kafka store, which loads
+the Kafka client), :mod:`.store_config` (`StoreConfig`, which builds either store) and
+:mod:`.inspect` (reading a store for the ``flink-agents store`` commands).
+"""
+
+from flink_agents.durable.store._action_state import (
     MAX_TRACE_BYTES,
     ActionState,
     ActionStateKey,
@@ -37,6 +18,38 @@ from flink_agents.durable.store.records import (
     CallStatus,
     RunInput,
     RunKey,
+    now_ms,
+)
+from flink_agents.durable.store._base import (
+    ActionStateStore,
+    PartitionMark,
+    RecoveryMarker,
+    RestoreReport,
+    partition_for,
+)
+from flink_agents.durable.store._canonical import (
+    ArgumentDigestError,
+    arguments_text,
+    canonical_arguments,
+    canonical_arguments_and_digest,
+    canonical_json,
+    digest_arguments,
+    type_tag,
+)
+from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store._in_memory import InMemoryActionStateStore, InMemoryLog
+from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
+from flink_agents.durable.store._log_store import LogRecord, LogStore
+from flink_agents.durable.store._payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.durable.store._store_errors import (
+    CorruptRecordError,
+    OutcomeTooLargeError,
+    PayloadError,
+    PickleNotAllowedError,
+    RecordTooLargeError,
+    StoreError,
+    StoreWriteError,
+    UntrustedPickleError,
 )
 
 __all__ = [
@@ -54,6 +67,8 @@ __all__ = [
     "CorruptRecordError",
     "InMemoryActionStateStore",
     "InMemoryLog",
+    "LogRecord",
+    "LogStore",
     "OutcomeTooLargeError",
     "PartitionMark",
     "PayloadError",
@@ -69,11 +84,14 @@ __all__ = [
     "UntrustedPickleError",
     "arguments_text",
     "canonical_arguments",
+    "canonical_arguments_and_digest",
     "canonical_json",
     "check_outcome_fits",
     "decode_payload",
     "digest_arguments",
     "encode_payload",
+    "now_ms",
     "partition_for",
     "secret_from_env",
+    "type_tag",
 ]

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 
 import pydantic_core
 
-from flink_agents.durable.store.base import PartitionMark, RecoveryMarker
-from flink_agents.durable.store.canonical import canonical_json
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV
+from flink_agents.durable.store._action_state import ActionState, ActionStateKey, CallResult
+from flink_agents.durable.store._base import PartitionMark, RecoveryMarker
+from flink_agents.durable.store._canonical import canonical_json
+from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV
+from flink_agents.durable.store._log_store import LogStore
+from flink_agents.durable.store._payload import PICKLE_TAG
 from flink_agents.durable.store.kafka import KafkaActionStateStore
-from flink_agents.durable.store.log import LogStore
-from flink_agents.durable.store.payload import PICKLE_TAG
-from flink_agents.durable.store.records import ActionState, ActionStateKey, CallResult
 from flink_agents.observability.payloads import PayloadWriter
 
 

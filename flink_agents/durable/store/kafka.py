@@ -33,10 +33,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flink_agents.durable.store.codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
-from flink_agents.durable.store.errors import StoreError, StoreWriteError
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
-from flink_agents.durable.store.log import LogRecord, LogStore
+from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
+from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
+from flink_agents.durable.store._log_store import LogRecord, LogStore
+from flink_agents.durable.store._store_errors import StoreError, StoreWriteError
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection failures, retries) go here instead of stderr.
@@ -52,8 +52,8 @@ _MAX_MS = 900_000
 
 class KafkaStoreSettings(BaseModel):
     """Every setting of the Kafka store, declared once; jobs set them through `StoreConfig`
-    (config.py), which adds the store's kind. Ranges are librdkafka's, so a bad value is refused
-    when a job spec is read, not when the job starts on the cluster."""
+    (store_config.py), which adds the store's kind. Ranges are librdkafka's, so a bad value is
+    refused when a job spec is read, not when the job starts on the cluster."""
 
     model_config = ConfigDict(extra="forbid")
 

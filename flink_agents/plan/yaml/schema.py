@@ -141,8 +141,9 @@ class PromptSpec(_Strict):
     messages: list[ChatMessage] | None = None
 
 
-class ToolSpec(_Strict):
-    """A function tool."""
+class FunctionToolSpec(_Strict):
+    """A function tool of a YAML agent: a ``module:function`` reference (the tool offered to a
+    model is described by :class:`flink_agents.api.chat.ToolSpec`)."""
 
     function: str = Field(pattern=REFERENCE_PATTERN, description="module:function")
     description: str | None = None
@@ -230,8 +231,9 @@ class VectorStoreSpec(DescriptorSpec):
     class_path: VectorStoreClassReference = Field(alias="class")
 
 
-class ActionSpec(_Strict):
-    """An action: a function and the event types it handles.
+class ActionFunctionSpec(_Strict):
+    """An action of a YAML agent: a ``module:function`` reference and the event types it
+    handles (what ``@action`` records on a function is :class:`flink_agents.api.agent.ActionSpec`).
 
     ``listen_to`` may be left out when the function carries an ``@action`` decorator.
     """
@@ -294,7 +296,7 @@ class AgentSpec(_Strict):
     connections: dict[str, DescriptorSpec] = Field(default_factory=dict)
     chat_models: dict[str, ChatModelSpec] = Field(default_factory=dict)
     prompts: dict[str, str | PromptSpec] = Field(default_factory=dict)
-    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+    tools: dict[str, FunctionToolSpec] = Field(default_factory=dict)
     subagents: dict[str, DescriptorSpec | InternalSubagentSpec] = Field(
         default_factory=dict,
         description="Sub-agents (AGENT resources): a SubagentSetup by class and arguments, or "
@@ -304,7 +306,7 @@ class AgentSpec(_Strict):
     mcp_servers: dict[str, McpServerSpec] = Field(
         default_factory=dict, description="MCP servers (TOOL resources) and their prompts."
     )
-    actions: list[ActionSpec] = Field(default_factory=list)
+    actions: list[ActionFunctionSpec] = Field(default_factory=list)
     embedding_connections: dict[str, EmbeddingConnectionSpec] = Field(default_factory=dict)
     embedding_models: dict[str, EmbeddingModelSpec] = Field(default_factory=dict)
     vector_stores: dict[str, VectorStoreSpec] = Field(default_factory=dict)

@@ -12,8 +12,8 @@ import sys
 from pydantic_core import to_jsonable_python
 
 from flink_agents.durable.store import RecoveryMarker
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 
 
 def main(bootstrap: str, topic: str, partitions: str, marker_json: str) -> None:

@@ -8,12 +8,14 @@ import sys
 import pytest
 
 from flink_agents.durable.identity import CallIdentity, RunId, digest, event_id
-from flink_agents.durable.store import ArgumentDigestError, canonical_json, digest_arguments
-from flink_agents.durable.store.canonical import (
+from flink_agents.durable.store import (
+    ArgumentDigestError,
     canonical_arguments,
     canonical_arguments_and_digest,
-    digest_canonical,
+    canonical_json,
+    digest_arguments,
 )
+from flink_agents.durable.store._canonical import digest_canonical
 from tests.durable.store.payload_types import Point, Reading, Reply
 
 

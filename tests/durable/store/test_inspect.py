@@ -10,8 +10,8 @@ import pytest
 
 from flink_agents.cli import main
 from flink_agents.durable.store import ActionState, CallResult, InMemoryActionStateStore, RunKey
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.inspect import key_states, render_states
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.testing import agent_plan, run_live
 from tests.durable import helpers as h

@@ -18,8 +18,8 @@ from flink_agents.durable.store import (
     RunKey,
     StoreError,
 )
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 from tests.durable.store.payload_types import Opaque
 
 pytestmark = pytest.mark.kafka

@@ -19,8 +19,8 @@ from flink_agents.durable.store import (
     StoreError,
     partition_for,
 )
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore, topic_partitions
+from flink_agents.durable.store.store_config import StoreConfig
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 

@@ -17,7 +17,7 @@ from flink_agents.durable.store import (
     RunKey,
     check_outcome_fits,
 )
-from flink_agents.durable.store.config import StoreConfig
+from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.testing import Stores
 
 KEY = RunKey(agent="a", key='"k"', seq=0).action("act", "e1")

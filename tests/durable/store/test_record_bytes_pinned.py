@@ -19,15 +19,15 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import OutputEvent
 from flink_agents.durable.journal import MemoryUpdate, RecordedAction
 from flink_agents.durable.journal_codec import write_action
-from flink_agents.durable.store import codec as codec_module
-from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.records import (
+from flink_agents.durable.store import (
     ActionState,
     CallError,
     CallResult,
+    RecordCodec,
     RunInput,
     RunKey,
 )
+from flink_agents.durable.store import _codec as codec_module
 from tests.durable.store.payload_types import Opaque, Point, Reading, Reply
 
 RUN = RunKey(agent="agent ü", key='{"k":[1,"\\u2028"]}', seq=12)

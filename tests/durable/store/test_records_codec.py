@@ -13,13 +13,13 @@ from flink_agents.durable.store import (
     PayloadError,
     PickleNotAllowedError,
     RecordCodec,
+    RunInput,
     RunKey,
     UntrustedPickleError,
     canonical_json,
     decode_payload,
     encode_payload,
 )
-from flink_agents.durable.store.records import RunInput
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 

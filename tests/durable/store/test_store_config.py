@@ -3,8 +3,8 @@
 import pytest
 
 from flink_agents.durable.store import InMemoryActionStateStore
-from flink_agents.durable.store.config import StoreConfig
 from flink_agents.durable.store.kafka import KafkaActionStateStore
+from flink_agents.durable.store.store_config import StoreConfig
 
 
 def test_store_config_builds_the_in_memory_store_and_checks_kafka_settings():

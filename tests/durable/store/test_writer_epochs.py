@@ -11,9 +11,10 @@ from flink_agents.durable.store import (
     CallResult,
     InMemoryActionStateStore,
     InMemoryLog,
+    RecordCodec,
     RunKey,
 )
-from flink_agents.durable.store.codec import RecordCodec, record_epoch
+from flink_agents.durable.store._codec import record_epoch
 
 RUN = RunKey(agent="agent", key="k", seq=0)
 

@@ -9,9 +9,9 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from flink_agents.durable.store.canonical import canonical_json
-from flink_agents.durable.store.errors import CorruptRecordError, StoreError
-from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
+from flink_agents.durable.store._action_state import ActionState, ActionStateKey, RunKey
+from flink_agents.durable.store._canonical import canonical_json
+from flink_agents.durable.store._store_errors import CorruptRecordError, StoreError
 
 
 def partition_for(run: RunKey, partitions: int) -> int:

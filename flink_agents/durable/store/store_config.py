@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from flink_agents.durable.store.base import ActionStateStore
-from flink_agents.durable.store.codec import secret_from_env
+from flink_agents.durable.store._base import ActionStateStore
+from flink_agents.durable.store._codec import secret_from_env
+from flink_agents.durable.store._in_memory import InMemoryActionStateStore
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
-from flink_agents.durable.store.memory import InMemoryActionStateStore
 
 
 class StoreConfig(KafkaStoreSettings):

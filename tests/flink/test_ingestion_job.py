@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flink_agents.flink.ingestion import folder_documents, prepare_folder_source
+from flink_agents.flink.ingestion_job import folder_documents, prepare_folder_source
 from flink_agents.flink.job import load_job
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.durable.store.codec import RecordCodec
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
-from flink_agents.durable.store.log import LogRecord, LogStore
+from flink_agents.durable.store._codec import RecordCodec
+from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES
+from flink_agents.durable.store._log_store import LogRecord, LogStore
 
 
 class InMemoryLog:

@@ -32,8 +32,8 @@ import cloudpickle
 import pydantic
 import pydantic_core
 
-from flink_agents.durable.store import canonical
-from flink_agents.durable.store.errors import PayloadError, UntrustedPickleError
+from flink_agents.durable.store._canonical import type_tag
+from flink_agents.durable.store._store_errors import PayloadError, UntrustedPickleError
 
 PICKLE_TAG = "!cloudpickle"
 
@@ -46,10 +46,10 @@ def encode_payload(value: Any, result_type: Any = None) -> tuple[Any, str | None
     if result_type is not None:
         return _encode_declared(value, result_type)
     if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json"), canonical.type_tag(type(value))
+        return value.model_dump(mode="json"), type_tag(type(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         payload = _adapter(type(value)).dump_python(value, mode="json")
-        return payload, canonical.type_tag(type(value))
+        return payload, type_tag(type(value))
     if isinstance(value, _PRIMITIVES):
         return value, None
     try:
@@ -82,7 +82,7 @@ def _encode_declared(value: Any, result_type: Any) -> tuple[Any, str | None]:
     except (pydantic.ValidationError, pydantic_core.PydanticSerializationError) as exc:
         raise PayloadError(f"result does not encode as {result_type!r}: {exc}") from exc
     typed_class = isinstance(typed, pydantic.BaseModel) or dataclasses.is_dataclass(typed)
-    return payload, canonical.type_tag(type(typed)) if typed_class else None
+    return payload, type_tag(type(typed)) if typed_class else None
 
 
 def decode_payload(

@@ -10,9 +10,9 @@ replay hands that failure back rather than calling again (docs/state-store.md).
 
 from __future__ import annotations
 
-from flink_agents.durable.store.base import ActionStateStore
-from flink_agents.durable.store.errors import OutcomeTooLargeError
-from flink_agents.durable.store.records import ActionState, CallResult
+from flink_agents.durable.store._action_state import ActionState, CallResult
+from flink_agents.durable.store._base import ActionStateStore
+from flink_agents.durable.store._store_errors import OutcomeTooLargeError
 
 #: The default ``max_record_bytes``: 960 KiB, within librdkafka's default ``message.max.bytes``
 #: (1,000,000) and the broker's (1,048,588) with `RECORD_HEADROOM` to spare.

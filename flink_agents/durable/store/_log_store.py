@@ -39,21 +39,21 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.durable.store.base import (
+from flink_agents.durable.store._action_state import ActionState, ActionStateKey, RunKey
+from flink_agents.durable.store._base import (
     PartitionMark,
     RecoveryMarker,
     RestoreReport,
     partition_of_key,
 )
-from flink_agents.durable.store.codec import RecordCodec, record_epoch
-from flink_agents.durable.store.errors import (
+from flink_agents.durable.store._codec import RecordCodec, record_epoch
+from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES
+from flink_agents.durable.store._store_errors import (
     CorruptRecordError,
     RecordTooLargeError,
     StoreError,
     StoreWriteError,
 )
-from flink_agents.durable.store.limits import DEFAULT_MAX_RECORD_BYTES
-from flink_agents.durable.store.records import ActionState, ActionStateKey, RunKey
 
 logger = logging.getLogger(__name__)
 

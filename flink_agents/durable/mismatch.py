@@ -1,8 +1,9 @@
-"""Comparing what the code asks for on replay with what was recorded; the mismatch error.
+"""Mismatch checks: the call the code makes now against the call recorded at its place (when a
+run goes again over its records, after a failover or in the offline replayer); the error.
 
 A durable call is described by its :class:`CallSignature`: call id, a human label of the
 function and a digest of its arguments. The label and digest are never part of the identity;
-they only let replay notice that the code now makes a different call where a recorded one was.
+they only let a rerun notice that the code now makes a different call where a recorded one was.
 The arguments' JSON (capped, recorded with the call) is kept to show what changed:
 :func:`arguments_diff`.
 """
@@ -18,13 +19,17 @@ from typing import Any, Literal, get_args
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.tools import function_label
 from flink_agents.durable.identity import ActionInvocation
-from flink_agents.durable.store import ArgumentDigestError, CallResult, arguments_text
-from flink_agents.durable.store.canonical import canonical_arguments_and_digest
+from flink_agents.durable.store import (
+    ArgumentDigestError,
+    CallResult,
+    arguments_text,
+    canonical_arguments_and_digest,
+)
 
 logger = logging.getLogger(__name__)
 
 MismatchPolicy = Literal["fail", "warn"]
-"""``fail``: raise :class:`ReplayMismatchError`; ``warn``: log both sides and call again."""
+"""``fail``: raise :class:`CallMismatchError`; ``warn``: log both sides and call again."""
 
 MISMATCH_POLICIES: tuple[str, ...] = get_args(MismatchPolicy)
 
@@ -34,7 +39,7 @@ MISMATCH_POLICY_KEY = "durable.mismatch_policy"
 
 @dataclass(frozen=True)
 class CallSignature:
-    """A call as replay compares it: id, function label and argument digest.
+    """A call as a mismatch check compares it: id, function label and argument digest.
 
     An empty ``args_digest`` means the arguments had no stable JSON form; it is not compared.
     ``arguments`` (their JSON as text, capped; None if unknown) is shown, never compared.
@@ -81,8 +86,8 @@ class CallSignature:
         return f"id={self.call_id!r} function={self.function!r} args={self.args_digest[:16] or '?'}"
 
 
-class ReplayMismatchError(InfrastructureError):
-    """Replay found a recorded call that differs from the call the code makes now.
+class CallMismatchError(InfrastructureError):
+    """A recorded call differs from the call the code makes now at its place.
 
     ``recorded`` / ``requested`` are the two sides at ``position`` (the call's ordinal in the
     action invocation); ``requested`` is None when the code no longer makes a recorded call.

@@ -6,7 +6,7 @@ by document id, so each document's embedding and upsert calls are durable and re
 source is a JSON-lines file of documents (``{"id", "text", "metadata"}``) or a Kafka topic of
 them. For a folder of text files, this module writes that JSON-lines file first:
 
-    python -m flink_agents.flink.ingestion JOB.yaml --documents docs --glob '*.md'
+    python -m flink_agents.flink.ingestion_job JOB.yaml --documents docs --glob '*.md'
 
 writes one record per file (id: the file's path relative to the folder's parent, e.g.
 ``docs/api.md``) to the job's list source path, then runs the job on the local mini-cluster.
@@ -54,7 +54,7 @@ def prepare_folder_source(spec: JobSpec, folder: Path, pattern: str = "*.md") ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m flink_agents.flink.ingestion", description=__doc__.split("\n\n")[0]
+        prog="python -m flink_agents.flink.ingestion_job", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("job", help="the ingestion job spec (YAML)")
     parser.add_argument("--documents", type=Path, help="a folder of text files to ingest")

@@ -30,19 +30,19 @@ import orjson
 import pydantic_core
 
 from flink_agents.api.json_values import json_bytes
-from flink_agents.durable.store.errors import (
-    CorruptRecordError,
-    PayloadError,
-    PickleNotAllowedError,
-)
-from flink_agents.durable.store.payload import PICKLE_TAG
-from flink_agents.durable.store.records import (
+from flink_agents.durable.store._action_state import (
     ActionState,
     ActionStateKey,
     CallError,
     CallResult,
     RunInput,
     TrustedPickle,
+)
+from flink_agents.durable.store._payload import PICKLE_TAG
+from flink_agents.durable.store._store_errors import (
+    CorruptRecordError,
+    PayloadError,
+    PickleNotAllowedError,
 )
 
 #: Environment variable holding the job secret used to sign records.
@@ -150,7 +150,7 @@ def _fields(value: object) -> object:
             or (error is not None and type(error) is not CallError)
         ):
             raise _Declined
-        if fields["kind"] is None:  # as pydantic writes it (records.py): left out
+        if fields["kind"] is None:  # as pydantic writes it (action_state.py): left out
             return {name: field for name, field in fields.items() if name != "kind"}
         return fields
     if kind is ActionStateKey:

@@ -15,9 +15,9 @@ from typing import Any, TypeVar, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from flink_agents.durable.store.canonical import canonical_json
-from flink_agents.durable.store.canonical import json_string as _json_string
-from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.durable.store._canonical import canonical_json
+from flink_agents.durable.store._canonical import json_string as _json_string
+from flink_agents.durable.store._payload import PICKLE_TAG, decode_payload, encode_payload
 from flink_agents.observability.records import CallKind
 
 CALL_KINDS: frozenset[str] = frozenset(get_args(CallKind))

@@ -1,6 +1,6 @@
 """Output records: which ones report an error (the dead-letter topic takes those)."""
 
-from flink_agents.runtime.records import OutputRecord, bad_input_record, is_error_record
+from flink_agents.runtime.json_records import OutputRecord, bad_input_record, is_error_record
 
 
 def test_error_records_are_failed_runs_and_bad_inputs() -> None:
