@@ -305,7 +305,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     """Print each run's tree (actions, their calls and events) from an event log file or
     topic."""
-    from flink_agents.observability.trace import read_records, render_trace
+    from flink_agents.observability import read_records
+    from flink_agents.observability.trace import render_trace
 
     if (args.event_log is None) == (args.topic is None):
         print("flink-agents trace needs an event log file or --topic", file=sys.stderr)
@@ -313,7 +314,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     try:
         if args.topic is not None:
             from flink_agents.observability import KafkaEventLogConfig
-            from flink_agents.observability.kafka_log import read_topic
+            from flink_agents.observability.sinks.kafka_log import read_topic
 
             config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap_servers)
             records = read_topic(config)

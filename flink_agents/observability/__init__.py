@@ -6,12 +6,9 @@ The engine and its durable calls emit into an :class:`EventLog`; a host builds o
 """
 
 from flink_agents.observability.config import EventLogConfig, build_event_log
-from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
-from flink_agents.observability.file_sink import JsonLinesSink
 from flink_agents.observability.lines import LineListener
 from flink_agents.observability.listener import EventListener, Observer, RunCounter
 from flink_agents.observability.log import ActionWatch, EventLog
-from flink_agents.observability.metrics import MetricsListener, MetricsSink
 from flink_agents.observability.records import (
     ActionFinished,
     ActionStarted,
@@ -23,6 +20,14 @@ from flink_agents.observability.records import (
     RunFinished,
     RunStarted,
     parse_record,
+)
+from flink_agents.observability.sinks import (
+    JsonLinesSink,
+    KafkaEventLogConfig,
+    MetricsListener,
+    MetricsSink,
+    TracesConfig,
+    read_records,
 )
 
 __all__ = [
@@ -49,4 +54,5 @@ __all__ = [
     "TracesConfig",
     "build_event_log",
     "parse_record",
+    "read_records",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flink_agents.observability.metrics import RUNS_IN_FLIGHT
+from flink_agents.observability.sinks.metrics import RUNS_IN_FLIGHT
 from flink_agents.observability.status import StatusCounts
 
 _AGENT_VERTEX = "agent:"

@@ -17,9 +17,10 @@ from flink_agents.observability import (
     JsonLinesSink,
     RunAdmitted,
     build_event_log,
+    read_records,
 )
 from flink_agents.observability.records import construct, record_json
-from flink_agents.observability.trace import executions, read_records, render_trace
+from flink_agents.observability.trace import executions, render_trace
 from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h

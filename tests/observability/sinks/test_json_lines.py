@@ -18,7 +18,7 @@ from flink_agents.observability import (
     RunFinished,
     parse_record,
 )
-from flink_agents.observability.queued import LINGER_S
+from flink_agents.observability.sinks.queued import LINGER_S
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 
