@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from flink_agents.api.chat import TokenUsage
 from flink_agents.observability.lines import LineListener
-from flink_agents.observability.records import CallKind, CallOutcome, LogRecord, RunStatus
+from flink_agents.observability.log_records import CallKind, CallOutcome, LogRecord, RunStatus
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from flink_agents.observability.records import LogRecord, RunAdmitted, RunFinished, RunStarted
+from flink_agents.observability.log_records import LogRecord, RunAdmitted, RunFinished, RunStarted
 
 _CLEAR_LINE = "\r\x1b[K"
 REFRESH_S = 1.0

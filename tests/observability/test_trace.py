@@ -19,7 +19,7 @@ from flink_agents.observability import (
     build_event_log,
     read_records,
 )
-from flink_agents.observability.records import construct, record_json
+from flink_agents.observability.log_records import construct, record_json
 from flink_agents.observability.trace import executions, render_trace
 from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import agent_plan

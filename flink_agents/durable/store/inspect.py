@@ -22,7 +22,7 @@ from flink_agents.durable.store.kafka import KafkaActionStateStore
 from flink_agents.durable.store.log import LogStore
 from flink_agents.durable.store.payload import PICKLE_TAG
 from flink_agents.durable.store.records import ActionState, ActionStateKey, CallResult
-from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.observability import PayloadWriter
 
 
 def open_store(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from flink_agents.observability.records import LogRecord, parse_record, record_json
+from flink_agents.observability.log_records import LogRecord, parse_record, record_json
 from flink_agents.observability.sinks.queued import QueuedSink
 
 
@@ -57,8 +57,9 @@ class JsonLinesSink(QueuedSink[bytes]):
 def read_records(path: str | Path) -> Iterator[LogRecord]:
     """The records of an event log file, in order (blank lines skipped).
 
-    A line that is no record raises :class:`~flink_agents.observability.records.NotAnEventLogRecord`
-    naming the file and the line (``outputs.jsonl:1: not an event log record: ...``).
+    A line that is no record raises
+    :class:`~flink_agents.observability.log_records.NotAnEventLogRecord` naming the file and the
+    line (``outputs.jsonl:1: not an event log record: ...``).
     """
     with Path(path).open("rb") as lines:  # bytes: a line that is not UTF-8 is named too
         for number, line in enumerate(lines, 1):

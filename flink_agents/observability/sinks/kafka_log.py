@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from flink_agents.observability.records import LogRecord, parse_record, record_json
+from flink_agents.observability.log_records import LogRecord, parse_record, record_json
 from flink_agents.observability.sinks.queued import QueuedSink
 from flink_agents.observability.sinks.sink_config import KafkaEventLogConfig
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api.resources import resolve_env_references
-from flink_agents.observability.records import (
+from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
     CallFinished,

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flink_agents.observability.records import LogRecord
+from flink_agents.observability.log_records import LogRecord
 
 Item = TypeVar("Item")
 

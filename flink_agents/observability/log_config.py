@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.refs import import_reference
+from flink_agents.observability.event_log import EventLog
 from flink_agents.observability.lines import LineListener
 from flink_agents.observability.listener import EventListener, Observer, RunCounter
-from flink_agents.observability.log import EventLog
 from flink_agents.observability.payloads import (
     DEFAULT_MAX_PAYLOAD_CHARS,
     PayloadWriter,
