@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from flink_agents.observability.log_records import (
+from flink_agents.observability import (
     ActionFinished,
     ActionStarted,
     CallFinished,
