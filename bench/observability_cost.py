@@ -39,8 +39,8 @@ from typing import Any
 from bench.workloads import WORKLOADS
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
+from flink_agents.observability.log_records import construct, record_json
 from flink_agents.observability.payloads import PayloadWriter
-from flink_agents.observability.records import construct, record_json
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import run_local

@@ -51,12 +51,12 @@ from bench.procs import java_children, peak_rss_mb  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.durable.store.store_config import StoreConfig  # noqa: E402
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions  # noqa: E402
-from flink_agents.observability import EventLogConfig  # noqa: E402
-from flink_agents.observability.job_status import (  # noqa: E402
+from flink_agents.flink.job_status import (  # noqa: E402
     free_local_port,
     local_rest_settings,
     local_rest_url,
 )
+from flink_agents.observability import EventLogConfig  # noqa: E402
 
 
 def stamp(line: str) -> str:

@@ -72,6 +72,30 @@ MOVED: dict[str, str] = {
     "flink_agents.testing:CountingCallRunner": "flink_agents.testing:CountingProbe",
     # The decorators observing the runners: DurableCalls names each call's outcome itself.
     "flink_agents.observability.calls": "flink_agents.durable.calls",
+    # observability/ as a small core (records, event log, listeners, settings) with its sinks
+    # in sinks/; the Flink REST reader in flink/; trace and status rendering, and the replay
+    # commands, in the cli/ package (issue 31).
+    "flink_agents.observability.records": "flink_agents.observability.log_records",
+    "flink_agents.observability.refs": "flink_agents.observability.call_refs",
+    "flink_agents.observability.log": "flink_agents.observability.event_log",
+    "flink_agents.observability.config": "flink_agents.observability.log_config",
+    "flink_agents.observability.exports": "flink_agents.observability.sinks.sink_config",
+    "flink_agents.observability.file_sink": "flink_agents.observability.sinks.json_lines",
+    "flink_agents.observability.kafka_log": "flink_agents.observability.sinks.kafka_log",
+    "flink_agents.observability.otel": "flink_agents.observability.sinks.otel",
+    "flink_agents.observability.metrics": "flink_agents.observability.sinks.metrics",
+    "flink_agents.observability.queued": "flink_agents.observability.sinks.queued",
+    "flink_agents.observability.job_status": "flink_agents.flink.job_status",
+    "flink_agents.observability.trace": "flink_agents.cli.trace_tree",
+    "flink_agents.observability.trace:read_records": "flink_agents.observability:read_records",
+    "flink_agents.observability.status": "flink_agents.cli.status_line",
+    "flink_agents.replay.commands": "flink_agents.cli.replay_command",
+    "flink_agents.replay.commands:cmd_store_export": (
+        "flink_agents.cli.store_command:cmd_store_export"
+    ),
+    "flink_agents.replay.commands:add_bootstrap_option": (
+        "flink_agents.cli.conventions:add_bootstrap_option"
+    ),
     # One StoreConfig carries every Kafka store setting.
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.store_config:StoreConfig"

@@ -4,7 +4,7 @@ Built once per engine, by one constructor, with its collaborators: a store (or n
 mismatch policy, a freeze fence, a listener told each call's outcome and a probe (kill points,
 counting). It owns a call's way from identity to lookup, record and settle, and says how each
 call got its result: ``live``, ``replayed``, ``reconciled``, ``failed`` or ``in-doubt``
-(:data:`~flink_agents.observability.records.CallOutcome`). Without a store every call is made
+(:data:`~flink_agents.observability.CallOutcome`). Without a store every call is made
 and nothing is recorded (``journal`` is None).
 
 With a store, every action invocation has one :class:`ActionState` (keyed by run, action and
@@ -78,9 +78,7 @@ from flink_agents.durable.store import (
     check_outcome_fits,
     now_ms,
 )
-from flink_agents.observability import EventLog
-from flink_agents.observability.records import CallOutcome
-from flink_agents.observability.refs import call_kind
+from flink_agents.observability import CallOutcome, EventLog, call_kind
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ asks for, and reads what only PyFlink tells (attempt number, subtask index). The
   checkpoints it with the key's state), fires when a bounded input ends (the final watermark):
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
 * Metrics are counted at the event log's hooks by a
-  :class:`~flink_agents.observability.metrics.MetricsListener` on the engine's thread and
+  :class:`~flink_agents.observability.sinks.metrics.MetricsListener` on the engine's thread and
   published into the operator's metric group (group ``flink_agents``) from the operator thread
   (PyFlink's metrics may only be touched from there), at an input or timer at most every
   ``PUBLISH_INTERVAL_S`` and whenever nothing is in flight: each counter or distribution update
@@ -206,7 +206,7 @@ class PublishedMetrics:
 
 
 class FlinkMetrics:
-    """A :class:`~flink_agents.observability.metrics.MetricsSink` on a PyFlink metric group:
+    """A :class:`~flink_agents.observability.sinks.metrics.MetricsSink` on a PyFlink metric group:
     a dotted name (``calls.model.live``) is a metric in nested groups (``calls`` > ``model``).
 
     A gauge is a counter that :meth:`update_gauges` sets to the gauge's value: Flink would call a

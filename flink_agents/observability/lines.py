@@ -1,7 +1,7 @@
 """The event log's fast path: a record's JSON line rendered straight from its fields, for sinks
 that write lines (the JSON-lines file), without building the record.
 
-A line is what :func:`~flink_agents.observability.records.record_json` writes for the record
+A line is what :func:`~flink_agents.observability.log_records.record_json` writes for the record
 with the same fields (tests/observability/test_lines.py pins it for every kind): the fields in
 the record's declaration order, serialized by the same serializer, with the payload fields
 (always a record's last ones) rendered on their own by
@@ -47,7 +47,7 @@ class LineListener(Protocol):
     """A listener that takes each record as its JSON line (UTF-8, no newline).
 
     The event log hands it lines rendered from the fields when no other listener needs the
-    record objects, and the record's :func:`~flink_agents.observability.records.record_json`
+    record objects, and the record's :func:`~flink_agents.observability.log_records.record_json`
     line otherwise: the same bytes either way. Like any listener it runs on the engine's thread
     and must not block.
     """

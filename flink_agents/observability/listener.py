@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from flink_agents.api.chat import TokenUsage
 from flink_agents.observability.lines import LineListener
-from flink_agents.observability.records import CallKind, CallOutcome, LogRecord, RunStatus
+from flink_agents.observability.log_records import CallKind, CallOutcome, LogRecord, RunStatus
 
 
 @runtime_checkable
@@ -16,7 +16,7 @@ class EventListener(Protocol):
 
     It must return quickly and never block on I/O (the engine's loop waits for it): queue the
     record (or what is written of it) and write it from a thread, as
-    :class:`~flink_agents.observability.file_sink.JsonLinesSink` does. An exception it raises
+    :class:`~flink_agents.observability.sinks.json_lines.JsonLinesSink` does. An exception it raises
     is logged and otherwise ignored. A listener with a ``close()`` method is closed when its
     host stops.
 
@@ -32,8 +32,8 @@ class EventListener(Protocol):
 class RunCounter(Protocol):
     """A listener that counts runs and calls: the event log calls it with typed values and builds
     no record for it, so counting costs a few method calls per run (the Flink operator's
-    metrics, :class:`~flink_agents.observability.metrics.MetricsListener`, are one, and with no
-    event log configured the only listener of a job).
+    metrics, :class:`~flink_agents.observability.sinks.metrics.MetricsListener`, are one, and
+    with no event log configured the only listener of a job).
 
     Called on the engine's thread, like :meth:`EventListener.on_record`, with the same rules:
     return quickly; an exception is logged and ignored.

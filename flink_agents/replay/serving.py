@@ -26,9 +26,7 @@ from flink_agents.durable.call import DurableCall
 from flink_agents.durable.mismatch import CallSignature, arguments_diff
 from flink_agents.durable.store import ActionState, ActionStateKey, CallResult
 from flink_agents.durable.store.inspect import payload_text
-from flink_agents.observability.payloads import PayloadWriter
-from flink_agents.observability.records import CallKind
-from flink_agents.observability.refs import call_kind
+from flink_agents.observability import CallKind, PayloadWriter, call_kind
 
 LiveCalls = Literal["missing", "changed"]
 """Which calls a replay makes live: those with no record, or also those that changed."""

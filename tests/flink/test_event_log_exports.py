@@ -17,7 +17,7 @@ from flink_agents.observability import (
     RunFinished,
     TracesConfig,
 )
-from flink_agents.observability.kafka_log import read_topic
+from flink_agents.observability.sinks.kafka_log import read_topic
 from tests.observability.otlp import receiving
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]

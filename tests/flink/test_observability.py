@@ -14,8 +14,7 @@ import pytest
 from examples.weather import build_agent
 from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.job_runner import submit_command
-from flink_agents.observability import CallFinished, EventLogConfig, RunFinished
-from flink_agents.observability.trace import read_records
+from flink_agents.observability import CallFinished, EventLogConfig, RunFinished, read_records
 from tests.conftest import submitted_job_id
 
 pytestmark = pytest.mark.flink

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from flink_agents.cli.trace_tree import executions
 from flink_agents.durable.store.inspect import open_store
-from flink_agents.observability import CallFinished
-from flink_agents.observability.trace import executions, read_records
+from flink_agents.observability import CallFinished, read_records
 from tests.flink.support_desk_run import SupportDeskRun, run_support_desk
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]

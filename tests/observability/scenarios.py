@@ -6,7 +6,7 @@ import asyncio
 
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.observability import EventListener, build_event_log
-from flink_agents.observability.records import LogRecord
+from flink_agents.observability.log_records import LogRecord
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import KeyState, Runtime
 from flink_agents.testing import agent_plan

@@ -19,9 +19,9 @@ from flink_agents.observability import (
     RunAdmitted,
     RunFinished,
     RunStarted,
+    read_records,
 )
-from flink_agents.observability import log as log_module
-from flink_agents.observability.trace import read_records
+from flink_agents.observability import event_log as log_module
 from flink_agents.runtime import ActionError, run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET, Collector

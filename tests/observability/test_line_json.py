@@ -16,7 +16,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from flink_agents.api.chat import TokenUsage
 from flink_agents.observability import lines
 from flink_agents.observability.lines import fields_json, payload_pairs, render_line
-from flink_agents.observability.records import CallFinished, construct, record_json
+from flink_agents.observability.log_records import CallFinished, construct, record_json
 
 
 class Color(enum.Enum):

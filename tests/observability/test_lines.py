@@ -15,16 +15,16 @@ from flink_agents.api import ChatMessage, InputEvent
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.observability import EventLogConfig, parse_record
-from flink_agents.observability import log as log_module
+from flink_agents.observability import event_log as log_module
 from flink_agents.observability.lines import members_line, payload_pairs, render_line
-from flink_agents.observability.payloads import PayloadWriter
-from flink_agents.observability.records import (
+from flink_agents.observability.log_records import (
     CallFinished,
     EventSent,
     RunStarted,
     construct,
     record_json,
 )
+from flink_agents.observability.payloads import PayloadWriter
 from flink_agents.runtime import run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET, Collector

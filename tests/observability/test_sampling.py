@@ -9,9 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.observability import EventLog, EventLogConfig, MetricsListener
-from flink_agents.observability.metrics import RUNS_FAILED, RUNS_STARTED
-from flink_agents.observability.trace import read_records
+from flink_agents.observability import EventLog, EventLogConfig, MetricsListener, read_records
+from flink_agents.observability.sinks.metrics import RUNS_FAILED, RUNS_STARTED
 from flink_agents.runtime import run_local
 
 RUNS = 300

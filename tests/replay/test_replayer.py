@@ -1,7 +1,7 @@
 """Replaying recorded runs against the agent as it is now: the verdicts and what they show.
 
 Runs are recorded through a DurableCalls into an in-memory store, as a job records them;
-the same contract over Kafka and the command line is in test_replay_commands.py.
+the same contract over Kafka and the command line is in tests/cli/test_replay_command.py.
 """
 
 from __future__ import annotations

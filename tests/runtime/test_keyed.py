@@ -26,7 +26,8 @@ from flink_agents.durable.store import (
     RecoveryMarker,
 )
 from flink_agents.durable.store.store_config import StoreConfig
-from flink_agents.observability import EventLogConfig, queued
+from flink_agents.observability import EventLogConfig
+from flink_agents.observability.sinks import queued
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import keyed

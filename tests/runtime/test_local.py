@@ -10,7 +10,7 @@ import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceType, RunnerContext
 from flink_agents.api.agent import ErrorPolicy
-from flink_agents.observability.records import LogRecord, RunStarted
+from flink_agents.observability.log_records import LogRecord, RunStarted
 from flink_agents.plan import PlanValidationError
 from flink_agents.plan.compile import compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flink_agents.durable.store._canonical import canonical_json
 from flink_agents.durable.store._canonical import json_string as _json_string
 from flink_agents.durable.store._payload import PICKLE_TAG, decode_payload, encode_payload
-from flink_agents.observability.records import CallKind
+from flink_agents.observability import CallKind
 
 CALL_KINDS: frozenset[str] = frozenset(get_args(CallKind))
 

@@ -22,7 +22,7 @@ from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV
 from flink_agents.durable.store._log_store import LogStore
 from flink_agents.durable.store._payload import PICKLE_TAG
 from flink_agents.durable.store.kafka import KafkaActionStateStore
-from flink_agents.observability.payloads import PayloadWriter
+from flink_agents.observability import PayloadWriter
 
 
 def open_store(

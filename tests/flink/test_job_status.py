@@ -18,17 +18,18 @@ import pytest
 
 import flink_agents.cli as cli
 import flink_agents.flink.job_runner as job_runner
-import flink_agents.observability.job_status as job_status
-from flink_agents.observability.job_status import (
+import flink_agents.flink.job_status as job_status
+from flink_agents.cli.status_line import PolledStatusLine, status_text
+from flink_agents.flink.job_status import (
     FailureWatch,
+    JobCounts,
     JobFailure,
     JobMetricsReader,
     counts_from,
     innermost_cause,
     wanted_metrics,
 )
-from flink_agents.observability.status import PolledStatusLine, StatusCounts
-from tests.observability.test_status import Terminal
+from tests.cli.test_status_line import Terminal
 
 JOB = "4b1d"
 VERTEX = "v-agent"
@@ -112,25 +113,25 @@ def test_the_line_shows_the_agent_operators_records_and_runs_in_flight(rest) -> 
         "agent_support_desk.numRecordsOut": 9.0,
         "agent_support_desk.flink_agents.runs.in_flight": 3.0,
     }
-    assert JobMetricsReader(rest.url, JOB).read() == StatusCounts(12, 9, 3)
+    assert JobMetricsReader(rest.url, JOB).read() == JobCounts(12, 9, 3)
 
 
 def test_a_count_not_reported_yet_shows_as_unknown(rest) -> None:
     rest.values = {"agent_support_desk.numRecordsIn": 2.0, "agent_support_desk.numRecordsOut": 0.0}
     counts = JobMetricsReader(rest.url, JOB).read()
-    assert counts == StatusCounts(2, 0, None)
-    assert counts.text() == "in 2  out 0  in flight ?"
+    assert counts == JobCounts(2, 0, None)
+    assert status_text(counts) == "in 2  out 0  in flight ?"
 
 
 def test_no_answer_reads_as_nothing_to_show() -> None:
     assert JobMetricsReader("http://127.0.0.1:9", JOB).read() is None  # nothing listens there
     assert wanted_metrics(["numRecordsIn", "Source__x.numRecordsOut"]) == {}
-    assert counts_from({}, {}) == StatusCounts(None, None, None)
+    assert counts_from({}, {}) == JobCounts(None, None, None)
 
 
 def test_a_polled_line_keeps_what_it_shows_while_nothing_is_read() -> None:
     terminal = Terminal()
-    answers: list[StatusCounts | None] = [None, StatusCounts(1, 0, 1), None]
+    answers: list[JobCounts | None] = [None, JobCounts(1, 0, 1), None]
     status = PolledStatusLine(terminal, lambda: answers.pop(0) if answers else None, 0.01)
     deadline = time.monotonic() + 5
     while answers:

@@ -17,6 +17,7 @@ from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.replay.recorded import read_store, write_states
 from flink_agents.runtime import run_local
 from tests.replay import agents
+from tests.replay.conftest import recorded_behaviour  # noqa: F401  (autouse: the agent as recorded)
 
 AGENT = "tests.replay.agents:agent"
 

@@ -13,9 +13,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from flink_agents.observability.exports import KafkaEventLogConfig
-from flink_agents.observability.queued import QueuedSink
-from flink_agents.observability.records import LogRecord, parse_record, record_json
+from flink_agents.observability.log_records import LogRecord, parse_record, record_json
+from flink_agents.observability.sinks.queued import QueuedSink
+from flink_agents.observability.sinks.sink_config import KafkaEventLogConfig
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection failures, retries) go here instead of stderr.

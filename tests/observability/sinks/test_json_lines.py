@@ -18,7 +18,7 @@ from flink_agents.observability import (
     RunFinished,
     parse_record,
 )
-from flink_agents.observability.queued import LINGER_S
+from flink_agents.observability.sinks.queued import LINGER_S
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import run_local
 
@@ -102,7 +102,7 @@ def test_a_failing_listener_is_logged_and_the_others_still_get_every_record(capl
             if isinstance(record, RunFinished):
                 finished.append(record.status)
 
-    with caplog.at_level(logging.ERROR, logger="flink_agents.observability.log"):
+    with caplog.at_level(logging.ERROR, logger="flink_agents.observability.event_log"):
         [result] = run_local(
             build_agent(), [{"city": "Oslo"}], key="city", listeners=[Broken(), Keep()]
         )

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from flink_agents.cli import main
+from flink_agents.cli.status_line import StatusLine
 from flink_agents.observability import RunAdmitted, RunFinished, RunStarted
-from flink_agents.observability.status import StatusLine
 
 
 class Terminal(io.StringIO):

@@ -1,6 +1,6 @@
-"""``flink-agents store export`` and ``flink-agents replay``: parsers and handlers.
+"""``flink-agents replay``: recorded runs re-executed by the agent as it is now
+(docs/replay.md).
 
-flink-agents store export --topic T [--key K] -o FILE
 flink-agents replay AGENT (--topic T | --file FILE) [--key K] [--since T] [--until T]
                     [--live {missing,changed}] [--allow-empty]
 
@@ -20,33 +20,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flink_agents.cli.conventions import EXIT_STORE, add_source
+from flink_agents.cli.store_command import add_topic, topic_states
+
 if TYPE_CHECKING:
-    from flink_agents.durable.store import ActionState
     from flink_agents.replay.recorded import RecordedRun
 
 # The store, the engine and the recorded runs load in the handlers: building the command line
 # (for `flink-agents compile`, say) must not load them.
 
 EXIT_DIFFERENCES = 1
-EXIT_STORE = 3
 EXIT_NO_RUNS = 4
 """No run was checked: none matched the filters, or none could be replayed."""
 
 
-def add_commands(commands: Any, store_commands: Any) -> None:
-    """Add ``replay`` to the ``flink-agents`` subcommands and ``export`` to its ``store`` group."""
-    export = store_commands.add_parser("export", help="write a store topic's records to a file")
-    _add_topic(export, required=True)
-    export.add_argument("--key", help="only this Flink key (a JSON value, else a string)")
-    export.add_argument("-o", "--output", required=True, help="the JSON lines file to write")
-    export.set_defaults(handler=cmd_store_export)
-
+def add_command(commands: Any) -> None:
+    """Add ``replay`` to the ``flink-agents`` subcommands."""
     replay = commands.add_parser(
         "replay", help="re-execute recorded runs with the agent as it is now, calling nothing"
     )
-    replay.add_argument("source", help="the agent now: a plan .json, a YAML file or module:attr")
-    replay.add_argument("--agent", help="which agent of a YAML file holding several")
-    _add_topic(replay, required=False)
+    add_source(replay, "the agent now: a plan .json, a YAML file or module:attr")
+    add_topic(replay, required=False)
     replay.add_argument("--file", help="an exported file (flink-agents store export)")
     replay.add_argument("--key", help="only this Flink key (a JSON value, else a string)")
     replay.add_argument("--since", help="runs admitted at or after (ISO 8601 or epoch ms)")
@@ -69,56 +63,6 @@ def add_commands(commands: Any, store_commands: Any) -> None:
     replay.set_defaults(handler=cmd_replay)
 
 
-def add_bootstrap_option(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """``--bootstrap-servers`` (Kafka's own word), also spelt ``--bootstrap``: every command
-    reading a topic takes both, so a flag copied from one command works in the others."""
-    parser.add_argument(
-        "--bootstrap-servers",
-        "--bootstrap",
-        dest="bootstrap_servers",
-        default="127.0.0.1:9092",
-        help=help_text,
-    )
-
-
-def _add_topic(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    parser.add_argument("--topic", required=required, help="the store topic")
-    add_bootstrap_option(parser, "Kafka brokers")
-    parser.add_argument(
-        "--partitions", type=int, help="check that the topic has this many partitions"
-    )
-
-
-def _topic_states(args: argparse.Namespace) -> list[ActionState]:
-    """Every state of the store topic; a `StoreError` if there is no such topic (a read never
-    creates one: a mistyped name would read as an empty topic and pass)."""
-    from flink_agents.durable.store.kafka import KafkaActionStateStore
-    from flink_agents.replay.recorded import read_store
-
-    store = KafkaActionStateStore.existing(
-        args.bootstrap_servers, args.topic, partitions=args.partitions
-    )
-    try:
-        return read_store(store)
-    finally:
-        store.close()
-
-
-def cmd_store_export(args: argparse.Namespace) -> int:
-    """Write the latest state of every key of a store topic (one JSON line each)."""
-    from flink_agents.durable.store import StoreError
-    from flink_agents.replay.recorded import key_matches, write_states
-
-    try:
-        states = [s for s in _topic_states(args) if key_matches(s, args.key)]
-    except StoreError as exc:
-        print(f"flink-agents store export: {exc}", file=sys.stderr)
-        return EXIT_STORE
-    count = write_states(states, Path(args.output))
-    print(f"{count} records of topic {args.topic!r} written to {args.output}", file=sys.stderr)
-    return 0
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay recorded runs; print one report per run and a summary."""
     from flink_agents.durable.store import StoreError
@@ -130,7 +74,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ValueError("give the recorded runs with exactly one of --topic and --file")
     plan = load_plan(args.source, args.agent)
     try:
-        states = read_states(Path(args.file)) if args.file else _topic_states(args)
+        states = read_states(Path(args.file)) if args.file else topic_states(args)
     except StoreError as exc:
         print(f"flink-agents replay: {exc}", file=sys.stderr)
         return EXIT_STORE

@@ -1,12 +1,13 @@
-"""A listener that writes the event log as JSON lines, from its own thread."""
+"""The event log as a JSON-lines file: a listener that writes it from its own thread, and a
+reader of such a file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from flink_agents.observability.queued import QueuedSink
-from flink_agents.observability.records import LogRecord, record_json
+from flink_agents.observability.log_records import LogRecord, parse_record, record_json
+from flink_agents.observability.sinks.queued import QueuedSink
 
 
 class JsonLinesSink(QueuedSink[bytes]):
@@ -19,7 +20,7 @@ class JsonLinesSink(QueuedSink[bytes]):
     writer thread, so the engine's loop never waits for the disk. The line, not the record,
     waits in the queue: bytes are not tracked by Python's garbage collector, while the
     records and payloads that waited for the writer (~13 a run, each for up to
-    :data:`~flink_agents.observability.queued.LINGER_S`) made it collect about three times as
+    :data:`~flink_agents.observability.sinks.queued.LINGER_S`) made it collect about three times as
     often (bench/results/operator.md, "Observability cost, 2026-12-01", "Inside the
     operator"). A batch of lines is written with one `write` call (the writer thread takes
     what was queued at once); :meth:`close` writes what is queued and closes the file.
@@ -51,3 +52,16 @@ class JsonLinesSink(QueuedSink[bytes]):
 
     def _finish(self) -> None:
         self._out.close()
+
+
+def read_records(path: str | Path) -> Iterator[LogRecord]:
+    """The records of an event log file, in order (blank lines skipped).
+
+    A line that is no record raises
+    :class:`~flink_agents.observability.log_records.NotAnEventLogRecord` naming the file and the
+    line (``outputs.jsonl:1: not an event log record: ...``).
+    """
+    with Path(path).open("rb") as lines:  # bytes: a line that is not UTF-8 is named too
+        for number, line in enumerate(lines, 1):
+            if line.strip():
+                yield parse_record(line, f"{path}:{number}")

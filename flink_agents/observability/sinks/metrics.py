@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Protocol, get_args
 
 from flink_agents.api.chat import TokenUsage
-from flink_agents.observability.records import CallKind, CallOutcome, RunStatus
+from flink_agents.observability.log_records import CallKind, CallOutcome, RunStatus
 
 RUNS_STARTED = "runs.started"
 RUNS_FINISHED = "runs.finished"

@@ -13,7 +13,7 @@ from flink_agents.api.agent import ErrorPolicy
 from flink_agents.cli import EXIT_FAILED, build_parser, main
 from flink_agents.plan import AgentPlan
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 OSLO = {"city": "Oslo", "advice": "coat"}
@@ -57,7 +57,7 @@ def shouting_agent() -> Agent:
 def test_run_local_output_file_holds_only_the_json_lines(tmp_path, capsys):
     inputs, outputs = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     inputs.write_text('{"n": 1}\n')
-    source = "tests.test_cli:shouting_agent"
+    source = "tests.cli.test_commands:shouting_agent"
     args = ["run", "--local", source, "--input", str(inputs), "--key", "n"]
     assert main([*args, "--output", str(outputs)]) == 0
     # The job's output record, as its sinks write it.

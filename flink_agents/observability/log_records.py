@@ -196,7 +196,7 @@ def record_json(record: LogRecord) -> str:
     """One JSON line (without the newline) for ``record``: ``model_dump_json()``'s line.
 
     Serialized from the record's field values (in declaration order), which gives the same
-    JSON (no record field has a custom serializer; tests/observability/test_records.py pins
+    JSON (no record field has a custom serializer; tests/observability/test_log_records.py pins
     it) at a third of the CPU: pydantic's model serializer costs ~3 us a record on its own.
     """
     return json_bytes(record.__dict__).decode()
@@ -212,7 +212,7 @@ def construct(record_type: type[R], **fields: Any) -> R:
     What ``record_type.model_construct(**fields)`` builds, at a fraction of its CPU: pydantic's
     loop over every field for its default cost ~10 us a record, about as much as the rest of the
     event log's work per record. Fields not given take their class defaults (no record field
-    has a default factory); tests/observability/test_records.py pins that the result equals
+    has a default factory); tests/observability/test_log_records.py pins that the result equals
     ``model_construct``'s, field for field and as JSON.
     """
     values = _template(record_type).copy()  # every field in order: the JSON keeps that order

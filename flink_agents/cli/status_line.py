@@ -5,7 +5,7 @@ about once a second from its own thread, never from the engine's loop:
 
 * ``--local``: a :class:`StatusLine` listener counts the event log's records;
 * a job spec on the mini-cluster: a :class:`PolledStatusLine` reads the job's metrics from
-  Flink's REST API (:mod:`~flink_agents.observability.job_status`), since the operator runs in
+  Flink's REST API (:mod:`~flink_agents.flink.job_status`), since the operator runs in
   another interpreter.
 """
 
@@ -13,31 +13,37 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TextIO
+from typing import Protocol, TextIO
 
-from flink_agents.observability.records import LogRecord, RunAdmitted, RunFinished, RunStarted
+from flink_agents.observability import LogRecord, RunAdmitted, RunFinished, RunStarted
 
 _CLEAR_LINE = "\r\x1b[K"
 REFRESH_S = 1.0
 
 
-@dataclass(frozen=True)
-class StatusCounts:
-    """What the line shows; ``None`` for a count the host cannot tell (yet)."""
+class StatusCounts(Protocol):
+    """What the line shows; ``None`` for a count the host cannot tell (yet). A
+    :class:`StatusLine` counts them itself; a job's come from its REST API
+    (:class:`~flink_agents.flink.job_status.JobCounts`)."""
 
-    records_in: int | None = 0
-    records_out: int | None = 0
-    in_flight: int | None = 0
+    @property
+    def records_in(self) -> int | None: ...
+    @property
+    def records_out(self) -> int | None: ...
+    @property
+    def in_flight(self) -> int | None: ...
 
-    def text(self) -> str:
-        def shown(value: int | None) -> str:
-            return "?" if value is None else str(value)
 
-        return (
-            f"in {shown(self.records_in)}  out {shown(self.records_out)}  "
-            f"in flight {shown(self.in_flight)}"
-        )
+def status_text(counts: StatusCounts) -> str:
+    """The line's text: ``in 3  out 2  in flight 1`` (``?`` for a count not known)."""
+
+    def shown(value: int | None) -> str:
+        return "?" if value is None else str(value)
+
+    return (
+        f"in {shown(counts.records_in)}  out {shown(counts.records_out)}  "
+        f"in flight {shown(counts.in_flight)}"
+    )
 
 
 class _LiveLine:
@@ -71,7 +77,7 @@ class _LiveLine:
         counts = self._counts()
         if counts is None:  # nothing to tell yet: keep what is shown
             return
-        text = counts.text()
+        text = status_text(counts)
         if text != self._shown:
             self._shown = text
             self.stream.write(_CLEAR_LINE + text)
@@ -101,7 +107,7 @@ class StatusLine(_LiveLine):
             self.records_out += record.outputs
 
     def counts(self) -> StatusCounts:
-        return StatusCounts(self.records_in, self.records_out, self.in_flight)
+        return self  # its own counts: the drawing thread reads each once per draw
 
 
 class PolledStatusLine(_LiveLine):

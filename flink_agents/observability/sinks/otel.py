@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from flink_agents.api.resources import resolve_env_references
-from flink_agents.observability._extra import otel_from_extra
-from flink_agents.observability.records import (
+from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
@@ -33,6 +32,7 @@ from flink_agents.observability.records import (
     RunFinished,
     RunStarted,
 )
+from flink_agents.observability.sinks._extra import otel_from_extra
 
 with otel_from_extra():
     from opentelemetry import trace
@@ -43,7 +43,7 @@ with otel_from_extra():
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from flink_agents.observability.exports import TracesConfig
+    from flink_agents.observability.sinks.sink_config import TracesConfig
 
 INSTRUMENTATION_SCOPE = "flink_agents"
 REPLAYED = "flink_agents.replayed"

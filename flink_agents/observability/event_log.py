@@ -5,7 +5,7 @@ Hosts that configure no listener pass no event log, and every hook is then a sin
 None`` check at its call site: nothing is built or timed. A
 :class:`~flink_agents.observability.listener.RunCounter` (the metrics) is called with the few
 typed values it counts, and no record is built for it. Records are built
-without validation (:func:`~flink_agents.observability.records.construct`): their fields come
+without validation (:func:`~flink_agents.observability.log_records.construct`): their fields come
 from the engine, already typed, and validating 13 records per run cost about as much CPU as the
 run itself (bench/observability_cost.py). When every listener takes lines
 (:class:`~flink_agents.observability.lines.LineListener`: the JSON-lines file), no record is
@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar, cast
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
 from flink_agents.api.json_values import json_bytes
+from flink_agents.observability.call_refs import CallNamer, CallRef, RunRef, call_kind
 from flink_agents.observability.lines import (
     LineListener,
     fields_json,
@@ -40,8 +41,7 @@ from flink_agents.observability.listener import (
     never_raises,
     record_kinds_of,
 )
-from flink_agents.observability.payloads import PayloadWriter
-from flink_agents.observability.records import (
+from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
     CallFinished,
@@ -57,7 +57,7 @@ from flink_agents.observability.records import (
     construct,
     record_json,
 )
-from flink_agents.observability.refs import CallNamer, CallRef, RunRef, call_kind
+from flink_agents.observability.payloads import PayloadWriter
 
 logger = logging.getLogger(__name__)
 

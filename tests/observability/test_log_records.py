@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api.chat import TokenUsage
-from flink_agents.observability.records import (
+from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
     CallFinished,

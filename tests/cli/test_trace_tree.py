@@ -10,6 +10,7 @@ import pytest
 
 from examples.weather import build_agent
 from flink_agents.cli import main
+from flink_agents.cli.trace_tree import executions, render_trace
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.observability import (
     CallFinished,
@@ -17,9 +18,9 @@ from flink_agents.observability import (
     JsonLinesSink,
     RunAdmitted,
     build_event_log,
+    read_records,
 )
-from flink_agents.observability.records import construct, record_json
-from flink_agents.observability.trace import executions, read_records, render_trace
+from flink_agents.observability.log_records import construct, record_json
 from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h

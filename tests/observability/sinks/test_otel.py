@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from examples.weather import build_agent
 from flink_agents.observability import EventLogConfig
-from flink_agents.observability._extra import OTEL_EXTRA, otel_from_extra
-from flink_agents.observability.exports import TracesConfig
-from flink_agents.observability.otel import REPLAYED, SpanListener
+from flink_agents.observability.sinks._extra import OTEL_EXTRA, otel_from_extra
+from flink_agents.observability.sinks.otel import REPLAYED, SpanListener
+from flink_agents.observability.sinks.sink_config import TracesConfig
 from flink_agents.runtime import run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from examples.weather import build_agent
 from flink_agents.observability import EventLog, MetricsListener
-from flink_agents.observability import log as log_module
-from flink_agents.observability.metrics import COUNTERS
+from flink_agents.observability import event_log as log_module
+from flink_agents.observability.sinks.metrics import COUNTERS
 from flink_agents.runtime import run_local
 from tests.observability import agents
 from tests.observability.agents import KEY_VARIABLE, SECRET

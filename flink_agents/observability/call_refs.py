@@ -11,7 +11,7 @@ from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable
 from flink_agents.api.tools import Tool, function_label
-from flink_agents.observability.records import CallKind
+from flink_agents.observability.log_records import CallKind
 
 
 class RunRef(Protocol):
@@ -54,7 +54,7 @@ class CallRef(Protocol):
 @dataclass(frozen=True)
 class CallTarget:
     """What a durable call called: its kind, and by name what it asked (see
-    :class:`~flink_agents.observability.records.CallFinished`)."""
+    :class:`~flink_agents.observability.log_records.CallFinished`)."""
 
     kind: CallKind
     name: str | None = None

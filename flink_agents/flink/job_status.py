@@ -1,4 +1,4 @@
-"""A running job's status line counts, read from Flink's REST API.
+"""A running job's counts (the status line's) and its failures, read from Flink's REST API.
 
 The agent operator's vertex (named ``agent:<name>``, chained with what follows it) reports
 Flink's own operator counters ``<operator>.numRecordsIn`` / ``numRecordsOut`` and the runtime's
@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flink_agents.observability.metrics import RUNS_IN_FLIGHT
-from flink_agents.observability.status import StatusCounts
+from flink_agents.observability.sinks.metrics import RUNS_IN_FLIGHT
 
 _AGENT_VERTEX = "agent:"
 _AGENT_OPERATOR = "agent_"  # Flink's metric name of operator "agent:x" is "agent_x"
@@ -67,6 +66,17 @@ def local_rest_url(port: int) -> str:
     return f"http://{_LOCALHOST}:{port}"
 
 
+@dataclass(frozen=True)
+class JobCounts:
+    """A running job's counts, summed over its subtasks: records into and out of the agent
+    operator, runs in flight; None for a count the API does not report (yet). What
+    ``flink-agents run``'s status line shows."""
+
+    records_in: int | None
+    records_out: int | None
+    in_flight: int | None
+
+
 class JobMetricsReader:
     """Reads one job's status counts from the REST API at ``rest_url``."""
 
@@ -74,7 +84,7 @@ class JobMetricsReader:
         self.rest_url = rest_url.rstrip("/")
         self.job_id = job_id
 
-    def read(self) -> StatusCounts | None:
+    def read(self) -> JobCounts | None:
         """The counts now; None while the job has no agent vertex or the API does not answer
         (the job is starting, or already gone)."""
         try:
@@ -82,7 +92,7 @@ class JobMetricsReader:
         except (OSError, ValueError):  # connection refused, timeouts, bad JSON
             return None
 
-    def _read(self) -> StatusCounts | None:
+    def _read(self) -> JobCounts | None:
         job = self._get(f"/jobs/{self.job_id}")
         vertex = next(
             (v["id"] for v in job.get("vertices", []) if _AGENT_VERTEX in v.get("name", "")),
@@ -130,14 +140,14 @@ def wanted_metrics(names: list[str]) -> dict[str, str]:
     return wanted
 
 
-def counts_from(wanted: dict[str, str], values: dict[str, Any]) -> StatusCounts:
+def counts_from(wanted: dict[str, str], values: dict[str, Any]) -> JobCounts:
     """The counts of the summed metric ``values`` (a count not reported is unknown)."""
 
     def count(which: str) -> int | None:
         value = values.get(wanted.get(which, ""))
         return None if value is None else int(float(value))
 
-    return StatusCounts(count("in"), count("out"), count("in_flight"))
+    return JobCounts(count("in"), count("out"), count("in_flight"))
 
 
 _CAUSE_CHARS = 300

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class TracesConfig(BaseModel):
     """OpenTelemetry spans of the event log's records, sent over OTLP/HTTP (the ``otel`` extra;
-    see :mod:`flink_agents.observability.otel`)."""
+    see :mod:`flink_agents.observability.sinks.otel`)."""
 
     model_config = ConfigDict(extra="forbid")
 

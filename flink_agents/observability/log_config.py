@@ -9,16 +9,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.refs import import_reference
-from flink_agents.observability.exports import KafkaEventLogConfig, TracesConfig
-from flink_agents.observability.file_sink import JsonLinesSink
+from flink_agents.observability.event_log import EventLog
 from flink_agents.observability.lines import LineListener
 from flink_agents.observability.listener import EventListener, Observer, RunCounter
-from flink_agents.observability.log import EventLog
 from flink_agents.observability.payloads import (
     DEFAULT_MAX_PAYLOAD_CHARS,
     PayloadWriter,
     referenced_secrets,
 )
+from flink_agents.observability.sinks.json_lines import JsonLinesSink
+from flink_agents.observability.sinks.sink_config import KafkaEventLogConfig, TracesConfig
 
 SUBTASK_PLACEHOLDER = "{subtask}"
 
@@ -76,11 +76,11 @@ class EventLogConfig(BaseModel):
         if self.path is not None:
             found.append(JsonLinesSink(self.path.replace(SUBTASK_PLACEHOLDER, str(subtask))))
         if self.kafka is not None:
-            from flink_agents.observability.kafka_log import KafkaEventLogSink
+            from flink_agents.observability.sinks.kafka_log import KafkaEventLogSink
 
             found.append(KafkaEventLogSink(self.kafka))
         if self.traces is not None:
-            from flink_agents.observability.otel import SpanListener  # the optional extra
+            from flink_agents.observability.sinks.otel import SpanListener  # the optional extra
 
             found.append(SpanListener.exporting(self.traces))
         found.extend(_listener(ref) for ref in self.listeners)

@@ -10,9 +10,8 @@ import pytest
 
 from examples.weather import build_agent
 from flink_agents.cli import main
-from flink_agents.observability import EventLogConfig, KafkaEventLogConfig
-from flink_agents.observability.kafka_log import KafkaEventLogSink, read_topic
-from flink_agents.observability.trace import read_records
+from flink_agents.observability import EventLogConfig, KafkaEventLogConfig, read_records
+from flink_agents.observability.sinks.kafka_log import KafkaEventLogSink, read_topic
 from flink_agents.runtime import run_local
 
 pytestmark = pytest.mark.kafka

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from flink_agents.observability.records import LogRecord
+from flink_agents.observability.log_records import LogRecord
 
 Item = TypeVar("Item")
 
@@ -36,9 +36,9 @@ class QueuedSink(abc.ABC, Generic[Item]):
     for the next look, and neither side takes a lock.
 
     :meth:`_write_queued` writes what is queued at once, on the calling thread (the file sink's
-    :meth:`~flink_agents.observability.file_sink.JsonLinesSink.write_queued`): taking a batch and
-    writing it happen under one lock, shared with the writer thread, so batches reach the sink
-    in the order they were queued whichever thread writes them.
+    :meth:`~flink_agents.observability.sinks.json_lines.JsonLinesSink.write_queued`): taking a
+    batch and writing it happen under one lock, shared with the writer thread, so batches reach
+    the sink in the order they were queued whichever thread writes them.
 
     A subclass sets itself up before calling ``super().__init__`` (which starts the thread).
     """

@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from flink_agents.observability.records import (
+from flink_agents.observability import (
     ActionFinished,
     ActionStarted,
     CallFinished,
@@ -31,22 +30,9 @@ from flink_agents.observability.records import (
     LogRecord,
     RunFinished,
     RunStarted,
-    parse_record,
 )
 
 RunKey = tuple[str, str, int]  # agent, key as JSON, seq
-
-
-def read_records(path: str | Path) -> Iterator[LogRecord]:
-    """The records of an event log file, in order (blank lines skipped).
-
-    A line that is no record raises :class:`~flink_agents.observability.records.NotAnEventLogRecord`
-    naming the file and the line (``outputs.jsonl:1: not an event log record: ...``).
-    """
-    with Path(path).open("rb") as lines:  # bytes: a line that is not UTF-8 is named too
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                yield parse_record(line, f"{path}:{number}")
 
 
 @dataclass

@@ -1,0 +1,54 @@
+"""``flink-agents inspect PLAN.json|FILE.yaml|module:attr``: what each chat model is offered."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from flink_agents.cli.conventions import add_source
+from flink_agents.plan.sources import load_plan
+
+if TYPE_CHECKING:
+    from flink_agents.runtime.scopes import Scope
+
+
+def add_command(commands: Any) -> None:
+    """Add ``inspect`` to the ``flink-agents`` subcommands."""
+    parser = commands.add_parser("inspect", help="list what each chat model is offered")
+    add_source(parser, "a plan .json, a YAML agents file or module:attr")
+    parser.set_defaults(handler=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """List, per scope and chat model, the tools (and what each MCP server offers), the
+    sub-agent callables offered and the sub-agents skipped with the reason (a skipped sub-agent
+    is never dropped silently)."""
+    from flink_agents.plan.resolve import resolve_plan
+    from flink_agents.runtime.scopes import Scope
+
+    _show(Scope.build(resolve_plan(load_plan(args.source, args.agent))), "")
+    return 0
+
+
+def _show(scope: Scope, indent: str) -> None:
+    from flink_agents.api.chat_models import ChatModelSetup
+    from flink_agents.api.resources import ResourceType
+
+    print(f"{indent}scope {scope.name}")
+    for name, declared in scope.resolved.plan.resources.items():
+        if declared.type is not ResourceType.CHAT_MODEL:
+            continue
+        model = scope.resources.get(name, ResourceType.CHAT_MODEL)  # opens the setup only
+        assert isinstance(model, ChatModelSetup)
+        offer = model.subagent_offer
+        skipped = [f"{sub} ({reason})" for sub, reason in offer.skipped.items()]
+        print(f"{indent}  chat model {name}")
+        print(f"{indent}    tools: {', '.join(model.tools) or '-'}")
+        for resource in model.tools:  # what a toolset (an MCP server) offers, by name
+            offered = [n for n, source in model.offered_tools.items() if source == resource]
+            if offered != [resource]:
+                print(f"{indent}      from {resource}: {', '.join(offered) or '-'}")
+        print(f"{indent}    sub-agent tools: {', '.join(offer.resources) or '-'}")
+        print(f"{indent}    skipped sub-agents: {', '.join(skipped) or '-'}")
+    for child in scope.children.values():
+        _show(child, indent + "  ")
