@@ -4,7 +4,7 @@
   schema (explicit, or derived from a pydantic ``input_type``), an optional ``result_type`` and
   :meth:`SubagentSetup.invoke`, which does the actual work. :class:`InternalSubagent` runs an
   :class:`~flink_agents.api.agent.Agent` compiled into the parent plan as a child scope;
-  ``flink_agents.api.subagents.http.HttpSubagent`` calls an HTTP service.
+  ``flink_agents.providers.http_subagent.HttpSubagent`` calls an HTTP service.
 * :class:`Subagent` is what action code uses: ``submit`` a call, await a
   :class:`SubagentResult`.
 * :class:`BaseSubagentCallable` runs one call as a durable call and captures the delegated
