@@ -81,18 +81,33 @@ MOVED: dict[str, str] = {
     "flink_agents.api.attempts:AttemptFailure": "flink_agents.providers.retry_loop:AttemptFailure",
     "flink_agents.api.attempts:AttemptTracker": "flink_agents.providers.retry_loop:AttemptTracker",
     "flink_agents.api.attempts:AttemptsFailed": "flink_agents.providers.retry_loop:AttemptsFailed",
-    "flink_agents.api.attempts:current_attempt_tracker": "flink_agents.providers.retry_loop:current_attempt_tracker",
-    "flink_agents.api.attempts:is_retryable_status": "flink_agents.providers.retry_loop:is_retryable_status",
-    "flink_agents.api.attempts:parse_retry_after": "flink_agents.providers.retry_loop:parse_retry_after",
+    "flink_agents.api.attempts:current_attempt_tracker": (
+        "flink_agents.providers.retry_loop:current_attempt_tracker"
+    ),
+    "flink_agents.api.attempts:is_retryable_status": (
+        "flink_agents.providers.retry_loop:is_retryable_status"
+    ),
+    "flink_agents.api.attempts:parse_retry_after": (
+        "flink_agents.providers.retry_loop:parse_retry_after"
+    ),
     "flink_agents.api.attempts:request_target": "flink_agents.providers.retry_loop:request_target",
-    "flink_agents.api.attempts:retry_within_budget": "flink_agents.providers.retry_loop:retry_within_budget",
-    "flink_agents.api.attempts:tracking_attempts": "flink_agents.providers.retry_loop:tracking_attempts",
+    "flink_agents.api.attempts:retry_within_budget": (
+        "flink_agents.providers.retry_loop:retry_within_budget"
+    ),
+    "flink_agents.api.attempts:tracking_attempts": (
+        "flink_agents.providers.retry_loop:tracking_attempts"
+    ),
     "flink_agents.api.subagents.http": "flink_agents.providers.http_subagent",
     "flink_agents.api:HttpSubagent": "flink_agents.providers.http_subagent:HttpSubagent",
     "flink_agents.api.subagents:HttpSubagent": "flink_agents.providers.http_subagent:HttpSubagent",
     "flink_agents.api.subagents:IDEMPOTENCY_HEADER": (
         "flink_agents.providers.http_subagent:IDEMPOTENCY_HEADER"
     ),
+    # Delegation's mechanics to the engine; the two context.py get names of their own.
+    "flink_agents.api.subagents.delegation:delegation_call_id": (
+        "flink_agents.runtime.delegation:delegation_call_id"
+    ),
+    "flink_agents.runtime.context": "flink_agents.runtime.action_context",
 }
 """Old path -> new path: a module (its submodules follow it), or a ``module:qualname``."""
 

@@ -2,8 +2,9 @@
 
 Providers turn whatever their client raises into an
 :class:`~flink_agents.providers.retry_loop.AttemptFailure` (status, reason, whether it is worth
-retrying, how long the server asked us to wait; shared with external sub-agents). The retry loop turns the
-last one into a :class:`ModelCallError`, which is what the agent sees as the call's failure.
+retrying, how long the server asked us to wait; shared with external sub-agents). The retry loop
+turns the last one into a :class:`ModelCallError`, which is what the agent sees as the call's
+failure.
 Neither ever carries credentials: reasons come from response bodies and transport errors.
 """
 
