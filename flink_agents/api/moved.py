@@ -77,13 +77,9 @@ MOVED: dict[str, str] = {
         "flink_agents.durable.store.config:StoreConfig"
     ),
     # api/ holds declarations only (issue 31): the retry loop and the HTTP sub-agent are
-    # providers' mechanics (the policy a user declares, RetryPolicy, stays in api.attempts).
+    # providers' mechanics (RetryPolicy, and the attempt-tracker seam durable sets, stay).
     "flink_agents.api.attempts:AttemptFailure": "flink_agents.providers.retry_loop:AttemptFailure",
-    "flink_agents.api.attempts:AttemptTracker": "flink_agents.providers.retry_loop:AttemptTracker",
     "flink_agents.api.attempts:AttemptsFailed": "flink_agents.providers.retry_loop:AttemptsFailed",
-    "flink_agents.api.attempts:current_attempt_tracker": (
-        "flink_agents.providers.retry_loop:current_attempt_tracker"
-    ),
     "flink_agents.api.attempts:is_retryable_status": (
         "flink_agents.providers.retry_loop:is_retryable_status"
     ),
@@ -93,9 +89,6 @@ MOVED: dict[str, str] = {
     "flink_agents.api.attempts:request_target": "flink_agents.providers.retry_loop:request_target",
     "flink_agents.api.attempts:retry_within_budget": (
         "flink_agents.providers.retry_loop:retry_within_budget"
-    ),
-    "flink_agents.api.attempts:tracking_attempts": (
-        "flink_agents.providers.retry_loop:tracking_attempts"
     ),
     "flink_agents.api.subagents.http": "flink_agents.providers.http_subagent",
     "flink_agents.api:HttpSubagent": "flink_agents.providers.http_subagent:HttpSubagent",

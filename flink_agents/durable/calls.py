@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, Protocol
 
+from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
 from flink_agents.api.context import (
     NOT_DONE,
     InDoubtCallError,
@@ -79,7 +80,6 @@ from flink_agents.durable.store.records import now_ms
 from flink_agents.observability import EventLog
 from flink_agents.observability.records import CallOutcome
 from flink_agents.observability.refs import call_kind
-from flink_agents.providers.retry_loop import current_attempt_tracker, tracking_attempts
 
 logger = logging.getLogger(__name__)
 

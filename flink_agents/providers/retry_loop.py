@@ -1,16 +1,13 @@
-"""The retry loop of a durable call: how attempts are counted, which failures earn another.
+"""The retry loop of a durable call: which failures earn another attempt, and the loop.
 
-A call to a model or to an external sub-agent may take several attempts. If attempts were only
-counted in memory, a failover in the middle of a retry storm would restart the count and a call
-could be tried forever. The durable layer therefore sets :data:`current_attempt_tracker` while it
-runs a durable call; the tracker knows how many attempts the call's record already holds and
-persists each new one. :func:`retry_within_budget` reads the tracker (without one it counts
-locally), so the budget ``RetryPolicy.max_attempts`` is per durable call, not per process, and
-each attempt is recorded before it is sent (a crash mid-attempt still spends it).
+:func:`retry_within_budget` reads the durable call's attempt tracker
+(:data:`~flink_agents.api.attempts.current_attempt_tracker`, set by the durable layer; without
+one it counts locally), so the budget ``RetryPolicy.max_attempts`` is per durable call, not per
+process, and each attempt is recorded before it is sent (a crash mid-attempt still spends it).
 
 Model providers and ``HttpSubagent`` share this one loop; a sub-agent or connection of your own
-may use it too. What a user declares, :class:`~flink_agents.api.attempts.RetryPolicy`, is in
-:mod:`flink_agents.api.attempts`.
+may use it too. What it follows, :class:`~flink_agents.api.attempts.RetryPolicy`, and the
+tracker seam are declared in :mod:`flink_agents.api.attempts`.
 """
 
 from __future__ import annotations
@@ -18,46 +15,15 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any, TypeVar
 
-from flink_agents.api.attempts import RetryPolicy
+from flink_agents.api.attempts import AttemptTracker, RetryPolicy, current_attempt_tracker
 
 T = TypeVar("T")
 
 _MAX_REASON_CHARS = 500
-
-
-@runtime_checkable
-class AttemptTracker(Protocol):
-    """Attempts of the durable call in progress."""
-
-    @property
-    def attempts(self) -> int:
-        """Attempts already made for this call (restored from its record after a restart)."""
-        ...
-
-    def record_attempt(self) -> None:
-        """Persist ``attempts + 1``; called before an attempt is sent."""
-        ...
-
-
-current_attempt_tracker: ContextVar[AttemptTracker | None] = ContextVar(
-    "current_attempt_tracker", default=None
-)
-"""The tracker of the durable call running in this context, if any."""
-
-
-@contextmanager
-def tracking_attempts(tracker: AttemptTracker) -> Iterator[AttemptTracker]:
-    """Make ``tracker`` the current one for the duration of the block."""
-    token = current_attempt_tracker.set(tracker)
-    try:
-        yield tracker
-    finally:
-        current_attempt_tracker.reset(token)
 
 
 # --- one failed attempt ----------------------------------------------------------------------
