@@ -10,7 +10,8 @@ Everything about sub-agents on the authoring side lives here:
 ``HttpSubagent``, a sub-agent that is an external HTTP service, is a provider:
 :mod:`flink_agents.providers.http_subagent`.
 
-The runtime side (child scopes, dispatch) is :mod:`flink_agents.runtime.scopes` and the engine;
+The runtime side (a delegation's ids and durable run, child scopes, dispatch) is
+:mod:`flink_agents.runtime.delegation`, :mod:`flink_agents.runtime.scopes` and the engine;
 see docs/subagents.md.
 """
 
