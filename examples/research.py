@@ -2,7 +2,7 @@
 
 The desk's model calls two sub-agents as tools: ``subagent_researcher`` (a ReActAgent compiled
 into this plan as a child scope, with its own model and tool) and ``subagent_billing`` (an HTTP
-service, see :mod:`flink_agents.api.subagents.http`). Both are scripted or local, so::
+service, see :mod:`flink_agents.providers.http_subagent`). Both are scripted or local, so::
 
     flink-agents run --local examples.research:build_agent \
         --input questions.jsonl --key customer
@@ -16,7 +16,7 @@ from __future__ import annotations
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA
-from flink_agents.api.subagents.http import HttpSubagent
+from flink_agents.providers.http_subagent import HttpSubagent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 BILLING_URL = "http://127.0.0.1:8765/billing"

@@ -13,7 +13,7 @@ the same ones on every run: ``make run`` refuses :data:`UNKNOWN_CUSTOMERS`.
 
 Routes: ``POST /v1/chat/completions`` (the body's ``model`` picks a script, played by
 :class:`~flink_agents.providers.scripted.ScriptedChatModelConnection`), ``POST /tools/<name>``,
-``POST /billing`` (the :mod:`~flink_agents.api.subagents.http` protocol), ``GET /counts``.
+``POST /billing`` (the :mod:`~flink_agents.providers.http_subagent` protocol), ``GET /counts``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from flink_agents.api.chat import ChatMessage
-from flink_agents.api.subagents.http import IDEMPOTENCY_HEADER
+from flink_agents.providers.http_subagent import IDEMPOTENCY_HEADER
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 # The research desk's model delegates to both sub-agents at once, then answers with what the

@@ -363,12 +363,6 @@ def test_the_engine_is_built_only_in_the_composition_root():
 
 SHARED_FILE_NAMES = frozenset({"__init__.py", "__main__.py"})  # a package's face and its command
 ONE_DEFINITION = ("ToolSpec", "ActionSpec", "CallKind")  # each was defined twice once
-# Repeated file names whose renames are under way on other branches of issue 31: the lead removes
-# this once they are merged (then every repeated file name fails the test below).
-_CLASHES_BEING_RENAMED: dict[str, frozenset[str]] = {
-    "context.py": frozenset({"flink_agents/api/context.py", "flink_agents/runtime/context.py"}),
-    "refs.py": frozenset({"flink_agents/api/refs.py", "flink_agents/observability/refs.py"}),
-}
 
 
 def repeated_file_names(paths: Iterable[str]) -> dict[str, frozenset[str]]:
@@ -411,13 +405,10 @@ def package_sources() -> dict[str, str]:
 
 
 def test_no_two_modules_share_a_file_name():
-    repeated = repeated_file_names(package_sources())
-    unexpected = {
-        name: sorted(paths)
-        for name, paths in repeated.items()
-        if _CLASHES_BEING_RENAMED.get(name) != paths
+    repeated = {
+        name: sorted(paths) for name, paths in repeated_file_names(package_sources()).items()
     }
-    assert unexpected == {}, "give each module a name that says what it holds"
+    assert repeated == {}, "give each module a name that says what it holds"
 
 
 def test_tool_spec_action_spec_and_call_kind_are_each_defined_once():

@@ -41,3 +41,15 @@ def test_importing_the_front_door_or_the_api_does_not_start_pyflink() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_importing_the_front_door_or_the_api_does_not_load_an_http_client() -> None:
+    # The contract is declarations; HTTP clients belong to the providers that call out.
+    probe = (
+        "import sys, flink_agents, flink_agents.api, flink_agents.api.subagents; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

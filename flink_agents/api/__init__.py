@@ -37,7 +37,6 @@ from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
 from flink_agents.api.subagents import (
-    HttpSubagent,
     InternalSubagent,
     Subagent,
     SubagentResult,
@@ -58,7 +57,6 @@ __all__ = [
     "ErrorPolicy",
     "Event",
     "FunctionTool",
-    "HttpSubagent",
     "InDoubtCallError",
     "InDoubtPolicy",
     "InfrastructureError",

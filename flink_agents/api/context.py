@@ -168,37 +168,11 @@ class RunnerContext(ABC):
         """The configuration of the running action."""
 
     @abstractmethod
-    def next_session_id(self) -> str:
-        """A new sub-agent session id, unique within the run and the same on every replay.
-
-        Derived from the run, the event being handled, the action and the ordinal of the
-        session within this action invocation; never random.
-        """
-
-    @abstractmethod
-    def next_call_id(self, session_id: str) -> str:
-        """The id of the next sub-agent call in ``session_id``: ``"<ordinal>@<invocation>"``.
-
-        The ordinal counts the session's calls within this action invocation (``1``, ``2``,
-        ...); the invocation tag is a digest of the run, the event and the action. So the id is
-        the same on every replay and different for every other logical call, also when a later
-        run (or another key) continues the session.
-        """
-
-    @abstractmethod
     def durable_call_key(self, call_id: str) -> str:
         """The digest of the identity a durable call with ``call_id`` gets in this invocation.
 
         Stable across replays and unique per run, event, action and call id: what an external
         service may use as an idempotency key.
-        """
-
-    @abstractmethod
-    async def run_child_scope(self, scope: str, input: Any, *, delegation_key: str) -> list[Any]:
-        """Run the internal sub-agent ``scope`` on ``input``; returns its outputs.
-
-        Framework seam for :class:`~flink_agents.api.subagents.InternalSubagent`, called inside
-        the delegation's durable call. The child's own ids derive from ``delegation_key``.
         """
 
     @abstractmethod

@@ -20,7 +20,7 @@ MOVED: dict[str, str] = {
     "flink_agents.integrations.ollama": "flink_agents.providers.ollama",
     "flink_agents.integrations.openai_compatible": "flink_agents.providers.openai_compatible",
     "flink_agents.integrations.scripted": "flink_agents.providers.scripted",
-    "flink_agents.integrations.http_subagent": "flink_agents.api.subagents.http",
+    "flink_agents.integrations.http_subagent": "flink_agents.providers.http_subagent",
     "flink_agents.api.react": "flink_agents.agents.react",
     "flink_agents.api.chat_actions": "flink_agents.agents.chat_actions",
     "flink_agents.api.subagent_tools": "flink_agents.api.subagents.offers",
@@ -122,6 +122,31 @@ MOVED: dict[str, str] = {
     ),
     "flink_agents.plan.yaml.schema:ToolSpec": "flink_agents.plan.yaml.schema:FunctionToolSpec",
     "flink_agents.plan.yaml.schema:ActionSpec": "flink_agents.plan.yaml.schema:ActionFunctionSpec",
+    # api/ holds declarations only (issue 31): the retry loop and the HTTP sub-agent are
+    # providers' mechanics (RetryPolicy, and the attempt-tracker seam durable sets, stay).
+    "flink_agents.api.attempts:AttemptFailure": "flink_agents.providers.retry_loop:AttemptFailure",
+    "flink_agents.api.attempts:AttemptsFailed": "flink_agents.providers.retry_loop:AttemptsFailed",
+    "flink_agents.api.attempts:is_retryable_status": (
+        "flink_agents.providers.retry_loop:is_retryable_status"
+    ),
+    "flink_agents.api.attempts:parse_retry_after": (
+        "flink_agents.providers.retry_loop:parse_retry_after"
+    ),
+    "flink_agents.api.attempts:request_target": "flink_agents.providers.retry_loop:request_target",
+    "flink_agents.api.attempts:retry_within_budget": (
+        "flink_agents.providers.retry_loop:retry_within_budget"
+    ),
+    "flink_agents.api.subagents.http": "flink_agents.providers.http_subagent",
+    "flink_agents.api:HttpSubagent": "flink_agents.providers.http_subagent:HttpSubagent",
+    "flink_agents.api.subagents:HttpSubagent": "flink_agents.providers.http_subagent:HttpSubagent",
+    "flink_agents.api.subagents:IDEMPOTENCY_HEADER": (
+        "flink_agents.providers.http_subagent:IDEMPOTENCY_HEADER"
+    ),
+    # Delegation's mechanics to the engine; the two context.py get names of their own.
+    "flink_agents.api.subagents.delegation:delegation_call_id": (
+        "flink_agents.runtime.delegated_calls:delegation_call_id"
+    ),
+    "flink_agents.runtime.context": "flink_agents.runtime.action_context",
 }
 """Old path -> new path: a module (its submodules follow it), or a ``module:qualname``."""
 

@@ -1,9 +1,10 @@
 """What went wrong with a model call: one failed attempt, or the whole call.
 
 Providers turn whatever their client raises into an
-:class:`~flink_agents.api.attempts.AttemptFailure` (status, reason, whether it is worth retrying,
-how long the server asked us to wait; shared with external sub-agents). The retry loop turns the
-last one into a :class:`ModelCallError`, which is what the agent sees as the call's failure.
+:class:`~flink_agents.providers.retry_loop.AttemptFailure` (status, reason, whether it is worth
+retrying, how long the server asked us to wait; shared with external sub-agents). The retry loop
+turns the last one into a :class:`ModelCallError`, which is what the agent sees as the call's
+failure.
 Neither ever carries credentials: reasons come from response bodies and transport errors.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flink_agents.api.attempts import AttemptFailure, request_target
+from flink_agents.providers.retry_loop import AttemptFailure, request_target
 
 T = TypeVar("T")
 

@@ -1,8 +1,8 @@
 """Model calls retried within the durable call's attempt budget.
 
-The loop, the policy and the budget (attempts made before a restart count) are
-:mod:`flink_agents.api.attempts`, shared with external sub-agents; this module names a model
-call's final failure as a :class:`ModelCallError`.
+The loop and the budget (attempts made before a restart count) are
+:mod:`flink_agents.providers.retry_loop`, shared with external sub-agents; this module names a
+model call's final failure as a :class:`ModelCallError`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
-from flink_agents.api.attempts import AttemptsFailed, RetryPolicy, retry_within_budget
+from flink_agents.api.attempts import RetryPolicy
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
+from flink_agents.providers.retry_loop import AttemptsFailed, retry_within_budget
 
 T = TypeVar("T")
 
@@ -27,8 +28,8 @@ async def call_with_retries(
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or the attempt budget is spent.
 
-    ``attempt`` raises :class:`~flink_agents.api.attempts.AttemptFailure` on failure; anything
-    else propagates unchanged. Each attempt runs inside ``gate()``, entered before it is
+    ``attempt`` raises :class:`~flink_agents.providers.retry_loop.AttemptFailure` on failure;
+    anything else propagates unchanged. Each attempt runs inside ``gate()``, entered before it is
     counted. Raises :class:`ModelCallError` when the call fails.
     """
     try:

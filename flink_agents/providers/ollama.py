@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 import httpx
 
-from flink_agents.api.attempts import request_target
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
 from flink_agents.providers._connection import HttpChatModelConnection, tool_names
 from flink_agents.providers._endpoint import HttpEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, status_failure
 from flink_agents.providers.openai_compatible import to_openai_tool
+from flink_agents.providers.retry_loop import request_target
 
 
 def to_ollama_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:

@@ -9,8 +9,8 @@ and durable calls with :meth:`Runtime.build`.
 from typing import TYPE_CHECKING
 
 from flink_agents.api.moved import moved_names_getattr
+from flink_agents.runtime.action_context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.assembly import Runtime
-from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
 from flink_agents.runtime.resource_registry import ResourceRegistry

@@ -30,7 +30,7 @@ from flink_agents.durable.journal import MemoryWatch, RecordedAction
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
-from flink_agents.runtime.context import ActionContext, RunState
+from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 

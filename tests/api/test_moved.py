@@ -76,9 +76,8 @@ def test_a_python_import_from_a_package_split_up_lists_where_its_modules_went():
     with pytest.raises(ModuleNotFoundError) as info:
         importlib.import_module("flink_agents.integrations.scripted")  # its package goes first
     assert str(info.value) == (
-        "No module named 'flink_agents.integrations'; its modules moved: anthropic, ollama, "
-        "openai_compatible, scripted to flink_agents.providers; http_subagent to "
-        "flink_agents.api.subagents.http"
+        "No module named 'flink_agents.integrations'; its modules moved: anthropic, "
+        "http_subagent, ollama, openai_compatible, scripted to flink_agents.providers"
     )
 
 
@@ -97,6 +96,16 @@ def test_modules_that_never_existed_are_left_to_the_usual_error():
         ("flink_agents.runtime", "DirectCallRunner", "flink_agents.durable:DurableCalls"),
         ("flink_agents.durable", "StoreCallRunner", "flink_agents.durable:DurableCalls"),
         ("flink_agents.testing", "CountingCallRunner", "flink_agents.testing:CountingProbe"),
+        (
+            "flink_agents.api",
+            "HttpSubagent",
+            "flink_agents.providers.http_subagent:HttpSubagent",
+        ),
+        (
+            "flink_agents.api.attempts",
+            "retry_within_budget",
+            "flink_agents.providers.retry_loop:retry_within_budget",
+        ),
     ],
 )
 def test_a_name_a_package_face_used_to_export_says_where_it_went(module, name, new):

@@ -32,7 +32,6 @@ import pytest
 from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceDescriptor, RunnerContext
 from flink_agents.api import action as action_decorator
 from flink_agents.api.subagents.delegation import Subagent
-from flink_agents.api.subagents.http import IDEMPOTENCY_HEADER, HttpSubagent
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import (
@@ -45,6 +44,7 @@ from flink_agents.durable.store import (
 )
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
+from flink_agents.providers.http_subagent import IDEMPOTENCY_HEADER, HttpSubagent
 from flink_agents.runtime import KeyState, RunEngine, RunResult
 from flink_agents.testing import resume
 from tests.durable.helpers import PROBE

@@ -149,7 +149,7 @@ def test_a_class_path_that_moved_says_what_to_use_instead(tmp_path):
     assert (issue.line, issue.field) == (11, "agents[0].subagents.reviewer.class")
     assert issue.message.endswith(
         "module 'flink_agents.integrations.http_subagent' moved: use "
-        "'flink_agents.api.subagents.http:HttpSubagent'"
+        "'flink_agents.providers.http_subagent:HttpSubagent'"
     )
 
 

@@ -11,17 +11,13 @@ import asyncio
 import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.api.attempts import (
-    AttemptFailure,
-    RetryPolicy,
-    retry_within_budget,
-    tracking_attempts,
-)
+from flink_agents.api.attempts import RetryPolicy, tracking_attempts
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.compile import compile_agent
 from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
+from flink_agents.providers.retry_loop import AttemptFailure, retry_within_budget
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse, openai_reply

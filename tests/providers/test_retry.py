@@ -7,9 +7,9 @@ import email.utils
 
 import pytest
 
-from flink_agents.api.attempts import AttemptFailure, parse_retry_after
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
+from flink_agents.providers.retry_loop import AttemptFailure, parse_retry_after
 
 LABEL = CallLabel("test", "m", 1)
 

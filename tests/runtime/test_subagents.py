@@ -15,8 +15,8 @@ import pytest
 from flink_agents.agents import ReActAgent
 from flink_agents.api import Agent, ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA, SubagentResult
-from flink_agents.api.subagents.http import HttpSubagent
 from flink_agents.plan import compile_agent
+from flink_agents.providers.http_subagent import HttpSubagent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from tests.sample_agents import add_scripted_connection

@@ -35,10 +35,10 @@ from flink_agents.api.subagents.delegation import (
     SubagentRequest,
     SubagentResult,
 )
-from flink_agents.api.subagents.http import HttpSubagent
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import CallStatus, InMemoryActionStateStore, InMemoryLog, RunKey
 from flink_agents.plan import compile_agent
+from flink_agents.providers.http_subagent import HttpSubagent
 from flink_agents.runtime import run_local
 from tests.subagent_samples import (
     DELEGATED,

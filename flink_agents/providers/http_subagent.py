@@ -1,4 +1,4 @@
-"""An external sub-agent behind HTTP.
+"""An external sub-agent behind HTTP (a provider of work, like a model: it needs httpx).
 
 Protocol: one ``POST`` to ``url`` per attempt with the JSON body
 ``{"input": ..., "session_id": ..., "call_id": ...}`` and the header ``Idempotency-Key``, the
@@ -22,16 +22,16 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from flink_agents.api.attempts import (
+from flink_agents.api.attempts import RetryPolicy
+from flink_agents.api.context import RunnerContext
+from flink_agents.api.subagents import SubagentError, SubagentRequest, SubagentSetup
+from flink_agents.providers.retry_loop import (
     AttemptFailure,
     AttemptsFailed,
-    RetryPolicy,
     is_retryable_status,
     parse_retry_after,
     retry_within_budget,
 )
-from flink_agents.api.context import RunnerContext
-from flink_agents.api.subagents.delegation import SubagentError, SubagentRequest, SubagentSetup
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_BODY_CHARS = 500

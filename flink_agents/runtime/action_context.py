@@ -1,11 +1,14 @@
-"""The engine's :class:`RunnerContext`: one per action invocation."""
+"""The engine's :class:`RunnerContext`: one per action invocation.
+
+It is also the engine's side of delegation (:class:`~flink_agents.api.subagents.delegation.
+Delegating`), a seam built-in sub-agents reach and user actions do not see."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flink_agents.api.context import (
     IN_DOUBT_POLICIES,
@@ -21,12 +24,17 @@ from flink_agents.durable.identity import (
     AUTO_CALL_PREFIX,
     CallIdentity,
     RunId,
-    digest,
     event_id,
 )
 from flink_agents.plan.models import ActionPlan
+from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resource_registry import ResourceRegistry
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from flink_agents.api.subagents import SubagentResult, SubagentSetup
 
 T = TypeVar("T")
 
@@ -71,9 +79,7 @@ class ActionContext(RunnerContext):
         self._call_runner = call_runner
         self._call_ids: set[str] = set()
         self._child_runner = child_runner
-        self._sessions = 0
-        self._session_calls: dict[str, int] = {}
-        self._invocation_tag: str | None = None
+        self._delegation_ids: delegated_calls.DelegationIds | None = None
         self.sent_events: list[Event] = []
 
     @property
@@ -113,25 +119,17 @@ class ActionContext(RunnerContext):
     def action_config(self) -> Mapping[str, Any]:
         return self._action.config
 
-    def next_session_id(self) -> str:
-        ordinal = self._sessions
-        self._sessions += 1
-        parts = ["session", self._run.run_id.as_list(), self._event.id, self._action.name, ordinal]
-        return f"session-{digest(parts)}"
-
-    def next_call_id(self, session_id: str) -> str:
-        # Ordinals restart in every invocation; the invocation's tag keeps a session continued
-        # by a later run (or by another event, action or key) from sending an id again. No
-        # counter in memory: a run that fails drops its memory writes, not its sent calls.
-        ordinal = self._session_calls.get(session_id, 0) + 1
-        self._session_calls[session_id] = ordinal
-        if self._invocation_tag is None:
-            parts = ["calls", self._run.run_id.as_list(), self._event.id, self._action.name]
-            self._invocation_tag = digest(parts)[:16]
-        return f"{ordinal}@{self._invocation_tag}"
-
     def durable_call_key(self, call_id: str) -> str:
         return CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id).digest()
+
+    def delegate(
+        self, name: str, setup: SubagentSetup, input: Any, session_id: str | None
+    ) -> asyncio.Future[SubagentResult[Any]]:
+        if self._delegation_ids is None:  # made on first use: most actions never delegate
+            self._delegation_ids = delegated_calls.DelegationIds(
+                self._run.run_id, self._event.id, self._action.name
+            )
+        return delegated_calls.submit(self, self._delegation_ids, name, setup, input, session_id)
 
     async def run_child_scope(self, scope: str, input: Any, *, delegation_key: str) -> list[Any]:
         if self._child_runner is None:
