@@ -76,6 +76,8 @@ MOVED: dict[str, str] = {
     "flink_agents.durable.store.kafka:KafkaStoreConfig": (
         "flink_agents.durable.store.config:StoreConfig"
     ),
+    # One settings model of a runtime (issue 31): a job spec is RuntimeSettings plus its job.
+    "flink_agents.flink.job:with_call_caps": "flink_agents.runtime.settings:with_call_caps",
 }
 """Old path -> new path: a module (its submodules follow it), or a ``module:qualname``."""
 

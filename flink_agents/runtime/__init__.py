@@ -3,7 +3,7 @@
 No Flink here: :class:`RunEngine` runs a plan's actions on one asyncio loop,
 :class:`~flink_agents.runtime.host.EngineHost` drives it from a synchronous caller, and
 :func:`run_local` runs a plan over a list of inputs in this process. Every host builds its engine
-and durable calls with :meth:`Runtime.build`.
+and durable calls with :meth:`Runtime.build`, from one :class:`RuntimeSettings`.
 """
 
 from typing import TYPE_CHECKING
@@ -13,7 +13,9 @@ from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, RunState
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
+from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
 
 __all__ = [
@@ -21,12 +23,14 @@ __all__ = [
     "ActionError",
     "DuplicateCallIdError",
     "KeyState",
+    "OperatorOptions",
     "PendingInput",
     "ResourceRegistry",
     "RunEngine",
     "RunResult",
     "RunState",
     "Runtime",
+    "RuntimeSettings",
     "run_local",
     "run_local_async",
 ]

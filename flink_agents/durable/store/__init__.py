@@ -1,4 +1,10 @@
-"""Action-state store: durable call results and per-action state (see docs/state-store.md)."""
+"""Action-state store: durable call results and per-action state (see docs/state-store.md).
+
+:class:`StoreConfig` (which store, and its settings) loads on first use: it builds the Kafka
+store, whose client library need not load with the in-memory store.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from flink_agents.durable.store.base import (
     ActionStateStore,
@@ -39,6 +45,9 @@ from flink_agents.durable.store.records import (
     RunKey,
 )
 
+if TYPE_CHECKING:
+    from flink_agents.durable.store.config import StoreConfig
+
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
     "DEFAULT_SECRET_ENV",
@@ -64,6 +73,7 @@ __all__ = [
     "RestoreReport",
     "RunInput",
     "RunKey",
+    "StoreConfig",
     "StoreError",
     "StoreWriteError",
     "UntrustedPickleError",
@@ -77,3 +87,11 @@ __all__ = [
     "partition_for",
     "secret_from_env",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StoreConfig":
+        from flink_agents.durable.store.config import StoreConfig
+
+        return StoreConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
