@@ -50,7 +50,6 @@ MOVED: dict[str, str] = {
     "flink_agents.api:BaseSubagentCallable": "flink_agents.api.subagents:BaseSubagentCallable",
     "flink_agents.api:ActionDeclaration": "flink_agents.api.agent:ActionDeclaration",
     "flink_agents.api:ActionSpec": "flink_agents.api.agent:ActionSpec",
-    "flink_agents.api:ResourceDeclaration": "flink_agents.api.agent:ResourceDeclaration",
     "flink_agents.api:action_spec": "flink_agents.api.agent:action_spec",
     "flink_agents.api:class_path": "flink_agents.api.refs:class_path",
     "flink_agents.api:import_reference": "flink_agents.api.refs:import_reference",

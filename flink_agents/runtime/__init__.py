@@ -14,6 +14,7 @@ from flink_agents.runtime.context import ActionContext, DuplicateCallIdError, Ru
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.local import run_local, run_local_async
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.records import OutputRecord, outputs_of
 from flink_agents.runtime.resources import ResourceRegistry
 from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -24,6 +25,7 @@ __all__ = [
     "DuplicateCallIdError",
     "KeyState",
     "OperatorOptions",
+    "OutputRecord",
     "PendingInput",
     "ResourceRegistry",
     "RunEngine",
@@ -31,6 +33,7 @@ __all__ = [
     "RunState",
     "Runtime",
     "RuntimeSettings",
+    "outputs_of",
     "run_local",
     "run_local_async",
 ]
