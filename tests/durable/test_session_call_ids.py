@@ -30,10 +30,9 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.subagents.delegation import Subagent, SubagentRequest, SubagentSetup
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime import Runtime
 from flink_agents.testing import Stores
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -77,7 +76,7 @@ def test_a_continued_session_never_sends_ids_again(stores: Stores) -> None:
     plan = _plan()
 
     async def runs() -> None:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         for key in ("k", "k", "other"):  # two runs of one key (seq 0 and 1), and another key
             engine.submit(key, {"session": "s"})
         await engine.drain()
