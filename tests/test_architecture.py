@@ -314,10 +314,17 @@ ENGINE = "RunEngine"
 COMPOSITION_ROOT = "flink_agents/runtime/assembly.py"
 
 
-def repository_sources() -> dict[str, str]:
-    """``{path: source}`` of the package and the benchmarks: every host of an engine."""
-    files = sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
+def repository_sources(*folders: str) -> dict[str, str]:
+    """``{path: source}`` of the package and the benchmarks (every host of an engine), and of
+    ``folders``."""
+    files = sorted(
+        path for folder in (PACKAGE, "bench", *folders) for path in (ROOT / folder).rglob("*.py")
+    )
     return {path.relative_to(ROOT).as_posix(): path.read_text() for path in files}
+
+
+ENGINE_TESTS = "tests/runtime/test_engine"
+"""The tests of the engine itself (``test_engine*.py``): the only ones that construct it."""
 
 
 def call_runner_classes(sources: Mapping[str, str]) -> list[str]:
@@ -352,11 +359,17 @@ def engine_constructions(sources: Mapping[str, str]) -> list[str]:
 
 
 def test_one_class_implements_the_durable_call_protocol():
-    assert call_runner_classes(repository_sources()) == []
+    # The tests too: a test double of the protocol would test itself, not the durable path.
+    assert call_runner_classes(repository_sources("tests", "e2e")) == []
 
 
 def test_the_engine_is_built_only_in_the_composition_root():
     assert engine_constructions(repository_sources()) == []
+    tests = repository_sources("tests", "e2e")
+    found = engine_constructions(
+        {p: s for p, s in tests.items() if p.startswith(("tests/", "e2e/"))}
+    )
+    assert [line for line in found if not line.startswith(ENGINE_TESTS)] == []
 
 
 # --- examples import only package faces (issue 31) ----------------------------------------------
