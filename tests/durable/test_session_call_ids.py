@@ -105,7 +105,7 @@ def test_two_actions_of_one_run_continuing_one_session_never_send_the_same_ids(
     plan = compile_agent(agent.add_resource("chat", ResourceType.AGENT, service))
 
     async def run() -> None:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         engine.submit("k", {"session": "s"})
         await engine.drain()
 
