@@ -46,12 +46,10 @@ from bench.stats import percentile
 from bench.workloads import one_call
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
-from flink_agents.durable.store import ActionStateStore
-from flink_agents.durable.store.store_config import StoreConfig
+from flink_agents.durable.store import ActionStateStore, StoreConfig
 from flink_agents.plan import AgentPlan, compile_agent
 from flink_agents.providers.scripted import ScriptedChatModelConnection, ScriptedTurn
-from flink_agents.runtime.assembly import Runtime
-from flink_agents.runtime.engine import RunResult
+from flink_agents.runtime import OperatorOptions, RunResult, Runtime, RuntimeSettings
 
 StoreFactory = Callable[[], ActionStateStore]
 
@@ -86,12 +84,17 @@ PLANS: dict[str, tuple[Callable[[], AgentPlan], Callable[[int], Any]]] = {
 }
 
 
+def window(max_in_flight: int) -> RuntimeSettings:
+    """The runtime's settings with ``max_in_flight`` runs at once (the rest: defaults)."""
+    return RuntimeSettings(operator=OperatorOptions(max_in_flight=max_in_flight))
+
+
 async def runs_per_second(
     keys: int, store: ActionStateStore | None, agent: str = "one-action"
 ) -> float:
     make_plan, make_input = PLANS[agent]
     plan = make_plan()
-    engine = Runtime.build(plan, store=store, max_in_flight=keys).engine
+    engine = Runtime.build(plan, window(keys), store=store).engine
     start = time.perf_counter()
     for key in range(keys):
         engine.submit(key, make_input(key))
@@ -114,7 +117,7 @@ async def run_latencies(
         latencies.append(time.perf_counter() - STARTED.pop(text))
 
     plan = compile_agent(agent)
-    engine = Runtime.build(plan, store=store, max_in_flight=bound, on_result=finished).engine
+    engine = Runtime.build(plan, window(bound), store=store, on_result=finished).engine
     for seq in range(per_key):
         for key in range(keys):
             engine.submit(key, f"{key}/{seq}", seq)

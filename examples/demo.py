@@ -31,11 +31,9 @@ from pyflink.common import Types
 from pyflink.datastream import MapFunction
 
 from examples.services import UNKNOWN_CUSTOMER, UNKNOWN_CUSTOMERS, ExampleServices
-from flink_agents.flink.job import FileSinkSpec, JobSpec, load_job
-from flink_agents.flink.job_runner import build, environment
-from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import run_local
-from flink_agents.runtime.json_records import outputs_of
+from flink_agents.flink import FileSinkSpec, JobSpec, build_job, job_environment, load_job
+from flink_agents.plan import AgentPlan
+from flink_agents.runtime import outputs_of, run_local
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"
@@ -293,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    env = environment(spec)
-    build(
+    env = job_environment(spec)
+    build_job(
         spec,
         env,
         before_sink=lambda outputs: outputs.map(

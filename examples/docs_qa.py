@@ -16,15 +16,20 @@ With a Chroma server (``scripts/chroma.sh start``; ``CHROMA_URL=http://127.0.0.1
 
 from __future__ import annotations
 
-from flink_agents.agents import ReActAgent
-from flink_agents.agents.ingestion import IngestionAgent
-from flink_agents.agents.retrieval import RetrievalSettings
-from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
-from flink_agents.api.chat import ChatMessage
-from flink_agents.api.embeddings import EmbeddingModelSetup
-from flink_agents.providers.chroma import ChromaVectorStore
-from flink_agents.providers.hashing_embeddings import HashingEmbeddingModelConnection
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.agents import IngestionAgent, ReActAgent, RetrievalSettings
+from flink_agents.api import (
+    ChatMessage,
+    ChatModelSetup,
+    EmbeddingModelSetup,
+    Prompt,
+    ResourceDescriptor,
+    ResourceType,
+)
+from flink_agents.providers import (
+    ChromaVectorStore,
+    HashingEmbeddingModelConnection,
+    ScriptedChatModelConnection,
+)
 
 DIMENSIONS = 512
 EMBEDDING_CONNECTION = ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=DIMENSIONS)

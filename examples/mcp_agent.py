@@ -14,8 +14,8 @@ from pathlib import Path
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
+from flink_agents.providers import ScriptedChatModelConnection
 from flink_agents.providers.mcp import PYTHON_COMMAND, McpPrompt, McpServer
-from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_server.py")
 

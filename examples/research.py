@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
-from flink_agents.api.subagents.delegation import TEXT_INPUT_SCHEMA
-from flink_agents.providers.http_subagent import HttpSubagent
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.api.subagents import TEXT_INPUT_SCHEMA
+from flink_agents.providers import HttpSubagent, ScriptedChatModelConnection
 
 BILLING_URL = "http://127.0.0.1:8765/billing"
 

@@ -26,12 +26,12 @@ from flink_agents.api import (
     ChatResponseEvent,
     InputEvent,
     OutputEvent,
+    ResourceDeclaration,
     ResourceType,
     RunnerContext,
     action,
 )
-from flink_agents.api.agent import ResourceDeclaration
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.providers import ScriptedChatModelConnection
 
 
 def notify_team(product: str, reason: str) -> str:

@@ -29,9 +29,8 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from flink_agents.api.chat import ChatMessage
-from flink_agents.providers.http_subagent import IDEMPOTENCY_HEADER
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.api import ChatMessage
+from flink_agents.providers import IDEMPOTENCY_HEADER, ScriptedChatModelConnection
 
 # The research desk's model delegates to both sub-agents at once, then answers with what the
 # billing service said; the researcher looks the question up with its tool, then answers.

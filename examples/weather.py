@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
-from flink_agents.providers.scripted import ScriptedChatModelConnection
+from flink_agents.providers import ScriptedChatModelConnection
 
 _TEMPERATURES = {"Berlin": 18, "Lisbon": 24, "Oslo": 9}
 

@@ -34,10 +34,11 @@ from flink_agents.api import (
 from flink_agents.api.moved import install_moved_module_finder
 
 if TYPE_CHECKING:
-    from flink_agents.durable.store.store_config import StoreConfig
+    from flink_agents.durable.store import StoreConfig
     from flink_agents.flink.environment import AgentsExecutionEnvironment
     from flink_agents.runtime.local import run_local
     from flink_agents.runtime.options import OperatorOptions
+    from flink_agents.runtime.settings import RuntimeSettings
 
 __all__ = [  # noqa: RUF022 (grouped by what a user does, not sorted)
     # Declaring an agent
@@ -60,6 +61,7 @@ __all__ = [  # noqa: RUF022 (grouped by what a user does, not sorted)
     # Running it: in this process, or as a Flink job with durable calls
     "AgentsExecutionEnvironment",
     "OperatorOptions",
+    "RuntimeSettings",
     "StoreConfig",
     "run_local",
 ]
@@ -68,7 +70,8 @@ _LAZY = {
     "run_local": "flink_agents.runtime.local",
     "AgentsExecutionEnvironment": "flink_agents.flink.environment",
     "OperatorOptions": "flink_agents.runtime.options",
-    "StoreConfig": "flink_agents.durable.store.store_config",
+    "RuntimeSettings": "flink_agents.runtime.settings",
+    "StoreConfig": "flink_agents.durable.store",
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import (
@@ -28,21 +28,22 @@ from flink_agents.api import (
 )
 from flink_agents.api.subagents.delegation import (
     Subagent,
-    SubagentError,
     SubagentRequest,
     SubagentResult,
     SubagentSetup,
 )
-from flink_agents.durable.call import DurableCall
-from flink_agents.durable.calls import DurableCalls
-from flink_agents.durable.identity import RunId
+from flink_agents.durable import CallProbe, DurableCall, DurableCalls
 from flink_agents.durable.store import (
-    ActionStateStore,
+    ActionState,
+    CallResult,
     InMemoryActionStateStore,
     InMemoryLog,
-    RecoveryMarker,
+    RunKey,
     StoreWriteError,
+    canonical_json,
 )
+from flink_agents.plan import compile_agent
+from flink_agents.runtime import RunResult, run_local
 from tests.sample_agents import add_scripted_connection
 
 
@@ -162,69 +163,81 @@ def lookup_fact(topic: str) -> str:
 # --- the real durable runner, replaying every action's calls ------------------------------------
 
 
-def replaying_runner(store: ActionStateStore) -> DurableCalls:
-    """``DurableCalls`` (the store's codec, statuses and replay checks) for the ``caller``
-    agent, without the action journal: running a key's input again re-runs its actions and
-    hands their calls back from the records, as after a crash that lost a completion record."""
-    runner = DurableCalls(store, agent="caller")
-    runner.journal = None  # type: ignore[assignment]
-    return runner
+# --- recorded runs: DurableCalls over an in-memory store, the live calls seen by a probe -------
 
 
-def restored(log: InMemoryLog, marker: RecoveryMarker) -> InMemoryActionStateStore:
-    """A new process's store over ``log``, restored from the checkpoint ``marker``."""
-    store = InMemoryActionStateStore(log)
-    store.restore(marker)
-    return store
+class CallsMade(CallProbe):
+    """The calls made live (not handed back from a record), in the order they were made."""
 
+    def __init__(self) -> None:
+        self.calls: list[DurableCall] = []
 
-# --- a recording call runner: records outcomes by identity and hands them back -----------------
-
-
-class RecordedFailure(SubagentError):
-    """A recorded failed call, raised again on replay."""
+    def invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
+        self.calls.append(call)
+        return call.invoke()
 
 
 @dataclass
-class RecordingCallRunner:
-    """Stands in for the durable runner: JSON records by identity digest, replayed when found.
+class RecordedRuns:
+    """Runs an agent on one input as a job does: its durable calls go through ``DurableCalls``
+    over an in-memory store (the codec, statuses and replay checks of the real path), and
+    ``made`` sees every call made live. :meth:`crashed` is what a new process finds after a
+    crash while the run was in flight."""
 
-    Results are stored as JSON and rebuilt with ``result_type``, as a store would.
-    """
+    store: InMemoryActionStateStore = field(default_factory=InMemoryActionStateStore)
+    made: CallsMade = field(default_factory=CallsMade)
+    agent: str | None = None  # the plan's name, once run
 
-    records: dict[str, tuple[str, str]] = field(default_factory=dict)
-    identities: list[DurableCall] = field(default_factory=list)
-    replayed: int = 0
-    journal: None = None  # no action journal: every action runs, only calls are recorded
+    @property
+    def identities(self) -> list[DurableCall]:
+        """The calls made live, in order."""
+        return self.made.calls
 
-    def run_admitted(self, run: RunId, input: Any) -> None:
-        return None
-
-    def run(self, call: DurableCall) -> Any:
-        raise NotImplementedError("the sub-agent tests only make async calls")
-
-    async def run_async(self, call: DurableCall) -> Any:
-        self.identities.append(call)
-        key = call.identity.digest()
-        adapter: TypeAdapter[Any] = TypeAdapter(call.result_type or Any)
-        if key in self.records:
-            self.replayed += 1
-            status, payload = self.records[key]
-            if status == "failed":
-                raise RecordedFailure(payload)
-            return adapter.validate_json(payload)
-        try:
-            result = call.invoke()
-            if asyncio.iscoroutine(result):
-                result = await result
-        except Exception as exc:
-            self.records[key] = ("failed", str(exc))
-            raise
-        self.records[key] = ("succeeded", adapter.dump_json(result).decode())
+    def run(self, agent: Agent, value: Any, key: Any = "k") -> RunResult:
+        plan = compile_agent(agent)
+        self.agent = plan.name
+        calls = DurableCalls.for_plan(self.store, plan.name, plan.config, probe=self.made)
+        [result] = run_local(plan, [value], key=lambda _: key, call_runner=calls)
         return result
 
-    def run_finished(self, run: RunId) -> None:
-        return None
+    def recorded(self, call: DurableCall, key: Any = "k") -> CallResult:
+        """The store's record of ``call`` (of the run of ``key``)."""
+        found = {c.call_id: c for state in self._states(key) for c in state.calls}
+        return found[call.identity.call_id]
+
+    def crashed(self, *, forget: DurableCall | None = None, key: Any = "k") -> RecordedRuns:
+        """A new store holding the run's records with none of its actions completed (and
+        ``forget``'s record pending: the call was then in flight): replaying the input runs the
+        actions again, and each recorded call is handed back, decoded from the log, instead
+        of made."""
+        log = InMemoryLog()
+        writer = InMemoryActionStateStore(log)
+        marker = writer.recovery_marker()
+        forgotten = None if forget is None else forget.identity.call_id
+        for state in self._states(key):
+            calls = [_in_flight(c) if c.call_id == forgotten else c for c in state.calls]
+            update = {"completed": False, "events": [], "memory_updates": [], "calls": calls}
+            writer.put(state.model_copy(update=update))
+        writer.flush()
+        store = InMemoryActionStateStore(log)  # a new process's, restored from the checkpoint
+        store.restore(marker)
+        return RecordedRuns(store)
+
+    def _states(self, key: Any) -> list[ActionState]:
+        assert self.agent is not None, "run an agent first"
+        return self.store.get_run(RunKey(agent=self.agent, key=canonical_json(key), seq=0))
+
+
+def _in_flight(call: CallResult) -> CallResult:
+    """``call``'s record as it was while the call was in flight: started, no outcome."""
+    return CallResult.pending(
+        call.call_id,
+        function=call.function,
+        args_digest=call.args_digest,
+        arguments=call.arguments,
+        started_at=call.started_at,
+        kind=call.kind,
+    )
 
 
 # --- a local HTTP sub-agent server ---------------------------------------------------------------

@@ -314,10 +314,17 @@ ENGINE = "RunEngine"
 COMPOSITION_ROOT = "flink_agents/runtime/assembly.py"
 
 
-def repository_sources() -> dict[str, str]:
-    """``{path: source}`` of the package and the benchmarks: every host of an engine."""
-    files = sorted([*(ROOT / PACKAGE).rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
+def repository_sources(*folders: str) -> dict[str, str]:
+    """``{path: source}`` of the package and the benchmarks (every host of an engine), and of
+    ``folders``."""
+    files = sorted(
+        path for folder in (PACKAGE, "bench", *folders) for path in (ROOT / folder).rglob("*.py")
+    )
     return {path.relative_to(ROOT).as_posix(): path.read_text() for path in files}
+
+
+ENGINE_TESTS = "tests/runtime/test_engine"
+"""The tests of the engine itself (``test_engine*.py``): the only ones that construct it."""
 
 
 def call_runner_classes(sources: Mapping[str, str]) -> list[str]:
@@ -352,11 +359,60 @@ def engine_constructions(sources: Mapping[str, str]) -> list[str]:
 
 
 def test_one_class_implements_the_durable_call_protocol():
-    assert call_runner_classes(repository_sources()) == []
+    # The tests too: a test double of the protocol would test itself, not the durable path.
+    assert call_runner_classes(repository_sources("tests", "e2e")) == []
 
 
 def test_the_engine_is_built_only_in_the_composition_root():
     assert engine_constructions(repository_sources()) == []
+    tests = repository_sources("tests", "e2e")
+    found = engine_constructions(
+        {p: s for p, s in tests.items() if p.startswith(("tests/", "e2e/"))}
+    )
+    assert [line for line in found if not line.startswith(ENGINE_TESTS)] == []
+
+
+# --- examples import only package faces (issue 31) ----------------------------------------------
+
+EXAMPLES = "examples"
+
+
+def package_modules() -> set[str]:
+    """Every module of the package, faces (a package's ``__init__``) included."""
+    return {
+        module_name(path.relative_to(ROOT).as_posix()) for path in (ROOT / PACKAGE).rglob("*.py")
+    }
+
+
+def package_faces() -> set[str]:
+    """The package's faces: ``flink_agents`` and every package's ``__init__`` below it."""
+    return {
+        module_name(path.relative_to(ROOT).as_posix())
+        for path in (ROOT / PACKAGE).rglob("__init__.py")
+    }
+
+
+def non_face_imports(sources: Mapping[str, str], modules: set[str], faces: set[str]) -> list[str]:
+    """Imports of a ``flink_agents`` module that is not a package's face (``from face import
+    submodule`` too), as ``path:line``: what an example shows a user must be the stable
+    surface, not a module behind it. ``modules``: the package's modules."""
+    found = []
+    for path, source in sorted(sources.items()):
+        for edge in imports_of(path, source, modules):
+            line = f"{path}:{edge.line} imports {edge.imported}"
+            if edge.imported.split(".")[0] == PACKAGE and edge.imported not in faces:
+                found.append(line)
+    return list(dict.fromkeys(found))  # one line per module an import statement names
+
+
+def example_sources() -> dict[str, str]:
+    files = sorted((ROOT / EXAMPLES).rglob("*.py"))
+    return {path.relative_to(ROOT).as_posix(): path.read_text() for path in files}
+
+
+def test_examples_import_only_package_faces():
+    violations = non_face_imports(example_sources(), package_modules(), package_faces())
+    assert violations == [], "examples importing behind a package's face:\n" + "\n".join(violations)
 
 
 # --- names that tell the rooms apart (issue 31) -------------------------------------------------
@@ -491,6 +547,33 @@ def test_the_checker_reports_cycles_upward_imports_and_pyflink():
         "flink_agents.durable.runner imports flink_agents.providers._retry at line 1: a private "
         "module of flink_agents.providers"
     ]
+
+
+def test_the_checker_finds_an_example_importing_behind_a_face():
+    faces = {PACKAGE, f"{PACKAGE}.api", f"{PACKAGE}.providers"}
+    modules = faces | {f"{PACKAGE}.api.chat", f"{PACKAGE}.providers.scripted"}
+    sources = {
+        "examples/good.py": (
+            "import flink_agents\n"
+            "from flink_agents.api import Agent\n"
+            "from flink_agents.providers import ScriptedChatModelConnection\n"
+        ),
+        "examples/bad.py": (
+            "from flink_agents.api import Agent\n"
+            "def late():\n"
+            "    from flink_agents.providers.scripted import ScriptedTurn\n"
+            "import flink_agents.api.chat\n"
+            "from flink_agents.api import chat\n"
+            "from flink_agents.providers.scripted import ScriptedTurn, ScriptedToolCall\n"
+        ),
+    }
+    assert non_face_imports(sources, modules, faces) == [
+        "examples/bad.py:3 imports flink_agents.providers.scripted",
+        "examples/bad.py:4 imports flink_agents.api.chat",
+        "examples/bad.py:5 imports flink_agents.api.chat",
+        "examples/bad.py:6 imports flink_agents.providers.scripted",
+    ]
+    assert f"{PACKAGE}.durable.store" in package_faces()
 
 
 def test_the_checker_finds_a_second_call_runner_and_an_engine_built_by_hand():

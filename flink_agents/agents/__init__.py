@@ -1,6 +1,18 @@
-"""Built-in behaviour on top of the API: the chat and tool-call actions, and ReActAgent."""
+"""Built-in behaviour on top of the API: the chat and tool-call actions, ReActAgent, and the
+retrieval and ingestion agents (docs/retrieval.md)."""
 
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
+from flink_agents.agents.ingestion import IngestionAgent, IngestionSettings, SourceDocument
 from flink_agents.agents.react import ReActAgent
+from flink_agents.agents.retrieval import RetrievalSettings, RetrievedInputEvent
 
-__all__ = ["ReActAgent", "chat_action", "tool_call_action"]
+__all__ = [
+    "IngestionAgent",
+    "IngestionSettings",
+    "ReActAgent",
+    "RetrievalSettings",
+    "RetrievedInputEvent",
+    "SourceDocument",
+    "chat_action",
+    "tool_call_action",
+]

@@ -7,7 +7,7 @@ Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions)
 
 from typing import TYPE_CHECKING
 
-from flink_agents.api.agent import Agent, ErrorPolicy, action
+from flink_agents.api.agent import Agent, ErrorPolicy, ResourceDeclaration, action
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.context import (
@@ -20,6 +20,7 @@ from flink_agents.api.context import (
     RecordedCallError,
     RunnerContext,
 )
+from flink_agents.api.embeddings import EmbeddingModelConnection, EmbeddingModelSetup
 from flink_agents.api.events import (
     ActionFailure,
     ChatRequestEvent,
@@ -54,6 +55,8 @@ __all__ = [
     "ChatRequest",
     "ChatRequestEvent",
     "ChatResponseEvent",
+    "EmbeddingModelConnection",
+    "EmbeddingModelSetup",
     "ErrorPolicy",
     "Event",
     "FunctionTool",
@@ -69,6 +72,7 @@ __all__ = [
     "Reconciler",
     "RecordedCallError",
     "Resource",
+    "ResourceDeclaration",
     "ResourceDescriptor",
     "ResourceType",
     "RunnerContext",

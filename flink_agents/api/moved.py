@@ -50,7 +50,6 @@ MOVED: dict[str, str] = {
     "flink_agents.api:BaseSubagentCallable": "flink_agents.api.subagents:BaseSubagentCallable",
     "flink_agents.api:ActionDeclaration": "flink_agents.api.agent:ActionDeclaration",
     "flink_agents.api:ActionSpec": "flink_agents.api.agent:ActionSpec",
-    "flink_agents.api:ResourceDeclaration": "flink_agents.api.agent:ResourceDeclaration",
     "flink_agents.api:action_spec": "flink_agents.api.agent:action_spec",
     "flink_agents.api:class_path": "flink_agents.api.refs:class_path",
     "flink_agents.api:import_reference": "flink_agents.api.refs:import_reference",
@@ -147,6 +146,8 @@ MOVED: dict[str, str] = {
         "flink_agents.runtime.delegated_calls:delegation_call_id"
     ),
     "flink_agents.runtime.context": "flink_agents.runtime.action_context",
+    # One settings model of a runtime (issue 31): a job spec is RuntimeSettings plus its job.
+    "flink_agents.flink.job:with_call_caps": "flink_agents.runtime.settings:with_call_caps",
 }
 """Old path -> new path: a module (its submodules follow it), or a ``module:qualname``."""
 

@@ -34,7 +34,7 @@ from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
-from flink_agents.durable.store.store_config import StoreConfig
+from flink_agents.durable.store import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
@@ -50,6 +50,7 @@ from flink_agents.runtime.json_records import (
     object_key_selector,
 )
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,9 @@ class AgentsExecutionEnvironment:
     without one, a replay after a failure calls everything again. ``event_log`` keeps a record
     of every run, action, event and call (a JSON-lines file on each worker, a Kafka topic,
     OpenTelemetry spans, listeners by reference; see docs/operations.md). Metrics are
-    published to Flink unless ``options.metrics`` is off.
+    published to Flink unless ``options.metrics`` is off. ``settings`` gives all of them (and
+    the connections' ``max_concurrent_calls``) in one :class:`RuntimeSettings`, as a job spec
+    does; it cannot be combined with ``options``, ``store`` or ``event_log``.
 
     An ``env`` whose ``python.executable`` is not set gets this interpreter for its Python
     workers, as a job spec does (see :func:`~flink_agents.flink.job.python_settings`): the
@@ -72,15 +75,22 @@ class AgentsExecutionEnvironment:
         self,
         env: StreamExecutionEnvironment,
         *,
+        settings: RuntimeSettings | None = None,
         options: OperatorOptions | None = None,
         store: StoreConfig | None = None,
         event_log: EventLogConfig | None = None,
     ) -> None:
         self.env = env
         _this_python_unless_set(env)
-        self.options = options or OperatorOptions()
-        self.store = store
-        self.event_log = event_log
+        if settings is None:
+            settings = RuntimeSettings(
+                operator=options or OperatorOptions(), store=store, event_log=event_log
+            )
+        elif options is not None or store is not None or event_log is not None:
+            raise ValueError(
+                "AgentsExecutionEnvironment: give settings, or options/store/event_log, not both"
+            )
+        self.settings = settings
         self._kafka_jar_added = False
         self._uids: set[str] = set()
 
@@ -338,8 +348,8 @@ def _common_record_type(records: list[Any]) -> type | None:
 class PythonRecordsFunction(AgentFunction):
     """The agent operator over a stream of Python records: each becomes JSON text first."""
 
-    def __init__(self, plan: AgentPlan, *settings: Any) -> None:
-        super().__init__(plan.to_json(), *settings)
+    def __init__(self, plan: AgentPlan, settings: RuntimeSettings) -> None:
+        super().__init__(plan.to_json(), settings)
         self._plan_name = plan.name
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
@@ -370,12 +380,12 @@ class AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
         plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
         _timer_safe_bundles(self.agents.env)
-        settings = (self.agents.options, self.agents.store, self.agents.event_log)
+        settings = self.agents.settings
         if self.python_records:
-            function: AgentFunction = PythonRecordsFunction(plan, *settings)
+            function: AgentFunction = PythonRecordsFunction(plan, settings)
             selector: Callable[[Any], str] = object_key_selector(self.key)
         else:
-            function = AgentFunction(plan.to_json(), *settings)
+            function = AgentFunction(plan.to_json(), settings)
             selector = key_selector(self.key, self.record_type)
         keyed = self.stream.key_by(selector, key_type=Types.STRING())
         outputs = (

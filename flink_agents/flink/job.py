@@ -16,13 +16,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from flink_agents.api.resources import ResourceType
-from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import load_yaml_model
-from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.settings import RuntimeSettings
 
 PROCESS_MODE_BUNDLE_SIZE = "1"
 """``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a
@@ -160,8 +158,10 @@ class RestartStrategySpec(_Spec):
     delay_ms: int = Field(default=2000, ge=0)
 
 
-class JobSpec(_Spec):
-    """One agent job."""
+class JobSpec(RuntimeSettings):
+    """One agent job: the runtime's settings (operator, store, event_log, max_concurrent_calls;
+    keys at the spec's top level like the rest) plus which agent runs, on what input, to what
+    output, and how Flink runs it."""
 
     name: str = Field(min_length=1)
     agent: str = Field(
@@ -196,20 +196,6 @@ class JobSpec(_Spec):
     )
     checkpointing: CheckpointingSpec = Field(default_factory=CheckpointingSpec)
     restart_strategy: RestartStrategySpec = Field(default_factory=RestartStrategySpec)
-    operator: OperatorOptions = Field(default_factory=OperatorOptions)
-    store: StoreConfig | None = Field(
-        default=None,
-        description="The action-state store that makes calls durable; none: replays call again.",
-    )
-    event_log: EventLogConfig | None = Field(
-        default=None,
-        description="A record of every run, action, event and durable call (docs/operations.md).",
-    )
-    max_concurrent_calls: dict[str, Annotated[int, Field(ge=1)]] = Field(
-        default_factory=dict,
-        description="Calls in flight at once per chat model connection of the agent (by "
-        "resource name), in each subtask; overrides the connection's own max_concurrent_calls.",
-    )
 
     _base_dir: Path = PrivateAttr(default=Path("."))
 
@@ -261,11 +247,22 @@ class JobSpec(_Spec):
         agent = self.agent
         if not _is_reference(agent):
             agent = str(self.resolve(agent))
-        return with_call_caps(load_plan(agent, self.agent_name), self.max_concurrent_calls)
+        return self.capped(load_plan(agent, self.agent_name))
+
+    @property
+    def settings(self) -> RuntimeSettings:
+        """The runtime's settings of this job, the event log's file path resolved against the
+        spec's folder: what the job's operator is built from."""
+        return RuntimeSettings(
+            operator=self.operator,
+            store=self.store,
+            event_log=self.event_log,
+            max_concurrent_calls=self.max_concurrent_calls,
+        ).resolved(self._base_dir)
 
     def event_log_config(self) -> EventLogConfig | None:
         """The event log with its file's path resolved against the spec's folder."""
-        return None if self.event_log is None else self.event_log.resolved(self._base_dir)
+        return self.settings.event_log
 
     def checkpoint_dir(self, environ: Mapping[str, str] | None = None) -> Path:
         """Where checkpoints go: ``checkpointing.dir``, else the user's cache folder (never the
@@ -318,29 +315,6 @@ class JobSpec(_Spec):
             )
             config["restart-strategy.exponential-delay.initial-backoff"] = f"{restart.delay_ms} ms"
         return config
-
-
-def with_call_caps(plan: AgentPlan, caps: Mapping[str, int]) -> AgentPlan:
-    """``plan`` with ``max_concurrent_calls`` set on the chat model connections ``caps`` names.
-
-    Raises ``ValueError`` for a name that is not a chat model connection of the agent.
-    """
-    resources = dict(plan.resources)
-    for name, cap in caps.items():
-        resource = resources.get(name)
-        if resource is None or resource.type is not ResourceType.CHAT_MODEL_CONNECTION:
-            connections = sorted(
-                key
-                for key, declared in plan.resources.items()
-                if declared.type is ResourceType.CHAT_MODEL_CONNECTION
-            )
-            raise ValueError(
-                f"max_concurrent_calls: {name!r} is not a chat model connection of agent "
-                f"{plan.name!r}; its connections: {connections}"
-            )
-        arguments = {**resource.arguments, "max_concurrent_calls": cap}
-        resources[name] = resource.model_copy(update={"arguments": arguments})
-    return plan.model_copy(update={"resources": resources})
 
 
 def python_settings() -> dict[str, str]:

@@ -88,9 +88,7 @@ def build(
     ``before_sink`` may transform the outputs on their way to the sink (the demo uses it to
     inject a failure).
     """
-    agents = AgentsExecutionEnvironment(
-        env, options=spec.operator, store=spec.store, event_log=spec.event_log_config()
-    )
+    agents = AgentsExecutionEnvironment(env, settings=spec.settings)
     outputs = _input(spec, agents).apply(spec.plan()).to_datastream()
     if before_sink is not None:
         outputs = before_sink(outputs)

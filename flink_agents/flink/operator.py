@@ -50,12 +50,12 @@ from pyflink.metrics import Counter, Distribution, MetricGroup
 
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
-from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink.cluster_config import cluster_heartbeat
-from flink_agents.observability import EventLogConfig, MetricsListener
+from flink_agents.observability import MetricsListener
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit, VisitCounts
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -82,36 +82,24 @@ when the operator opens (Python's default: 700). Process-wide, like `gc.freeze`.
 class AgentFunction(KeyedProcessFunction):
     """Runs one agent plan per key; emits each output as a JSON string.
 
-    With a ``store``, every durable call goes through the action-state store, so a run replayed
-    after a restore gets back what had completed instead of calling again.
+    With a store in the ``settings``, every durable call goes through the action-state store,
+    so a run replayed after a restore gets back what had completed instead of calling again.
     """
 
-    def __init__(
-        self,
-        plan_json: str,
-        options: OperatorOptions | None = None,
-        store: StoreConfig | None = None,
-        event_log: EventLogConfig | None = None,
-    ) -> None:
+    def __init__(self, plan_json: str, settings: RuntimeSettings | None = None) -> None:
         self._plan_json = plan_json
-        self._options = options or OperatorOptions()
-        self._store_config = store
-        self._event_log = event_log
+        self._settings = settings or RuntimeSettings()
         self._logic: KeyedAgentLogic | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        settings = self._settings
         # Before any client exists: records below this level are then dropped at the call site.
-        logging.getLogger().setLevel(self._options.python_log_level)
-        self._options = with_cluster_heartbeat(self._options)
+        logging.getLogger().setLevel(settings.operator.python_log_level)
+        options = with_cluster_heartbeat(settings.operator)
+        settings = self._settings = settings.model_copy(update={"operator": options})
         plan = AgentPlan.from_json(self._plan_json, source="operator plan")
-        counts = MetricsListener() if self._options.metrics else None
-        self._logic = KeyedAgentLogic(
-            plan,
-            self._options,
-            self._store_config,
-            event_log=self._event_log,
-            listeners=[] if counts is None else [counts],
-        )
+        counts = MetricsListener() if options.metrics else None
+        self._logic = KeyedAgentLogic(plan, settings, listeners=[] if counts is None else [counts])
         self._metrics: PublishedMetrics | None = None
         if counts is not None:
             self._metrics = PublishedMetrics(

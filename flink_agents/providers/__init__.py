@@ -10,7 +10,91 @@
 * :mod:`.bedrock` -- AWS Bedrock's Converse API (extra ``bedrock``);
 * :mod:`.scripted` -- deterministic replies, for tests and examples.
 
-Nothing is imported here: each provider's SDK is an optional extra (``pip install
-'flink-agents-py[providers]'``, ``[gemini]``, ``[bedrock]``), and a missing one is named when its
-module is imported.
+Besides chat models: embedding models (:mod:`.openai_embeddings`, :mod:`.ollama_embeddings`,
+:mod:`.hashing_embeddings`), vector stores (:mod:`.chroma`, :mod:`.memory_vector_store`), the
+HTTP sub-agent and MCP servers (:mod:`.mcp`).
+
+The classes are exported here and loaded on first use (``from flink_agents.providers import
+ScriptedChatModelConnection`` imports only :mod:`.scripted`): each provider's SDK is an optional
+extra (``pip install 'flink-agents-py[providers]'``, ``[gemini]``, ``[bedrock]``), and a missing
+one is named when its module is imported.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flink_agents.providers.anthropic import AnthropicChatModelConnection
+    from flink_agents.providers.azure_openai import AzureOpenAIChatModelConnection
+    from flink_agents.providers.bedrock import BedrockChatModelConnection
+    from flink_agents.providers.chroma import ChromaVectorStore
+    from flink_agents.providers.gemini import GeminiChatModelConnection
+    from flink_agents.providers.hashing_embeddings import HashingEmbeddingModelConnection
+    from flink_agents.providers.http_subagent import IDEMPOTENCY_HEADER, HttpSubagent
+    from flink_agents.providers.memory_vector_store import InMemoryVectorStore
+    from flink_agents.providers.ollama import OllamaChatModelConnection
+    from flink_agents.providers.ollama_embeddings import OllamaEmbeddingModelConnection
+    from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
+    from flink_agents.providers.openai_embeddings import OpenAICompatibleEmbeddingModelConnection
+    from flink_agents.providers.openai_responses import OpenAIResponsesChatModelConnection
+    from flink_agents.providers.scripted import (
+        ScriptedChatModelConnection,
+        ScriptedModelError,
+        ScriptedToolCall,
+        ScriptedTurn,
+    )
+    from flink_agents.providers.vllm import VllmChatModelConnection
+
+_HOME = {
+    "AnthropicChatModelConnection": "flink_agents.providers.anthropic",
+    "AzureOpenAIChatModelConnection": "flink_agents.providers.azure_openai",
+    "BedrockChatModelConnection": "flink_agents.providers.bedrock",
+    "ChromaVectorStore": "flink_agents.providers.chroma",
+    "GeminiChatModelConnection": "flink_agents.providers.gemini",
+    "HashingEmbeddingModelConnection": "flink_agents.providers.hashing_embeddings",
+    "HttpSubagent": "flink_agents.providers.http_subagent",
+    "IDEMPOTENCY_HEADER": "flink_agents.providers.http_subagent",
+    "InMemoryVectorStore": "flink_agents.providers.memory_vector_store",
+    "OllamaChatModelConnection": "flink_agents.providers.ollama",
+    "OllamaEmbeddingModelConnection": "flink_agents.providers.ollama_embeddings",
+    "OpenAICompatibleChatModelConnection": "flink_agents.providers.openai_compatible",
+    "OpenAICompatibleEmbeddingModelConnection": "flink_agents.providers.openai_embeddings",
+    "OpenAIResponsesChatModelConnection": "flink_agents.providers.openai_responses",
+    "ScriptedChatModelConnection": "flink_agents.providers.scripted",
+    "ScriptedModelError": "flink_agents.providers.scripted",
+    "ScriptedToolCall": "flink_agents.providers.scripted",
+    "ScriptedTurn": "flink_agents.providers.scripted",
+    "VllmChatModelConnection": "flink_agents.providers.vllm",
+}
+"""Each exported name and the module it is defined in (imported when the name is first used)."""
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "AnthropicChatModelConnection",
+    "AzureOpenAIChatModelConnection",
+    "BedrockChatModelConnection",
+    "ChromaVectorStore",
+    "GeminiChatModelConnection",
+    "HashingEmbeddingModelConnection",
+    "HttpSubagent",
+    "InMemoryVectorStore",
+    "OllamaChatModelConnection",
+    "OllamaEmbeddingModelConnection",
+    "OpenAICompatibleChatModelConnection",
+    "OpenAICompatibleEmbeddingModelConnection",
+    "OpenAIResponsesChatModelConnection",
+    "ScriptedChatModelConnection",
+    "ScriptedModelError",
+    "ScriptedToolCall",
+    "ScriptedTurn",
+    "VllmChatModelConnection",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

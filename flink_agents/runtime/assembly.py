@@ -3,26 +3,25 @@
 Every host builds its engine here -- the Flink per-key logic (runtime/keyed.py),
 :func:`~flink_agents.runtime.local.run_local`, :mod:`flink_agents.testing`, the offline
 replayer and the benchmarks -- so a new collaborator of the engine or of its durable calls is
-one parameter here, not an edit in every host. The durable calls get theirs at construction
-(store, mismatch policy, fence, listener, probe); nothing is set on them afterwards.
+one parameter here, not an edit in every host; every host configures it with one
+:class:`~flink_agents.runtime.settings.RuntimeSettings`. The durable calls get their
+collaborators at construction (store, mismatch policy, fence, listener, probe); nothing is set
+on them afterwards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from flink_agents.durable.call import CallRunner
-from flink_agents.durable.calls import DurableCalls
-from flink_agents.durable.faults import CallProbe
+from flink_agents.durable import CallProbe, CallRunner, DurableCalls
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.mismatch import MismatchPolicy
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan
 from flink_agents.runtime.engine import RunEngine, RunResult
+from flink_agents.runtime.settings import RuntimeSettings
 
 
 @dataclass(frozen=True)
@@ -36,37 +35,52 @@ class Runtime:
     def build(
         cls,
         plan: AgentPlan | ResolvedPlan,
+        settings: RuntimeSettings | None = None,
         *,
         store: ActionStateStore | None = None,
-        mismatch_policy: MismatchPolicy = "fail",
-        record_arguments: bool = True,
+        event_log: EventLog | None = None,
         fence: FreezeFence | None = None,
         probe: CallProbe | None = None,
         ends_runs_when_emitted: bool = False,
         calls: CallRunner | None = None,
-        event_log: EventLog | None = None,
-        max_in_flight: int = 128,
         on_result: Callable[[RunResult], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Runtime:
-        """An engine for ``plan`` and its :class:`DurableCalls`.
+        """An engine for ``plan`` and its :class:`DurableCalls`, built from ``settings``.
 
-        ``store`` (None: calls are made, nothing recorded), ``mismatch_policy`` (the default
-        when the agent's config sets none), ``record_arguments``, ``fence``, ``probe`` and
-        ``ends_runs_when_emitted`` go to the calls (see :class:`DurableCalls`), which tell
-        ``event_log`` every call's outcome. ``calls`` replaces them with calls built elsewhere
-        (a caller's own :class:`CallRunner`; then none of those may be given). The rest go to
-        the :class:`RunEngine`.
+        From ``settings`` (default: :class:`RuntimeSettings`'s defaults): the engine's window
+        (``operator.max_in_flight``), the calls' default mismatch policy and whether they
+        record arguments (``store``), and the connections' caps (``max_concurrent_calls``,
+        applied to an :class:`AgentPlan`). What has a lifetime is the host's to open and close,
+        and given here built: ``store`` (the store ``settings.store`` describes; None: calls
+        are made, nothing recorded) and ``event_log`` (told every call's outcome, and every
+        run's records). ``fence``, ``probe`` and ``ends_runs_when_emitted`` go to the calls (see
+        :class:`DurableCalls`); ``calls`` replaces them with calls built elsewhere (a caller's
+        own :class:`CallRunner`; then no store, fence or probe). ``on_result``, ``on_failure``
+        and ``environ`` go to the :class:`RunEngine`.
         """
+        settings = settings or RuntimeSettings()
+        if settings.store is not None and store is None and calls is None:
+            raise ValueError(
+                "Runtime.build: settings.store is set but no store was given: build it "
+                "(settings.store.build()) and pass it as store=, closing it when done"
+            )
+        if settings.max_concurrent_calls:
+            if isinstance(plan, ResolvedPlan):
+                raise ValueError(
+                    "Runtime.build: settings.max_concurrent_calls needs the AgentPlan (apply "
+                    "settings.capped(plan) before resolving it)"
+                )
+            plan = settings.capped(plan)
         agent = plan.plan if isinstance(plan, ResolvedPlan) else plan
         if calls is None:
             calls = DurableCalls.for_plan(
                 store,
                 agent.name,
                 agent.config,
-                default_policy=mismatch_policy,
-                record_arguments=record_arguments,
+                default_policy=settings.mismatch_policy,
+                record_arguments=settings.record_arguments,
                 fence=fence,
                 listener=event_log,
                 probe=probe,
@@ -79,7 +93,7 @@ class Runtime:
             )
         engine = RunEngine(
             plan,
-            max_in_flight=max_in_flight,
+            max_in_flight=settings.operator.max_in_flight,
             call_runner=calls,
             on_result=on_result,
             on_failure=on_failure,
@@ -87,8 +101,3 @@ class Runtime:
             event_log=event_log,
         )
         return cls(engine, calls)
-
-
-def build_engine(plan: AgentPlan | ResolvedPlan, **options: Any) -> RunEngine:
-    """``Runtime.build(plan, **options).engine``: for a host that needs only the engine."""
-    return Runtime.build(plan, **options).engine

@@ -35,8 +35,7 @@ from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.store import ActionStateStore, RecoveryMarker
-from flink_agents.durable.store.store_config import StoreConfig
-from flink_agents.observability import EventLog, EventLogConfig, Observer, build_event_log
+from flink_agents.observability import EventLog, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import RunEngine
@@ -48,8 +47,8 @@ from flink_agents.runtime.json_records import (
     outputs_of,
     unkeyed,
 )
-from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
+from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
 
 logger = logging.getLogger(__name__)
@@ -122,27 +121,24 @@ def _read_saved(text: str) -> SavedKey:
 class KeyedAgentLogic:
     """Runs one agent plan per key for a keyed host (see the module docstring).
 
-    Construct it with the plan, the options and the store's settings, :meth:`open` it, call
-    :meth:`on_input` and :meth:`on_timer` under each key, and :meth:`close` it. With a ``store``,
-    every durable call goes through the action-state store, so a run replayed after a restore
-    gets back what had completed instead of calling again.
+    Construct it with the plan and the runtime's settings, :meth:`open` it, call
+    :meth:`on_input` and :meth:`on_timer` under each key, and :meth:`close` it. With a store in
+    the settings, every durable call goes through the action-state store, so a run replayed
+    after a restore gets back what had completed instead of calling again.
     """
 
     def __init__(
         self,
         plan: AgentPlan,
-        options: OperatorOptions,
-        store: StoreConfig | None = None,
+        settings: RuntimeSettings,
         *,
-        event_log: EventLogConfig | None = None,
         listeners: Sequence[Observer] = (),
     ) -> None:
         self._plan = plan
-        self._event_log_config = event_log
+        self._settings = settings
         self._listeners = listeners
         self._event_log: EventLog | None = None
-        self._options = options
-        self._store_config = store
+        self._options = options = settings.operator
         self._identity = plan.name
         self._host: EngineHost | None = None
         self._store: ActionStateStore | None = None
@@ -170,28 +166,25 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         """
         plan = self._plan
-        if self._store_config is not None:
-            self._store = self._store_config.build()
+        settings = self._settings
+        if settings.store is not None:
+            self._store = settings.store.build()
         # A zombie's store writes are fenced at restore (writer epochs); its calls, here, with
         # a store or without.
         self._fence = FreezeFence(self._options.freeze_fence_s)
         self._fence.start()
         self._event_log = build_event_log(
-            self._event_log_config,
+            settings.event_log,
             self._listeners,
             plan_data=plan.model_dump(mode="json"),
             subtask=subtask,
         )
-        store_config = self._store_config
         factory = partial(
             self._build_engine,
             store=self._store,
-            mismatch_policy=store_config.mismatch_policy if store_config else "fail",
-            record_arguments=store_config.record_arguments if store_config else True,
             fence=self._fence,
             ends_runs_when_emitted=True,  # see _end_emitted
             event_log=self._event_log,
-            max_in_flight=self._options.max_in_flight,
         )
         # Stop the previous attempt's engine first, or its runs would go on calling models
         # beside ours.
@@ -209,7 +202,7 @@ class KeyedAgentLogic:
 
     def _build_engine(self, **options: Any) -> RunEngine:
         """The engine (built by :meth:`Runtime.build`); keeps its calls when they record."""
-        runtime = Runtime.build(self._plan, **options)
+        runtime = Runtime.build(self._plan, self._settings, **options)
         if self._store is not None:
             assert isinstance(runtime.calls, DurableCalls)
             self._calls = runtime.calls

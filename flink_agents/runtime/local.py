@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.api.agent import Agent
-from flink_agents.durable.call import CallRunner
-from flink_agents.durable.identity import RunId
+from flink_agents.durable import CallRunner, RunId
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLogConfig, Observer, build_event_log
 from flink_agents.plan.compile import compile_agent
@@ -18,8 +17,31 @@ from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.json_records import BadRecord, bad_input_record, keyed_input, outputs_of
+from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.settings import RuntimeSettings
 
 KeySelector = str | Callable[[Any], Any]
+
+LOCAL_MAX_IN_FLIGHT = 128
+"""Runs in flight at once in a local run whose settings do not say (a job's operator: 1,000)."""
+
+
+def local_settings(
+    settings: RuntimeSettings | None,
+    *,
+    max_in_flight: int | None = None,
+    event_log: EventLogConfig | None = None,
+) -> RuntimeSettings:
+    """``settings`` (default: the defaults, with a window of :data:`LOCAL_MAX_IN_FLIGHT`) with
+    the shortcuts a local run takes as keywords, where given, in place of theirs."""
+    if settings is None:
+        settings = RuntimeSettings(operator=OperatorOptions(max_in_flight=LOCAL_MAX_IN_FLIGHT))
+    updates: dict[str, Any] = {}
+    if max_in_flight is not None:
+        updates["operator"] = settings.operator.model_copy(update={"max_in_flight": max_in_flight})
+    if event_log is not None:
+        updates["event_log"] = event_log
+    return settings.model_copy(update=updates) if updates else settings
 
 
 def key_of(record: Any, key: KeySelector) -> Any:
@@ -33,37 +55,45 @@ def key_of(record: Any, key: KeySelector) -> Any:
 @contextlib.asynccontextmanager
 async def _local_engine(
     plan: AgentPlan,
+    settings: RuntimeSettings,
     *,
-    max_in_flight: int,
     call_runner: CallRunner | None,
     store: ActionStateStore | None,
     environ: Mapping[str, str] | None,
-    event_log: EventLogConfig | None,
     listeners: Sequence[Observer],
     on_result: Callable[[RunResult], None] | None = None,
 ) -> AsyncIterator[RunEngine]:
-    """An engine for ``plan`` with its resources open, closed (with the event log) on exit."""
+    """An engine for ``plan`` with its resources open, closed (with the event log, and the
+    store when it was built here from ``settings.store``) on exit."""
+    own_store = store is None and call_runner is None and settings.store is not None
+    if own_store:
+        assert settings.store is not None
+        store = settings.store.build()
     log = build_event_log(
-        event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
+        settings.event_log, listeners, plan_data=plan.model_dump(mode="json"), environ=environ
     )
-    engine = Runtime.build(
-        plan,
-        calls=call_runner,
-        store=store,
-        max_in_flight=max_in_flight,
-        on_result=on_result,
-        environ=environ,
-        event_log=log,
-    ).engine
     try:
-        # As a Flink job does at start: a missing credential or unusable resource fails here,
-        # naming the resource, not inside the first run's action.
-        engine.open_resources()
-        yield engine
+        engine = Runtime.build(
+            plan,
+            settings,
+            calls=call_runner,
+            store=store,
+            on_result=on_result,
+            environ=environ,
+            event_log=log,
+        ).engine
+        try:
+            # As a Flink job does at start: a missing credential or unusable resource fails
+            # here, naming the resource, not inside the first run's action.
+            engine.open_resources()
+            yield engine
+        finally:
+            await engine.close()
     finally:
-        await engine.close()
         if log is not None:
             log.close()
+        if own_store and store is not None:
+            store.close()
 
 
 async def run_local_async(
@@ -71,7 +101,8 @@ async def run_local_async(
     inputs: Iterable[Any],
     *,
     key: KeySelector,
-    max_in_flight: int = 128,
+    settings: RuntimeSettings | None = None,
+    max_in_flight: int | None = None,
     call_runner: CallRunner | None = None,
     store: ActionStateStore | None = None,
     environ: Mapping[str, str] | None = None,
@@ -82,11 +113,10 @@ async def run_local_async(
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
     async with _local_engine(
         plan,
-        max_in_flight=max_in_flight,
+        local_settings(settings, max_in_flight=max_in_flight, event_log=event_log),
         call_runner=call_runner,
         store=store,
         environ=environ,
-        event_log=event_log,
         listeners=listeners,
     ) as engine:
         order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
@@ -100,7 +130,8 @@ def run_local(
     inputs: Iterable[Any],
     *,
     key: KeySelector,
-    max_in_flight: int = 128,
+    settings: RuntimeSettings | None = None,
+    max_in_flight: int | None = None,
     call_runner: CallRunner | None = None,
     store: ActionStateStore | None = None,
     environ: Mapping[str, str] | None = None,
@@ -109,8 +140,11 @@ def run_local(
 ) -> list[RunResult]:
     """Run every input (keyed by field ``key`` or a function) and return results in input order.
 
-    ``event_log`` (a JSON-lines file, listeners by reference, the payload size) and
-    ``listeners`` receive a record of every run, action, event and durable call (see
+    ``settings`` configure the runtime as a job spec's do (a store in them is built for this
+    run and closed after it); ``max_in_flight`` (default 128 without settings) and
+    ``event_log`` are shortcuts that replace the settings' ``operator.max_in_flight`` and
+    ``event_log``. The event log (a JSON-lines file, listeners by reference, the payload size)
+    and ``listeners`` receive a record of every run, action, event and durable call (see
     docs/operations.md). ``store``: record every durable call in this action-state store (an
     in-memory one, say), as a job does. ``call_runner``: durable calls built by the caller
     instead (they tell their own listener, if any, about calls).
@@ -123,6 +157,7 @@ def run_local(
             agent_or_plan,
             inputs,
             key=key,
+            settings=settings,
             max_in_flight=max_in_flight,
             call_runner=call_runner,
             store=store,
@@ -161,7 +196,8 @@ def run_local_lines(
     key: str,
     write: Callable[[str], None],
     source: str = "<input>",
-    max_in_flight: int = 128,
+    settings: RuntimeSettings | None = None,
+    max_in_flight: int | None = None,
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
     listeners: Sequence[Observer] = (),
@@ -173,6 +209,7 @@ def run_local_lines(
     (its message starts with ``source:LINE:``) and the other lines go on; blank lines are
     skipped. A run failing under error policy ``fail`` stops the batch: outputs written so far
     stay written, and the report says what stopped it and how many inputs did not finish.
+    ``settings``, ``max_in_flight`` and ``event_log`` are :func:`run_local`'s.
     """
     report = LinesReport()
 
@@ -186,11 +223,10 @@ def run_local_lines(
         submitted = 0
         async with _local_engine(
             plan,
-            max_in_flight=max_in_flight,
+            local_settings(settings, max_in_flight=max_in_flight, event_log=event_log),
             call_runner=None,
             store=None,
             environ=environ,
-            event_log=event_log,
             listeners=listeners,
             on_result=finished,
         ) as engine:

@@ -32,7 +32,7 @@ from flink_agents.runtime import run_local
 from tests.sample_agents import add_scripted_connection
 from tests.subagent_samples import (
     LOOKUPS,
-    RecordingCallRunner,
+    RecordedRuns,
     Review,
     caller_agent,
     counted_lookup,
@@ -44,8 +44,11 @@ from tests.subagent_samples import (
 ECHO = [{"content": "got: $input | last: $last"}]
 
 
-def _run(agent: Agent, value: Any, runner: RecordingCallRunner | None = None) -> list[Any]:
-    [result] = run_local(agent, [value], key=lambda _: "k", call_runner=runner)
+def _run(agent: Agent, value: Any, runs: RecordedRuns | None = None) -> list[Any]:
+    if runs is None:
+        [result] = run_local(agent, [value], key=lambda _: "k")
+    else:
+        result = runs.run(agent, value)
     assert result.error is None, result.error
     return result.output_values
 
@@ -108,12 +111,13 @@ def test_bare_child_inherits_nothing(configured):
     )
     add_scripted_connection(parent, f"{name}-parent", turns)
     parent.add_subagent("child", react_child(name, ECHO), input_schema=TEXT_INPUT_SCHEMA)
-    runner = RecordingCallRunner()
-    _run(parent, "go", runner)
-    delegation = next(c for c in runner.identities if c.identity.call_id.startswith('["subagent"'))
-    _, recorded = runner.records[delegation.identity.digest()]
+    runs = RecordedRuns()
+    _run(parent, "go", runs)
+    delegation = next(c for c in runs.identities if c.identity.call_id.startswith('["subagent"'))
     # the child's model got the bare input: no parent prompt, no schema instruction after it
-    assert json.loads(recorded)["result"] == ["got: review the diff | last: review the diff"]
+    assert runs.recorded(delegation).payload["result"] == [
+        "got: review the diff | last: review the diff"
+    ]
 
 
 def test_string_input():

@@ -25,11 +25,10 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.plan import compile_yaml
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import KeyState, RunEngine, RunResult
+from flink_agents.runtime import KeyState, RunResult, Runtime
 from flink_agents.testing import Stores, resume
 
 
@@ -178,7 +177,7 @@ async def crash_mid_run(
     With ``restoring`` (a checkpointed key state), the engine replays its pending input instead.
     """
     PROBE.reached = asyncio.Event()
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
+    engine = Runtime.build(plan, store=store).engine
     engine.restore_key(key, restoring or KeyState(short_term_memory=memory or {}))
     if restoring is None:
         engine.submit(key, value)

@@ -27,7 +27,7 @@ from flink_agents.observability import CallFinished, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers._http_errors import AttemptFailure, CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
-from flink_agents.runtime import ActionError, RunEngine, run_local
+from flink_agents.runtime import ActionError, Runtime, run_local
 from flink_agents.runtime.engine import RunResult
 from flink_agents.runtime.state import KeyState
 from flink_agents.testing import agent_plan, resume
@@ -114,7 +114,7 @@ def test_a_replay_waiting_in_the_queue_keeps_its_states_through_a_prune():
 
     async def scenario():
         state, again = await _crash_then_restore(plan, {"n": 1})
-        engine = RunEngine(plan, call_runner=DurableCalls(again, agent=plan.name))
+        engine = Runtime.build(plan, store=again).engine
         engine.restore_key("k", state)  # queued, not started: nothing pumps the engine yet
         again.prune(again.recovery_marker())
         await engine.drain()

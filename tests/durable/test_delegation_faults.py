@@ -32,7 +32,6 @@ import pytest
 from flink_agents.api import Agent, InputEvent, OutputEvent, ResourceDescriptor, RunnerContext
 from flink_agents.api import action as action_decorator
 from flink_agents.api.subagents.delegation import Subagent
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import (
     ActionStateStore,
@@ -45,7 +44,7 @@ from flink_agents.durable.store import (
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.http_subagent import IDEMPOTENCY_HEADER, HttpSubagent
-from flink_agents.runtime import KeyState, RunEngine, RunResult
+from flink_agents.runtime import KeyState, RunResult, Runtime
 from flink_agents.testing import resume
 from tests.durable.helpers import PROBE
 from tests.subagent_samples import add_subagents, serving
@@ -149,7 +148,7 @@ def _delegations(store: ActionStateStore) -> list[CallResult]:
 
 
 async def _live(plan: AgentPlan, store: ActionStateStore) -> RunResult:
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
+    engine = Runtime.build(plan, store=store).engine
     engine.submit("k", "ticket-1")
     await engine.drain()
     [result] = engine.take_results()
@@ -161,7 +160,7 @@ async def _cancel_when_held(
 ) -> KeyState:
     """Run until the service holds a request, then cancel the run (the job stops); returns the
     key state a checkpoint would hold (the input still pending)."""
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
+    engine = Runtime.build(plan, store=store).engine
     engine.submit("k", "ticket-1")
     engine.pump()
     for _ in range(500):

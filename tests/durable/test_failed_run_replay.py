@@ -8,8 +8,7 @@ import asyncio
 from typing import Any
 
 from flink_agents.api import InputEvent, RunnerContext, action
-from flink_agents.durable.calls import DurableCalls
-from flink_agents.runtime import KeyState, RunEngine, RunResult
+from flink_agents.runtime import KeyState, RunResult, Runtime
 from flink_agents.testing import Stores, agent_plan, resume
 from tests.durable.helpers import PROBE
 
@@ -32,7 +31,7 @@ def _live_then_replayed(stores: Stores) -> tuple[RunResult, RunResult]:
     plan = agent_plan(bill, name="billing", error_policy="emit")
 
     async def scenario() -> tuple[RunResult, RunResult]:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         engine.restore_key("k", KeyState())
         engine.submit("k", 7)
         checkpoint = engine.snapshot_key("k")  # taken with the input pending, as Flink's

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
 from flink_agents.durable.store import InMemoryActionStateStore
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime import RunEngine, Runtime
 from flink_agents.testing import agent_plan
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -132,8 +131,7 @@ def _records(store: InMemoryActionStateStore) -> int:
 
 
 async def _run(plan: Any, store: InMemoryActionStateStore, fence: FreezeFence) -> RunEngine:
-    runner = DurableCalls(store, agent=plan.name, fence=fence)
-    engine = RunEngine(plan, call_runner=runner)
+    engine = Runtime.build(plan, store=store, fence=fence).engine
     engine.submit("k", {"n": 1})
     with pytest.raises(FrozenProcessError):
         await engine.drain()
@@ -187,10 +185,9 @@ def test_a_call_in_flight_at_the_freeze_is_not_recorded_and_the_next_is_not_sent
 def test_a_healthy_engine_behind_a_fence_runs_as_without_one(fence, clock):
     plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
-    runner = DurableCalls(store, agent=plan.name, fence=fence)
 
     async def scenario() -> list[Any]:
-        engine = RunEngine(plan, call_runner=runner)
+        engine = Runtime.build(plan, store=store, fence=fence).engine
         engine.submit("k", {"n": 1})
         await engine.drain()
         return [r.output_values for r in engine.take_results()]

@@ -4,14 +4,13 @@ with the action's completion when the action returns within that step (one put, 
 import asyncio
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import (
     ActionState,
     CallStatus,
     InMemoryActionStateStore,
     StoreWriteError,
 )
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime import Runtime
 from flink_agents.testing import agent_plan
 
 
@@ -56,7 +55,7 @@ def run(act: object, store: CountingStore | None = None) -> list[object]:
     STORE = store or CountingStore()
     PUTS_SEEN.clear()
     plan = agent_plan(act)
-    engine = RunEngine(plan, call_runner=DurableCalls(STORE, agent=plan.name))
+    engine = Runtime.build(plan, store=STORE).engine
 
     async def scenario() -> list[object]:
         engine.submit("k", "go")

@@ -53,7 +53,6 @@ from flink_agents.api.subagents.delegation import (
     SubagentResult,
     SubagentSetup,
 )
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import (
     ActionStateStore,
@@ -64,7 +63,7 @@ from flink_agents.durable.store import (
 )
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import ActionError, RunEngine, RunResult
+from flink_agents.runtime import ActionError, RunResult, Runtime
 from flink_agents.testing import Stores, agent_plan, resume
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -207,7 +206,7 @@ def test_an_async_reconciler_in_a_sync_action_is_awaited(stores: Stores) -> None
     plan = agent_plan(sync_charge, name="sync-charge")
 
     async def scenario() -> RunResult:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         engine.submit("k", 7)
         with pytest.raises(ActionError):
             await engine.drain()

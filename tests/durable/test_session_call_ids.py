@@ -32,10 +32,9 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.subagents.delegation import Subagent, SubagentRequest, SubagentSetup
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime import Runtime
 from flink_agents.testing import Stores
 from tests.durable import helpers as h
 from tests.durable.helpers import PROBE
@@ -79,7 +78,7 @@ def test_a_continued_session_never_sends_ids_again(stores: Stores) -> None:
     plan = _plan()
 
     async def runs() -> None:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         for key in ("k", "k", "other"):  # two runs of one key (seq 0 and 1), and another key
             engine.submit(key, {"session": "s"})
         await engine.drain()
@@ -106,7 +105,7 @@ def test_two_actions_of_one_run_continuing_one_session_never_send_the_same_ids(
     plan = compile_agent(agent.add_resource("chat", ResourceType.AGENT, service))
 
     async def run() -> None:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         engine.submit("k", {"session": "s"})
         await engine.drain()
 

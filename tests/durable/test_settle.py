@@ -6,9 +6,8 @@ import time
 from typing import Any
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
-from flink_agents.runtime import RunEngine
+from flink_agents.runtime import OperatorOptions, Runtime, RuntimeSettings
 from flink_agents.runtime.engine import RunResult
 from flink_agents.testing import agent_plan
 
@@ -54,8 +53,8 @@ def run_once(on_result: Any) -> InMemoryLog:
     LOG = InMemoryLog()
     store = SlowAckStore(LOG)
     plan = agent_plan(two_calls)
-    runner = DurableCalls(store, agent=plan.name)
-    engine = RunEngine(plan, max_in_flight=1, call_runner=runner, on_result=on_result)
+    settings = RuntimeSettings(operator=OperatorOptions(max_in_flight=1))
+    engine = Runtime.build(plan, settings, store=store, on_result=on_result).engine
 
     async def scenario() -> None:
         engine.submit("k", "go")

@@ -32,6 +32,7 @@ from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
 from flink_agents.runtime.json_records import encode_input
 from flink_agents.runtime.options import OperatorOptions
+from flink_agents.runtime.settings import RuntimeSettings
 
 
 class FakeCounter:
@@ -209,7 +210,9 @@ def _one_run(monkeypatch: pytest.MonkeyPatch, options: OperatorOptions) -> FakeR
     runtime = FakeRuntimeContext()
     # Keep this test process's collector as it is; the thresholds asked for are recorded.
     monkeypatch.setattr(gc, "set_threshold", lambda *limits: runtime.gc_thresholds.append(limits))
-    function = AgentFunction(compile_agent(build_agent()).to_json(), options)
+    function = AgentFunction(
+        compile_agent(build_agent()).to_json(), RuntimeSettings(operator=options)
+    )
     function.open(runtime)  # type: ignore[arg-type]
     try:
         ctx = FakeContext(encode_input("Oslo"))

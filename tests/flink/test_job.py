@@ -10,9 +10,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from flink_agents.durable.store import kafka
+from flink_agents.durable.store import StoreConfig, kafka
 from flink_agents.flink.job import load_job, user_cache_dir
+from flink_agents.observability import EventLogConfig
 from flink_agents.plan.yaml.loader import YamlAgentError
+from flink_agents.runtime import OperatorOptions, RuntimeSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,6 +27,23 @@ def test_example_job_loads_and_compiles_its_agent() -> None:
     assert config["execution.checkpointing.interval"] == "1000 ms"
     assert config["restart-strategy.type"] == "fixed-delay"
     assert config["execution.checkpointing.dir"].startswith("file:///")
+
+
+def test_a_job_specs_runtime_keys_are_its_runtime_settings(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nsource: {kind: list, path: in.jsonl}\nkey: k\n"
+        "operator: {max_in_flight: 7}\nstore: {kind: memory, mismatch_policy: warn}\n"
+        "event_log: {path: logs/events.jsonl}\nmax_concurrent_calls: {conn: 2}\n"
+    )
+    spec = load_job(job)
+    assert spec.settings == RuntimeSettings(
+        operator=OperatorOptions(max_in_flight=7),
+        store=StoreConfig(kind="memory", mismatch_policy="warn"),
+        event_log=EventLogConfig(path=str(tmp_path.resolve() / "logs" / "events.jsonl")),
+        max_concurrent_calls={"conn": 2},
+    )
+    assert load_job(REPO / "examples" / "jobs" / "support_desk.yaml").settings.store is not None
 
 
 def test_the_user_cache_folder_follows_xdg_cache_home_when_it_is_absolute() -> None:

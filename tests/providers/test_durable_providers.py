@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import KeyState, RunEngine, run_local
+from flink_agents.runtime import KeyState, Runtime, run_local
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 from tests.providers.providers import (
     AZURE_OPENAI,
@@ -89,7 +88,7 @@ def test_yaml_react_agent_completes_a_tool_round_trip(
 async def _crash_during_second_call(
     plan: AgentPlan, store: InMemoryActionStateStore, server: FakeModelServer
 ) -> KeyState:
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name), environ=ENVIRON)
+    engine = Runtime.build(plan, store=store, environ=ENVIRON).engine
     engine.restore_key(1, KeyState())
     engine.submit(1, INPUTS[0])
     engine.pump()
@@ -103,7 +102,7 @@ async def _crash_during_second_call(
 
 
 async def _finish(plan: AgentPlan, store: InMemoryActionStateStore, state: KeyState) -> list[Any]:
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name), environ=ENVIRON)
+    engine = Runtime.build(plan, store=store, environ=ENVIRON).engine
     engine.restore_key(1, state)
     try:
         await engine.drain()

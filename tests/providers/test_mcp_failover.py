@@ -19,13 +19,12 @@ import pytest
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, ResourceDescriptor, ResourceType
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.mcp import McpServer
-from flink_agents.runtime import KeyState, RunEngine, RunResult
+from flink_agents.runtime import KeyState, RunResult, Runtime
 from tests.providers import mcp_servers
 from tests.providers.mcp_servers import invocations
 from tests.sample_agents import add_scripted_connection
@@ -66,7 +65,7 @@ async def crash_while_second_call_hangs(
 ) -> KeyState:
     """Run until the server has received the second call, then throw the engine away;
     returns the key state a checkpoint would hold (the input still pending)."""
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
+    engine = Runtime.build(plan, store=store).engine
     engine.restore_key("k", KeyState())
     engine.submit("k", "go")
     engine.pump()
@@ -82,7 +81,7 @@ async def crash_while_second_call_hangs(
 
 
 async def finish(plan: AgentPlan, store: ActionStateStore, state: KeyState) -> RunResult:
-    engine = RunEngine(plan, call_runner=DurableCalls.for_plan(store, plan.name, plan.config))
+    engine = Runtime.build(plan, store=store).engine
     engine.restore_key("k", state)
     try:
         await engine.drain()

@@ -33,12 +33,11 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.subagents.delegation import SubagentRequest, SubagentSetup
-from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import ActionStateStore, CallStatus, RunKey
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import ActionError, RunEngine
+from flink_agents.runtime import ActionError, Runtime
 from flink_agents.runtime.call_scope import RunEndedError
 from flink_agents.testing import Stores, agent_plan
 from tests.durable import conftest as durable_conftest
@@ -89,7 +88,7 @@ def _calls(store: ActionStateStore, agent: str) -> dict[str, CallStatus]:
 
 
 async def _fail_then_wait(plan: AgentPlan, store: ActionStateStore) -> None:
-    engine = RunEngine(plan, call_runner=DurableCalls(store, agent=plan.name))
+    engine = Runtime.build(plan, store=store).engine
     engine.submit("k", {"city": "Oslo"})
     with pytest.raises(ActionError) as caught:
         await engine.drain()
@@ -123,7 +122,7 @@ def test_a_sibling_delegation_makes_no_side_effect_after_its_run_failed(stores: 
     plan = compile_agent(agent)
 
     async def scenario() -> None:
-        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine = Runtime.build(plan, store=stores.first).engine
         engine.submit("k", {"calls": [["broken", "a", None], ["slow", "b", None]]})
         with pytest.raises(ActionError) as caught:
             await engine.drain()
@@ -179,7 +178,7 @@ def test_closing_the_engine_cancels_the_calls_in_flight() -> None:
     async def scenario() -> None:
         global STARTED
         STARTED = asyncio.Event()
-        engine = RunEngine(agent_plan(two_slow, name="closing"))
+        engine = Runtime.build(agent_plan(two_slow, name="closing")).engine
         engine.submit("k", 1)
         engine.pump()
         await asyncio.wait_for(STARTED.wait(), 5)
@@ -198,7 +197,7 @@ def test_a_call_after_its_run_ended_is_refused() -> None:
     refused: list[BaseException] = []
 
     async def scenario() -> None:
-        engine = RunEngine(agent_plan(keep_context, name="late"))
+        engine = Runtime.build(agent_plan(keep_context, name="late")).engine
         engine.submit("k", 1)
         await engine.drain()
         try:

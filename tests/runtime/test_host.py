@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from functools import partial
+from collections.abc import Callable
+from typing import Any
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan.compile import compile_agent
-from flink_agents.runtime.engine import RunEngine
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import OperatorOptions, RunEngine, Runtime, RuntimeSettings
 from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.state import KeyState, PendingInput
 from tests.sample_agents import EchoAgent, fail_on_negative
@@ -17,11 +19,19 @@ K = '"k"'
 """A key as the host names it: its canonical JSON text (the key "k")."""
 
 
+def _engines(plan: AgentPlan, max_in_flight: int = 128) -> Callable[..., RunEngine]:
+    """The host's engine factory: :meth:`Runtime.build`'s engine, for the host's callbacks."""
+    settings = RuntimeSettings(operator=OperatorOptions(max_in_flight=max_in_flight))
+
+    def build(**callbacks: Any) -> RunEngine:
+        return Runtime.build(plan, settings, **callbacks).engine
+
+    return build
+
+
 def _host(max_in_flight: int = 4, max_unfinished: int = 8) -> EngineHost:
     plan = compile_agent(EchoAgent())
-    return EngineHost(
-        partial(RunEngine, plan, max_in_flight=max_in_flight), max_unfinished=max_unfinished
-    )
+    return EngineHost(_engines(plan, max_in_flight), max_unfinished=max_unfinished)
 
 
 def test_runs_finish_in_order_per_key_with_committed_memory() -> None:
@@ -81,7 +91,7 @@ def test_the_engine_runs_an_input_under_the_seq_the_caller_hands_it() -> None:
 def test_a_failed_run_hands_back_the_memory_committed_before_it() -> None:
     agent = EchoAgent(name="guard", error_policy="emit")
     agent.add_action(fail_on_negative, name="check")
-    host = EngineHost(partial(RunEngine, compile_agent(agent)), max_unfinished=4)
+    host = EngineHost(_engines(compile_agent(agent)), max_unfinished=4)
     try:
         host.restore(K, KeyState(short_term_memory={"count": 4}))
         host.submit(K, {"n": 1}, 0)
@@ -109,7 +119,7 @@ class GatedAgent(Agent):
 def test_submit_blocks_while_the_unfinished_window_is_full() -> None:
     GATE.clear()
     plan = compile_agent(GatedAgent())
-    host = EngineHost(partial(RunEngine, plan, max_in_flight=4), max_unfinished=2)
+    host = EngineHost(_engines(plan, max_in_flight=4), max_unfinished=2)
     try:
         for key in ('"a"', '"b"', '"c"'):
             host.restore(key, KeyState())

@@ -30,10 +30,9 @@ from flink_agents.observability import EventLogConfig
 from flink_agents.observability.sinks import queued
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import keyed
+from flink_agents.runtime import OperatorOptions, RuntimeSettings, keyed
 from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
-from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.recovery import MarkerClock
 from flink_agents.runtime.state import KeyState
 from tests.sample_agents import EchoAgent, fail_on_negative
@@ -92,7 +91,10 @@ class Attempt:
         if log is not None:
             monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
             store = StoreConfig(kind="memory", record_arguments=record_arguments)
-        self.logic = KeyedAgentLogic(plan, OperatorOptions(**options), store, event_log=event_log)
+        settings = RuntimeSettings(
+            operator=OperatorOptions(**options), store=store, event_log=event_log
+        )
+        self.logic = KeyedAgentLogic(plan, settings)
         self.logic.open(attempt=number, subtask=subtask, parallelism=parallelism)
 
     def __enter__(self) -> Attempt:

@@ -21,10 +21,9 @@ import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan.compile import compile_agent
-from flink_agents.runtime import keyed
+from flink_agents.runtime import OperatorOptions, RuntimeSettings, keyed
 from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit
-from flink_agents.runtime.options import OperatorOptions
 
 RELEASES: dict[int, threading.Event] = {}
 """Per input number ``n``: set when its run may end."""
@@ -85,7 +84,7 @@ class Clocked:
         self.outputs: list[int] = []
         self.end_timer_asked = 0
         self.clock_reads = 0
-        self.logic = KeyedAgentLogic(PLAN, OperatorOptions(**options))
+        self.logic = KeyedAgentLogic(PLAN, RuntimeSettings(operator=OperatorOptions(**options)))
         self.logic.open(attempt=1 if checkpoint else 0, subtask=0)
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.plan import compile_agent
-from flink_agents.runtime import RunEngine, run_local
+from flink_agents.runtime import Runtime, run_local
 from flink_agents.runtime.json_records import outputs_of
 from flink_agents.runtime.state import KeyState
 
@@ -46,13 +46,13 @@ def test_model_outputs_reach_results_and_sink_records_as_json() -> None:
 
 def test_a_model_in_memory_snapshots_as_json_and_restores_the_same() -> None:
     async def scenario() -> tuple[KeyState, list[list[object]]]:
-        engine = RunEngine(compile_agent(_agent()))
+        engine = Runtime.build(compile_agent(_agent())).engine
         engine.submit("c1", {"customer": "c1"})
         await engine.drain()
         state = engine.snapshot_key("c1")
         await engine.close()
 
-        restored = RunEngine(compile_agent(_agent()))
+        restored = Runtime.build(compile_agent(_agent())).engine
         restored.restore_key("c1", KeyState.model_validate_json(state.model_dump_json()))
         restored.submit("c1", {"customer": "c1"})
         await restored.drain()

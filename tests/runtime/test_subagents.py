@@ -1,13 +1,12 @@
 """Internal sub-agents in the engine: child scopes, nested identities, replay, failures.
 
-The replay tests use ``RecordingCallRunner`` (tests/subagent_samples.py), a minimal stand-in for
-the store-backed durable runner: it records each call's outcome as JSON under the call's
-identity digest and hands it back, rebuilt with the call's ``result_type``, when asked again.
+The replay tests use ``RecordedRuns`` (tests/subagent_samples.py): the run's calls go through
+``DurableCalls`` over an in-memory store, a probe sees the calls made live, and a crash while the
+run was in flight leaves its records with no action completed.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from flink_agents.runtime import run_local
 from tests.sample_agents import add_scripted_connection
 from tests.subagent_samples import (
     LOOKUPS,
-    RecordingCallRunner,
+    RecordedRuns,
     ShoutAgent,
     SubagentServer,
     caller_agent,
@@ -38,8 +37,11 @@ CHILD_TURNS = [
 ]
 
 
-def _outputs(agent: Agent, value: Any, runner: RecordingCallRunner | None = None) -> list[Any]:
-    [result] = run_local(agent, [value], key=lambda _: "k", call_runner=runner)
+def _outputs(agent: Agent, value: Any, runs: RecordedRuns | None = None) -> list[Any]:
+    if runs is None:
+        [result] = run_local(agent, [value], key=lambda _: "k")
+    else:
+        result = runs.run(agent, value)
     assert result.error is None, result.error
     return result.output_values
 
@@ -63,13 +65,13 @@ def test_child_ids_are_nested_under_the_delegation_and_deterministic():
     ScriptedChatModelConnection.reset_stats("nested")
     parent = caller_agent(child=react_child("nested", CHILD_TURNS, tools=(counted_lookup,)))
     calls = {"calls": [["child", "x", None], ["child", "x", None]]}  # same child, same input
-    runner = RecordingCallRunner()
+    runner = RecordedRuns()
     _outputs(parent, calls, runner)
     child_calls = [c for c in runner.identities if not _is_delegation(c.identity.call_id)]
     assert len(child_calls) == 6  # per delegation: two model calls and one tool call
     digests = [c.identity.digest() for c in child_calls]
     assert len(set(digests)) == 6  # the two delegations' child calls never collide
-    again = RecordingCallRunner()
+    again = RecordedRuns()
     _outputs(parent, calls, again)
     assert [c.identity.digest() for c in again.identities] == [
         c.identity.digest() for c in runner.identities
@@ -124,7 +126,7 @@ def test_replay_after_the_engine_is_gone_reinvokes_no_delegation():
     LOOKUPS.clear()
     server = SubagentServer()
     with server.running():
-        live = RecordingCallRunner()
+        live = RecordedRuns()
         first = _outputs(_desk(server), "c1", live)
         assert first == ['answer with {"echo": {"customer": "c1"}}']
         counts = (
@@ -134,17 +136,17 @@ def test_replay_after_the_engine_is_gone_reinvokes_no_delegation():
         )
         assert counts == (2, 1, 1)
         # a new engine (run_local builds one), only the recorded outcomes survive
-        replay = RecordingCallRunner(dict(live.records))
+        replay = live.crashed()
         assert _outputs(_desk(server), "c1", replay) == first
         assert ScriptedChatModelConnection.stats("researcher").total == 2
         assert sum(server.requests.values()) == 1
         assert sum(LOOKUPS.values()) == 1
         assert ScriptedChatModelConnection.stats("desk").total == 2
-        delegations = [c for c in replay.identities if _is_delegation(c.identity.call_id)]
+        assert replay.identities == []  # both delegations (and every other call) handed back
+        delegations = [c for c in live.identities if _is_delegation(c.identity.call_id)]
         assert len(delegations) == 2
-        researcher_result = next(c for c in live.identities if "researcher" in c.identity.call_id)
-        _, recorded = live.records[researcher_result.identity.digest()]
-        assert json.loads(recorded)["result"] == ["found: notes on c1"]
+        researcher_result = next(c for c in delegations if "researcher" in c.identity.call_id)
+        assert live.recorded(researcher_result).payload["result"] == ["found: notes on c1"]
 
 
 def test_unfinished_delegation_reruns_the_child_whose_own_calls_are_handed_back():
@@ -152,13 +154,13 @@ def test_unfinished_delegation_reruns_the_child_whose_own_calls_are_handed_back(
     LOOKUPS.clear()
     server = SubagentServer()
     with server.running():
-        live = RecordingCallRunner()
+        live = RecordedRuns()
         first = _outputs(_desk(server), "c2", live)
         # forget only the outcome of the internal delegation (as if it was in flight)
         delegation = next(c for c in live.identities if "researcher" in c.identity.call_id)
-        records = dict(live.records)
-        del records[delegation.identity.digest()]
-        assert _outputs(_desk(server), "c2", RecordingCallRunner(records)) == first
+        replay = live.crashed(forget=delegation)
+        assert _outputs(_desk(server), "c2", replay) == first
+        assert [c.identity for c in replay.identities] == [delegation.identity]  # made again
         # the child ran again, but its model and tool calls were found under nested ids
         assert ScriptedChatModelConnection.stats("researcher").total == 2
         assert sum(LOOKUPS.values()) == 1

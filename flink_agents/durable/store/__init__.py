@@ -6,8 +6,12 @@ record bytes; ``_base``: the store protocol; ``_log_store``: the logic shared by
 stores; ``_in_memory``: the in-memory store; ``_limits``: the record limit; ``_store_errors``).
 Three modules stay public, each imported on its own: :mod:`.kafka` (the Kafka store, which loads
 the Kafka client), :mod:`.store_config` (`StoreConfig`, which builds either store) and
-:mod:`.inspect` (reading a store for the ``flink-agents store`` commands).
+:mod:`.inspect` (reading a store for the ``flink-agents store`` commands). :class:`StoreConfig`
+is exported here too, loaded on first use: it builds the Kafka store, whose client library need
+not load with the in-memory store.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from flink_agents.durable.store._action_state import (
     MAX_TRACE_BYTES,
@@ -52,6 +56,9 @@ from flink_agents.durable.store._store_errors import (
     UntrustedPickleError,
 )
 
+if TYPE_CHECKING:
+    from flink_agents.durable.store.store_config import StoreConfig
+
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",
     "DEFAULT_SECRET_ENV",
@@ -79,6 +86,7 @@ __all__ = [
     "RestoreReport",
     "RunInput",
     "RunKey",
+    "StoreConfig",
     "StoreError",
     "StoreWriteError",
     "UntrustedPickleError",
@@ -95,3 +103,11 @@ __all__ = [
     "secret_from_env",
     "type_tag",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StoreConfig":
+        from flink_agents.durable.store.store_config import StoreConfig
+
+        return StoreConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from flink_agents.api import ResourceDescriptor, ResourceType
+from flink_agents.api import Agent, ResourceDescriptor, ResourceType
 from flink_agents.api.subagents.delegation import (
     MAX_ERROR_BYTES,
     BaseSubagentCallable,
@@ -36,20 +36,18 @@ from flink_agents.api.subagents.delegation import (
     SubagentResult,
 )
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.store import CallStatus, InMemoryActionStateStore, InMemoryLog, RunKey
+from flink_agents.durable.store import CallStatus, RunKey
 from flink_agents.plan import compile_agent
 from flink_agents.providers.http_subagent import HttpSubagent
 from flink_agents.runtime import run_local
 from tests.subagent_samples import (
     DELEGATED,
     FakeSubagent,
-    RecordingCallRunner,
+    RecordedRuns,
     Review,
     SubagentServer,
     caller_agent,
     delegation_results,
-    replaying_runner,
-    restored,
 )
 
 FAST_RETRY: dict[str, Any] = {"max_attempts": 3, "initial_backoff_seconds": 0.01}
@@ -73,8 +71,14 @@ def _invocation(call_id: str) -> str:
     return call_id.partition("@")[2]
 
 
-def _run(agent, calls: list[list[Any]], runner=None, key: str = "k") -> list[Any]:
-    [result] = run_local(agent, [{"calls": calls}], key=lambda _: key, call_runner=runner)
+def _run(
+    agent: Agent, calls: list[list[Any]], runs: RecordedRuns | None = None, key: str = "k"
+) -> list[Any]:
+    """The delegation results of one run (with its calls recorded in ``runs``, if given)."""
+    if runs is None:
+        [result] = run_local(agent, [{"calls": calls}], key=lambda _: key)
+    else:
+        result = runs.run(agent, {"calls": calls}, key)
     assert result.error is None, result.error
     return delegation_results(result.output_values)
 
@@ -102,7 +106,7 @@ def test_r02_submit_await():
 
 
 def test_r03_durable_call():
-    runner = RecordingCallRunner()
+    runner = RecordedRuns()
     _run(
         caller_agent(rev=_fake(result_type="tests.subagent_samples:Review", mode="review")),
         [["rev", "x", None]],
@@ -133,13 +137,11 @@ def test_r04_session_ids():
 
 
 def test_r05_typed_replay():
-    log = InMemoryLog()
-    first = InMemoryActionStateStore(log)
-    marker = first.recovery_marker()
+    live = RecordedRuns()
     agent = caller_agent(rev=_fake(mode="review", result_type="tests.subagent_samples:Review"))
     DELEGATED.clear()
-    _run(agent, [["rev", "x", None]], replaying_runner(first))
-    _run(agent, [["rev", "x", None]], replaying_runner(restored(log, marker)))
+    _run(agent, [["rev", "x", None]], live)
+    _run(agent, [["rev", "x", None]], live.crashed())
     [live, replayed] = DELEGATED  # as the action was handed them
     assert FakeSubagent.calls["fake"] == 1
     assert isinstance(live.result, Review) and isinstance(replayed.result, Review)
@@ -147,7 +149,7 @@ def test_r05_typed_replay():
 
 
 def test_r06_own_identity():
-    runner = RecordingCallRunner()
+    runner = RecordedRuns()
     calls = [["a", "x", None], ["b", "x", None], ["a", "x", "s"], ["a", "x", "s"], ["b", "x", "s"]]
     _run(caller_agent(a=_fake(), b=_fake()), calls, runner)
     digests = [call.identity.digest() for call in runner.identities]
@@ -175,7 +177,7 @@ class ReconcilingSubagent(FakeSubagent):
 def test_r07_reconciler():
     parameter = inspect.signature(BaseSubagentCallable).parameters["reconciler"]
     assert parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty
-    runner = RecordingCallRunner()
+    runner = RecordedRuns()
     reconciling = ResourceDescriptor.of("tests.api.subagents.test_delegation:ReconcilingSubagent")
     _run(
         caller_agent(plain=_fake(), rec=reconciling), [["plain", 1, None], ["rec", 2, None]], runner
@@ -188,11 +190,9 @@ def test_r07_reconciler():
 
 
 def test_r08_failure_recorded():
-    store = InMemoryActionStateStore()
-    [failed] = _run(
-        caller_agent(bad=_fake(mode="raise")), [["bad", "x", None]], replaying_runner(store)
-    )
-    [state] = store.get_run(RunKey(agent="caller", key=canonical_json("k"), seq=0))
+    runs = RecordedRuns()
+    [failed] = _run(caller_agent(bad=_fake(mode="raise")), [["bad", "x", None]], runs)
+    [state] = runs.store.get_run(RunKey(agent="caller", key=canonical_json("k"), seq=0))
     [call] = state.calls
     assert call.status is CallStatus.FAILED
     assert call.error is not None
@@ -205,13 +205,11 @@ def test_r08_failure_recorded():
 
 
 def test_r09_replay():
-    log = InMemoryLog()
-    first = InMemoryActionStateStore(log)
-    marker = first.recovery_marker()
+    runs = RecordedRuns()
     agent = caller_agent(good=_fake(), bad=_fake(mode="raise"))
     calls = [["good", "x", None], ["bad", "y", None]]
-    live = _run(agent, calls, replaying_runner(first))
-    again = _run(agent, calls, replaying_runner(restored(log, marker)))
+    live = _run(agent, calls, runs)
+    again = _run(agent, calls, runs.crashed())
     assert FakeSubagent.calls["fake"] == 2  # both from the live run only
     assert again == live  # the failure too: the recorded message, not a RecordedCallError
 
@@ -225,7 +223,7 @@ def test_r10_http_subagent():
             )
             for path in ("echo", "refuse", "broken", "garbage")
         }
-        runner = RecordingCallRunner()
+        runner = RecordedRuns()
         agent = caller_agent(**subs)
         calls = [[path, {"q": path}, None] for path in subs]
         echo, refuse, broken, garbage = _run(agent, calls, runner)
@@ -246,7 +244,7 @@ def test_r10_http_subagent():
         (body,) = [b for b in server.bodies if b["input"] == {"q": "echo"}]
         assert _ordinal(body["call_id"]) == "1"
         assert body["session_id"].startswith("session-")
-        _run(agent, calls, RecordingCallRunner(dict(runner.records)))
+        _run(agent, calls, runner.crashed())
         assert set(server.requests.values()) == {1}  # replay sent nothing
         assert broken_key not in server.requests
 
