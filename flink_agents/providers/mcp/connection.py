@@ -106,23 +106,26 @@ def resolved_headers(
 class _HeldSession:
     """An open session, entered and left by one background task: the SDK's session is an async
     context whose task groups must be exited by the task that entered them, while requests come
-    from many tasks."""
+    from many tasks. Closing it is bounded: a session still opening (a server that never answers
+    ``initialize``) is cancelled, and the SDK's own exit stops and reaps a stdio server."""
 
     def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
         self._client: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
+        self._cancel = anyio.CancelScope()
         self._task = asyncio.create_task(self._hold(opener))
 
     async def _hold(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
-        try:
-            async with opener() as client:
-                self._client.set_result(client)
-                await self._closing.wait()
-        except BaseException as exc:
-            if not self._client.done():
-                self._client.set_exception(exc if isinstance(exc, Exception) else TimeoutError())
-            if not isinstance(exc, Exception):
-                raise
+        with self._cancel:
+            try:
+                async with opener() as client:
+                    self._client.set_result(client)
+                    await self._closing.wait()
+            except Exception as exc:
+                if not self._client.done():
+                    self._client.set_exception(exc)
+        if not self._client.done():  # cancelled while opening
+            self._client.set_exception(ConnectionAbortedError("closed while opening"))
 
     @property
     def opened(self) -> bool:
@@ -138,9 +141,18 @@ class _HeldSession:
         # Shielded: a request's timeout must not cancel the opening others wait for.
         return await asyncio.shield(self._client)
 
-    async def close(self) -> None:
+    async def close(self, within: float) -> None:
+        """Leave the session: a session still opening is cancelled at once, an open one gets
+        ``within`` seconds to exit politely before it is cancelled too."""
         self._closing.set()
-        await asyncio.gather(self._task, return_exceptions=True)
+        if not self.opened:
+            self._cancel.cancel()
+        done, _ = await asyncio.wait({self._task}, timeout=within)
+        if not done:
+            self._cancel.cancel()  # the SDK's exit still stops the server, shielded and bounded
+            await asyncio.wait({self._task})
+        if self._client.done() and not self._client.cancelled():
+            self._client.exception()  # retrieved: nobody may be waiting for it any more
 
 
 class McpConnection:
@@ -202,7 +214,7 @@ class McpConnection:
         loop = asyncio.get_running_loop()
         if self._sessions.get(loop) is session:
             del self._sessions[loop]
-        await session.close()
+        await session.close(self._timeout_seconds)
 
     async def attempt(self, what: str, request: Callable[[Client], Awaitable[T]]) -> T:
         """One attempt: ``request`` on the loop's session (opened if need be), within the
