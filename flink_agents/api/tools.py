@@ -62,13 +62,31 @@ class Tool(Resource):
 
 
 class Toolset(Resource):
-    """A TOOL resource offering several tools, built when it is opened."""
+    """A TOOL resource offering several tools, built when it is opened (or, for a toolset that
+    :attr:`lists_on_demand`, when they are first needed)."""
 
     resource_type: ClassVar[ResourceType] = ResourceType.TOOL
+
+    lists_on_demand: ClassVar[bool] = False
+    """Listing the tools contacts something (an MCP server): a chat model offering them lists
+    them when it first builds a request, and finds a tool by name with :meth:`tool_named`, so a
+    replay, which builds no request and makes no call, never lists them."""
 
     def tools(self) -> list[Tool]:
         """The tools offered, in order; their ``spec().name`` is what a model calls."""
         raise NotImplementedError
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The tool offered as ``name``, if any. A toolset that lists on demand answers
+        without listing; the default looks ``name`` up in :meth:`tools`."""
+        return next((tool for tool in self.tools() if tool.spec().name == name), None)
+
+
+def tool_named(resource: Resource, name: str) -> Tool | None:
+    """The tool a TOOL resource offers as ``name``, if any (see :meth:`Toolset.tool_named`)."""
+    if isinstance(resource, Toolset):
+        return resource.tool_named(name)
+    return next((tool for tool in tools_of(resource) if tool.spec().name == name), None)
 
 
 def tools_of(resource: Resource) -> list[Tool]:

@@ -171,13 +171,14 @@ def test_a_tool_error_result_raises_the_tools_own_failure_without_retrying(
         asyncio.run(tool(server, "fail").call({"message": "no such city"}))
 
 
-def test_include_offers_a_subset_and_an_unknown_name_fails_at_open(
+def test_include_offers_a_subset_and_an_unknown_name_fails_the_listing(
     http_server: HttpServer,
 ) -> None:
     server = http(http_server.url, include=["add"])
     assert [t.spec().name for t in server.tools()] == ["remote__add"]
+    unknown = http(http_server.url, include=["add", "mul"])  # opening contacts no server
     with pytest.raises(ValueError, match="lists no tool 'mul'"):
-        http(http_server.url, include=["add", "mul"])
+        unknown.tools()
 
 
 def test_the_idempotency_key_travels_in_meta(http_server: HttpServer, log: Path) -> None:
@@ -207,11 +208,12 @@ def test_a_server_gone_fails_the_call_after_the_attempt_budget(http_server: Http
     assert "attempt budget of 2 spent" in failure.value.reason
 
 
-def test_a_server_unreachable_at_open_fails_the_open(http_server: HttpServer) -> None:
+def test_a_server_unreachable_fails_the_listing(http_server: HttpServer) -> None:
     url = http_server.url
     http_server.stop()
+    server = http(url, retry={"max_attempts": 1})  # opening contacts no server
     with pytest.raises(ModelCallError, match="list tools and prompts"):
-        http(url, retry={"max_attempts": 1})
+        server.tools()
 
 
 def test_headers_come_only_from_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,11 +296,12 @@ def test_a_chat_model_offers_the_servers_tools_beside_function_tools(
     assert setup.tool("remote__add") is tool(server, "add")
 
 
-def test_two_servers_in_one_namespace_collide_at_open(http_server: HttpServer) -> None:
+def test_two_servers_in_one_namespace_collide_when_listed(http_server: HttpServer) -> None:
     first, second = (http(http_server.url, include=["add"]) for _ in range(2))
     resources = {"one": first, "two": second}
     setup = ChatModelSetup(connection="c", tools=["one", "two"])
     setup.bind(lambda name, kind: resources[name])
+    setup.open()  # the servers are listed when the tools are first needed
     with pytest.raises(ValueError, match="'one' and 'two' are both offered as 'remote__add'"):
-        setup.open()
+        setup.request([])
     assert ResourceType.TOOL is McpServer.resource_type

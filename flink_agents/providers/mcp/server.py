@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field, PrivateAttr
 
@@ -29,7 +29,7 @@ from flink_agents.providers.mcp.connection import (
     Transport,
 )
 from flink_agents.providers.mcp.content import content_text
-from flink_agents.providers.mcp.names import NAMESPACE_PATTERN, offered_name
+from flink_agents.providers.mcp.names import NAMESPACE_PATTERN, SEPARATOR, offered_name
 
 with sdk_from_extra("mcp", MCP_EXTRA):
     from mcp import Client
@@ -68,19 +68,27 @@ class McpServer(Toolset):
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
 
+    lists_on_demand: ClassVar[bool] = True
+
     _connection: McpConnection = PrivateAttr()
-    _tools: list[McpTool] = PrivateAttr(default_factory=list)
+    _tools: list[McpTool] | None = PrivateAttr(default=None)
     _prompts: dict[str, Prompt] = PrivateAttr(default_factory=dict)
     _ordinals: itertools.count[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
 
     def open(self) -> None:
-        """Resolve the headers or environment, then list the server's tools and prompts.
-
-        An unreachable server, an unset variable or an ``include`` entry the server does not
-        list fails here, when the job starts.
-        """
+        """Resolve the headers or environment (an unset variable fails here); the server is
+        not contacted: it is listed when its tools or prompts are first needed."""
         super().open()
         self._connection = McpConnection(self.transport, self.timeout_seconds)
+        self._tools = None
+
+    def _listed(self) -> list[McpTool]:
+        """The offered tools, listed (with the prompts) on first need.
+
+        An unreachable server or an ``include`` entry the server does not list fails here.
+        """
+        if self._tools is not None:
+            return self._tools
         listed_tools, listed_prompts = self.run_blocking(self._list_all)
         by_name = {tool.name: tool for tool in listed_tools}
         if self.include is not None:
@@ -91,9 +99,9 @@ class McpServer(Toolset):
                     f"{', '.join(map(repr, missing))}; it lists {sorted(by_name)}"
                 )
             listed_tools = [by_name[name] for name in self.include]
-        self._tools = [McpTool.listed(self, tool) for tool in listed_tools]
-        offered: dict[str, str] = {}
-        for tool in self._tools:
+        tools = [McpTool.listed(self, tool) for tool in listed_tools]
+        offered: dict[str, str | None] = {}
+        for tool in tools:
             if tool.offered_name in offered:
                 raise ValueError(
                     f"MCP server {self.namespace!r}: tools {offered[tool.offered_name]!r} and "
@@ -101,9 +109,30 @@ class McpServer(Toolset):
                 )
             offered[tool.offered_name] = tool.server_tool
         self._prompts = {prompt.name: prompt for prompt in listed_prompts}
+        self._tools = tools
+        return tools
 
     def tools(self) -> list[Tool]:
-        return list(self._tools)
+        return list(self._listed())
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The tool offered as ``name``: before the listing, one standing for it (listed when
+        it is first described or called) if ``name`` is in this server's namespace."""
+        if self._tools is not None:
+            return next((tool for tool in self._tools if tool.offered_name == name), None)
+        if not name.startswith(f"{self.namespace}{SEPARATOR}"):
+            return None
+        return McpTool.unlisted(self, name)
+
+    def listed_tool(self, offered: str) -> McpTool:
+        """The listed tool offered as ``offered`` (the server is listed if it was not)."""
+        for tool in self._listed():
+            if tool.offered_name == offered:
+                return tool
+        raise LookupError(
+            f"MCP server {self.namespace!r} ({self._connection.target}) offers no tool "
+            f"{offered!r}; it offers {sorted(tool.offered_name for tool in self._listed())}"
+        )
 
     async def aclose(self) -> None:
         """Close the kept session (a stdio server process exits)."""
@@ -137,7 +166,8 @@ class McpServer(Toolset):
 
     @property
     def prompts(self) -> dict[str, Prompt]:
-        """The prompts the server listed when opened, by name."""
+        """The prompts the server listed (on first need, with its tools), by name."""
+        self._listed()
         return dict(self._prompts)
 
     async def _list_all(self) -> tuple[list[ListedTool], list[Prompt]]:
@@ -187,9 +217,16 @@ class McpServer(Toolset):
 
 
 class McpTool(Tool):
-    """One tool of an :class:`McpServer`, as listed by it; built by the server, not declared."""
+    """One tool of an :class:`McpServer`, as listed by it; built by the server, not declared.
 
-    server_tool: str = Field(description="The tool's name on the server.")
+    One built before the listing (:meth:`McpServer.tool_named`, for a replay that makes no
+    call) knows only its offered name: it is described and called as the listed tool of that
+    name, the server listed then.
+    """
+
+    server_tool: str | None = Field(
+        default=None, description="The tool's name on the server (None: not listed yet)."
+    )
     offered_name: str
     description: str | None = None
     input_schema: dict[str, Any] = Field(default_factory=dict)
@@ -208,15 +245,26 @@ class McpTool(Tool):
         tool._server = server
         return tool
 
+    @classmethod
+    def unlisted(cls, server: McpServer, offered: str) -> McpTool:
+        """The tool ``server`` offers as ``offered``, before the server is listed."""
+        tool = cls(offered_name=offered)
+        tool._server = server
+        return tool
+
+    def _as_listed(self) -> McpTool:
+        return self if self.server_tool is not None else self._server.listed_tool(self.offered_name)
+
     @property
     def implementation(self) -> str:
         return f"mcp:{self.offered_name}"
 
     def spec(self) -> ToolSpec:
+        listed = self._as_listed()
         return ToolSpec(
             name=self.offered_name,
-            description=self.description or f"The tool {self.server_tool!r} of an MCP server.",
-            parameters=self.input_schema or {"type": "object", "properties": {}},
+            description=listed.description or f"The tool {listed.server_tool!r} of an MCP server.",
+            parameters=listed.input_schema or {"type": "object", "properties": {}},
         )
 
     async def call(self, arguments: dict[str, Any]) -> str:
@@ -233,8 +281,13 @@ class McpTool(Tool):
         return await self._call(arguments, idempotency_key)
 
     async def _call(self, arguments: dict[str, Any], idempotency_key: str | None) -> str:
-        result = await self._server.call_tool(self.server_tool, arguments, idempotency_key)
+        server_tool = self.server_tool
+        if server_tool is None:  # listed here, off this loop (the listing blocks its thread)
+            listed = await asyncio.to_thread(self._as_listed)
+            server_tool = listed.server_tool
+            assert server_tool is not None
+        result = await self._server.call_tool(server_tool, arguments, idempotency_key)
         text = content_text(result.content, result.structured_content)
         if result.is_error:
-            raise McpToolError(text or f"tool {self.server_tool!r} failed")
+            raise McpToolError(text or f"tool {server_tool!r} failed")
         return text
