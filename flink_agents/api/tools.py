@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
 from pydantic.fields import FieldInfo
 
 from flink_agents.api.chat import ToolSpec
+from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
@@ -36,6 +37,14 @@ class Tool(Resource):
         calls are recorded and logged under, so a replay notices another tool behind the same
         offered name. Subclasses backed by something else (a function, a server) name it."""
         return f"{type(self).__module__}:{type(self).__qualname__}"
+
+    @property
+    def in_doubt(self) -> InDoubtPolicy:
+        """What a replay does with a call of this tool that was started before a failover and
+        whose outcome is unknown: ``resend`` it (the default: the call is safe to make twice,
+        or its service drops a repeat by the idempotency key) or ``fail`` it (a tool with side
+        effects; the model is told the outcome is unknown)."""
+        return "resend"
 
     async def call(self, arguments: dict[str, Any]) -> Any:
         raise NotImplementedError

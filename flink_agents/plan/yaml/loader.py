@@ -154,7 +154,9 @@ def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
 
 def _add_mcp_server(agent: Agent, name: str, spec: McpServerSpec) -> None:
     """The server as a TOOL resource ``name`` and each of its prompts as a PROMPT resource."""
-    options = spec.model_dump(include={"include", "timeout_seconds", "retry"}, exclude_none=True)
+    options = spec.model_dump(
+        include={"include", "timeout_seconds", "retry", "tool_settings"}, exclude_none=True
+    )
     agent.add_resource(
         name,
         ResourceType.TOOL,

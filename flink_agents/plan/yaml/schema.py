@@ -173,6 +173,11 @@ class McpServerSpec(_Strict):
     retry: dict[str, Any] | None = Field(
         default=None, description="max_attempts, initial_backoff_seconds, ... (RetryPolicy)."
     )
+    tool_settings: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="By the tool's name on the server: {idempotent: false} for a tool with side "
+        "effects, timeout_seconds, retry (McpToolSettings).",
+    )
     prompts: dict[str, McpPromptSpec] = Field(
         default_factory=dict, description="Prompt resources (by name) rendered by this server."
     )

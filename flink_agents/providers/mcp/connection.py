@@ -216,36 +216,60 @@ class McpConnection:
             del self._sessions[loop]
         await session.close(self._timeout_seconds)
 
-    async def attempt(self, what: str, request: Callable[[Client], Awaitable[T]]) -> T:
-        """One attempt: ``request`` on the loop's session (opened if need be), within the
-        timeout.
+    async def attempt(
+        self,
+        what: str,
+        request: Callable[[Client], Awaitable[T]],
+        *,
+        timeout_seconds: float | None = None,
+        resendable: bool = True,
+    ) -> T:
+        """One attempt: ``request`` on the loop's session (opened if need be, within the
+        connection's timeout), within ``timeout_seconds`` (else the connection's timeout).
 
         Raises :class:`AttemptFailure`: retryable for a transport failure, a closed connection
         or a timeout; final for an error the server answered with (an unknown tool, say). A
         session that failed other than by the server's answer is closed, so the next attempt
-        starts on a new one.
+        starts on a new one. A request not ``resendable`` (a tool that is not idempotent) that
+        failed after it was sent, without an answer, is final: it may have acted, so it must
+        not be sent again, and the failure says its outcome is in doubt.
         """
+        timeout = self._timeout_seconds  # for the opening; the request's own once sent
         session = self._session()
+        sent = False
         try:
-            with anyio.fail_after(self._timeout_seconds):
-                return await request(await session.client())
+            with anyio.fail_after(timeout):
+                client = await session.client()
+            timeout, sent = timeout_seconds or timeout, True
+            with anyio.fail_after(timeout):
+                return await request(client)
         except TimeoutError:
             if not session.opened:  # a slow tool leaves the session usable; a stuck start not
                 await self._discard(session)
-            raise AttemptFailure(
-                f"{what}: no answer from {self.target} within {self._timeout_seconds}s",
-                retryable=True,
-            ) from None
+            failure = AttemptFailure(
+                f"{what}: no answer from {self.target} within {timeout}s", retryable=True
+            )
         except Exception as exc:
             error = _leaf(exc)
             if not isinstance(error, MCPError) or error.code in _RETRYABLE_MCP_CODES:
                 await self._discard(session)  # the connection is gone
             if isinstance(error, MCPError):
-                raise AttemptFailure(
+                failure = AttemptFailure(
                     f"{what}: {self.target} answered error {error.code}: {error.error.message}",
                     retryable=error.code in _RETRYABLE_MCP_CODES,
-                ) from None
-            raise AttemptFailure.transport(f"{what} on {self.target}", error) from None
+                )
+            else:
+                failure = AttemptFailure.transport(f"{what} on {self.target}", error)
+        if sent and failure.retryable and not resendable:
+            failure = AttemptFailure(f"{failure.reason}; {IN_DOUBT}", retryable=False)
+        raise failure
+
+
+IN_DOUBT = (
+    "its outcome is in doubt (the tool may have acted): it is not idempotent, so it is not "
+    "sent again"
+)
+"""What a failed call of a tool that is not idempotent says when it was sent and not answered."""
 
 
 def _leaf(error: Exception) -> Exception:

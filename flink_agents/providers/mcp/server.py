@@ -16,9 +16,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from flink_agents.api.chat import ToolSpec
+from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.tools import Tool, Toolset
 from flink_agents.providers._http_errors import CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
@@ -46,6 +47,24 @@ class McpToolError(RuntimeError):
     """The tool ran and reported a failure (a result with ``isError``); shown to the model."""
 
 
+class McpToolSettings(BaseModel):
+    """Settings of one tool of a server, overriding the server's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    idempotent: bool = Field(
+        default=True,
+        description="False for a tool with side effects (an insert, a message sent): a call is "
+        "sent at most once; one sent and not answered (a timeout, a broken connection) fails as "
+        "in doubt, and one in flight at a failover is not sent again (in-doubt policy 'fail'). "
+        "The model is told either way.",
+    )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, description="Per attempt, instead of the server's."
+    )
+    retry: RetryPolicy | None = Field(default=None, description="Instead of the server's.")
+
+
 class _ToolCallLabel(CallLabel):
     def __str__(self) -> str:
         return f"{self.provider} call #{self.ordinal} to tool {self.model!r}"
@@ -67,6 +86,10 @@ class McpServer(Toolset):
         default=30.0, gt=0, description="Per attempt: connecting, the request and its answer."
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    tool_settings: dict[str, McpToolSettings] = Field(
+        default_factory=dict,
+        description="By the tool's name on the server: idempotent, timeout_seconds, retry.",
+    )
 
     lists_on_demand: ClassVar[bool] = True
 
@@ -99,6 +122,13 @@ class McpServer(Toolset):
                     f"{', '.join(map(repr, missing))}; it lists {sorted(by_name)}"
                 )
             listed_tools = [by_name[name] for name in self.include]
+        unknown = sorted(set(self.tool_settings) - {tool.name for tool in listed_tools})
+        if unknown:
+            raise ValueError(
+                f"MCP server {self.namespace!r} ({self._connection.target}): tool_settings "
+                f"name(s) {', '.join(map(repr, unknown))} that it does not offer; it offers "
+                f"{sorted(tool.name for tool in listed_tools)}"
+            )
         tools = [McpTool.listed(self, tool) for tool in listed_tools]
         offered: dict[str, str | None] = {}
         for tool in tools:
@@ -190,15 +220,32 @@ class McpServer(Toolset):
 
         return await self._request("list tools and prompts", listing)
 
+    def in_doubt(self, offered: str) -> InDoubtPolicy:
+        """The in-doubt policy of the tool offered as ``offered`` (known without listing):
+        ``fail`` for a tool that is not idempotent."""
+        for name, settings in self.tool_settings.items():
+            if offered_name(self.namespace, name) == offered and not settings.idempotent:
+                return "fail"
+        return "resend"
+
     async def call_tool(
         self, tool: str, arguments: dict[str, Any], idempotency_key: str | None
     ) -> CallToolResult:
-        """``tools/call``, retried within the durable call's attempt budget."""
+        """``tools/call``, retried within the durable call's attempt budget (the tool's
+        ``tool_settings`` first): one of a tool that is not idempotent only while it was not
+        sent (the server could not be reached)."""
+        settings = self.tool_settings.get(tool, McpToolSettings())
         meta = {IDEMPOTENCY_KEY_META: idempotency_key} if idempotency_key else None
-        return await self._request(
-            f"call tool {tool!r}",
-            lambda client: client.call_tool(tool, arguments, meta=meta),  # type: ignore[arg-type]
-            tool,
+        label = _ToolCallLabel("mcp", f"{self.namespace}/{tool}", next(self._ordinals))
+        return await call_with_retries(
+            lambda: self._connection.attempt(
+                f"call tool {tool!r}",
+                lambda client: client.call_tool(tool, arguments, meta=meta),  # type: ignore[arg-type]
+                timeout_seconds=settings.timeout_seconds,
+                resendable=settings.idempotent,
+            ),
+            settings.retry or self.retry,
+            label,
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
@@ -258,6 +305,10 @@ class McpTool(Tool):
     @property
     def implementation(self) -> str:
         return f"mcp:{self.offered_name}"
+
+    @property
+    def in_doubt(self) -> InDoubtPolicy:
+        return self._server.in_doubt(self.offered_name)
 
     def spec(self) -> ToolSpec:
         listed = self._as_listed()
