@@ -22,6 +22,10 @@ from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
 
+TOOL_NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+"""A toolset's namespace, the prefix of the names its tools are offered under: 1 to 32 of the
+characters OpenAI and Anthropic accept in a tool name."""
+
 
 class Tool(Resource):
     """Base of tools: a name, a description, an argument schema and ``call``."""

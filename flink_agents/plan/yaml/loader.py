@@ -35,8 +35,8 @@ from flink_agents.plan.yaml.schema import (
     PromptSpec,
 )
 
-MCP_SERVER_CLASS = "flink_agents.providers.mcp:McpServer"
-MCP_PROMPT_CLASS = "flink_agents.providers.mcp:McpPrompt"
+MCP_SERVER_CLASS = "flink_agents.providers.mcp.server:McpServer"
+MCP_PROMPT_CLASS = "flink_agents.providers.mcp.prompt:McpPrompt"
 
 Location = Sequence[str | int]
 
