@@ -94,6 +94,24 @@ def test_a_yaml_mcp_server_name_must_be_a_namespace(tmp_path: Path) -> None:
     assert main(["compile", str(agents)]) == 2
 
 
+def test_a_missing_server_binary_fails_the_run_in_one_line_naming_server_and_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (EXAMPLES / "mcp_agent.yaml").read_text()
+    missing = tmp_path / "no-such-mcp-server"
+    text = text.replace(
+        'command: "${python}", args: [examples/mcp_server.py]', f"command: {missing}"
+    )
+    (tmp_path / "agent.yaml").write_text(text)
+    (tmp_path / "in.jsonl").write_text('{"id": 1, "miles": "1"}\n')
+    run = ["run", "--local", str(tmp_path / "agent.yaml"), "--input", str(tmp_path / "in.jsonl")]
+    assert main([*run, "--key", "id"]) == 1
+    failure, *rest = capsys.readouterr().err.splitlines()
+    assert f"ModelCallError: MCP server 'units' ({missing}): list tools and prompts" in failure
+    assert "No such file or directory" in failure
+    assert len(rest) == 1 and "error_policy" in rest[0]  # the hint, no traceback
+
+
 def test_a_yaml_mcp_server_needs_a_transport(tmp_path: Path) -> None:
     agents = tmp_path / "agents.yaml"
     agents.write_text("agents:\n  - name: a\n    mcp_servers:\n      s: {include: [x]}\n")

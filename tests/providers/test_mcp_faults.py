@@ -69,7 +69,7 @@ def test_a_stdio_server_that_never_answers_initialize_fails_the_first_request(
         server.open()
         server.tools()
     assert failure.value.attempts == 2
-    assert "no answer from" in failure.value.reason and "within 1.0s" in failure.value.reason
+    assert "no answer within 1.0s" in failure.value.reason
     assert len(started(pids)) == 2  # one server per attempt, each stopped when it timed out
     assert_all_gone(started(pids))
 
@@ -88,7 +88,7 @@ def test_a_restart_that_never_answers_initialize_fails_the_call_mid_run(tmp_path
         with pytest.raises(ModelCallError) as failure:
             await pid.call({})
         assert failure.value.attempts == 2
-        assert "no answer from" in failure.value.reason
+        assert "no answer within 5.0s" in failure.value.reason
         await server.aclose()
 
     asyncio.run(scenario())
@@ -148,5 +148,5 @@ def test_an_http_endpoint_that_never_answers_fails_within_the_budget(
         server.open()
         server.tools()
     assert failure.value.attempts == 2
-    assert "no answer from" in failure.value.reason or "timed out" in failure.value.reason
+    assert "no answer within 1.0s" in failure.value.reason or "timed out" in failure.value.reason
     assert asyncio.run(server.aclose()) is None  # nothing left open to hang on

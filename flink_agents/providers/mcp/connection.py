@@ -218,7 +218,6 @@ class McpConnection:
 
     async def attempt(
         self,
-        what: str,
         request: Callable[[Client], Awaitable[T]],
         *,
         timeout_seconds: float | None = None,
@@ -246,20 +245,17 @@ class McpConnection:
         except TimeoutError:
             if not session.opened:  # a slow tool leaves the session usable; a stuck start not
                 await self._discard(session)
-            failure = AttemptFailure(
-                f"{what}: no answer from {self.target} within {timeout}s", retryable=True
-            )
+            failure = AttemptFailure(f"no answer within {timeout}s", retryable=True)
         except Exception as exc:
             error = _leaf(exc)
             if not isinstance(error, MCPError) or error.code in _RETRYABLE_MCP_CODES:
                 await self._discard(session)  # the connection is gone
             if isinstance(error, MCPError):
                 failure = AttemptFailure(
-                    f"{what}: {self.target} answered error {error.code}: {error.error.message}",
-                    retryable=error.code in _RETRYABLE_MCP_CODES,
+                    _mcp_error_text(error), retryable=error.code in _RETRYABLE_MCP_CODES
                 )
             else:
-                failure = AttemptFailure.transport(f"{what} on {self.target}", error)
+                failure = AttemptFailure.transport("transport failed", error)
         if sent and failure.retryable and not resendable:
             failure = AttemptFailure(f"{failure.reason}; {IN_DOUBT}", retryable=False)
         raise failure
@@ -270,6 +266,15 @@ IN_DOUBT = (
     "sent again"
 )
 """What a failed call of a tool that is not idempotent says when it was sent and not answered."""
+
+
+def _mcp_error_text(error: MCPError) -> str:
+    """What an MCP error says; the SDK's own "connection closed" is not the server's answer."""
+    if error.code == CONNECTION_CLOSED:
+        return (
+            f"the connection closed (a stdio server that exited closes it): {error.error.message}"
+        )
+    return f"the server answered error {error.code}: {error.error.message}"
 
 
 def _leaf(error: Exception) -> Exception:

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -65,9 +66,16 @@ class McpToolSettings(BaseModel):
     retry: RetryPolicy | None = Field(default=None, description="Instead of the server's.")
 
 
-class _ToolCallLabel(CallLabel):
+@dataclass(frozen=True)
+class _McpCallLabel(CallLabel):
+    """Names the server (namespace and command or URL) and the request in a failure's one line,
+    e.g. ``MCP server 'units' (npx units-mcp): call tool 'convert' (call #2)``."""
+
+    server: str = ""
+    what: str = ""
+
     def __str__(self) -> str:
-        return f"{self.provider} call #{self.ordinal} to tool {self.model!r}"
+        return f"{self.server}: {self.what} (call #{self.ordinal})"
 
 
 class McpServer(Toolset):
@@ -236,16 +244,11 @@ class McpServer(Toolset):
         sent (the server could not be reached)."""
         settings = self.tool_settings.get(tool, McpToolSettings())
         meta = {IDEMPOTENCY_KEY_META: idempotency_key} if idempotency_key else None
-        label = _ToolCallLabel("mcp", f"{self.namespace}/{tool}", next(self._ordinals))
-        return await call_with_retries(
-            lambda: self._connection.attempt(
-                f"call tool {tool!r}",
-                lambda client: client.call_tool(tool, arguments, meta=meta),  # type: ignore[arg-type]
-                timeout_seconds=settings.timeout_seconds,
-                resendable=settings.idempotent,
-            ),
-            settings.retry or self.retry,
-            label,
+        return await self._request(
+            f"call tool {tool!r}",
+            lambda client: client.call_tool(tool, arguments, meta=meta),  # type: ignore[arg-type]
+            tool,
+            settings,
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
@@ -255,11 +258,26 @@ class McpServer(Toolset):
         )
 
     async def _request(
-        self, what: str, request: Callable[[Client], Awaitable[T]], target: str = "server"
+        self,
+        what: str,
+        request: Callable[[Client], Awaitable[T]],
+        target: str = "server",
+        settings: McpToolSettings | None = None,
     ) -> T:
-        label = _ToolCallLabel("mcp", f"{self.namespace}/{target}", next(self._ordinals))
+        settings = settings or McpToolSettings()
+        label = _McpCallLabel(
+            "mcp",
+            f"{self.namespace}/{target}",
+            next(self._ordinals),
+            server=f"MCP server {self.namespace!r} ({self._connection.target})",
+            what=what,
+        )
         return await call_with_retries(
-            lambda: self._connection.attempt(what, request), self.retry, label
+            lambda: self._connection.attempt(
+                request, timeout_seconds=settings.timeout_seconds, resendable=settings.idempotent
+            ),
+            settings.retry or self.retry,
+            label,
         )
 
 
