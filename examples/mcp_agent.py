@@ -2,8 +2,9 @@
 
 The server runs as a subprocess over stdio; the model is the scripted one, so the example runs
 offline. Run it from the repository root (the server script is named by a relative path, as in
-examples/mcp_agent.yaml, so both forms compile to the same plan). Each input is a distance in miles; the model calls the server's ``convert`` tool, which
-it is offered as ``units__convert``, and answers with the result::
+examples/mcp_agent.yaml, so both forms compile to the same plan). Each input is a distance in
+miles; the model calls the server's ``convert`` tool, which it is offered as ``units__convert``,
+and answers with the result::
 
     echo '{"id": 1, "miles": "26.2"}' > miles.jsonl
     flink-agents run --local examples.mcp_agent:build_agent --input miles.jsonl --key id
