@@ -164,7 +164,11 @@ async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -
         # The text the model is shown is the call's recorded outcome (`call_for_model`);
         # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
-            tool.call_for_model, arguments, ctx.durable_call_key(call_id), call_id=call_id
+            tool.call_for_model,
+            arguments,
+            ctx.durable_call_key(call_id),
+            call_id=call_id,
+            in_doubt=tool.in_doubt,
         )
     except InfrastructureError:
         raise

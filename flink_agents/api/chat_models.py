@@ -24,7 +24,7 @@ from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
-from flink_agents.api.tools import Tool, tools_of
+from flink_agents.api.tools import Tool, Toolset, tool_named, tools_of
 
 StructuredOutput = Literal["auto", "native", "prompt"]
 """How a structured answer is asked for: ``native`` (the provider's JSON-schema field),
@@ -155,16 +155,23 @@ class ChatModelSetup(Resource):
     extra: dict[str, Any] = Field(default_factory=dict)
 
     _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
-    _offered_tools: dict[str, tuple[str, Tool]] = PrivateAttr(default_factory=dict)
+    # None until mapped: when opened, unless a toolset lists its tools on demand.
+    _offered_tools: dict[str, tuple[str, Tool]] | None = PrivateAttr(default=None)
 
     def open(self) -> None:
         """Map the offered tool names and build the sub-agent callables (from scratch, so
         re-opening does not duplicate them); refuse ``structured_output_mode: native`` on a
         connection without it, and tool settings it cannot send or that name no offered
-        tool."""
+        tool. Tools of a toolset that lists them on demand (an MCP server's) are mapped when
+        first needed (:meth:`request`), so a replay, which sends no request, never lists them."""
         super().open()
         label = f"chat model {self.model or type(self).__name__}"
-        self._offered_tools = self._offer_tools(label)
+        self._offered_tools = None
+        if not any(
+            isinstance(resource, Toolset) and resource.lists_on_demand
+            for resource in (self.get_resource(name, ResourceType.TOOL) for name in self.tools)
+        ):
+            self._offered()
         self._offer = offer_subagents(self.subagents, self.get_resource, label)
         if self.structured_output_mode == "native":  # on a connection without it: fail at start
             self._connection().uses_native_schema(tools=False, setting="native")
@@ -174,7 +181,7 @@ class ChatModelSetup(Resource):
     def _check_tool_settings(self, label: str) -> None:
         """Refuse a ``tool_choice`` naming no offered tool or forcing a call with none offered,
         and settings the connection cannot send."""
-        offered = [*self._offered_tools, *self._offer.resources]
+        offered = [*self._offered(), *self._offer.resources]
         choice = self.tool_choice
         if choice == "required" and not offered:
             raise ValueError(f"{label}: tool_choice 'required' but no tool is offered")
@@ -186,6 +193,14 @@ class ChatModelSetup(Resource):
         why = self._connection().unsupported_tool_settings(choice, self.parallel_tool_calls)
         if why is not None:
             raise ValueError(f"{label} on connection {self.connection!r}: {why}")
+
+    def _offered(self) -> dict[str, tuple[str, Tool]]:
+        """The offered tools, mapped on first need."""
+        offered: dict[str, tuple[str, Tool]] | None = self._private("_offered_tools")
+        if offered is None:
+            offered = self._offer_tools(f"chat model {self.model or type(self).__name__}")
+            self._offered_tools = offered
+        return offered
 
     def _offer_tools(self, label: str) -> dict[str, tuple[str, Tool]]:
         """Offered name (``spec().name``, which the model calls) -> (tool resource, tool).
@@ -213,7 +228,7 @@ class ChatModelSetup(Resource):
     @property
     def offered_tools(self) -> dict[str, str]:
         """Offered tool name -> the TOOL resource offering it, in the order offered."""
-        return {name: resource for name, (resource, _) in self._offered_tools.items()}
+        return {name: resource for name, (resource, _) in self._offered().items()}
 
     @property
     def subagent_offer(self) -> SubagentOffer:
@@ -230,12 +245,20 @@ class ChatModelSetup(Resource):
         return self._offer.resources[callable_name]
 
     def tool(self, name: str) -> Tool:
-        """The tool the model is offered as ``name`` (the name it calls, not the resource's)."""
-        if name not in self._offered_tools:
-            raise LookupError(
-                f"model does not offer tool {name!r}; it offers {sorted(self._offered_tools)}"
-            )
-        return self._offered_tools[name][1]
+        """The tool the model is offered as ``name`` (the name it calls, not the resource's).
+
+        Before the tools are mapped, each tool resource is asked for ``name`` alone: a toolset
+        that lists on demand answers without listing (a replayed call is never made)."""
+        offered: dict[str, tuple[str, Tool]] | None = self._private("_offered_tools")
+        if offered is None:
+            for resource in self.tools:
+                found = tool_named(self.get_resource(resource, ResourceType.TOOL), name)
+                if found is not None:
+                    return found
+            offered = self._offered()
+        if name not in offered:
+            raise LookupError(f"model does not offer tool {name!r}; it offers {sorted(offered)}")
+        return offered[name][1]
 
     def request(
         self,
@@ -256,7 +279,7 @@ class ChatModelSetup(Resource):
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
             filled = prompt.format_messages(**(prompt_args or {}))
             messages = [*(m.model_copy(update={"role": "system"}) for m in filled), *messages]
-        offered_tools: dict[str, tuple[str, Tool]] = self._private("_offered_tools")
+        offered_tools = self._offered()
         offer: SubagentOffer = self._private("_offer")
         choice = self.tool_choice
         if choice not in (None, *_UNFORCED_CHOICES) and any(m.role == "tool" for m in messages):
@@ -284,7 +307,7 @@ class ChatModelSetup(Resource):
         :meth:`ChatModelConnection.uses_native_schema`; its own ``structured_output_mode``
         first)."""
         offer: SubagentOffer = self._private("_offer")
-        tools = bool(self._private("_offered_tools") or offer.specs)
+        tools = bool(self._offered() or offer.specs)
         return self._connection().uses_native_schema(
             tools=tools, setting=self.structured_output_mode
         )

@@ -17,9 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
 from pydantic.fields import FieldInfo
 
 from flink_agents.api.chat import ToolSpec
+from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
+
+TOOL_NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+"""A toolset's namespace, the prefix of the names its tools are offered under: 1 to 32 of the
+characters OpenAI and Anthropic accept in a tool name."""
 
 
 class Tool(Resource):
@@ -36,6 +41,14 @@ class Tool(Resource):
         calls are recorded and logged under, so a replay notices another tool behind the same
         offered name. Subclasses backed by something else (a function, a server) name it."""
         return f"{type(self).__module__}:{type(self).__qualname__}"
+
+    @property
+    def in_doubt(self) -> InDoubtPolicy:
+        """What a replay does with a call of this tool that was started before a failover and
+        whose outcome is unknown: ``resend`` it (the default: the call is safe to make twice,
+        or its service drops a repeat by the idempotency key) or ``fail`` it (a tool with side
+        effects; the model is told the outcome is unknown)."""
+        return "resend"
 
     async def call(self, arguments: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -62,13 +75,31 @@ class Tool(Resource):
 
 
 class Toolset(Resource):
-    """A TOOL resource offering several tools, built when it is opened."""
+    """A TOOL resource offering several tools, built when it is opened (or, for a toolset that
+    :attr:`lists_on_demand`, when they are first needed)."""
 
     resource_type: ClassVar[ResourceType] = ResourceType.TOOL
+
+    lists_on_demand: ClassVar[bool] = False
+    """Listing the tools contacts something (an MCP server): a chat model offering them lists
+    them when it first builds a request, and finds a tool by name with :meth:`tool_named`, so a
+    replay, which builds no request and makes no call, never lists them."""
 
     def tools(self) -> list[Tool]:
         """The tools offered, in order; their ``spec().name`` is what a model calls."""
         raise NotImplementedError
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The tool offered as ``name``, if any. A toolset that lists on demand answers
+        without listing; the default looks ``name`` up in :meth:`tools`."""
+        return next((tool for tool in self.tools() if tool.spec().name == name), None)
+
+
+def tool_named(resource: Resource, name: str) -> Tool | None:
+    """The tool a TOOL resource offers as ``name``, if any (see :meth:`Toolset.tool_named`)."""
+    if isinstance(resource, Toolset):
+        return resource.tool_named(name)
+    return next((tool for tool in tools_of(resource) if tool.spec().name == name), None)
 
 
 def tools_of(resource: Resource) -> list[Tool]:

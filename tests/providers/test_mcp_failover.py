@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers.mcp import McpServer
-from flink_agents.runtime import KeyState, RunResult, Runtime
+from flink_agents.runtime import KeyState, RunResult, Runtime, run_local
 from tests.providers import mcp_servers
 from tests.providers.mcp_servers import invocations
 from tests.sample_agents import add_scripted_connection
@@ -37,7 +38,7 @@ SCRIPT = [
 ]
 
 
-def failover_plan(log: Path) -> AgentPlan:
+def failover_plan(log: Path, script: list[dict[str, Any]] = SCRIPT, **server: Any) -> AgentPlan:
     agent = ReActAgent(
         name="mcp_failover",
         chat_model=ResourceDescriptor.of(ChatModelSetup, connection="scripted", tools=["srv"]),
@@ -54,9 +55,9 @@ def failover_plan(log: Path) -> AgentPlan:
             "args": [str(Path(mcp_servers.__file__))],
             "env": {"MCP_TEST_LOG": str(log)},
         },
-        timeout_seconds=30,
+        **{"timeout_seconds": 30, **server},
     )
-    add_scripted_connection(agent, "mcp_failover", SCRIPT, resource="scripted")
+    add_scripted_connection(agent, "mcp_failover", script, resource="scripted")
     return compile_agent(agent)
 
 
@@ -144,3 +145,60 @@ def test_failover_with_a_restored_kafka_store_resends_only_the_call_in_flight(
     finally:
         first.close()
     assert_no_completed_call_was_sent_again(log, result)
+
+
+NOT_IDEMPOTENT = {"tool_settings": {"record": {"idempotent": False}}}
+
+
+def test_a_call_of_a_tool_not_idempotent_in_flight_at_a_crash_is_not_sent_again(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "invocations.jsonl"
+    plan = failover_plan(log, **NOT_IDEMPOTENT)
+    store = StoreConfig().build()
+
+    async def scenario() -> RunResult:
+        state = await crash_while_second_call_hangs(plan, store, log)
+        return await finish(plan, store, state)
+
+    try:
+        result = asyncio.run(scenario())
+    finally:
+        store.close()
+    notes = [entry["note"] for entry in invocations(log)]
+    assert notes == ["first", "second"]  # the second, in flight at the crash, not sent again
+    [answer] = result.output_values
+    assert answer.startswith("done: InDoubtCallError: ")
+    assert "its in-doubt policy is 'fail', so it is not sent again" in answer
+
+
+# One call whose reply takes 60 s (the first invocation of a key is held), then the answer.
+SLOW_CALL = [
+    {"tool_calls": [{"name": "srv__record", "arguments": {"note": "slow", "hold": True}}]},
+    {"content": "told: $last"},
+]
+IN_DOUBT = "its outcome is in doubt (the tool may have acted): it is not idempotent"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("idempotent", "sent", "told"),
+    [
+        (False, 1, "told: ModelCallError: "),
+        (True, 2, "told: recorded slow"),
+    ],
+    ids=["not-idempotent", "idempotent"],
+)
+def test_a_slow_reply_of_a_tool_not_idempotent_is_sent_once_and_told_in_doubt(
+    tmp_path: Path, idempotent: bool, sent: int, told: str
+) -> None:
+    log = tmp_path / "invocations.jsonl"
+    settings = {"record": {"idempotent": idempotent, "timeout_seconds": 1}}
+    retry = {"max_attempts": 3, "initial_backoff_seconds": 0.01, "jitter": 0}
+    plan = failover_plan(log, SLOW_CALL, retry=retry, tool_settings=settings)
+    [result] = run_local(plan, ["go"], key=lambda _: "k")
+    # An idempotent tool is sent again after the timeout (the repeat is answered at once).
+    assert [entry["note"] for entry in invocations(log)] == ["slow"] * sent
+    [answer] = result.output_values
+    assert answer.startswith(told)
+    assert (IN_DOUBT in answer) is not idempotent

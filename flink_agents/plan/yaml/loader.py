@@ -35,8 +35,8 @@ from flink_agents.plan.yaml.schema import (
     PromptSpec,
 )
 
-MCP_SERVER_CLASS = "flink_agents.providers.mcp:McpServer"
-MCP_PROMPT_CLASS = "flink_agents.providers.mcp:McpPrompt"
+MCP_SERVER_CLASS = "flink_agents.providers.mcp.server:McpServer"
+MCP_PROMPT_CLASS = "flink_agents.providers.mcp.prompt:McpPrompt"
 
 Location = Sequence[str | int]
 
@@ -154,7 +154,9 @@ def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
 
 def _add_mcp_server(agent: Agent, name: str, spec: McpServerSpec) -> None:
     """The server as a TOOL resource ``name`` and each of its prompts as a PROMPT resource."""
-    options = spec.model_dump(include={"include", "timeout_seconds", "retry"}, exclude_none=True)
+    options = spec.model_dump(
+        include={"include", "timeout_seconds", "retry", "tool_settings"}, exclude_none=True
+    )
     agent.add_resource(
         name,
         ResourceType.TOOL,

@@ -8,9 +8,18 @@ chat models, prompts, tools, sub-agents, or generic ``resources``) and its actio
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+)
 
 from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
@@ -19,6 +28,7 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
+from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN
 
 
 class _Strict(BaseModel):
@@ -156,12 +166,26 @@ class McpPromptSpec(_Strict):
     arguments: dict[str, str] = Field(default_factory=dict)
 
 
+def _server_name(name: str) -> str:
+    if not re.match(TOOL_NAMESPACE_PATTERN, name):
+        raise ValueError(
+            "an MCP server's name must be 1-32 of A-Z a-z 0-9 _ - (the characters of a tool "
+            "name): it is also its tools' namespace, unless 'namespace' gives another"
+        )
+    return name
+
+
+McpServerName = Annotated[str, AfterValidator(_server_name)]
+
+
 class McpServerSpec(_Strict):
     """An MCP server (a TOOL resource): a chat model listing it in ``tools`` is offered each of
     its tools as ``<namespace>__<tool>``. See docs/mcp.md."""
 
     namespace: str | None = Field(
-        default=None, description="Prefix of the offered tool names; defaults to the server's name."
+        default=None,
+        pattern=TOOL_NAMESPACE_PATTERN,
+        description="Prefix of the offered tool names; defaults to the server's name.",
     )
     transport: dict[str, Any] = Field(
         description="{type: stdio, command, args, env, cwd} or {type: http, url, header_env, "
@@ -170,9 +194,15 @@ class McpServerSpec(_Strict):
     include: list[str] | None = Field(
         default=None, description="The server's tools to offer (default: all)."
     )
-    timeout_seconds: float | None = Field(default=None, gt=0, description="Per attempt.")
+    # int | float: kept as written (20 stays 20), so the plan is the Python form's byte for byte.
+    timeout_seconds: int | float | None = Field(default=None, gt=0, description="Per attempt.")
     retry: dict[str, Any] | None = Field(
         default=None, description="max_attempts, initial_backoff_seconds, ... (RetryPolicy)."
+    )
+    tool_settings: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="By the tool's name on the server: {idempotent: false} for a tool with side "
+        "effects, timeout_seconds, retry (McpToolSettings).",
     )
     prompts: dict[str, McpPromptSpec] = Field(
         default_factory=dict, description="Prompt resources (by name) rendered by this server."
@@ -303,9 +333,10 @@ class AgentSpec(_Strict):
         "an agent registered as an internal sub-agent.",
     )
     resources: dict[str, ResourceSpec] = Field(default_factory=dict)
-    mcp_servers: dict[str, McpServerSpec] = Field(
+    mcp_servers: dict[McpServerName, McpServerSpec] = Field(
         default_factory=dict, description="MCP servers (TOOL resources) and their prompts."
     )
+
     actions: list[ActionFunctionSpec] = Field(default_factory=list)
     embedding_connections: dict[str, EmbeddingConnectionSpec] = Field(default_factory=dict)
     embedding_models: dict[str, EmbeddingModelSpec] = Field(default_factory=dict)

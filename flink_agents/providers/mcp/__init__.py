@@ -17,6 +17,7 @@ from flink_agents.providers.mcp.server import (
     McpServer,
     McpTool,
     McpToolError,
+    McpToolSettings,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "McpServer",
     "McpTool",
     "McpToolError",
+    "McpToolSettings",
     "StdioTransport",
     "offered_name",
 ]

@@ -106,23 +106,26 @@ def resolved_headers(
 class _HeldSession:
     """An open session, entered and left by one background task: the SDK's session is an async
     context whose task groups must be exited by the task that entered them, while requests come
-    from many tasks."""
+    from many tasks. Closing it is bounded: a session still opening (a server that never answers
+    ``initialize``) is cancelled, and the SDK's own exit stops and reaps a stdio server."""
 
     def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
         self._client: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
+        self._cancel = anyio.CancelScope()
         self._task = asyncio.create_task(self._hold(opener))
 
     async def _hold(self, opener: Callable[[], AbstractAsyncContextManager[Client]]) -> None:
-        try:
-            async with opener() as client:
-                self._client.set_result(client)
-                await self._closing.wait()
-        except BaseException as exc:
-            if not self._client.done():
-                self._client.set_exception(exc if isinstance(exc, Exception) else TimeoutError())
-            if not isinstance(exc, Exception):
-                raise
+        with self._cancel:
+            try:
+                async with opener() as client:
+                    self._client.set_result(client)
+                    await self._closing.wait()
+            except Exception as exc:
+                if not self._client.done():
+                    self._client.set_exception(exc)
+        if not self._client.done():  # cancelled while opening
+            self._client.set_exception(ConnectionAbortedError("closed while opening"))
 
     @property
     def opened(self) -> bool:
@@ -138,9 +141,18 @@ class _HeldSession:
         # Shielded: a request's timeout must not cancel the opening others wait for.
         return await asyncio.shield(self._client)
 
-    async def close(self) -> None:
+    async def close(self, within: float) -> None:
+        """Leave the session: a session still opening is cancelled at once, an open one gets
+        ``within`` seconds to exit politely before it is cancelled too."""
         self._closing.set()
-        await asyncio.gather(self._task, return_exceptions=True)
+        if not self.opened:
+            self._cancel.cancel()
+        done, _ = await asyncio.wait({self._task}, timeout=within)
+        if not done:
+            self._cancel.cancel()  # the SDK's exit still stops the server, shielded and bounded
+            await asyncio.wait({self._task})
+        if self._client.done() and not self._client.cancelled():
+            self._client.exception()  # retrieved: nobody may be waiting for it any more
 
 
 class McpConnection:
@@ -202,38 +214,67 @@ class McpConnection:
         loop = asyncio.get_running_loop()
         if self._sessions.get(loop) is session:
             del self._sessions[loop]
-        await session.close()
+        await session.close(self._timeout_seconds)
 
-    async def attempt(self, what: str, request: Callable[[Client], Awaitable[T]]) -> T:
-        """One attempt: ``request`` on the loop's session (opened if need be), within the
-        timeout.
+    async def attempt(
+        self,
+        request: Callable[[Client], Awaitable[T]],
+        *,
+        timeout_seconds: float | None = None,
+        resendable: bool = True,
+    ) -> T:
+        """One attempt: ``request`` on the loop's session (opened if need be, within the
+        connection's timeout), within ``timeout_seconds`` (else the connection's timeout).
 
         Raises :class:`AttemptFailure`: retryable for a transport failure, a closed connection
         or a timeout; final for an error the server answered with (an unknown tool, say). A
         session that failed other than by the server's answer is closed, so the next attempt
-        starts on a new one.
+        starts on a new one. A request not ``resendable`` (a tool that is not idempotent) that
+        failed after it was sent, without an answer, is final: it may have acted, so it must
+        not be sent again, and the failure says its outcome is in doubt.
         """
+        timeout = self._timeout_seconds  # for the opening; the request's own once sent
         session = self._session()
+        sent = False
         try:
-            with anyio.fail_after(self._timeout_seconds):
-                return await request(await session.client())
+            with anyio.fail_after(timeout):
+                client = await session.client()
+            timeout, sent = timeout_seconds or timeout, True
+            with anyio.fail_after(timeout):
+                return await request(client)
         except TimeoutError:
             if not session.opened:  # a slow tool leaves the session usable; a stuck start not
                 await self._discard(session)
-            raise AttemptFailure(
-                f"{what}: no answer from {self.target} within {self._timeout_seconds}s",
-                retryable=True,
-            ) from None
+            failure = AttemptFailure(f"no answer within {timeout}s", retryable=True)
         except Exception as exc:
             error = _leaf(exc)
             if not isinstance(error, MCPError) or error.code in _RETRYABLE_MCP_CODES:
                 await self._discard(session)  # the connection is gone
             if isinstance(error, MCPError):
-                raise AttemptFailure(
-                    f"{what}: {self.target} answered error {error.code}: {error.error.message}",
-                    retryable=error.code in _RETRYABLE_MCP_CODES,
-                ) from None
-            raise AttemptFailure.transport(f"{what} on {self.target}", error) from None
+                failure = AttemptFailure(
+                    _mcp_error_text(error), retryable=error.code in _RETRYABLE_MCP_CODES
+                )
+            else:
+                failure = AttemptFailure.transport("transport failed", error)
+        if sent and failure.retryable and not resendable:
+            failure = AttemptFailure(f"{failure.reason}; {IN_DOUBT}", retryable=False)
+        raise failure
+
+
+IN_DOUBT = (
+    "its outcome is in doubt (the tool may have acted): it is not idempotent, so it is not "
+    "sent again"
+)
+"""What a failed call of a tool that is not idempotent says when it was sent and not answered."""
+
+
+def _mcp_error_text(error: MCPError) -> str:
+    """What an MCP error says; the SDK's own "connection closed" is not the server's answer."""
+    if error.code == CONNECTION_CLOSED:
+        return (
+            f"the connection closed (a stdio server that exited closes it): {error.error.message}"
+        )
+    return f"the server answered error {error.code}: {error.error.message}"
 
 
 def _leaf(error: Exception) -> Exception:

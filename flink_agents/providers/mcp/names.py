@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN
+
 MAX_TOOL_NAME = 64
-NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
+NAMESPACE_PATTERN = TOOL_NAMESPACE_PATTERN
 SEPARATOR = "__"
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")

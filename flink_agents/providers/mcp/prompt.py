@@ -1,11 +1,11 @@
 """An MCP server's prompt as a prompt resource.
 
 :class:`McpPrompt` names an :class:`~flink_agents.providers.mcp.server.McpServer` resource, one of
-its prompts and the prompt's ``arguments``. When opened it checks the arguments against the
-server's listing and fetches the prompt, so it serves as a system prompt or an input prompt like
-any :class:`~flink_agents.api.prompts.Prompt` (the server's text is taken as it is: no
-``{placeholders}`` are filled in it). :meth:`McpPrompt.render` fetches it with other arguments;
-from an action, run it as a durable call.
+its prompts and the prompt's ``arguments``. When first used it checks the arguments against the
+server's listing and fetches the prompt (opening it contacts no server), so it serves as a
+system prompt or an input prompt like any :class:`~flink_agents.api.prompts.Prompt` (the
+server's text is taken as it is: no ``{placeholders}`` are filled in it). :meth:`McpPrompt.render`
+fetches it with other arguments; from an action, run it as a durable call.
 """
 
 from __future__ import annotations
@@ -43,14 +43,24 @@ class McpPrompt(Prompt):
         return self
 
     def open(self) -> None:
-        """Check the arguments against the server's listing and fetch the messages."""
+        """Contact no server yet: the prompt is fetched when it is first used."""
         super().open()
+        self.messages = None
+
+    def _fetched(self) -> None:
+        """Check the arguments against the server's listing and fetch the messages, once."""
+        if self.messages is not None:
+            return
         self.check_arguments(self.arguments)
         messages = self._server().run_blocking(lambda: self.render(**self.arguments))
         self.messages = [
             message.model_copy(update={"content": _literal(message.content)})
             for message in messages
         ]
+
+    def format_messages(self, **values: Any) -> list[ChatMessage]:
+        self._fetched()
+        return super().format_messages(**values)
 
     def _server(self) -> McpServer:
         server = self.get_resource(self.server, ResourceType.TOOL)

@@ -14,11 +14,13 @@ import asyncio
 import itertools
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from flink_agents.api.chat import ToolSpec
+from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.tools import Tool, Toolset
 from flink_agents.providers._http_errors import CallLabel
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
@@ -29,7 +31,7 @@ from flink_agents.providers.mcp.connection import (
     Transport,
 )
 from flink_agents.providers.mcp.content import content_text
-from flink_agents.providers.mcp.names import NAMESPACE_PATTERN, offered_name
+from flink_agents.providers.mcp.names import NAMESPACE_PATTERN, SEPARATOR, offered_name
 
 with sdk_from_extra("mcp", MCP_EXTRA):
     from mcp import Client
@@ -46,9 +48,34 @@ class McpToolError(RuntimeError):
     """The tool ran and reported a failure (a result with ``isError``); shown to the model."""
 
 
-class _ToolCallLabel(CallLabel):
+class McpToolSettings(BaseModel):
+    """Settings of one tool of a server, overriding the server's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    idempotent: bool = Field(
+        default=True,
+        description="False for a tool with side effects (an insert, a message sent): a call is "
+        "sent at most once; one sent and not answered (a timeout, a broken connection) fails as "
+        "in doubt, and one in flight at a failover is not sent again (in-doubt policy 'fail'). "
+        "The model is told either way.",
+    )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, description="Per attempt, instead of the server's."
+    )
+    retry: RetryPolicy | None = Field(default=None, description="Instead of the server's.")
+
+
+@dataclass(frozen=True)
+class _McpCallLabel(CallLabel):
+    """Names the server (namespace and command or URL) and the request in a failure's one line,
+    e.g. ``MCP server 'units' (npx units-mcp): call tool 'convert' (call #2)``."""
+
+    server: str = ""
+    what: str = ""
+
     def __str__(self) -> str:
-        return f"{self.provider} call #{self.ordinal} to tool {self.model!r}"
+        return f"{self.server}: {self.what} (call #{self.ordinal})"
 
 
 class McpServer(Toolset):
@@ -67,20 +94,32 @@ class McpServer(Toolset):
         default=30.0, gt=0, description="Per attempt: connecting, the request and its answer."
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    tool_settings: dict[str, McpToolSettings] = Field(
+        default_factory=dict,
+        description="By the tool's name on the server: idempotent, timeout_seconds, retry.",
+    )
+
+    lists_on_demand: ClassVar[bool] = True
 
     _connection: McpConnection = PrivateAttr()
-    _tools: list[McpTool] = PrivateAttr(default_factory=list)
+    _tools: list[McpTool] | None = PrivateAttr(default=None)
     _prompts: dict[str, Prompt] = PrivateAttr(default_factory=dict)
     _ordinals: itertools.count[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
 
     def open(self) -> None:
-        """Resolve the headers or environment, then list the server's tools and prompts.
-
-        An unreachable server, an unset variable or an ``include`` entry the server does not
-        list fails here, when the job starts.
-        """
+        """Resolve the headers or environment (an unset variable fails here); the server is
+        not contacted: it is listed when its tools or prompts are first needed."""
         super().open()
         self._connection = McpConnection(self.transport, self.timeout_seconds)
+        self._tools = None
+
+    def _listed(self) -> list[McpTool]:
+        """The offered tools, listed (with the prompts) on first need.
+
+        An unreachable server or an ``include`` entry the server does not list fails here.
+        """
+        if self._tools is not None:
+            return self._tools
         listed_tools, listed_prompts = self.run_blocking(self._list_all)
         by_name = {tool.name: tool for tool in listed_tools}
         if self.include is not None:
@@ -91,9 +130,16 @@ class McpServer(Toolset):
                     f"{', '.join(map(repr, missing))}; it lists {sorted(by_name)}"
                 )
             listed_tools = [by_name[name] for name in self.include]
-        self._tools = [McpTool.listed(self, tool) for tool in listed_tools]
-        offered: dict[str, str] = {}
-        for tool in self._tools:
+        unknown = sorted(set(self.tool_settings) - {tool.name for tool in listed_tools})
+        if unknown:
+            raise ValueError(
+                f"MCP server {self.namespace!r} ({self._connection.target}): tool_settings "
+                f"name(s) {', '.join(map(repr, unknown))} that it does not offer; it offers "
+                f"{sorted(tool.name for tool in listed_tools)}"
+            )
+        tools = [McpTool.listed(self, tool) for tool in listed_tools]
+        offered: dict[str, str | None] = {}
+        for tool in tools:
             if tool.offered_name in offered:
                 raise ValueError(
                     f"MCP server {self.namespace!r}: tools {offered[tool.offered_name]!r} and "
@@ -101,9 +147,30 @@ class McpServer(Toolset):
                 )
             offered[tool.offered_name] = tool.server_tool
         self._prompts = {prompt.name: prompt for prompt in listed_prompts}
+        self._tools = tools
+        return tools
 
     def tools(self) -> list[Tool]:
-        return list(self._tools)
+        return list(self._listed())
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The tool offered as ``name``: before the listing, one standing for it (listed when
+        it is first described or called) if ``name`` is in this server's namespace."""
+        if self._tools is not None:
+            return next((tool for tool in self._tools if tool.offered_name == name), None)
+        if not name.startswith(f"{self.namespace}{SEPARATOR}"):
+            return None
+        return McpTool.unlisted(self, name)
+
+    def listed_tool(self, offered: str) -> McpTool:
+        """The listed tool offered as ``offered`` (the server is listed if it was not)."""
+        for tool in self._listed():
+            if tool.offered_name == offered:
+                return tool
+        raise LookupError(
+            f"MCP server {self.namespace!r} ({self._connection.target}) offers no tool "
+            f"{offered!r}; it offers {sorted(tool.offered_name for tool in self._listed())}"
+        )
 
     async def aclose(self) -> None:
         """Close the kept session (a stdio server process exits)."""
@@ -137,7 +204,8 @@ class McpServer(Toolset):
 
     @property
     def prompts(self) -> dict[str, Prompt]:
-        """The prompts the server listed when opened, by name."""
+        """The prompts the server listed (on first need, with its tools), by name."""
+        self._listed()
         return dict(self._prompts)
 
     async def _list_all(self) -> tuple[list[ListedTool], list[Prompt]]:
@@ -160,15 +228,27 @@ class McpServer(Toolset):
 
         return await self._request("list tools and prompts", listing)
 
+    def in_doubt(self, offered: str) -> InDoubtPolicy:
+        """The in-doubt policy of the tool offered as ``offered`` (known without listing):
+        ``fail`` for a tool that is not idempotent."""
+        for name, settings in self.tool_settings.items():
+            if offered_name(self.namespace, name) == offered and not settings.idempotent:
+                return "fail"
+        return "resend"
+
     async def call_tool(
         self, tool: str, arguments: dict[str, Any], idempotency_key: str | None
     ) -> CallToolResult:
-        """``tools/call``, retried within the durable call's attempt budget."""
+        """``tools/call``, retried within the durable call's attempt budget (the tool's
+        ``tool_settings`` first): one of a tool that is not idempotent only while it was not
+        sent (the server could not be reached)."""
+        settings = self.tool_settings.get(tool, McpToolSettings())
         meta = {IDEMPOTENCY_KEY_META: idempotency_key} if idempotency_key else None
         return await self._request(
             f"call tool {tool!r}",
             lambda client: client.call_tool(tool, arguments, meta=meta),  # type: ignore[arg-type]
             tool,
+            settings,
         )
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
@@ -178,18 +258,40 @@ class McpServer(Toolset):
         )
 
     async def _request(
-        self, what: str, request: Callable[[Client], Awaitable[T]], target: str = "server"
+        self,
+        what: str,
+        request: Callable[[Client], Awaitable[T]],
+        target: str = "server",
+        settings: McpToolSettings | None = None,
     ) -> T:
-        label = _ToolCallLabel("mcp", f"{self.namespace}/{target}", next(self._ordinals))
+        settings = settings or McpToolSettings()
+        label = _McpCallLabel(
+            "mcp",
+            f"{self.namespace}/{target}",
+            next(self._ordinals),
+            server=f"MCP server {self.namespace!r} ({self._connection.target})",
+            what=what,
+        )
         return await call_with_retries(
-            lambda: self._connection.attempt(what, request), self.retry, label
+            lambda: self._connection.attempt(
+                request, timeout_seconds=settings.timeout_seconds, resendable=settings.idempotent
+            ),
+            settings.retry or self.retry,
+            label,
         )
 
 
 class McpTool(Tool):
-    """One tool of an :class:`McpServer`, as listed by it; built by the server, not declared."""
+    """One tool of an :class:`McpServer`, as listed by it; built by the server, not declared.
 
-    server_tool: str = Field(description="The tool's name on the server.")
+    One built before the listing (:meth:`McpServer.tool_named`, for a replay that makes no
+    call) knows only its offered name: it is described and called as the listed tool of that
+    name, the server listed then.
+    """
+
+    server_tool: str | None = Field(
+        default=None, description="The tool's name on the server (None: not listed yet)."
+    )
     offered_name: str
     description: str | None = None
     input_schema: dict[str, Any] = Field(default_factory=dict)
@@ -208,15 +310,30 @@ class McpTool(Tool):
         tool._server = server
         return tool
 
+    @classmethod
+    def unlisted(cls, server: McpServer, offered: str) -> McpTool:
+        """The tool ``server`` offers as ``offered``, before the server is listed."""
+        tool = cls(offered_name=offered)
+        tool._server = server
+        return tool
+
+    def _as_listed(self) -> McpTool:
+        return self if self.server_tool is not None else self._server.listed_tool(self.offered_name)
+
     @property
     def implementation(self) -> str:
         return f"mcp:{self.offered_name}"
 
+    @property
+    def in_doubt(self) -> InDoubtPolicy:
+        return self._server.in_doubt(self.offered_name)
+
     def spec(self) -> ToolSpec:
+        listed = self._as_listed()
         return ToolSpec(
             name=self.offered_name,
-            description=self.description or f"The tool {self.server_tool!r} of an MCP server.",
-            parameters=self.input_schema or {"type": "object", "properties": {}},
+            description=listed.description or f"The tool {listed.server_tool!r} of an MCP server.",
+            parameters=listed.input_schema or {"type": "object", "properties": {}},
         )
 
     async def call(self, arguments: dict[str, Any]) -> str:
@@ -233,8 +350,13 @@ class McpTool(Tool):
         return await self._call(arguments, idempotency_key)
 
     async def _call(self, arguments: dict[str, Any], idempotency_key: str | None) -> str:
-        result = await self._server.call_tool(self.server_tool, arguments, idempotency_key)
+        server_tool = self.server_tool
+        if server_tool is None:  # listed here, off this loop (the listing blocks its thread)
+            listed = await asyncio.to_thread(self._as_listed)
+            server_tool = listed.server_tool
+            assert server_tool is not None
+        result = await self._server.call_tool(server_tool, arguments, idempotency_key)
         text = content_text(result.content, result.structured_content)
         if result.is_error:
-            raise McpToolError(text or f"tool {self.server_tool!r} failed")
+            raise McpToolError(text or f"tool {server_tool!r} failed")
         return text

@@ -1,0 +1,77 @@
+"""A replay of recorded MCP runs opens no tool server and needs none: ``flink-agents replay``
+passes with the server's command pointing at a binary that does not exist.
+
+The runs are recorded by ``run_local`` against the real stdio test server
+(tests/providers/mcp_servers); every tool call is then served from its record.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from flink_agents.agents import ReActAgent
+from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
+from flink_agents.cli import main
+from flink_agents.durable.calls import DurableCalls
+from flink_agents.durable.store import InMemoryActionStateStore
+from flink_agents.plan import compile_agent
+from flink_agents.providers.mcp import McpServer
+from flink_agents.replay.recorded import read_store, write_states
+from flink_agents.runtime import run_local
+from tests.providers import mcp_servers
+from tests.sample_agents import add_scripted_connection
+
+AGENT = f"{__name__}:agent"
+SCRIPT = [
+    {"tool_calls": [{"name": "srv__add", "arguments": {"a": 2, "b": 3}}]},
+    {"content": "sum: $last"},
+]
+INPUTS = [{"id": 1, "q": "add"}, {"id": 2, "q": "add"}]
+
+server_command = sys.executable
+"""The stdio server's command in the agent :func:`agent` builds (a test points it elsewhere)."""
+
+
+def agent() -> ReActAgent:
+    """An agent calling the test server's ``add`` once, then answering with its result."""
+    built = ReActAgent(
+        name="mcp_replay",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="scripted", tools=["srv"]),
+        prompt=Prompt(text="{q}"),
+        max_tool_rounds=2,
+    )
+    built.add_resource(
+        "srv",
+        ResourceType.TOOL,
+        McpServer,
+        namespace="srv",
+        transport={
+            "type": "stdio",
+            "command": server_command,
+            "args": [str(Path(mcp_servers.__file__))],
+        },
+    )
+    add_scripted_connection(built, "mcp_replay", SCRIPT, resource="scripted")
+    return built
+
+
+def test_a_recorded_mcp_run_replays_with_the_server_binary_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = InMemoryActionStateStore()
+    plan = compile_agent(agent())
+    results = run_local(plan, INPUTS, key="id", call_runner=DurableCalls(store, agent=plan.name))
+    assert [result.output_values for result in results] == [["sum: 5"], ["sum: 5"]]
+    store.flush()
+    recorded = tmp_path / "runs.jsonl"
+    write_states(read_store(store), recorded)
+
+    missing = tmp_path / "no-such-mcp-server"
+    monkeypatch.setattr(sys.modules[__name__], "server_command", str(missing))
+    assert main(["replay", AGENT, "--file", str(recorded)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": same outputs (3 calls served from records, 0 made)") == 2
+    assert out.endswith("2 runs: 2 same outputs; 0 calls made\n")
