@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from flink_agents.api.refs import class_path
+from flink_agents.api.secret_values import remember_secret
 
 
 class ResourceType(str, enum.Enum):
@@ -80,6 +81,7 @@ def resolve_env_references(value: Any, environ: Mapping[str, str] | None = None)
     if name is not None:
         if name not in environ:
             raise UnresolvedSecretError(f"environment variable {name!r} is not set")
+        remember_secret(environ[name])  # scrubbed from whatever this process writes
         return environ[name]
     if isinstance(value, Mapping):
         return {key: resolve_env_references(item, environ) for key, item in value.items()}

@@ -20,6 +20,7 @@ from flink_agents.api.chat import ToolSpec
 from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.secret_values import scrub_secrets_json
 
 
 class Tool(Resource):
@@ -58,7 +59,9 @@ class Tool(Resource):
         the model reads the same bytes live and when the outcome is handed back after a
         failover. Recorded under the tool's :attr:`implementation`, like ``call_with_key``.
         """
-        return json_text(await self.call_with_key(arguments, idempotency_key))
+        # Scrubbed before it is recorded or shown: a tool may echo a key it was given.
+        text = json_text(await self.call_with_key(arguments, idempotency_key))
+        return scrub_secrets_json(text)
 
 
 class Toolset(Resource):

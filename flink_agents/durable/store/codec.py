@@ -30,6 +30,7 @@ import orjson
 import pydantic_core
 
 from flink_agents.api.json_values import json_bytes
+from flink_agents.api.secret_values import scrub_json_bytes
 from flink_agents.durable.store.errors import (
     CorruptRecordError,
     PayloadError,
@@ -209,7 +210,9 @@ class RecordCodec:
                         "configured variable), or return JSON-able values, pydantic models or "
                         "dataclasses"
                     )
-        body = _body(record)
+        # The last net for secrets (api/secret_values.py): a value that came from a secret
+        # reference is never written to a store, wherever in the record it sits.
+        body = scrub_json_bytes(_body(record))
         tail = b',"epoch":%d}' % epoch if epoch else b"}"
         return b"".join((b'{"body":', body, kind, tail))
 

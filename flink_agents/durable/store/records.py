@@ -15,6 +15,7 @@ from typing import Any, TypeVar, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from flink_agents.api.secret_values import scrub_error_text
 from flink_agents.durable.store.canonical import canonical_json
 from flink_agents.durable.store.canonical import json_string as _json_string
 from flink_agents.durable.store.payload import PICKLE_TAG, decode_payload, encode_payload
@@ -90,7 +91,8 @@ class CallError(BaseModel):
     @pydantic.field_validator("message", "trace")
     @classmethod
     def _cap(cls, value: str | None) -> str | None:
-        return None if value is None else cap_text(value)
+        # Scrubbed before capped: a key in a 401 body or a URL never reaches a record.
+        return None if value is None else cap_text(scrub_error_text(value))
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> CallError:
