@@ -110,6 +110,31 @@ def scrub_error_text(text: str) -> str:
     return _SHAPES.sub(_redact_match, scrub_secrets(text))
 
 
+_CREDENTIAL_VALUE = re.compile(
+    r"\s*(?:(?:bearer|basic|token)\s+\S{6,}"
+    r"|(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{30,})\s*",
+    re.IGNORECASE,
+)
+
+
+# A URL carrying a key in its query (``https://...?key=...``).
+_CREDENTIAL_IN_URL = re.compile(
+    r"[?&](?:api[_-]?key|key|token|access_token|secret|password|sig|signature)=[^&\s]{6,}",
+    re.IGNORECASE,
+)
+
+
+def looks_like_credential(value: str) -> bool:
+    """Whether ``value`` as a whole has a credential's shape: an ``Authorization`` value
+    (``Bearer``/``Basic``/``Token`` and a token) or a key with a common provider prefix
+    (``sk-``, ``AKIA``, ``ghp_``, ``xoxb-``, ``AIza``), or a URL with a key in its query."""
+    return (
+        _CREDENTIAL_VALUE.fullmatch(value) is not None
+        or _CREDENTIAL_IN_URL.search(value) is not None
+    )
+
+
 def _redact_match(match: re.Match[str]) -> str:
     lead = match.group("lead")
     return REDACTED if lead is None else lead + REDACTED
