@@ -44,6 +44,7 @@ from flink_agents.durable.store.records import (
     CallResult,
     RunInput,
     TrustedPickle,
+    TrustedTag,
 )
 
 #: Environment variable holding the job secret used to sign records.
@@ -74,6 +75,14 @@ def _trusting_pickles(record: Record) -> Record:
     for call in _calls_of(record):
         if call.payload_type == PICKLE_TAG and isinstance(call.payload, str):
             call.payload = TrustedPickle(call.payload)
+    return record
+
+
+def _trusting_tags(record: Record) -> Record:
+    """Mark type tags resolvable by import: only call on records whose HMAC was verified."""
+    for call in _calls_of(record):
+        if call.payload_type is not None and call.payload_type != PICKLE_TAG:
+            call.payload_type = TrustedTag(call.payload_type)
     return record
 
 
@@ -254,6 +263,8 @@ class RecordCodec:
             raise corrupt("record key does not match the key in its body")
         if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
             raise corrupt("unsigned record carries a pickled payload")
+        if self._secret is not None:
+            _trusting_tags(record)
         return _trusting_pickles(record), data
 
     def load(self, envelope: bytes) -> Record:
@@ -262,7 +273,10 @@ class RecordCodec:
         def broken(reason: str) -> CorruptRecordError:
             return CorruptRecordError("(in memory)", -1, -1, reason)
 
-        return _trusting_pickles(self._parse(envelope, broken))
+        record = _trusting_pickles(self._parse(envelope, broken))
+        # A signed store keeps only envelopes it made or authenticated; an unsigned one may
+        # hold a restored record nobody vouched for.
+        return _trusting_tags(record) if self._secret is not None else record
 
     @staticmethod
     def _parse(data: bytes, corrupt: Callable[[str], CorruptRecordError]) -> Record:
@@ -270,6 +284,8 @@ class RecordCodec:
             envelope = json.loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise corrupt(f"not JSON: {exc}") from None
+        except RecursionError:  # a forged record of deeply nested JSON: skipped, never fatal
+            raise corrupt("nested deeper than a record may be") from None
         if not isinstance(envelope, dict) or envelope.get("v") != FORMAT_VERSION:
             raise corrupt(f"not a version-{FORMAT_VERSION} record envelope")
         kind = envelope.get("kind")
@@ -280,6 +296,8 @@ class RecordCodec:
             return cls.model_validate(envelope.get("body"))
         except ValueError as exc:  # pydantic.ValidationError is a ValueError
             raise corrupt(f"invalid {kind} body: {exc}") from None
+        except RecursionError:
+            raise corrupt("nested deeper than a record may be") from None
 
     def _mac(self, key: bytes, data: bytes) -> bytes:
         assert self._secret is not None

@@ -115,6 +115,14 @@ class TrustedPickle(str):
     __slots__ = ()
 
 
+class TrustedTag(str):
+    """A payload type tag read from an authenticated record: the only kind `CallResult.value`
+    may import a module for (a tag from an unsigned record resolves only among the modules
+    this process loaded). Like `TrustedPickle`, the value carries its trust."""
+
+    __slots__ = ()
+
+
 _PENDING_GIVEN = frozenset(
     ("call_id", "status", "function", "args_digest", "arguments", "attempts", "started_at", "kind")
 )
@@ -250,7 +258,9 @@ class CallResult(BaseModel):
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
-        trusted = isinstance(self.payload, TrustedPickle)
+        trusted = isinstance(self.payload, TrustedPickle) or isinstance(
+            self.payload_type, TrustedTag
+        )
         return decode_payload(self.payload, self.payload_type, result_type, trusted=trusted)
 
 
