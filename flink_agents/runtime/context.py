@@ -27,6 +27,7 @@ from flink_agents.durable.identity import (
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resources import ResourceRegistry
+from flink_agents.runtime.run_bounds import RunBudget
 
 T = TypeVar("T")
 
@@ -48,6 +49,8 @@ class RunState:
     calls: CallScope = field(default_factory=CallScope)
     """The run's calls in flight, ended with the run (an internal sub-agent's scope shares
     its parent run's)."""
+    budget: RunBudget = field(default_factory=RunBudget)
+    """The actions and events the run may still spend (shared like ``calls``)."""
 
 
 class ActionContext(RunnerContext):
