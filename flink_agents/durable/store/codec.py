@@ -12,7 +12,10 @@ orjson writes those bytes from the record's fields where it writes what pydantic
 pydantic the rest (see `_body`).
 
 The HMAC covers `len(key) (4 bytes, big endian) || key || envelope`, so a valid record cannot be
-replayed under another key. With a secret configured every record is signed and every record
+replayed under another key. A codec with a ``scope`` (a store's: its topic, one per job) signs
+`b"FAS2" <HMAC>` over `len(scope) || scope || len(key) || key || envelope` instead, so a record
+of another job sharing the secret, copied into this topic, does not verify; records of the
+earlier format (`FAS1`, no scope) are still read. With a secret configured every record is signed and every record
 read must carry a valid HMAC; without one, records are plain JSON and pickled payloads are
 refused at write time. Nothing is parsed before the HMAC is verified, and nothing is ever
 unpickled from an unauthenticated record.
@@ -52,6 +55,7 @@ DEFAULT_SECRET_ENV = "FLINK_AGENTS_STORE_SECRET"
 FORMAT_VERSION = 1
 
 _SIGNED_MAGIC = b"FAS1"
+_SCOPED_MAGIC = b"FAS2"  # same length: the signature covers the codec's scope too
 _MAC_SIZE = hashlib.sha256().digest_size
 _KINDS: dict[str, type[ActionState] | type[CallResult]] = {
     "action_state": ActionState,
@@ -183,8 +187,9 @@ def _fields(value: object) -> object:
 class RecordCodec:
     """Encodes records to bytes and back; see the module docstring for the format."""
 
-    def __init__(self, secret: bytes | None = None) -> None:
+    def __init__(self, secret: bytes | None = None, *, scope: str | None = None) -> None:
         self._secret = secret
+        self._scope = None if scope is None else scope.encode("utf-8")
 
     @property
     def signed(self) -> bool:
@@ -229,6 +234,8 @@ class RecordCodec:
         """The record value for `envelope` stored under `key`: signed if there is a secret."""
         if self._secret is None:
             return envelope
+        if self._scope is not None:
+            return _SCOPED_MAGIC + self._mac(key, envelope, self._scope) + envelope
         return _SIGNED_MAGIC + self._mac(key, envelope) + envelope
 
     def decode(
@@ -245,13 +252,18 @@ class RecordCodec:
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(topic, partition, offset, reason)
 
-        signed = value.startswith(_SIGNED_MAGIC)
+        scoped = value.startswith(_SCOPED_MAGIC)
+        signed = scoped or value.startswith(_SIGNED_MAGIC)
         if self._secret is not None:
             if not signed:
                 raise corrupt("record is not signed but the store requires HMAC authentication")
             mac, data = value[4 : 4 + _MAC_SIZE], value[4 + _MAC_SIZE :]
-            if not hmac.compare_digest(mac, self._mac(key, data)):
-                raise corrupt("HMAC does not match (forged, tampered or wrong secret)")
+            expected = self._mac(key, data, self._scope if scoped else None)
+            if (scoped and self._scope is None) or not hmac.compare_digest(mac, expected):
+                raise corrupt(
+                    "HMAC does not match (forged, tampered, wrong secret, or written for "
+                    "another topic or job)"
+                )
         elif signed:
             raise corrupt(
                 f"record is signed but no store secret is configured ({DEFAULT_SECRET_ENV})"
@@ -299,7 +311,9 @@ class RecordCodec:
         except RecursionError:
             raise corrupt("nested deeper than a record may be") from None
 
-    def _mac(self, key: bytes, data: bytes) -> bytes:
+    def _mac(self, key: bytes, data: bytes, scope: bytes | None = None) -> bytes:
         assert self._secret is not None
         message = len(key).to_bytes(4, "big") + key + data
+        if scope is not None:
+            message = len(scope).to_bytes(4, "big") + scope + message
         return hmac.new(self._secret, message, hashlib.sha256).digest()

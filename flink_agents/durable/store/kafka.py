@@ -155,7 +155,7 @@ class KafkaActionStateStore(LogStore):
         super().__init__(
             topic=config.topic,
             partitions=config.partitions,
-            codec=RecordCodec(secret_from_env(config.secret_env)),
+            codec=RecordCodec(secret_from_env(config.secret_env), scope=config.topic),
             max_pending=config.max_pending,
             max_record_bytes=config.max_record_bytes,
         )

@@ -21,6 +21,7 @@ from flink_agents.durable.store import (
     InMemoryActionStateStore,
     InMemoryLog,
     PayloadError,
+    RecordCodec,
     RunKey,
     partition_for,
 )
@@ -28,19 +29,22 @@ from flink_agents.durable.store.config import StoreConfig
 
 PARTITIONS = 2
 WriteRaw = Callable[[int, bytes, bytes], None]
+MakeStore = Callable[..., ActionStateStore]
 
 
 @pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
 def store_and_raw_writer(
-    request: pytest.FixtureRequest,
-) -> Iterator[tuple[Callable[[], ActionStateStore], WriteRaw]]:
-    """A factory of stores over one log or topic, and a way to append raw records to it."""
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[MakeStore, WriteRaw]]:
+    """A factory of stores over one log or topic (``make(secret=None)``: signed with
+    ``secret``), and a way to append raw records to it."""
     built: list[ActionStateStore] = []
+    secret_env = f"FA_TEST_SECRET_{uuid.uuid4().hex[:8]}"
     if request.param == "memory":
         log = InMemoryLog(PARTITIONS)
 
-        def make() -> ActionStateStore:
-            built.append(InMemoryActionStateStore(log))
+        def make(secret: bytes | None = None) -> ActionStateStore:
+            built.append(InMemoryActionStateStore(log, secret=secret))
             return built[-1]
 
         def write(partition: int, key: bytes, value: bytes) -> None:
@@ -54,10 +58,13 @@ def store_and_raw_writer(
             bootstrap_servers=servers,
             topic=f"test-untrusted-{uuid.uuid4().hex[:12]}",
             partitions=PARTITIONS,
+            secret_env=secret_env,
         )
         producer = KafkaProducer(bootstrap_servers=servers, max_request_size=4_000_000)
 
-        def make() -> ActionStateStore:
+        def make(secret: bytes | None = None) -> ActionStateStore:
+            if secret is not None:
+                monkeypatch.setenv(secret_env, secret.decode())
             built.append(config.build())
             return built[-1]
 
@@ -81,7 +88,7 @@ def _envelope(key: dict[str, object], body_tail: bytes) -> bytes:
 
 
 def test_forged_records_are_skipped_and_the_jobs_own_load(
-    store_and_raw_writer: tuple[Callable[[], ActionStateStore], WriteRaw],
+    store_and_raw_writer: tuple[MakeStore, WriteRaw],
 ) -> None:
     make, write = store_and_raw_writer
     writer = make()
@@ -128,3 +135,28 @@ def test_forged_records_are_skipped_and_the_jobs_own_load(
     with pytest.raises(PayloadError, match="has not loaded"):
         found.calls[0].value()
     assert "this" not in sys.modules
+
+
+def test_a_record_of_another_job_sharing_the_secret_is_skipped(
+    store_and_raw_writer: tuple[MakeStore, WriteRaw],
+) -> None:
+    make, write = store_and_raw_writer
+    writer = make(secret=b"shared")
+    marker = writer.recovery_marker()
+    own = RunKey(agent="a", key="own", seq=0)
+    writer.begin_run(own)
+    writer.put(ActionState(key=own.action("act"), events=[{"n": 1}]))
+    writer.flush()
+    # The same agent and key in another job (its own topic), signed with the same secret.
+    theirs = RunKey(agent="a", key="theirs", seq=0).action("act")
+    copied = RecordCodec(b"shared", scope="another-job").encode(
+        theirs.canonical().encode(), ActionState(key=theirs, events=[{"n": "injected"}])
+    )
+    write(partition_for(theirs.run, PARTITIONS), theirs.canonical().encode(), copied)
+
+    reader = make(secret=b"shared")
+    report = reader.restore(marker)
+
+    [error] = report.corrupt
+    assert "written for another topic or job" in error.reason
+    assert reader.get(theirs) is None and reader.get(own.action("act")) is not None
