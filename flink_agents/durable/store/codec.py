@@ -15,10 +15,12 @@ The HMAC covers `len(key) (4 bytes, big endian) || key || envelope`, so a valid 
 replayed under another key. A codec with a ``scope`` (a store's: its topic, one per job) signs
 `b"FAS2" <HMAC>` over `len(scope) || scope || len(key) || key || envelope` instead, so a record
 of another job sharing the secret, copied into this topic, does not verify; records of the
-earlier format (`FAS1`, no scope) are still read. With a secret configured every record is signed and every record
-read must carry a valid HMAC; without one, records are plain JSON and pickled payloads are
-refused at write time. Nothing is parsed before the HMAC is verified, and nothing is ever
-unpickled from an unauthenticated record.
+earlier format (`FAS1`, no scope) are still read.
+
+With a secret configured every record is signed and every record read must carry a valid
+HMAC; without one, records are plain JSON and pickled payloads are refused at write time.
+Nothing is parsed before the HMAC is verified, and nothing is ever unpickled from an
+unauthenticated record.
 """
 
 from __future__ import annotations
