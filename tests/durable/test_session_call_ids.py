@@ -5,6 +5,8 @@ every replay of a call; through ``DurableCalls`` over the in-memory store and ov
 |--------------------------------------------------------------------|----------------------------|
 | a session continued by later runs (or keys) never sends a          | test_a_continued_session_* |
 | ``(session_id, call_id)`` or an idempotency key again              |                            |
+| two actions of one run continuing one session never send the same | test_two_actions_of_one_*  |
+| ``(session_id, call_id)``                                          |                            |
 | a call in flight at a failover is sent again with the same ids;    | test_a_call_sent_again_*   |
 | a recorded one is not sent again                                   |                            |
 
@@ -86,6 +88,32 @@ def test_a_continued_session_never_sends_ids_again(stores: Stores) -> None:
     assert len(SENT) == 6 and {session for session, _, _ in SENT} == {"s"}
     assert len({(session, call) for session, call, _ in SENT}) == 6
     assert len({key for _, _, key in SENT}) == 6
+
+
+@action(InputEvent)
+async def continue_session_too(event: InputEvent, ctx: RunnerContext) -> None:
+    """A second action on the same input event, continuing the same session."""
+    await Subagent(ctx, "chat").call("also", session_id=event.input["session"])
+
+
+def test_two_actions_of_one_run_continuing_one_session_never_send_the_same_ids(
+    stores: Stores,
+) -> None:
+    # Both actions handle the same event of the same run, so only the action's name tells their
+    # calls apart: the remote side must see two calls, not one call sent twice.
+    agent = Agent(name="sessions").add_action(continue_session).add_action(continue_session_too)
+    service = ResourceDescriptor.of("tests.durable.test_session_call_ids:ChatService")
+    plan = compile_agent(agent.add_resource("chat", ResourceType.AGENT, service))
+
+    async def run() -> None:
+        engine = RunEngine(plan, call_runner=DurableCalls(stores.first, agent=plan.name))
+        engine.submit("k", {"session": "s"})
+        await engine.drain()
+
+    asyncio.run(run())
+    assert len(SENT) == 3
+    assert len({(session, call) for session, call, _ in SENT}) == 3
+    assert len({key for _, _, key in SENT}) == 3
 
 
 def test_a_call_sent_again_after_a_failover_carries_the_same_ids(stores: Stores) -> None:

@@ -153,6 +153,20 @@ def test_a_child_scope_resolves_names_in_its_parents():
     assert compile_agent(parent).scopes["child"].resources == {}
 
 
+def test_references_inside_a_child_scope_are_checked_and_point_into_the_scope():
+    # A sub-agent's own model names a connection no scope declares: the child's references get
+    # the same checks as the parent's, not only the event-flow check.
+    child = ReActAgent(name="child", chat_model="own")
+    child.add_resource("own", ResourceType.CHAT_MODEL, ChatModelSetup, connection="nowhere")
+    parent = _with_model(Agent(name="parent").add_action(ask).add_action(answer))
+    parent.add_subagent("helper", child)
+    assert _issues(parent) == [
+        "/scopes/child/resources/own/arguments/connection: names the chat_model_connection "
+        "'nowhere', but there is no resource named 'nowhere'; declared chat_model_connection "
+        "resources: ['llm']"
+    ]
+
+
 def test_a_dangling_yaml_reference_names_file_line_and_column(tmp_path: Path):
     path = tmp_path / "agents.yaml"
     path.write_text(
