@@ -418,7 +418,7 @@ class RunEngine:
                     run.budget.spend_action()
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if outcome is not None and inspect.isawaitable(outcome):
-                        await outcome
+                        await run.budget.within(outcome)
                     run.budget.spend_events(len(ctx.sent_events))
                     if journal is not None and invocation is not None and watch is not None:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())

@@ -6,6 +6,7 @@ live run did."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 import pytest
@@ -112,3 +113,28 @@ def test_a_reply_with_2000_tool_calls_ends_the_run_before_any_runs(stores: Store
         result.error.message
     )
     assert INVOKED["noop"] == 0
+
+
+@action(InputEvent)
+async def wait_for_a_slow_call(event: InputEvent, ctx: RunnerContext) -> None:
+    await ctx.durable_execute_async(slow_call, call_id="slow")
+
+
+async def slow_call() -> None:
+    INVOKED["slow"] += 1
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        INVOKED["cancelled"] += 1
+        raise
+
+
+def test_a_run_past_its_wall_time_ends_and_its_calls_are_cancelled(stores: Stores) -> None:
+    agent = Agent(name="slow", config={"max_run_seconds": 0.2}, error_policy="emit")
+    plan = compile_agent(agent.add_action(wait_for_a_slow_call))
+
+    result = run_live(plan, stores.first, {"go": 1})
+
+    assert result.error is not None and result.error.error_type == "RunBoundError"
+    assert "longer than 0.2 seconds (max_run_seconds)" in result.error.message
+    assert dict(INVOKED) == {"slow": 1, "cancelled": 1}
