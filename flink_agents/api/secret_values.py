@@ -16,6 +16,7 @@ a value after an ``Authorization``/``x-api-key`` header name, a common key prefi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -133,6 +134,23 @@ def looks_like_credential(value: str) -> bool:
         _CREDENTIAL_VALUE.fullmatch(value) is not None
         or _CREDENTIAL_IN_URL.search(value) is not None
     )
+
+
+def scrub_exception_chain(error: BaseException) -> None:
+    """Scrub, in place, the text arguments of ``error`` and of the exceptions it was raised
+    from or during: what a host prints with the traceback of a job's failure (Flink's job
+    status, a log line). Only for an exception on its way out of the engine."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(isinstance(arg, str) for arg in current.args):
+            # An exception type that refuses new args keeps its own.
+            with contextlib.suppress(AttributeError, TypeError):
+                current.args = tuple(
+                    scrub_error_text(arg) if isinstance(arg, str) else arg for arg in current.args
+                )
+        current = current.__cause__ or current.__context__
 
 
 def _redact_match(match: re.Match[str]) -> str:

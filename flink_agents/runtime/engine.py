@@ -23,6 +23,7 @@ from typing import Any
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
+from flink_agents.api.secret_values import scrub_exception_chain
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
@@ -352,6 +353,8 @@ class RunEngine:
             await self._dispatch(self._root, run, start, outputs)
         except _ActionRaised as raised:
             if self._plan.error_policy == "fail":
+                if raised.__cause__ is not None:  # its text goes out with the job's failure
+                    scrub_exception_chain(raised.__cause__)
                 raise ActionError(run.run_id, raised.failure) from raised.__cause__
             failure = raised.failure
             error_output = OutputEvent(

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,13 +20,14 @@ from kafka import KafkaConsumer, TopicPartition
 
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
+from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.api.secret_values import forget_secrets
 from flink_agents.durable.store import ActionStateStore, InMemoryActionStateStore
 from flink_agents.observability import EventLogConfig, build_event_log
 from flink_agents.plan import compile_agent
-from flink_agents.runtime import RunResult, Runtime
+from flink_agents.runtime import ActionError, RunResult, Runtime
 from flink_agents.runtime.records import outputs_of
 from flink_agents.testing import Stores
 
@@ -68,13 +70,13 @@ def whoami() -> str:
     return f"authenticated with {os.environ[KEY_VARIABLE]}"
 
 
-def _agent() -> ReActAgent:
+def _agent(error_policy: ErrorPolicy = "emit") -> ReActAgent:
     agent = ReActAgent(
         name="scrubbed",
         chat_model=ResourceDescriptor.of(ChatModelSetup, connection="gateway", model="m"),
         prompt=Prompt(text="{q}"),
         tools=[fetch_page, whoami],
-        error_policy="emit",
+        error_policy=error_policy,
     )
     agent.add_resource(
         "gateway",
@@ -159,3 +161,18 @@ def test_a_key_reaches_no_artifact_of_a_run(
     restored = stores.restored()
     assert all(secret not in state.model_dump_json() for state in restored.history())
     assert json.dumps([m.model_dump() for m in EchoingGateway.told]).count("<redacted>") == 2
+
+
+def test_a_job_failing_on_the_echoed_key_reports_it_scrubbed(secret: str) -> None:
+    # Under error_policy "fail" the action's exception leaves the engine with the job's failure:
+    # its text, and that of the exceptions it came from, is what Flink and the logs show.
+    async def scenario() -> None:
+        engine = Runtime.build(compile_agent(_agent("fail")), store=Stores.in_memory().first)
+        engine.engine.submit("k", {"q": "hello"})
+        await engine.engine.drain()
+
+    with pytest.raises(ActionError) as raised:
+        asyncio.run(scenario())
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "401 Unauthorized" in shown and "Bearer <redacted>" in shown
+    assert secret not in shown
