@@ -26,7 +26,8 @@ from flink_agents.api.secret_values import holds_a_secret, scrub_error_text, scr
 REDACTED = "<redacted>"
 DEFAULT_MAX_PAYLOAD_CHARS = 2000
 _SECRET_WORDS = ("api_key", "apikey", "secret", "password", "passwd", "authorization", "credential")
-_SECRET_FIELD = re.compile("|".join(_SECRET_WORDS), re.I)
+# A name ending in "token" too (token, access_token, bearer_token), not "input_tokens".
+_SECRET_FIELD = re.compile("|".join(_SECRET_WORDS) + "|token$", re.I)
 _SHORTEST_SECRET = 6  # shorter values would scrub ordinary words out of payloads
 
 
@@ -123,6 +124,7 @@ def _may_name_a_secret(text: str) -> bool:
         or ("cre" in lowered and ("secret" in lowered or "credential" in lowered))
         or "passw" in lowered  # password, passwd
         or "authorization" in lowered
+        or 'token":' in lowered  # a key ending in token (compact JSON): not "output_tokens"
     )
 
 
