@@ -35,7 +35,7 @@ _json_forms: frozenset[tuple[str, str]] = frozenset()
 _SHAPES = re.compile(
     r"(?P<lead>"
     r"\bbearer\s+"
-    r"|\bbasic\s+"
+    r"|\b(?-i:Basic)\s+(?=[A-Za-z0-9+/]{8,}={0,2}(?![\w+/=]))"  # the HTTP scheme, base64
     r"|[?&;](?:api[_-]?key|key|token|access_token|auth|sig|signature|password|secret)="
     r"|\b(?:authorization|x-api-key|api-key|x-goog-api-key|proxy-authorization)[\"']?\s*[:=]\s*"
     r"[\"']?(?:(?:bearer|basic|token)\s+)?"

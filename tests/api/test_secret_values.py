@@ -55,3 +55,8 @@ def test_a_value_is_found_in_its_json_escaped_form() -> None:
 )
 def test_an_error_text_loses_credential_shapes(text: str, scrubbed: str) -> None:
     assert scrub_error_text(text) == scrubbed
+
+
+def test_ordinary_words_after_basic_are_kept() -> None:
+    assert scrub_error_text("basic validation failed") == "basic validation failed"
+    assert scrub_error_text("Basic dXNlcjpwYXNzd29yZA==") == "Basic <redacted>"
