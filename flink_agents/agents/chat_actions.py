@@ -47,6 +47,8 @@ from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
+#: Tool calls one model reply may ask for (each runs, all at once): more ends the run.
+DEFAULT_MAX_TOOL_CALLS_PER_REPLY = 64
 
 # pydantic ends each error of a ValidationError's text with this line.
 _PYDANTIC_LINK = re.compile(
@@ -70,7 +72,8 @@ def tool_failure_text(error: BaseException) -> str:
 
 
 class ToolLoopLimitError(RuntimeError):
-    """The model kept asking for tools beyond ``max_tool_rounds``."""
+    """The model kept asking for tools beyond ``max_tool_rounds``, or for more tools in one
+    reply than ``max_tool_calls_per_reply``."""
 
 
 def _conversation_key(request_id: str) -> str:
@@ -139,6 +142,12 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
     if rounds >= limit:
         raise ToolLoopLimitError(
             f"model {model_name!r} still asks for tools after {limit} rounds (max_tool_rounds)"
+        )
+    most = int(ctx.action_config.get("max_tool_calls_per_reply", DEFAULT_MAX_TOOL_CALLS_PER_REPLY))
+    if len(reply.tool_calls) > most:  # refused before any runs: they would all run at once
+        raise ToolLoopLimitError(
+            f"model {model_name!r} asked for {len(reply.tool_calls)} tool calls in one reply, "
+            f"more than {most} (max_tool_calls_per_reply); none was run"
         )
     conversation: dict[str, Any] = {
         "rounds": rounds + 1,

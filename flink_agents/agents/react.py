@@ -8,7 +8,12 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_ROUNDS, chat_action, tool_call_action
+from flink_agents.agents.chat_actions import (
+    DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    chat_action,
+    tool_call_action,
+)
 from flink_agents.agents.retrieval import (
     RetrievalSettings,
     RetrievedInputEvent,
@@ -151,6 +156,7 @@ class ReActAgent(Agent):
         config: dict[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        max_tool_calls_per_reply: int = DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
         description: str | None = None,
         retrieval: RetrievalSettings | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -195,6 +201,8 @@ class ReActAgent(Agent):
         schema = class_path(output_schema) if output_schema else None
         start_config = {"chat_model": chat_model, "prompt": prompt, "output_schema": schema}
         chat_config: dict[str, Any] = {"max_tool_rounds": max_tool_rounds}
+        if max_tool_calls_per_reply != DEFAULT_MAX_TOOL_CALLS_PER_REPLY:  # else: plans as before
+            chat_config["max_tool_calls_per_reply"] = max_tool_calls_per_reply
         finish_config: dict[str, Any] = {"output_schema": schema}
         if schema is not None:  # without a schema, the plan stays as it was before retries
             finish_config["output_retries"] = output_retries

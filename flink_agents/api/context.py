@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar, get_args
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.secret_values import scrub_error_text
 
 T = TypeVar("T")
 
@@ -80,8 +81,8 @@ def live_failure(error: BaseException) -> tuple[str, str]:
     run tells a model or emits as its error output reads the same live and after a failover
     (messages longer than the store keeps are recorded cut)."""
     if isinstance(error, RecordedCallError):
-        return error.error_type.rsplit(".", 1)[-1], error.message
-    return type(error).__name__, str(error)
+        return error.error_type.rsplit(".", 1)[-1], scrub_error_text(error.message)
+    return type(error).__name__, scrub_error_text(str(error))
 
 
 class InDoubtCallError(RuntimeError):

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from flink_agents.api.refs import class_path
+from flink_agents.api.secret_values import looks_like_credential, remember_secret
 
 
 class ResourceType(str, enum.Enum):
@@ -35,7 +36,13 @@ class ResourceType(str, enum.Enum):
 
 
 _ENV_STRING = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
-_SECRET_NAME = re.compile(r"(api_?key|secret|token|password)", re.IGNORECASE)
+# Argument and header names whose value is a credential. "auth" only as a word of the name
+# (``auth``, ``x-auth-token``, ``authorization``), so ``author`` stays an ordinary argument.
+_SECRET_NAME = re.compile(
+    r"(api[_-]?key|secret|token|passw(or)?d|bearer|credential|private[_-]?key|cookie"
+    r"|(^|[_-])auth($|[_-]|orization))",
+    re.IGNORECASE,
+)
 
 
 def env_reference(value: Any) -> str | None:
@@ -50,14 +57,16 @@ def env_reference(value: Any) -> str | None:
 
 
 def _literal_secrets(arguments: Any, path: str) -> list[str]:
-    """Paths of arguments whose name says 'secret' but whose value is a literal string."""
+    """Paths of arguments whose name says 'secret', or whose value has a credential's shape
+    (``Bearer ...``, ``sk-...``: :func:`looks_like_credential`), but whose value is a literal
+    string. Every level is checked, so a header of any resource is too."""
     found: list[str] = []
     if isinstance(arguments, Mapping):
         for name, value in arguments.items():
             sub = f"{path}/{name}"
             if (
                 isinstance(value, str)
-                and _SECRET_NAME.search(str(name))
+                and (_SECRET_NAME.search(str(name)) or looks_like_credential(value))
                 and not env_reference(value)
             ):
                 found.append(sub)
@@ -65,7 +74,10 @@ def _literal_secrets(arguments: Any, path: str) -> list[str]:
                 found.extend(_literal_secrets(value, sub))
     elif isinstance(arguments, list):
         for index, value in enumerate(arguments):
-            found.extend(_literal_secrets(value, f"{path}/{index}"))
+            if isinstance(value, str) and looks_like_credential(value):
+                found.append(f"{path}/{index}")
+            else:
+                found.extend(_literal_secrets(value, f"{path}/{index}"))
     return found
 
 
@@ -80,6 +92,7 @@ def resolve_env_references(value: Any, environ: Mapping[str, str] | None = None)
     if name is not None:
         if name not in environ:
             raise UnresolvedSecretError(f"environment variable {name!r} is not set")
+        remember_secret(environ[name])  # scrubbed from whatever this process writes
         return environ[name]
     if isinstance(value, Mapping):
         return {key: resolve_env_references(item, environ) for key, item in value.items()}

@@ -21,6 +21,7 @@ from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.json_values import json_text
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.secret_values import scrub_secrets_json
 
 TOOL_NAMESPACE_PATTERN = r"^[A-Za-z0-9_-]{1,32}$"
 """A toolset's namespace, the prefix of the names its tools are offered under: 1 to 32 of the
@@ -71,7 +72,9 @@ class Tool(Resource):
         the model reads the same bytes live and when the outcome is handed back after a
         failover. Recorded under the tool's :attr:`implementation`, like ``call_with_key``.
         """
-        return json_text(await self.call_with_key(arguments, idempotency_key))
+        # Scrubbed before it is recorded or shown: a tool may echo a key it was given.
+        text = json_text(await self.call_with_key(arguments, idempotency_key))
+        return scrub_secrets_json(text)
 
 
 class Toolset(Resource):

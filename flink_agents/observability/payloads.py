@@ -21,11 +21,13 @@ from pydantic_core import to_jsonable_python
 
 from flink_agents.api.json_values import json_bytes
 from flink_agents.api.resources import env_reference
+from flink_agents.api.secret_values import holds_a_secret, scrub_error_text, scrub_secrets_json
 
 REDACTED = "<redacted>"
 DEFAULT_MAX_PAYLOAD_CHARS = 2000
 _SECRET_WORDS = ("api_key", "apikey", "secret", "password", "passwd", "authorization", "credential")
-_SECRET_FIELD = re.compile("|".join(_SECRET_WORDS), re.I)
+# A name ending in "token" too (token, access_token, bearer_token), not "input_tokens".
+_SECRET_FIELD = re.compile("|".join(_SECRET_WORDS) + "|token$", re.I)
 _SHORTEST_SECRET = 6  # shorter values would scrub ordinary words out of payloads
 
 
@@ -47,12 +49,12 @@ class PayloadWriter:
 
     def text(self, message: str) -> str:
         """``message`` (an error's text) with secrets replaced, cut at ``max_chars``."""
-        return self._scrub(message)[: self.max_chars]
+        return scrub_error_text(self._scrub(message))[: self.max_chars]
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
-        return text
+        return scrub_secrets_json(text)  # and those this process resolved since
 
     def __call__(self, value: Any) -> Any:
         """``value`` as the payload a record holds: a JSON value."""
@@ -76,7 +78,7 @@ class PayloadWriter:
         """
         raw = json_bytes(value, fallback=_opaque)
         text = raw.decode()  # str: `in` on bytes costs ~0.4 us a test, on str ~0.03
-        if _may_name_a_secret(text) or (self._secrets and self._holds_a_secret(text)):
+        if _may_name_a_secret(text) or self._holds_a_secret(text):
             return json_bytes(self(value))
         if len(text) > self.max_chars:
             return json_bytes({"truncated": text[: self.max_chars], "chars": len(text)})
@@ -94,21 +96,17 @@ class PayloadWriter:
         """
         raw = json_bytes(values, fallback=_opaque)
         text = raw.decode()
-        if (
-            len(text) > self.max_chars
-            or _may_name_a_secret(text)
-            or (self._secrets and self._holds_a_secret(text))
-        ):
+        if len(text) > self.max_chars or _may_name_a_secret(text) or self._holds_a_secret(text):
             return b",".join(
                 b'"%s":%s' % (name.encode(), self.json(value)) for name, value in values.items()
             )
         return raw[1:-1]  # without the object's braces
 
     def _holds_a_secret(self, text: str) -> bool:
-        for secret in self._secrets:  # noqa: SIM110 - a loop: no generator frame per payload
+        for secret in self._secrets:
             if secret in text:
                 return True
-        return False
+        return holds_a_secret(text)  # a value resolved in this process (api/secret_values.py)
 
 
 def _may_name_a_secret(text: str) -> bool:
@@ -126,6 +124,7 @@ def _may_name_a_secret(text: str) -> bool:
         or ("cre" in lowered and ("secret" in lowered or "credential" in lowered))
         or "passw" in lowered  # password, passwd
         or "authorization" in lowered
+        or 'token":' in lowered  # a key ending in token (compact JSON): not "output_tokens"
     )
 
 

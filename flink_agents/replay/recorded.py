@@ -9,6 +9,7 @@ compaction has not removed them; replay reads either.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from flink_agents.api.events import Event, OutputEvent
 from flink_agents.durable.identity import RunId, event_id
 from flink_agents.durable.journal_codec import read_action
 from flink_agents.durable.store import (
+    DEFAULT_MAX_RECORD_BYTES,
     ActionState,
     ActionStateKey,
     LogStore,
@@ -25,6 +27,8 @@ from flink_agents.durable.store import (
     RunKey,
     canonical_json,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -97,10 +101,38 @@ def write_states(states: Iterable[ActionState], path: Path) -> int:
     return count
 
 
-def read_states(path: Path) -> list[ActionState]:
-    """The states of an exported file (see :func:`write_states`)."""
+#: The longest line of an export read: a state is at most a store record (``max_record_bytes``,
+#: raised at most to the producer's message size), with room for an export's own escaping.
+MAX_EXPORT_LINE_CHARS = 16 * DEFAULT_MAX_RECORD_BYTES
+
+
+def read_states(path: Path, max_line_chars: int = MAX_EXPORT_LINE_CHARS) -> list[ActionState]:
+    """The states of an exported file (see :func:`write_states`).
+
+    An export is data from outside the process: a line longer than ``max_line_chars`` (never
+    read whole), or not a state (not JSON, nested too deep, invalid) is skipped and logged
+    at ERROR naming the file and line, as a restore skips a corrupt record.
+    """
+    states: list[ActionState] = []
     with path.open() as handle:
-        return [ActionState.model_validate_json(line) for line in handle if line.strip()]
+        number = 0
+        while line := handle.readline(max_line_chars + 1):
+            number += 1
+            if len(line) > max_line_chars:
+                logger.error(
+                    "skipping %s:%d: longer than %d characters", path, number, max_line_chars
+                )
+                while line and not line.endswith("\n"):  # the rest of the line, in pieces
+                    line = handle.readline(max_line_chars + 1)
+                continue
+            if not line.strip():
+                continue
+            try:
+                states.append(ActionState.model_validate_json(line))
+            except ValueError as exc:  # pydantic's ValidationError: not JSON, too deep, invalid
+                reason = " ".join(str(exc).split())[:200]  # one line
+                logger.error("skipping %s:%d: not an action state (%s)", path, number, reason)
+    return states
 
 
 def key_matches(state: ActionState, key: str | None) -> bool:

@@ -30,6 +30,7 @@ from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resource_registry import ResourceRegistry
+from flink_agents.runtime.run_bounds import RunBudget
 
 if TYPE_CHECKING:
     import asyncio
@@ -56,6 +57,8 @@ class RunState:
     calls: CallScope = field(default_factory=CallScope)
     """The run's calls in flight, ended with the run (an internal sub-agent's scope shares
     its parent run's)."""
+    budget: RunBudget = field(default_factory=RunBudget)
+    """The actions and events the run may still spend (shared like ``calls``)."""
 
 
 class ActionContext(RunnerContext):

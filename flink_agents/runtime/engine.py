@@ -23,6 +23,7 @@ from typing import Any
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
+from flink_agents.api.secret_values import scrub_exception_chain
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
@@ -31,6 +32,7 @@ from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
+from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -261,6 +263,7 @@ class RunEngine:
             run = RunState(
                 run_id,
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
+                budget=RunBudget.from_config(self._plan.config),
             )
             work = self._execute(run, slot.queue[0])
             if self._log is not None:
@@ -350,6 +353,8 @@ class RunEngine:
             await self._dispatch(self._root, run, start, outputs)
         except _ActionRaised as raised:
             if self._plan.error_policy == "fail":
+                if raised.__cause__ is not None:  # its text goes out with the job's failure
+                    scrub_exception_chain(raised.__cause__)
                 raise ActionError(run.run_id, raised.failure) from raised.__cause__
             failure = raised.failure
             error_output = OutputEvent(
@@ -388,6 +393,11 @@ class RunEngine:
                     recorded = journal.recorded(invocation)
                     if recorded is not None:  # completed before a failover: not run again
                         replayed = recorded.reapply(run)
+                        try:  # counted as it was live, so a replay ends where the run did
+                            run.budget.spend_action()
+                            run.budget.spend_events(len(replayed))
+                        except RunBoundError as exc:
+                            raise _ActionRaised(_failure(action, event, exc)) from exc
                         if self._log is not None:
                             self._log.action_replayed(run.run_id, event, action.name, replayed)
                         events.extend(replayed)
@@ -408,9 +418,11 @@ class RunEngine:
                     else None
                 )
                 try:
+                    run.budget.spend_action()
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if outcome is not None and inspect.isawaitable(outcome):
-                        await outcome
+                        await run.budget.within(outcome)
+                    run.budget.spend_events(len(ctx.sent_events))
                     if journal is not None and invocation is not None and watch is not None:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())
                         await journal.completed(invocation, done)
@@ -464,7 +476,8 @@ class RunEngine:
         outputs: list[OutputEvent] = []
         infrastructure: InfrastructureError | None = None
         try:
-            await self._dispatch(scope, RunState(run_id, Memory(), calls=run.calls), start, outputs)
+            child = RunState(run_id, Memory(), calls=run.calls, budget=run.budget)
+            await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:
             cause = raised.__cause__
             if not isinstance(cause, InfrastructureError):

@@ -1,8 +1,11 @@
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
 from flink_agents.api import Agent, ResourceDescriptor, ResourceType
 from flink_agents.api.resources import UnresolvedSecretError, resolve_env_references
+from flink_agents.providers.http_subagent import HttpSubagent
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -57,3 +60,47 @@ def test_a_resource_finds_its_siblings_only_once_bound_and_copies_keep_the_bindi
     assert connection.get_resource("other", ResourceType.PROMPT) is connection
     assert connection.model_copy().get_resource("again", ResourceType.TOOL) is connection
     assert asked == [("other", ResourceType.PROMPT), ("again", ResourceType.TOOL)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "path"),
+    [
+        ({"headers": {"Authorization": "Bearer abcdef123456"}}, "/headers/Authorization"),
+        ({"headers": {"x-api-key": "abcdef"}}, "/headers/x-api-key"),
+        ({"headers": {"X-Custom": "Bearer abcdef123456"}}, "/headers/X-Custom"),
+        ({"auth": "user:pw"}, "/auth"),
+        ({"bearer": "abc"}, "/bearer"),
+        ({"credentials": "abc"}, "/credentials"),
+        ({"private_key": "-----BEGIN"}, "/private_key"),
+        ({"endpoint": "sk-proj-0123456789abcdefghij"}, "/endpoint"),
+        ({"url": "https://api.test/v1?key=AIza0123456789"}, "/url"),
+        ({"args": ["--token", "ghp_0123456789abcdefghij0123"]}, "/args/1"),
+    ],
+)
+def test_a_literal_credential_is_refused_by_name_or_by_shape(
+    arguments: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(ValidationError, match=f"{path} hold a literal value"):
+        ResourceDescriptor.of("a.b:C", **arguments)
+
+
+def test_ordinary_literals_and_references_under_headers_are_accepted() -> None:
+    ResourceDescriptor.of(
+        "a.b:C",
+        author="Ann",
+        headers={"Content-Type": "application/json", "Authorization": "${env:TOKEN}"},
+        url="https://api.test/v1?q=weather",
+    )
+
+
+def test_an_http_subagent_refuses_a_literal_authorization_header() -> None:
+    agent = Agent(name="a")
+    with pytest.raises(ValidationError, match="/headers/Authorization"):
+        agent.add_resource(
+            "billing",
+            ResourceType.AGENT,
+            HttpSubagent,
+            url="http://billing/agent",
+            description="d",
+            headers={"Authorization": "Bearer abcdef123456"},
+        )

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from flink_agents.flink.job import load_job
 from flink_agents.observability import (
     EventLogConfig,
     JsonLinesSink,
     MetricsListener,
+    TracesConfig,
     build_event_log,
 )
 from tests.observability.agents import Collector
@@ -85,3 +87,9 @@ def test_a_referenced_counter_is_told_counts_not_records():
     assert log is not None and log.listeners == ()
     [counter] = log.counters
     assert isinstance(counter, MetricsListener)
+
+
+def test_trace_export_headers_refuse_a_literal_token() -> None:
+    with pytest.raises(ValidationError, match="/authorization"):
+        TracesConfig(headers={"authorization": "Bearer abcdef123456"})
+    TracesConfig(headers={"authorization": "${env:OTEL_TOKEN}"})

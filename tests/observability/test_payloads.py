@@ -15,15 +15,15 @@ class Client:
 
 class Settings(BaseModel):
     url: str
-    token: SecretStr
+    hidden: SecretStr
 
 
 def test_plain_data_is_kept_as_json_values():
     assert PayloadWriter()(
-        {"a": [1, "two", None], "m": Settings(url="u", token=SecretStr("x"))}
+        {"a": [1, "two", None], "m": Settings(url="u", hidden=SecretStr("x"))}
     ) == {
         "a": [1, "two", None],
-        "m": {"url": "u", "token": "**********"},
+        "m": {"url": "u", "hidden": "**********"},
     }
 
 
@@ -58,6 +58,11 @@ def test_values_of_referenced_environment_variables_are_replaced_everywhere():
     assert writer({"note": "plain-words"}) == {"note": "plain-words"}  # not referenced
 
 
+def test_token_counts_are_not_secrets():
+    usage = {"usage": {"input_tokens": 3, "output_tokens": 5}, "max_tokens": 9}
+    assert PayloadWriter()(usage) == usage
+
+
 def test_a_secret_word_in_a_value_redacts_nothing():
     payload = PayloadWriter()({"question": "how do I reset my password?", "n": [1, {"a": None}]})
     assert payload == {"question": "how do I reset my password?", "n": [1, {"a": None}]}
@@ -73,6 +78,8 @@ def test_a_secret_word_in_a_value_redacts_nothing():
         ("old_passwd", "plain"),
         ("clientSecret", "plain"),
         ("Credentials", "plain"),
+        ("token", "plain"),
+        ("refresh_Token", "plain"),
         ("api_key", "caf\u00e9"),
         ("\u017fecret", "caf\u00e9"),  # a long s: the regex's Unicode case folding decides
     ],

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from flink_agents.api.secret_values import scrub_error_text
 from flink_agents.durable.store._canonical import canonical_json
 from flink_agents.durable.store._canonical import json_string as _json_string
 from flink_agents.durable.store._payload import PICKLE_TAG, decode_payload, encode_payload
@@ -90,7 +91,8 @@ class CallError(BaseModel):
     @pydantic.field_validator("message", "trace")
     @classmethod
     def _cap(cls, value: str | None) -> str | None:
-        return None if value is None else cap_text(value)
+        # Scrubbed before capped: a key in a 401 body or a URL never reaches a record.
+        return None if value is None else cap_text(scrub_error_text(value))
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> CallError:
@@ -109,6 +111,14 @@ class TrustedPickle(str):
     result needs no private attribute (pydantic initialises those in Python, for every result
     made); a payload parsed from JSON is a plain `str`, never trusted. Serialized as the text
     it is, and equal to it."""
+
+    __slots__ = ()
+
+
+class TrustedTag(str):
+    """A payload type tag read from an authenticated record: the only kind `CallResult.value`
+    may import a module for (a tag from an unsigned record resolves only among the modules
+    this process loaded). Like `TrustedPickle`, the value carries its trust."""
 
     __slots__ = ()
 
@@ -248,7 +258,9 @@ class CallResult(BaseModel):
 
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
-        trusted = isinstance(self.payload, TrustedPickle)
+        trusted = isinstance(self.payload, TrustedPickle) or isinstance(
+            self.payload_type, TrustedTag
+        )
         return decode_payload(self.payload, self.payload_type, result_type, trusted=trusted)
 
 

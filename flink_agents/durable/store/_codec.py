@@ -12,10 +12,15 @@ orjson writes those bytes from the record's fields where it writes what pydantic
 pydantic the rest (see `_body`).
 
 The HMAC covers `len(key) (4 bytes, big endian) || key || envelope`, so a valid record cannot be
-replayed under another key. With a secret configured every record is signed and every record
-read must carry a valid HMAC; without one, records are plain JSON and pickled payloads are
-refused at write time. Nothing is parsed before the HMAC is verified, and nothing is ever
-unpickled from an unauthenticated record.
+replayed under another key. A codec with a ``scope`` (a store's: its topic, one per job) signs
+`b"FAS2" <HMAC>` over `len(scope) || scope || len(key) || key || envelope` instead, so a record
+of another job sharing the secret, copied into this topic, does not verify; records of the
+earlier format (`FAS1`, no scope) are still read.
+
+With a secret configured every record is signed and every record read must carry a valid
+HMAC; without one, records are plain JSON and pickled payloads are refused at write time.
+Nothing is parsed before the HMAC is verified, and nothing is ever unpickled from an
+unauthenticated record.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import orjson
 import pydantic_core
 
 from flink_agents.api.json_values import json_bytes
+from flink_agents.api.secret_values import scrub_json_bytes
 from flink_agents.durable.store._action_state import (
     ActionState,
     ActionStateKey,
@@ -37,6 +43,7 @@ from flink_agents.durable.store._action_state import (
     CallResult,
     RunInput,
     TrustedPickle,
+    TrustedTag,
 )
 from flink_agents.durable.store._payload import PICKLE_TAG
 from flink_agents.durable.store._store_errors import (
@@ -50,6 +57,7 @@ DEFAULT_SECRET_ENV = "FLINK_AGENTS_STORE_SECRET"
 FORMAT_VERSION = 1
 
 _SIGNED_MAGIC = b"FAS1"
+_SCOPED_MAGIC = b"FAS2"  # same length: the signature covers the codec's scope too
 _MAC_SIZE = hashlib.sha256().digest_size
 _KINDS: dict[str, type[ActionState] | type[CallResult]] = {
     "action_state": ActionState,
@@ -73,6 +81,14 @@ def _trusting_pickles(record: Record) -> Record:
     for call in _calls_of(record):
         if call.payload_type == PICKLE_TAG and isinstance(call.payload, str):
             call.payload = TrustedPickle(call.payload)
+    return record
+
+
+def _trusting_tags(record: Record) -> Record:
+    """Mark type tags resolvable by import: only call on records whose HMAC was verified."""
+    for call in _calls_of(record):
+        if call.payload_type is not None and call.payload_type != PICKLE_TAG:
+            call.payload_type = TrustedTag(call.payload_type)
     return record
 
 
@@ -173,8 +189,9 @@ def _fields(value: object) -> object:
 class RecordCodec:
     """Encodes records to bytes and back; see the module docstring for the format."""
 
-    def __init__(self, secret: bytes | None = None) -> None:
+    def __init__(self, secret: bytes | None = None, *, scope: str | None = None) -> None:
         self._secret = secret
+        self._scope = None if scope is None else scope.encode("utf-8")
 
     @property
     def signed(self) -> bool:
@@ -209,7 +226,9 @@ class RecordCodec:
                         "configured variable), or return JSON-able values, pydantic models or "
                         "dataclasses"
                     )
-        body = _body(record)
+        # The last net for secrets (api/secret_values.py): a value that came from a secret
+        # reference is never written to a store, wherever in the record it sits.
+        body = scrub_json_bytes(_body(record))
         tail = b',"epoch":%d}' % epoch if epoch else b"}"
         return b"".join((b'{"body":', body, kind, tail))
 
@@ -217,6 +236,8 @@ class RecordCodec:
         """The record value for `envelope` stored under `key`: signed if there is a secret."""
         if self._secret is None:
             return envelope
+        if self._scope is not None:
+            return _SCOPED_MAGIC + self._mac(key, envelope, self._scope) + envelope
         return _SIGNED_MAGIC + self._mac(key, envelope) + envelope
 
     def decode(
@@ -233,13 +254,18 @@ class RecordCodec:
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(topic, partition, offset, reason)
 
-        signed = value.startswith(_SIGNED_MAGIC)
+        scoped = value.startswith(_SCOPED_MAGIC)
+        signed = scoped or value.startswith(_SIGNED_MAGIC)
         if self._secret is not None:
             if not signed:
                 raise corrupt("record is not signed but the store requires HMAC authentication")
             mac, data = value[4 : 4 + _MAC_SIZE], value[4 + _MAC_SIZE :]
-            if not hmac.compare_digest(mac, self._mac(key, data)):
-                raise corrupt("HMAC does not match (forged, tampered or wrong secret)")
+            expected = self._mac(key, data, self._scope if scoped else None)
+            if (scoped and self._scope is None) or not hmac.compare_digest(mac, expected):
+                raise corrupt(
+                    "HMAC does not match (forged, tampered, wrong secret, or written for "
+                    "another topic or job)"
+                )
         elif signed:
             raise corrupt(
                 f"record is signed but no store secret is configured ({DEFAULT_SECRET_ENV})"
@@ -251,6 +277,8 @@ class RecordCodec:
             raise corrupt("record key does not match the key in its body")
         if self._secret is None and any(c.payload_type == PICKLE_TAG for c in _calls_of(record)):
             raise corrupt("unsigned record carries a pickled payload")
+        if self._secret is not None:
+            _trusting_tags(record)
         return _trusting_pickles(record), data
 
     def load(self, envelope: bytes) -> Record:
@@ -259,7 +287,10 @@ class RecordCodec:
         def broken(reason: str) -> CorruptRecordError:
             return CorruptRecordError("(in memory)", -1, -1, reason)
 
-        return _trusting_pickles(self._parse(envelope, broken))
+        record = _trusting_pickles(self._parse(envelope, broken))
+        # A signed store keeps only envelopes it made or authenticated; an unsigned one may
+        # hold a restored record nobody vouched for.
+        return _trusting_tags(record) if self._secret is not None else record
 
     @staticmethod
     def _parse(data: bytes, corrupt: Callable[[str], CorruptRecordError]) -> Record:
@@ -267,6 +298,8 @@ class RecordCodec:
             envelope = json.loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise corrupt(f"not JSON: {exc}") from None
+        except RecursionError:  # a forged record of deeply nested JSON: skipped, never fatal
+            raise corrupt("nested deeper than a record may be") from None
         if not isinstance(envelope, dict) or envelope.get("v") != FORMAT_VERSION:
             raise corrupt(f"not a version-{FORMAT_VERSION} record envelope")
         kind = envelope.get("kind")
@@ -277,8 +310,12 @@ class RecordCodec:
             return cls.model_validate(envelope.get("body"))
         except ValueError as exc:  # pydantic.ValidationError is a ValueError
             raise corrupt(f"invalid {kind} body: {exc}") from None
+        except RecursionError:
+            raise corrupt("nested deeper than a record may be") from None
 
-    def _mac(self, key: bytes, data: bytes) -> bytes:
+    def _mac(self, key: bytes, data: bytes, scope: bytes | None = None) -> bytes:
         assert self._secret is not None
         message = len(key).to_bytes(4, "big") + key + data
+        if scope is not None:
+            message = len(scope).to_bytes(4, "big") + scope + message
         return hmac.new(self._secret, message, hashlib.sha256).digest()

@@ -43,7 +43,7 @@ class InMemoryActionStateStore(LogStore):
         super().__init__(
             topic="memory",
             partitions=len(self.log.partitions),
-            codec=RecordCodec(secret),
+            codec=RecordCodec(secret, scope="memory"),
             max_pending=max_pending,
             max_record_bytes=max_record_bytes,
         )

@@ -441,9 +441,14 @@ class LogStore(abc.ABC):
         def corrupt(reason: str) -> CorruptRecordError:
             return CorruptRecordError(self.topic, partition, offset, reason)
 
+        size = len(key or b"") + len(value or b"")
+        if size > self.max_record_bytes:  # no store writes one: forged, or another job's
+            raise corrupt(
+                f"record of {size:,} bytes is over the limit of {self.max_record_bytes:,}"
+            )
         try:
             state_key = _parse_key(key or b"")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise corrupt("record key is not an action-state key") from None
         if value is None:
             # By the key's canonical form, as states are kept: a tombstone's key may be written

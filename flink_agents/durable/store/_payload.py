@@ -26,6 +26,7 @@ import base64
 import dataclasses
 import functools
 import importlib
+import sys
 from typing import Any
 
 import cloudpickle
@@ -108,18 +109,26 @@ def decode_payload(
         return _validate(result_type, json_payload)
     if type_tag is None:
         return json_payload
-    return _validate(resolve_type_tag(type_tag), json_payload)
+    return _validate(resolve_type_tag(type_tag, may_import=trusted), json_payload)
 
 
-def resolve_type_tag(tag: str) -> type:
+def resolve_type_tag(tag: str, *, may_import: bool = True) -> type:
     """Import `module:qualname` and return it if it is a pydantic model or dataclass class.
 
     Importing can run the named module's top-level code, but only modules installed for the
     job can be named; the class itself is only used for validation, never called directly.
+    Without ``may_import`` (a tag from a record that was not authenticated) only a module this
+    process has loaded already (the plan's code) is looked in: a forged record cannot make the
+    reader import anything.
     """
     module_name, sep, qualname = tag.partition(":")
     if not sep or not module_name or not qualname:
         raise PayloadError(f"malformed payload type tag {tag!r}")
+    if not may_import and module_name not in sys.modules:
+        raise PayloadError(
+            f"payload type {tag!r} names a module this process has not loaded, and the record "
+            "is not authenticated (no store secret): declare the call's result_type, or set one"
+        )
     try:
         obj: Any = importlib.import_module(module_name)
         for part in qualname.split("."):

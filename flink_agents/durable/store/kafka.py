@@ -155,12 +155,19 @@ class KafkaActionStateStore(LogStore):
         super().__init__(
             topic=config.topic,
             partitions=config.partitions,
-            codec=RecordCodec(secret_from_env(config.secret_env)),
+            codec=RecordCodec(secret_from_env(config.secret_env), scope=config.topic),
             max_pending=config.max_pending,
             max_record_bytes=config.max_record_bytes,
         )
         servers = config.bootstrap_servers
         self._servers = servers if isinstance(servers, str) else ",".join(servers)
+        if not self._codec.signed:  # the default, kept for compatibility: docs/security.md
+            logger.warning(
+                "store topic %r: records are not signed (%s is not set); anyone who can write "
+                "to the topic can forge call results. Set it on every job of the topic.",
+                config.topic,
+                config.secret_env,
+            )
         if create_topic:
             self._ensure_topic()
         else:

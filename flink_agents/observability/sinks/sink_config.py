@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flink_agents.api.resources import refuse_literal_secrets
 
 
 class TracesConfig(BaseModel):
@@ -26,6 +28,9 @@ class TracesConfig(BaseModel):
         'reference ("${env:NAME}"), the way to pass a token.',
     )
     timeout_s: float = Field(default=10.0, gt=0, description="Timeout of one export request.")
+
+    # A token under a header is given by reference, as a resource's is (docs/security.md).
+    _no_literal_secrets = field_validator("headers")(refuse_literal_secrets)
 
 
 class KafkaEventLogConfig(BaseModel):

@@ -283,6 +283,11 @@ class ReactSpec(_Strict):
         default=None, pattern=REFERENCE_PATTERN, description="A pydantic model as module:Class."
     )
     max_tool_rounds: int = Field(default=10, ge=1)
+    max_tool_calls_per_reply: int = Field(
+        default=64,
+        ge=1,
+        description="Tool calls one model reply may ask for; a reply with more ends the run.",
+    )
     output_retries: int = Field(
         default=DEFAULT_OUTPUT_RETRIES,
         ge=0,

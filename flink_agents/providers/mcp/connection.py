@@ -24,6 +24,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.resources import UnresolvedSecretError, resolve_env_references
+from flink_agents.api.secret_values import remember_secret
 from flink_agents.providers._http_errors import AttemptFailure
 from flink_agents.providers._sdk import sdk_from_extra
 
@@ -87,6 +88,7 @@ Transport = Annotated[StdioTransport | HttpTransport, Field(discriminator="type"
 def _from_environment(variable: str, environ: Mapping[str, str]) -> str:
     if variable not in environ:
         raise UnresolvedSecretError(f"environment variable {variable!r} is not set")
+    remember_secret(environ[variable])  # scrubbed from whatever this process writes
     return environ[variable]
 
 

@@ -1,6 +1,7 @@
 """Restore a Kafka store from a marker in a fresh process; print what it sees as JSON.
 
 Usage: python -m tests.durable.store.restore_child BOOTSTRAP TOPIC PARTITIONS MARKER_JSON
+Loads the value types first, as a job does with its plan.
 Prints {"loaded": n, "states": {<canonical key>: [[<value type name>, <value as JSON>]...]}}.
 """
 
@@ -14,6 +15,10 @@ from pydantic_core import to_jsonable_python
 from flink_agents.durable.store import RecoveryMarker
 from flink_agents.durable.store.kafka import KafkaActionStateStore
 from flink_agents.durable.store.store_config import StoreConfig
+
+# The job's own code, loaded as its plan would load it: an unsigned record's type tag is
+# resolved only among the modules the process loaded (docs/security.md).
+from tests.durable.store import payload_types  # noqa: F401
 
 
 def main(bootstrap: str, topic: str, partitions: str, marker_json: str) -> None:

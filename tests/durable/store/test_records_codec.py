@@ -330,3 +330,15 @@ def test_a_record_with_no_json_form_is_a_payload_error_not_a_serializer_error():
     state.calls[0].__dict__["payload"] = object()  # not what encode_payload ever makes
     with pytest.raises(PayloadError, match="has no JSON form"):
         RecordCodec().envelope(state)
+
+
+def test_a_call_error_loses_credential_shapes_however_it_is_made() -> None:
+    # Made from an exception, or read back from a record an earlier version wrote unscrubbed
+    # (what `store inspect` prints): the same validator scrubs both.
+    echoed = "401: {'Authorization': 'Bearer abcdef1234567890'} GET /v1?key=AIzaSyA0123456789"
+    made = CallError.from_exception(RuntimeError(echoed))
+    read = CallError.model_validate({"type": "RuntimeError", "message": echoed, "trace": None})
+    for error in (made, read):
+        assert "abcdef1234567890" not in error.message and "AIzaSy" not in error.message
+        assert "Bearer <redacted>" in error.message and "?key=<redacted>" in error.message
+    assert made.trace is not None and "abcdef1234567890" not in made.trace
