@@ -24,6 +24,7 @@ from pydantic import (
 from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.refs import REFERENCE_PATTERN
@@ -346,6 +347,9 @@ class AgentSpec(_Strict):
     embedding_connections: dict[str, EmbeddingConnectionSpec] = Field(default_factory=dict)
     embedding_models: dict[str, EmbeddingModelSpec] = Field(default_factory=dict)
     vector_stores: dict[str, VectorStoreSpec] = Field(default_factory=dict)
+    budgets: Budgets | None = Field(
+        default=None, description="What the agent's model calls may spend (docs/budgets.md)."
+    )
 
 
 InternalSubagentSpec.model_rebuild()
