@@ -359,6 +359,9 @@ class DurableCalls:
         key = run.key.action(invocation.action, invocation.event_id)
         state = store.get(key)
         if state is not None and state.completed:
+            if self.meter is not None:  # its calls are handed back with it: count them
+                for result in state.calls:
+                    self.meter.replayed(invocation.run, result)
             return read_action(state)
         if state is None:
             state = ActionState.opened(key, self._input_for(run, invocation))
@@ -608,7 +611,7 @@ class DurableCalls:
             if probe is not None:
                 probe.reached(KillPoint.DURING_RESTORE)
             if self.meter is not None:  # counted, never checked: it was paid
-                self.meter.replayed(call, recorded)
+                self.meter.replayed(identity.run, recorded)
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
             outcome.name = "replayed"

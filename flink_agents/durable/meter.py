@@ -47,5 +47,6 @@ class CallMeter(Protocol):
         """Reserve a new call's worst case (None: the call is not metered); raises when it
         does not fit a budget that fails."""
 
-    def replayed(self, call: DurableCall, recorded: CallResult) -> None:
-        """``call``'s recorded outcome was handed back: count its recorded spend."""
+    def replayed(self, run: RunId, recorded: CallResult) -> None:
+        """A call of ``run`` was handed back from its record (alone, or with its completed
+        action): count the spend recorded with it."""

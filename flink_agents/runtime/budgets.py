@@ -181,15 +181,12 @@ class BudgetMeter:
         token = _token(run)
         self._keys[token] = self._keys.get(token, KeySpend()).with_run(spend.by_day)
 
-    def replayed(self, call: DurableCall, recorded: CallResult) -> None:
+    def replayed(self, run: RunId, recorded: CallResult) -> None:
+        # Only what was recorded with the call: a call recorded before the agent had budgets
+        # carries no spend and counts nothing (docs/budgets.md).
         spend = recorded.spend
-        if spend is None:  # recorded before the agent had budgets: its usage, if it tells
-            value = recorded.value(call.result_type) if _is_model_call(call) else None
-            usage = value.usage if isinstance(value, ChatMessage) else None
-            if usage is None:
-                return
-            spend = CallSpend(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
-        self._run(call.identity.run).add(_day_of(spend, recorded), Amount.spent(spend))
+        if spend is not None:
+            self._run(run).add(_day_of(spend, recorded), Amount.spent(spend))
 
     def reserve(self, call: DurableCall) -> _Reservation | None:
         if not _is_model_call(call):

@@ -206,6 +206,7 @@ class CallResult(BaseModel):
                 "started_at": started_at,
                 "finished_at": None,
                 "kind": kind,
+                "spend": None,
             }
             return _unvalidated(cls, values, set(_PENDING_GIVEN))
         return cls(
