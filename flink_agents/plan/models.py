@@ -188,19 +188,22 @@ class AgentPlan(BaseModel):
                     )
         return resources
 
-    @model_validator(mode="after")
-    def _budget_fallbacks_are_connections(self) -> AgentPlan:
-        for index, budget in enumerate(self.budgets.limits if self.budgets else []):
-            name = budget.fallback
-            declared = self.resources.get(name or "")
-            if name is not None and (
+    @field_validator("budgets")
+    @classmethod
+    def _budget_fallbacks_are_connections(
+        cls, budgets: Budgets | None, info: ValidationInfo
+    ) -> Budgets | None:
+        resources: dict[str, ResourcePlan] = info.data.get("resources", {})
+        for index, budget in enumerate(budgets.limits if budgets else []):
+            declared = resources.get(budget.fallback or "")
+            if budget.fallback is not None and (
                 declared is None or declared.type is not ResourceType.CHAT_MODEL_CONNECTION
             ):
                 raise ValueError(
-                    f"budgets.limits[{index}].fallback: {name!r} is not a chat model "
+                    f"limits[{index}].fallback: {budget.fallback!r} is not a chat model "
                     "connection of the agent"
                 )
-        return self
+        return budgets
 
     def listeners(self, event_type: str) -> list[ActionPlan]:
         """Actions handling ``event_type``, in plan order."""
