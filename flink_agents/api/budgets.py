@@ -11,7 +11,7 @@ compiled into its plan:
   fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper connection) and a soft
   threshold that warns.
 
-This module declares; the runtime (``flink_agents.runtime.budgets``) counts, reserves and
+This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
 refuses.
 """
 

@@ -6,7 +6,7 @@ sent, the calls ask the meter to :meth:`~CallMeter.reserve` it (the meter may re
 raising, which is recorded as the call's failure, or send it elsewhere); a live result is
 settled into the spend recorded with it (:attr:`CallResult.spend`); a recorded outcome is
 :meth:`~CallMeter.replayed` (its recorded spend counted, never checked: it was paid).
-The implementation is the runtime's (``flink_agents.runtime.budgets``).
+The implementation is the runtime's (``flink_agents.runtime.budget_meter``).
 """
 
 from __future__ import annotations

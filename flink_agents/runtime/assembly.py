@@ -20,7 +20,7 @@ from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan
-from flink_agents.runtime.budgets import BudgetMeter
+from flink_agents.runtime.budget_meter import BudgetMeter
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.settings import RuntimeSettings
 
@@ -77,7 +77,7 @@ class Runtime:
         agent = plan.plan if isinstance(plan, ResolvedPlan) else plan
         meter = None
         if calls is None:
-            meter = budget_meter(agent, event_log)
+            meter = _meter_for(agent, event_log)
             calls = DurableCalls.for_plan(
                 store,
                 agent.name,
@@ -108,7 +108,7 @@ class Runtime:
         return cls(engine, calls)
 
 
-def budget_meter(plan: AgentPlan, event_log: EventLog | None) -> BudgetMeter | None:
+def _meter_for(plan: AgentPlan, event_log: EventLog | None) -> BudgetMeter | None:
     """The meter of ``plan``'s budgets (None: it has none), telling ``event_log`` its
     refusals, fallbacks and soft thresholds reached."""
     if plan.budgets is None:

@@ -32,7 +32,7 @@ from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
-from flink_agents.runtime.budgets import BudgetMeter, KeySpend
+from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -106,7 +106,7 @@ class RunEngine:
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
-        self._meter = meter  # the budgets' counters, saved with each key (runtime/budgets.py)
+        self._meter = meter  # budgets: counters saved with each key (runtime/budget_meter.py)
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.durable.identity import canonical_json
-from flink_agents.runtime.budgets import KeySpend
+from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.state import KeyState
 
@@ -48,7 +48,7 @@ class CompletedRun:
 
     result: RunResult
     short_term_memory: dict[str, Any]
-    spend: KeySpend | None = None  # the key's spend as of this run (runtime/budgets.py)
+    spend: KeySpend | None = None  # the key's spend as of this run (runtime/budget_meter.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from flink_agents.runtime.budgets import KeySpend
+from flink_agents.runtime.budget_meter import KeySpend
 
 
 class PendingInput(BaseModel):

@@ -1,5 +1,5 @@
 """A key's spend is saved with its keyed state, like its memory: a restarted attempt goes on
-counting from what the checkpoint holds (runtime/keyed.py, runtime/budgets.py)."""
+counting from what the checkpoint holds (runtime/keyed.py, runtime/budget_meter.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Budgets at run time: a key's model calls stop where its budget does, reserved before they
-are sent, settled with the usage the model reports (runtime/budgets.py)."""
+are sent, settled with the usage the model reports (runtime/budget_meter.py)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_a_soft_threshold_warns_once(caplog: pytest.LogCaptureFixture) -> None:
         plan = budgeted_plan(
             server.base_url, Budget(name="soft", tokens=10 * CALL_TOKENS, soft=0.5)
         )
-        with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.budgets"):
+        with caplog.at_level(logging.WARNING, logger="flink_agents.runtime.budget_meter"):
             run_local(plan, questions(keys=1, per_key=8), key="key")
     warnings = [r.getMessage() for r in caplog.records if "budget 'soft' at" in r.getMessage()]
     assert len(warnings) == 1 and "50%" in warnings[0]
