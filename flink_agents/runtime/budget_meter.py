@@ -22,6 +22,7 @@ says). See docs/budgets.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -34,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
-from flink_agents.api.json_values import json_text
 from flink_agents.api.resources import ResourceType
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
@@ -45,12 +45,13 @@ logger = logging.getLogger(__name__)
 
 _CHARS_PER_TOKEN = 4
 """The prompt estimate's ratio: about four characters of English (or JSON) per token."""
+_MESSAGE_CHARS = 16
+"""What a message adds around its text (its role, the template's markers), in characters."""
 
 
-class Amount(BaseModel):
-    """Tokens (in + out) and money spent."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """Tokens (in + out) and money spent (a dataclass: added up several times a call)."""
 
     tokens: int = 0
     cost: float = 0.0
@@ -99,10 +100,15 @@ class KeySpend(BaseModel):
         return self.on_day if self.day == day else _NOTHING
 
 
+_NO_SPEND = KeySpend()
+
+
 @dataclass
 class _RunSpend:
-    """A running run's spend (its calls', settled or replayed), by the day they were recorded."""
+    """A running run's spend (its calls', settled or replayed), by the day they were recorded;
+    ``token`` is its key's canonical JSON (the meter's per-key dicts are keyed by it)."""
 
+    token: str
     by_day: dict[str, Amount] = field(default_factory=dict)
 
     def add(self, day: str, amount: Amount) -> None:
@@ -160,26 +166,16 @@ class BudgetMeter:
         else:
             self._keys[token] = spend
 
-    def spent(self, key: Any) -> Amount:
-        """Everything ``key`` spent so far: its finished runs and its running run."""
-        token = canonical_json(key)
-        committed = self._keys.get(token, KeySpend()).total
-        running = [spend.total for run, spend in self._runs.items() if _token(run) == token]
-        for amount in running:
-            committed = committed.plus(amount)
-        return committed
-
     # --- CallMeter -------------------------------------------------------------------------
 
     def run_admitted(self, run: RunId) -> None:
-        self._runs[run] = _RunSpend()
+        self._runs[run] = _RunSpend(canonical_json(run.key))
 
     def run_finished(self, run: RunId) -> None:
         spend = self._runs.pop(run, None)
         if spend is None or not spend.by_day:
             return
-        token = _token(run)
-        self._keys[token] = self._keys.get(token, KeySpend()).with_run(spend.by_day)
+        self._keys[spend.token] = self._keys.get(spend.token, KeySpend()).with_run(spend.by_day)
 
     def replayed(self, run: RunId, recorded: CallResult) -> None:
         # Only what was recorded with the call: a call recorded before the agent had budgets
@@ -192,7 +188,7 @@ class BudgetMeter:
         if not _is_model_call(call):
             return None
         run = call.identity.run
-        token = _token(run)
+        token = self._run(run).token
         today = self._today()
         priced = self._priced(call)
         fallback: Budget | None = None
@@ -218,7 +214,7 @@ class BudgetMeter:
             logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
             self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
         self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
-        return _Reservation(self, run, today, priced)
+        return _Reservation(self, run, token, today, priced)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -238,15 +234,15 @@ class BudgetMeter:
             price_version=prices.version if cost is not None and prices else None,
             day=reservation.day,
         )
-        run = reservation.run
-        before = {b.name: self._window(b, run, reservation.day) for b in self.budgets.limits}
-        self._run(run).add(reservation.day, Amount.spent(spend))
-        for budget in self.budgets.limits:
-            self._warn_at_soft(budget, run, before[budget.name], reservation.day)
+        run, day = reservation.run, reservation.day
+        soft = [(b, self._window(b, run, day)) for b in self.budgets.limits if b.soft is not None]
+        self._run(run).add(day, Amount.spent(spend))
+        for budget, before in soft:
+            self._warn_at_soft(budget, run, before, day)
         return spend
 
     def _release(self, reservation: _Reservation) -> None:
-        token = _token(reservation.run)
+        token = reservation.token
         left = self._reserved.get(token, _NOTHING).minus(reservation.priced.worst)
         if left.tokens <= 0 and left.cost <= 1e-12:
             self._reserved.pop(token, None)
@@ -254,8 +250,7 @@ class BudgetMeter:
             self._reserved[token] = left
 
     def _warn_at_soft(self, budget: Budget, run: RunId, before: Amount, day: str) -> None:
-        if budget.soft is None:
-            return
+        assert budget.soft is not None
         threshold = budget.soft * budget.limit
         after = self._window(budget, run, day).of(budget)
         if before.of(budget) < threshold <= after:
@@ -279,7 +274,7 @@ class BudgetMeter:
             self._on_record(run, decision, budget, spent)
 
     def _fits(self, budget: Budget, run: RunId, today: str, priced: _Priced) -> bool:
-        reserved = self._reserved.get(_token(run), _NOTHING)
+        reserved = self._reserved.get(self._run(run).token, _NOTHING)
         held = self._window(budget, run, today).plus(reserved).plus(priced.worst)
         return held.of(budget) <= budget.limit
 
@@ -288,7 +283,7 @@ class BudgetMeter:
         running = self._run(run)
         if budget.window == "run":
             return running.total
-        committed = self._keys.get(_token(run), KeySpend())
+        committed = self._keys.get(running.token, _NO_SPEND)
         if budget.window == "day":
             return committed.on(today).plus(running.by_day.get(today, _NOTHING))
         return committed.total.plus(running.total)
@@ -296,7 +291,7 @@ class BudgetMeter:
     def _run(self, run: RunId) -> _RunSpend:
         spend = self._runs.get(run)
         if spend is None:  # a host that does not admit runs (calls made directly)
-            spend = self._runs[run] = _RunSpend()
+            spend = self._runs[run] = _RunSpend(canonical_json(run.key))
         return spend
 
     def _today(self) -> str:
@@ -341,11 +336,14 @@ class BudgetMeter:
 class _Reservation:
     """A new call's reserved worst case (durable/meter.py's ``Reservation``)."""
 
-    __slots__ = ("_meter", "day", "done", "priced", "run")
+    __slots__ = ("_meter", "day", "done", "priced", "run", "token")
 
-    def __init__(self, meter: BudgetMeter, run: RunId, day: str, priced: _Priced) -> None:
+    def __init__(
+        self, meter: BudgetMeter, run: RunId, token: str, day: str, priced: _Priced
+    ) -> None:
         self._meter = meter
         self.run = run
+        self.token = token
         self.day = day
         self.priced = priced
         self.done = False
@@ -366,10 +364,6 @@ class _Reservation:
             self._meter._release(self)
 
 
-def _token(run: RunId) -> str:
-    return canonical_json(run.key)
-
-
 def _is_model_call(call: DurableCall) -> bool:
     owner = getattr(call.function, "__self__", None)
     return isinstance(owner, ChatModelSetup | ChatModelConnection) and (
@@ -387,11 +381,16 @@ def _request_of(call: DurableCall) -> tuple[ChatRequest, ChatModelConnection]:
 
 
 def _estimated_tokens(request: ChatRequest) -> int:
-    """A prompt's tokens, estimated from its messages' and tools' JSON (no tokenizer: the
-    estimate only sizes a reservation, settled with the reported usage)."""
-    sent = [m.model_dump(mode="json", exclude={"usage"}) for m in request.messages]
-    tools = [t.model_dump(mode="json") for t in request.tools]
-    return -(-len(json_text({"messages": sent, "tools": tools})) // _CHARS_PER_TOKEN)
+    """A prompt's tokens, estimated from its text: messages, tool calls and tools (no
+    tokenizer: the estimate only sizes a reservation, settled with the reported usage)."""
+    chars = 0
+    for message in request.messages:
+        chars += len(message.content) + _MESSAGE_CHARS
+        for call in message.tool_calls:
+            chars += len(call.name) + len(call.unparsed_arguments or json.dumps(call.arguments))
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    return -(-chars // _CHARS_PER_TOKEN)
 
 
 def _day_of(spend: CallSpend, recorded: CallResult) -> str:
