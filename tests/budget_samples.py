@@ -3,11 +3,12 @@ answers with fixed usage and counts requests per key: the budgets tests' subject
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any, cast
 
 from flink_agents.api import Agent, ChatMessage, InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.api.budgets import Budget, Budgets
+from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.compile import compile_agent
@@ -68,11 +69,38 @@ async def ask(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=reply.content))
 
 
-def budgeted_plan(base_url: str, *limits: Budget, **budgets: Any) -> AgentPlan:
+@action(InputEvent)
+async def ask_at_once(event: InputEvent, ctx: RunnerContext) -> None:
+    """Ask the model ``event.input["n"]`` questions at once; the output counts the answers and
+    the refusals."""
+    model = cast(ChatModelSetup, ctx.get_resource("model", ResourceType.CHAT_MODEL))
+    key = event.input["key"]
+    asked = [
+        ctx.durable_execute_async(
+            model.chat,
+            [ChatMessage(role="user", content=f"{key}/{i}")],
+            call_id=f"chat-{i}",
+            result_type=ChatMessage,
+        )
+        for i in range(event.input["n"])
+    ]
+    outcomes = await asyncio.gather(*asked, return_exceptions=True)
+    refused = sum(isinstance(outcome, BudgetExceeded) for outcome in outcomes)
+    ctx.send_event(OutputEvent(output={"answered": len(outcomes) - refused, "refused": refused}))
+
+
+def budgeted_plan(
+    base_url: str,
+    *limits: Budget,
+    action: Any = ask,
+    max_tokens: int = MAX_TOKENS,
+    **budgets: Any,
+) -> AgentPlan:
     """The plan of an agent asking model ``big`` (connection ``llm``; ``cheap`` answers with
-    model ``small``) under ``limits``; its error policy emits the failure as an output."""
+    model ``small``) under ``limits`` in ``action``; its error policy emits the failure as an
+    output."""
     agent = Agent(name="budgeted", error_policy="emit")
-    agent.add_action(ask)
+    agent.add_action(action)
     connection = OpenAICompatibleChatModelConnection
     agent.add_resource("llm", ResourceType.CHAT_MODEL_CONNECTION, connection, base_url=base_url)
     agent.add_resource(
@@ -84,7 +112,7 @@ def budgeted_plan(base_url: str, *limits: Budget, **budgets: Any) -> AgentPlan:
         ChatModelSetup,
         connection="llm",
         model="big",
-        max_tokens=MAX_TOKENS,
+        max_tokens=max_tokens,
     )
     agent.budgets = Budgets(limits=list(limits), **budgets)
     return compile_agent(agent)

@@ -11,7 +11,13 @@ import pytest
 from flink_agents.api.budgets import Budget, ModelPrice, PriceTable
 from flink_agents.observability import BudgetNoted, EventLogConfig, read_records
 from flink_agents.runtime.local import run_local
-from tests.budget_samples import CALL_TOKENS, UsageServer, budgeted_plan, questions
+from tests.budget_samples import (
+    CALL_TOKENS,
+    UsageServer,
+    ask_at_once,
+    budgeted_plan,
+    questions,
+)
 
 
 def test_a_per_key_cap_lets_exactly_its_calls_reach_the_model() -> None:
@@ -29,7 +35,23 @@ def test_a_per_key_cap_lets_exactly_its_calls_reach_the_model() -> None:
     assert len(answered) == 20 * 10
 
 
-def test_concurrent_keys_never_overshoot_and_runs_count_separately() -> None:
+def test_concurrent_calls_of_a_key_reserve_their_worst_case_and_cannot_overshoot() -> None:
+    """Five calls at once, each reserving 105 tokens at worst (max_tokens 100) and spending 100,
+    under a cap of 315: three are reserved and sent, the other two are refused before they
+    are sent -- checked against spend alone, all five would have gone."""
+    with UsageServer() as server:
+        plan = budgeted_plan(
+            server.base_url,
+            Budget(name="cap", tokens=315),
+            action=ask_at_once,
+            max_tokens=100,
+        )
+        [result] = run_local(plan, [{"key": "k0", "n": 5}], key="key")
+    assert result.output_values == [{"answered": 3, "refused": 2}]
+    assert server.by_key["k0"] == 3
+
+
+def test_runs_count_separately_under_a_per_run_budget() -> None:
     """A per-run budget counts each run on its own: every run's single call fits."""
     with UsageServer() as server:
         plan = budgeted_plan(server.base_url, Budget(name="per-run", window="run", tokens=150))
