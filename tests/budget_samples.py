@@ -30,12 +30,19 @@ class UsageServer:
     """A fake chat-completions server: every answer reports :data:`CALL_TOKENS` and names the
     model asked for; requests are counted by the key their question names (``key/i``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, answers: int | None = None, refusal: int = 429) -> None:
         self.server = FakeModelServer(self._answer)
         self.by_key: Counter[str] = Counter()
         self.by_model: Counter[str] = Counter()
+        self.answers = answers  # how many requests it answers before it refuses every one
+        self.refusal = refusal  # the status it refuses with
+        self.refused = 0
 
     def _answer(self, request: RecordedRequest) -> ScriptedResponse:
+        if self.answers is not None and sum(self.by_key.values()) >= self.answers:
+            self.refused += 1
+            error = {"message": "slow down", "type": "rate_limit", "param": None, "code": None}
+            return ScriptedResponse(status=self.refusal, body={"error": error})
         body = request.json()
         question = body["messages"][-1]["content"]
         self.by_key[question.split("/")[0]] += 1

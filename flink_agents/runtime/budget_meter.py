@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend
+from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend, PriceTable
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.resources import ResourceType
@@ -224,8 +224,9 @@ class BudgetMeter:
         if usage is None:
             return None
         prices = self.budgets.prices
-        model = reservation.priced.model
-        cost = prices.cost(model, usage.input_tokens, usage.output_tokens) if prices else None
+        # The model that answered, where a routing connection names it; else the one asked.
+        model = value.model or reservation.priced.model
+        cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
         spend = CallSpend(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -305,7 +306,7 @@ class BudgetMeter:
         prompt = _estimated_tokens(request)
         output = request.max_tokens or self.budgets.assumed_max_tokens
         prices = self.budgets.prices
-        cost = prices.cost(model, prompt, output) if prices is not None else None
+        cost = _cost(prices, model, prompt, output)
         if cost is None and any(b.unit == "cost" for b in self.budgets.limits):
             assert prices is not None  # a cost budget needs prices (Budgets checks)
             raise ValueError(
@@ -391,6 +392,21 @@ def _estimated_tokens(request: ChatRequest) -> int:
     for tool in request.tools:
         chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
     return -(-chars // _CHARS_PER_TOKEN)
+
+
+def _cost(
+    prices: PriceTable | None, model: str | None, input_tokens: int, output_tokens: int
+) -> float | None:
+    """What the tokens cost by ``prices``; a model known only once it answers (None: a
+    routing connection's) is priced as the table's dearest, at worst."""
+    if prices is None:
+        return None
+    if model is not None:
+        return prices.cost(model, input_tokens, output_tokens)
+    return max(
+        (prices.cost(name, input_tokens, output_tokens) or 0.0 for name in prices.models),
+        default=None,
+    )
 
 
 def _day_of(spend: CallSpend, recorded: CallResult) -> str:

@@ -49,6 +49,7 @@ PROVIDER_ALIASES: dict[str, str] = {
         "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
     ),
     "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
+    "fallback": "flink_agents.providers.fallback:FallbackChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
