@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.durable.identity import canonical_json
+from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.state import KeyState
 
@@ -47,6 +48,7 @@ class CompletedRun:
 
     result: RunResult
     short_term_memory: dict[str, Any]
+    spend: KeySpend | None = None  # the key's spend as of this run (runtime/budget_meter.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,12 +228,13 @@ class EngineHost:
 
     def _on_result(self, result: RunResult) -> None:
         memory = self._engine.committed_memory(result.key)
+        spend = self._engine.committed_spend(result.key)
         token = canonical_json(result.key)
         with self._changed:
             started = self._head_started.get(token)
             if started is not None:
                 self._learn(self._clock() - started)
-            self._done[token].append(CompletedRun(result, memory))
+            self._done[token].append(CompletedRun(result, memory, spend))
             self._count(token, -1)
             self._changed.notify_all()
 
