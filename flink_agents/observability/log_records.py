@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from flink_agents.api.chat import TokenUsage
 from flink_agents.api.json_values import json_bytes
 
-CallKind = Literal["model", "tool", "subagent", "function"]
+CallKind = Literal["model", "tool", "subagent", "wait", "function"]
 """What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
 
 CallOutcome = Literal["live", "replayed", "reconciled", "failed", "in-doubt"]

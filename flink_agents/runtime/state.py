@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flink_agents.runtime.wait_book import WaitBook
+
 
 class PendingInput(BaseModel):
     """An input that has a ``seq`` but whose run has not finished."""
@@ -30,3 +32,5 @@ class KeyState(BaseModel):
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
+    waits: WaitBook = Field(default_factory=WaitBook)
+    """The key's waits: open, decided, kept early (docs/waits.md)."""
