@@ -32,7 +32,7 @@ from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.run_bounds import RunBudget
-from flink_agents.runtime.waits import event_data, wait_call
+from flink_agents.runtime.wait_calls import event_data, wait_call
 
 if TYPE_CHECKING:
     import asyncio
@@ -248,7 +248,7 @@ class ActionContext(RunnerContext):
         match: Mapping[str, Any] | None,
         timeout_s: float | None,
     ) -> tuple[str, Decision]:
-        """A wait, as a durable call of kind ``wait`` (runtime/waits.py): its id, and the
+        """A wait, as a durable call of kind ``wait`` (runtime/wait_calls.py): its id, and the
         decision."""
         calls = self._run.calls
         calls.check_open(f"wait of action {self._action.name!r}")
