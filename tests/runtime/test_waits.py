@@ -13,10 +13,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api.waits import WaitTimedOutError
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
 from flink_agents.durable.store import InMemoryLog
+from flink_agents.plan.models import AgentPlan
 from flink_agents.testing.plans import agent_plan
 from tests.runtime.test_keyed import Attempt, KeySlot, now_ms
 
@@ -59,8 +62,15 @@ def _counts() -> None:
 class Waits(Attempt):
     """An attempt that also takes decisions on the keyed logic's second input."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, log: InMemoryLog, table: dict, n: int):
-        super().__init__(monkeypatch, log, table, n, plan=PLAN)
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        log: InMemoryLog,
+        table: dict,
+        n: int,
+        plan: AgentPlan = PLAN,
+    ) -> None:
+        super().__init__(monkeypatch, log, table, n, plan=plan)
         self.wake_timers: list[int] = []
 
     def decide(self, key: Any, record: Any) -> list[dict]:
@@ -279,3 +289,63 @@ def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(
     assert [o["output"]["verdict"] for o in outputs] == ["timed_out"]
     assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
     assert CALLS == {"quote": 1}
+
+
+# --- waiting for an event -----------------------------------------------------------------------
+
+
+class Paid(BaseModel):
+    order: str
+    amount: int
+
+
+@action(InputEvent)
+async def ship(event: InputEvent, ctx: RunnerContext) -> None:
+    """Waits for the payment of its order, then ships."""
+    order = event.input["order"]
+    CALLS["ship-start"] += 1
+    try:
+        paid = await ctx.wait_for_event(Paid, match={"order": order}, timeout_s=60)
+    except WaitTimedOutError:
+        ctx.send_event(OutputEvent(output={"order": order, "shipped": False}))
+        return
+    ctx.send_event(OutputEvent(output={"order": order, "shipped": paid.amount}))
+
+
+SHIP = agent_plan(ship, name="shipping")
+
+
+def test_an_event_resolves_the_wait_whose_match_it_fits(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        wait = waiting(attempt, "c")
+        assert (wait["kind"], wait["event_type"], wait["match"]) == (
+            "event",
+            "Paid",
+            {"order": "o1"},
+        )
+        other = {"event": "Paid", "data": {"order": "o2", "amount": 1}}
+        assert attempt.decide("c", other) == []  # kept: the key still has a run
+        attempt.decide("c", {"event": "Paid", "data": {"order": "o1", "amount": 9}})
+        outputs = attempt.answers("c", count=2)
+    assert outputs[0]["output"] == {"order": "o1", "shipped": 9}
+    assert outputs[1]["refused"]["reason"] == (
+        "no wait of this key took it before its runs finished"
+    )
+
+
+def test_an_event_that_arrives_before_its_wait_is_kept_for_it(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        attempt.decide("c", {"event": "Paid", "data": {"order": "o1", "amount": 9}})
+        outputs = attempt.answers("c", count=2)
+    assert outputs[1]["output"] == {"order": "o1", "shipped": 9}
+
+
+def test_an_event_wait_that_times_out_raises_in_the_action(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        waiting(attempt, "c")
+        [deadline] = attempt.wake_timers
+        outputs = attempt.fire("c", deadline) or attempt.answers("c")
+    assert outputs[0]["output"] == {"order": "o1", "shipped": False}
