@@ -201,7 +201,7 @@ class Agent:
         if requires_approval:  # only when set: plans of other tools keep their bytes
             arguments["requires_approval"] = True
         if approval_timeout_s is not None:
-            arguments["approval_timeout_s"] = approval_timeout_s
+            arguments["approval_timeout_s"] = float(approval_timeout_s)  # as YAML reads it
         return self.add_resource(
             name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments
         )
