@@ -200,7 +200,9 @@ class WaitBook(BaseModel):
         records kept early are refused."""
         for wait in [w for w in self.open if w.seq == seq]:
             self.open.remove(wait)
-            self.resolved[wait.request.wait_id] = _how(wait.decision) or "never decided"
+            # A run finishes past a wait only with its decision: none here means the run got
+            # it from the wait call's record, written before a restore rewound the key state.
+            self.resolved[wait.request.wait_id] = _how(wait.decision) or "decided before a restore"
         _forget_oldest(self.resolved)
         if runs_pending:
             return []
