@@ -29,7 +29,7 @@ store (``replayed``, a recorded failure included), found by its reconciler (``re
 made now or reconciled and raised (``failed``), or started before a failover with its outcome
 unknown and recorded as failed under ``in_doubt="fail"`` (``in-doubt``)."""
 
-RunStatus = Literal["succeeded", "failed", "cancelled"]
+RunStatus = Literal["succeeded", "failed", "cancelled", "paused"]
 
 
 class _Record(BaseModel):

@@ -6,6 +6,8 @@ import pytest
 
 from flink_agents.api.paused import WaitNeedsStoreError
 from flink_agents.durable.store import StoreConfig
+from flink_agents.observability import MetricsListener
+from flink_agents.observability.sinks.metrics import RUNS_FINISHED, RUNS_PAUSED
 from flink_agents.runtime import RuntimeSettings, run_local
 from flink_agents.runtime.local_waits import DecisionRefusedError
 from tests.runtime.test_waits import CALLS, PLAN
@@ -54,3 +56,24 @@ def test_a_wait_without_a_store_is_refused():
     with pytest.raises(Exception, match="durable waits need an action-state store") as raised:
         run_local(PLAN, [{"id": "a", "amount": 3}], key="id")
     assert isinstance(raised.value.__cause__, WaitNeedsStoreError)
+
+
+def test_a_pause_is_counted_and_the_resumed_runs_wait_call_is_a_wait():
+    metrics = MetricsListener()
+    [paused] = run_local(
+        PLAN, [{"id": "a", "amount": 3}], key="id", settings=MEMORY, listeners=[metrics]
+    )
+    assert paused.paused is not None
+    assert (metrics.total(RUNS_PAUSED), metrics.total(RUNS_FINISHED)) == (1, 0)
+    metrics = MetricsListener()
+    decision = {"id": "a", "wait": paused.paused.wait_id, "verdict": "approve"}
+    run_local(
+        PLAN,
+        [{"id": "a", "amount": 3}],
+        key="id",
+        settings=MEMORY,
+        listeners=[metrics],
+        decisions=[decision],
+    )
+    assert (metrics.total(RUNS_PAUSED), metrics.total(RUNS_FINISHED)) == (1, 1)
+    assert metrics.total("calls.wait.live") == 1  # the one that returned the decision
