@@ -286,9 +286,16 @@ class KeyedAgentLogic:
         if isinstance(offer, Refused):
             return Visit(outputs=[refused_record(self._plan.name, _key(key), offer)])
         self._save(key, state, runs)
-        if isinstance(offer, Apply):
+        if not isinstance(offer, Apply):
+            return _NOTHING  # kept for its wait
+        host = self._require_host()
+        if host.knows(key):
             return Visit(poll_at=self._resumed(key, [offer], clock()))
-        return _NOTHING  # kept for its wait
+        # A paused key not seen since a restart (no timer of its own brings it back): its run
+        # starts again with the decision in its state.
+        if self._recovered:
+            host.restore(key, runs)
+        return Visit(poll_at=self._arm(key, clock(), host.due(key)))
 
     def on_timer(
         self,

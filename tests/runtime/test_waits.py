@@ -349,3 +349,18 @@ def test_an_event_wait_that_times_out_raises_in_the_action(monkeypatch):
         [deadline] = attempt.wake_timers
         outputs = attempt.fire("c", deadline) or attempt.answers("c")
     assert outputs[0]["output"] == {"order": "o1", "shipped": False}
+
+
+def test_a_decision_is_the_first_thing_a_paused_key_sees_after_a_restart(monkeypatch):
+    log = InMemoryLog()
+    with Waits(monkeypatch, log, {}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # no poll timer pending; its deadline is far off
+
+    with Waits(monkeypatch, log, checkpoint, 1) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        assert second.poll_timers  # the decision's visit brings the key back
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
