@@ -9,6 +9,7 @@ the wait runs twice" is a count.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -18,8 +19,10 @@ from pydantic import BaseModel
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.waits import WaitTimedOutError
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
-from flink_agents.durable.store import InMemoryLog
+from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import RuntimeSettings
+from flink_agents.runtime.keyed import KeyedAgentLogic
 from flink_agents.testing.plans import agent_plan
 from tests.runtime.test_keyed import Attempt, KeySlot, now_ms
 
@@ -60,17 +63,24 @@ def _counts() -> None:
 
 
 class Waits(Attempt):
-    """An attempt that also takes decisions on the keyed logic's second input."""
+    """An attempt that also takes decisions on the keyed logic's second input; over the
+    in-memory ``log`` (or, with ``store``, that store: the real Kafka one, say)."""
 
     def __init__(
         self,
         monkeypatch: pytest.MonkeyPatch,
-        log: InMemoryLog,
+        log: InMemoryLog | None,
         table: dict,
         n: int,
         plan: AgentPlan = PLAN,
+        store: StoreConfig | None = None,
     ) -> None:
-        super().__init__(monkeypatch, log, table, n, plan=plan)
+        if store is None:
+            super().__init__(monkeypatch, log, table, n, plan=plan)
+        else:  # as Attempt, with the store as configured
+            self.table, self.poll_timers, self.restores = dict(table), [], []
+            self.logic = KeyedAgentLogic(plan, RuntimeSettings(store=store))
+            self.logic.open(attempt=n, subtask=0)
         self.wake_timers: list[int] = []
 
     def decide(self, key: Any, record: Any) -> list[dict]:
@@ -240,15 +250,31 @@ def test_other_keys_run_while_one_is_paused(monkeypatch):
 # --- crashes: the keyed state is a checkpoint, the store's log outlives the attempt --------------
 
 
-def test_a_crash_while_paused_resumes_without_calling_again(monkeypatch):
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def attempts(request, monkeypatch):
+    """Opens attempt ``n`` over keyed state ``table``; the attempts share one store's log: in
+    memory, or a fresh topic of the real Kafka broker."""
     log = InMemoryLog()
-    with Waits(monkeypatch, log, {}, 0) as first:
+    store = None
+    if request.param == "kafka":
+        topic = f"test-waits-{uuid.uuid4().hex[:12]}"
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
+
+    def attempt(table: dict, n: int) -> Waits:
+        return Waits(monkeypatch, log, table, n, store=store)
+
+    return attempt
+
+
+def test_a_crash_while_paused_resumes_without_calling_again(attempts):
+    with attempts({}, 0) as first:
         first.send("a", {"amount": 30, "timeout_s": 60})
         wait = waiting(first, "a")
         [deadline] = first.wake_timers
         checkpoint = dict(first.table)  # the pause is in the key's state
 
-    with Waits(monkeypatch, log, checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         assert second.visit("a") == []  # restored: the run replays to its wait, pauses again
         assert decide(second, "a", wait, by="ann") == []
         [answer] = second.answers("a")
@@ -257,15 +283,14 @@ def test_a_crash_while_paused_resumes_without_calling_again(monkeypatch):
     assert CALLS == {"quote": 1, "refund": 1}
 
 
-def test_a_crash_after_the_decision_was_recorded_hands_it_back(monkeypatch):
-    log = InMemoryLog()
-    with Waits(monkeypatch, log, {}, 0) as first:
+def test_a_crash_after_the_decision_was_recorded_hands_it_back(attempts):
+    with attempts({}, 0) as first:
         first.send("a", {"amount": 30})
         decide(first, "a", waiting(first, "a"), by="ann")
         checkpoint = dict(first.table)  # the decision is in the key's state, the run not done
         first.answers("a")  # the run recorded the decision and the refund, then the task died
 
-    with Waits(monkeypatch, log, checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         [answer] = second.answers("a")
         wait_id = wait_id_of("a")
         assert decide(second, "a", {"wait_id": wait_id}, "reject")[0]["refused"]
@@ -273,15 +298,14 @@ def test_a_crash_after_the_decision_was_recorded_hands_it_back(monkeypatch):
     assert CALLS == {"quote": 1, "refund": 1}  # the refund is handed back, not made again
 
 
-def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(monkeypatch):
-    log = InMemoryLog()
-    with Waits(monkeypatch, log, {}, 0) as first:
+def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(attempts):
+    with attempts({}, 0) as first:
         first.send("a", {"amount": 30, "timeout_s": 60})
         wait = waiting(first, "a")
         [deadline] = first.wake_timers
         checkpoint = dict(first.table)
 
-    with Waits(monkeypatch, log, checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         outputs = second.fire("a", deadline + 5_000)  # the restored timer, overdue
         outputs += second.answers("a") if not outputs else []
         assert second.fire("a", deadline + 6_000) == []
@@ -351,14 +375,13 @@ def test_an_event_wait_that_times_out_raises_in_the_action(monkeypatch):
     assert outputs[0]["output"] == {"order": "o1", "shipped": False}
 
 
-def test_a_decision_is_the_first_thing_a_paused_key_sees_after_a_restart(monkeypatch):
-    log = InMemoryLog()
-    with Waits(monkeypatch, log, {}, 0) as first:
+def test_a_decision_is_the_first_thing_a_paused_key_sees_after_a_restart(attempts):
+    with attempts({}, 0) as first:
         first.send("a", {"amount": 30})
         wait = waiting(first, "a")
         checkpoint = dict(first.table)  # no poll timer pending; its deadline is far off
 
-    with Waits(monkeypatch, log, checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         assert decide(second, "a", wait, by="ann") == []
         assert second.poll_timers  # the decision's visit brings the key back
         [answer] = second.answers("a")
