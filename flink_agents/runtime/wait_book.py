@@ -34,8 +34,9 @@ class Resume(BaseModel):
 
     A decision names its wait (``wait``, from the run's ``waiting`` record) and a ``verdict``:
     ``approve``, ``edit`` (with the new ``arguments``) or ``reject``; ``by`` and ``message``
-    are recorded with it. An event names its type (``event``) and carries ``data``. ``id``
-    names the record for duplicate detection (default: a digest of the whole record).
+    are recorded with it. An event names its type (``event``) and carries ``data``.
+    ``record_id`` names the record for duplicate detection (default: a digest of the whole
+    record; not ``id``, which is often the key field).
     """
 
     wait: str | None = None
@@ -45,7 +46,7 @@ class Resume(BaseModel):
     arguments: dict[str, Any] | None = None
     event: str | None = None
     data: Any = None
-    id: str = ""
+    record_id: str = ""
 
     @classmethod
     def parse(cls, record: Any) -> Resume:
@@ -63,8 +64,9 @@ class Resume(BaseModel):
             raise ValueError("a decision needs a verdict: approve, edit or reject")
         if resume.verdict == "edit" and resume.arguments is None:
             raise ValueError("an edit needs its new arguments")
-        if not resume.id:
-            resume = resume.model_copy(update={"id": digest(["resume", canonical_json(record)])})
+        if not resume.record_id:
+            named = digest(["resume", canonical_json(record)])
+            resume = resume.model_copy(update={"record_id": named})
         return resume
 
     def decision(self, now_ms: int) -> Decision:
@@ -138,7 +140,8 @@ class WaitBook(BaseModel):
     def offer(self, resume: Resume, *, runs_pending: bool, now_ms: int) -> Offer:
         """A decision or event record arrives; ``runs_pending``: the key has inputs whose runs
         have not finished (one of them may still register the wait)."""
-        if resume.id in self.applied or any(kept.id == resume.id for kept in self.early):
+        named = resume.record_id
+        if named in self.applied or any(kept.record_id == named for kept in self.early):
             return "duplicate"
         for wait in self.open:
             if resume.fits(wait) and wait.decision is None:
@@ -211,7 +214,7 @@ class WaitBook(BaseModel):
 
     def _decide(self, wait: OpenWait, resume: Resume, now_ms: int) -> Apply:
         wait.decision = resume.decision(now_ms)
-        self.applied.append(resume.id)
+        self.applied.append(resume.record_id)
         del self.applied[:-REMEMBERED]
         return Apply(wait.request.wait_id, wait.decision)
 

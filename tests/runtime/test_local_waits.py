@@ -10,7 +10,7 @@ from flink_agents.observability import MetricsListener
 from flink_agents.observability.sinks.metrics import RUNS_FINISHED, RUNS_PAUSED
 from flink_agents.runtime import RuntimeSettings, run_local
 from flink_agents.runtime.local_waits import DecisionRefusedError
-from tests.runtime.test_waits import CALLS, PLAN
+from tests.runtime.test_waits import CALLS, PLAN, wait_id_of
 
 MEMORY = RuntimeSettings(store=StoreConfig(kind="memory"))
 
@@ -77,3 +77,14 @@ def test_a_pause_is_counted_and_the_resumed_runs_wait_call_is_a_wait():
     )
     assert (metrics.total(RUNS_PAUSED), metrics.total(RUNS_FINISHED)) == (1, 1)
     assert metrics.total("calls.wait.live") == 1  # the one that returned the decision
+
+
+def test_two_decisions_of_one_key_are_two_records_whatever_the_key_field_is_called():
+    inputs = [{"id": "a", "amount": 3}, {"id": "a", "amount": 4}]
+    decisions = [
+        {"id": "a", "wait": wait_id_of("a", seq=0), "verdict": "approve"},
+        {"id": "a", "wait": wait_id_of("a", seq=1), "verdict": "approve"},
+    ]
+    first, second = run_local(PLAN, inputs, key="id", settings=MEMORY, decisions=decisions)
+    assert first.output_values[0]["refund"] == "refunded 3"
+    assert second.output_values[0]["refund"] == "refunded 4"
