@@ -278,13 +278,15 @@ class KeyedAgentLogic:
         try:
             resume = Resume.parse(decode_input(value))
         except (BadRecord, ValueError) as exc:
-            return Visit(outputs=[bad_resume_record(self._plan.name, _key(key), value, str(exc))])
+            return Visit(
+                outputs=[bad_resume_record(self._plan.name, record_key(key), value, str(exc))]
+            )
         runs = self._load(key, state)
         offer = runs.waits.offer(resume, runs_pending=bool(runs.pending), now_ms=clock())
         if offer == "duplicate":
             return _NOTHING
         if isinstance(offer, Refused):
-            return Visit(outputs=[refused_record(self._plan.name, _key(key), offer)])
+            return Visit(outputs=[refused_record(self._plan.name, record_key(key), offer)])
         self._save(key, state, runs)
         if not isinstance(offer, Apply):
             return _NOTHING  # kept for its wait
@@ -387,7 +389,7 @@ class KeyedAgentLogic:
             outputs.extend(record.to_json() for record in outputs_of(run.result))
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
-                    outputs.append(refused_record(self._plan.name, _key(key), refused))
+                    outputs.append(refused_record(self._plan.name, record_key(key), refused))
         return outputs
 
     def _register(
@@ -403,7 +405,7 @@ class KeyedAgentLogic:
             new, apply = runs.waits.register(request, run.result.run_id.seq, now)
             if new:
                 wait = next(w for w in runs.waits.open if w.request.wait_id == request.wait_id)
-                outputs.append(waiting_record(self._plan.name, _key(key), wait))
+                outputs.append(waiting_record(self._plan.name, record_key(key), wait))
             if apply is not None:
                 applies.append(apply)
         return applies
@@ -501,8 +503,9 @@ class KeyedAgentLogic:
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
             state.update(_saved_text(saved))
         self._note_deadline(key, runs)
-        # Kept only while inputs are pending: as many keys as the window of unfinished inputs.
-        if runs.pending:
+        # Kept only while inputs are pending: as many keys as the window of unfinished inputs
+        # (a paused key's state is read back when its decision or timeout comes).
+        if runs.pending and not runs.waits.paused(runs.pending[0].seq):
             self._pending_states[key] = runs
         else:
             self._pending_states.pop(key, None)
@@ -591,10 +594,6 @@ class KeyedAgentLogic:
 def _holds_anything(runs: KeyState) -> bool:
     """Whether a key state differs from a new key's (no inputs, no memory, seq 0)."""
     return bool(runs.pending or runs.next_seq or runs.short_term_memory or runs.waits)
-
-
-def _key(token: str) -> Any:
-    return record_key(token)
 
 
 def _merges_subtasks(saved: int | None, now: int) -> bool:

@@ -187,6 +187,10 @@ class WaitBook(BaseModel):
                 fired.append(Apply(wait.request.wait_id, wait.decision))
         return fired
 
+    def paused(self, seq: int) -> bool:
+        """Whether the run of input ``seq`` waits for a decision."""
+        return any(w.seq == seq and w.decision is None for w in self.open)
+
     def next_deadline(self) -> int | None:
         """The earliest deadline of an undecided wait."""
         deadlines = [
