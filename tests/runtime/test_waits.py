@@ -8,7 +8,9 @@ the wait runs twice" is a count.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -34,8 +36,13 @@ def quote_refund(amount: int) -> int:
     return amount
 
 
-def issue_refund(amount: int) -> str:
+HELD: set[str] = set()  # calls that never return (until the engine is thrown away)
+
+
+async def issue_refund(amount: int) -> str:
     CALLS["refund"] += 1
+    if "refund" in HELD:
+        await asyncio.Event().wait()
     return f"refunded {amount}"
 
 
@@ -60,6 +67,7 @@ PLAN = agent_plan(refund, name="refunds")
 @pytest.fixture(autouse=True)
 def _counts() -> None:
     CALLS.clear()
+    HELD.clear()
 
 
 class Waits(Attempt):
@@ -386,4 +394,41 @@ def test_a_decision_is_the_first_thing_a_paused_key_sees_after_a_restart(attempt
         assert second.poll_timers  # the decision's visit brings the key back
         [answer] = second.answers("a")
     assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_crash_between_the_decision_and_the_next_call_keeps_the_decision(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        HELD.add("refund")
+        decide(first, "a", wait, by="ann")
+        checkpoint = dict(first.table)  # holds the decision
+        while CALLS["refund"] == 0:  # the wait returned it; the refund is in flight: a crash
+            first.visit("a")
+            time.sleep(0.01)
+    HELD.clear()
+
+    with attempts(checkpoint, 1) as second:
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    # The quote is handed back; the refund, which never returned, is sent again.
+    assert CALLS == {"quote": 1, "refund": 2}
+
+
+def test_a_decision_delivered_again_after_a_restore_to_before_it_is_refused(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # taken before the decision arrived
+        decide(first, "a", wait, by="ann")
+        first.answers("a")  # the run recorded the decision, the task died before a checkpoint
+
+    with attempts(checkpoint, 1) as second:
+        [answer] = second.answers("a")  # the recorded decision is handed back: no pause
+        [refused] = decide(second, "a", wait, by="ann")  # the source, rewound, sends it again
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert (
+        refused["refused"]["reason"] == "the wait was already resolved (decided before a restore)"
+    )
     assert CALLS == {"quote": 1, "refund": 1}
