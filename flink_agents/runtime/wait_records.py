@@ -15,6 +15,8 @@ from flink_agents.runtime.wait_book import OpenWait, Refused
 def waiting_record(agent: str, key: Any, wait: OpenWait) -> str:
     """A run paused at ``wait``."""
     request = wait.request.model_dump(mode="json", exclude_none=True)
+    if not request["match"]:  # an approval's, or an event wait's without one
+        del request["match"]
     if wait.deadline_ms is not None:
         request["deadline_ms"] = wait.deadline_ms
     return canonical_json({"agent": agent, "key": key, "seq": wait.seq, "waiting": request})
