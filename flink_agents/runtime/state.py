@@ -32,5 +32,6 @@ class KeyState(BaseModel):
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
-    waits: WaitBook = Field(default_factory=WaitBook)
-    """The key's waits: open, decided, kept early (docs/waits.md)."""
+    waits: WaitBook = Field(default_factory=WaitBook, exclude_if=lambda waits: not waits)
+    """The key's waits: open, decided, kept early (docs/waits.md); not written while it holds
+    none, so the state of a key that never waited is what it was before waits."""
