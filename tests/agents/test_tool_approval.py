@@ -113,3 +113,40 @@ def test_a_yaml_tool_that_needs_approval_compiles_like_its_python_twin(tmp_path)
     from_yaml = compile_yaml(path, "twin")
     assert from_yaml.resources["issue_refund"].arguments["requires_approval"] is True
     assert from_yaml.to_json() == compile_agent(agent).to_json()
+
+
+TWO_CALLS = [
+    {
+        "match": "please",
+        "tool_calls": [
+            {"name": "issue_refund", "arguments": {"amount": 1}},
+            {"name": "issue_refund", "arguments": {"amount": 2}},
+        ],
+    },
+    {"match": "refunded|not run", "content": "done"},
+]
+
+
+def test_two_gated_calls_of_one_reply_wait_one_after_the_other_and_run_after_both():
+    agent = ReActAgent(
+        name="refunder",
+        chat_model=ResourceDescriptor.of(
+            ChatModelSetup, connection="conn", model="m", tools=["issue_refund"]
+        ),
+        prompt=Prompt(text="{ask}"),
+    )
+    agent.add_tool(issue_refund, requires_approval=True)
+    add_scripted_connection(agent, "two-approvals", TWO_CALLS)
+    two = compile_agent(agent)
+    inputs = [{"id": "a", "ask": "refund please"}]
+    decisions: list[dict] = []
+    requests = []
+    for _ in range(2):  # each run goes one wait further
+        [result] = run_local(two, inputs, key="id", settings=MEMORY, decisions=decisions)
+        assert result.paused is not None and REFUNDS == {}  # no tool runs before both
+        requests.append(result.paused.request["arguments"])
+        decisions.append({"id": "a", "wait": result.paused.wait_id, "verdict": "approve"})
+    [done] = run_local(two, inputs, key="id", settings=MEMORY, decisions=decisions)
+    assert requests == [{"amount": 1}, {"amount": 2}]
+    assert done.output_values == ["done"]
+    assert REFUNDS == {1: 1, 2: 1}
