@@ -30,6 +30,12 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from flink_agents.agents.structured_output import correction_request
+from flink_agents.agents.tool_approval import (
+    approved_arguments,
+    ask_approval,
+    gated_tool,
+    refusal,
+)
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
@@ -45,6 +51,7 @@ from flink_agents.api.json_values import NotJsonError, json_text, replace_lone_s
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
+from flink_agents.api.waits import Decision
 
 DEFAULT_MAX_TOOL_ROUNDS = 10
 #: Tool calls one model reply may ask for (each runs, all at once): more ends the run.
@@ -181,14 +188,21 @@ def _count_tool_calls(ctx: RunnerContext, model_name: str, asked: int) -> None:
     ctx.sensory_memory.set(_TOOL_CALLS_IN_RUN, spent)
 
 
-async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:
+async def _run_tool(
+    ctx: RunnerContext, model: ChatModelSetup, call: ToolCall, decision: Decision | None = None
+) -> ToolResult:
     # A tool's failure is information for the model, not the end of the run; so are
     # arguments that are not a JSON object (the tool is not run). An infrastructure error
-    # (replay mismatch, store, codec) is neither: it ends the action.
+    # (replay mismatch, store, codec) is neither: it ends the action. ``decision``: the
+    # approval of a tool that needs one (agents/tool_approval.py).
     call_id = f"tool:{call.id}"
+    if decision is not None and (refused := refusal(call, decision)) is not None:
+        return refused
     try:
         tool = model.tool(call.name)
         arguments = call.checked_arguments()
+        if decision is not None:
+            arguments = approved_arguments(tool, arguments, decision)
         # The text the model is shown is the call's recorded outcome (`call_for_model`);
         # a value recorded by an earlier version is rendered the same way on replay.
         value: Any = await ctx.durable_execute_async(
@@ -242,10 +256,16 @@ async def tool_call_action(event: ToolRequestEvent, ctx: RunnerContext) -> None:
     arguments unchanged; any other name to the tool of that name.
     """
     model = _chat_model(ctx, event.model)
+    # Approvals first, one at a time: a run paused at one has run no tool of this reply.
+    decisions: dict[str, Decision] = {}
+    for call in event.tool_calls:
+        gated = None if call.name.startswith(SUBAGENT_TOOL_PREFIX) else gated_tool(model, call)
+        if gated is not None:
+            decisions[call.id] = await ask_approval(ctx, gated, call)
     pending = [
         _start_delegation(ctx, model, call)
         if call.name.startswith(SUBAGENT_TOOL_PREFIX)
-        else _run_tool(ctx, model, call)
+        else _run_tool(ctx, model, call, decisions.get(call.id))
         for call in event.tool_calls
     ]
     results = await asyncio.gather(*pending)

@@ -183,8 +183,14 @@ class Agent:
         *,
         name: str | None = None,
         description: str | None = None,
+        requires_approval: bool = False,
+        approval_timeout_s: float | None = None,
     ) -> Agent:
-        """Offer a module-level function as a tool resource (named after it by default)."""
+        """Offer a module-level function as a tool resource (named after it by default).
+
+        ``requires_approval``: the built-in tool-call action asks a person before each call
+        (``approval_timeout_s``: how long it may wait) and runs it approved, with an edit's
+        arguments, or not at all (docs/waits.md)."""
         if (name or function.__name__).startswith(SUBAGENT_TOOL_PREFIX):
             raise ValueError(
                 f"tool name {name or function.__name__!r} uses the prefix "
@@ -195,6 +201,10 @@ class Agent:
             arguments["name"] = name
         if description:
             arguments["description"] = description
+        if requires_approval:  # only when set: plans of other tools keep their bytes
+            arguments["requires_approval"] = True
+        if approval_timeout_s is not None:
+            arguments["approval_timeout_s"] = float(approval_timeout_s)  # as YAML reads it
         return self.add_resource(
             name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments
         )

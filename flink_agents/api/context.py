@@ -11,6 +11,7 @@ from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.secret_values import scrub_error_text
+from flink_agents.api.waits import Decision, OnTimeout
 
 T = TypeVar("T")
 
@@ -210,3 +211,41 @@ class RunnerContext(ABC):
         **kwargs: Any,
     ) -> T:
         """Async form of :meth:`durable_execute` for coroutine functions."""
+
+    @abstractmethod
+    async def wait_for_approval(
+        self,
+        request: Any,
+        *,
+        timeout_s: float | None = None,
+        on_timeout: OnTimeout = "reject",
+        call_id: str | None = None,
+    ) -> Decision:
+        """Pause the run until a person decides on ``request`` (any JSON value), and return the
+        :class:`~flink_agents.api.waits.Decision`.
+
+        A durable call of kind ``wait``: the run emits a ``waiting`` record naming the wait's id
+        and pauses, holding nothing in memory; the decision, sent as a record keyed like the
+        input, is recorded as this call's result and the action runs again, its earlier calls
+        handed back. ``timeout_s``: after it the wait resolves as ``timed_out`` (``on_timeout``
+        ``"reject"``: a decision that is not approved; ``"raise"``:
+        :class:`~flink_agents.api.waits.WaitTimedOutError`). Needs an action-state store
+        (docs/waits.md).
+        """
+
+    @abstractmethod
+    async def wait_for_event(
+        self,
+        event_type: str | type[T],
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+        call_id: str | None = None,
+    ) -> Any:
+        """Pause the run until an event of ``event_type`` (a name, or a pydantic model class:
+        its name, and the data validated into it) arrives for this key with every field of
+        ``match`` equal, and return its data. Raises
+        :class:`~flink_agents.api.waits.WaitTimedOutError` after ``timeout_s``. An event that
+        arrives before the wait registers, while the key has a run to register it, is kept
+        for it (docs/waits.md).
+        """

@@ -51,6 +51,19 @@ class Tool(Resource):
         effects; the model is told the outcome is unknown)."""
         return "resend"
 
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether a call with ``arguments`` waits for a person's approval before it runs
+        (docs/waits.md); the default: no."""
+        return False
+
+    def approval_timeout(self) -> float | None:
+        """Seconds an approval of this tool may take before it is refused (None: no limit)."""
+        return None
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """Raise if ``arguments`` do not fit the tool's schema (an approver's edit is checked
+        before the tool runs); the default checks nothing (the tool's own call does)."""
+
     async def call(self, arguments: dict[str, Any]) -> Any:
         raise NotImplementedError
 
@@ -182,6 +195,12 @@ class FunctionTool(Tool):
     function: str = Field(description="The function as module:qualname.")
     name: str | None = None
     description: str | None = None
+    requires_approval: bool = Field(
+        default=False, description="Every call waits for a person's approval (docs/waits.md)."
+    )
+    approval_timeout_s: float | None = Field(
+        default=None, gt=0, description="Seconds an approval may take before it is refused."
+    )
 
     _callable: Callable[..., Any] = PrivateAttr()
     _arguments: type[BaseModel] = PrivateAttr()
@@ -198,6 +217,15 @@ class FunctionTool(Tool):
     @property
     def implementation(self) -> str:
         return self.function
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        return self.requires_approval
+
+    def approval_timeout(self) -> float | None:
+        return self.approval_timeout_s
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        self._arguments.model_validate(arguments)
 
     def spec(self) -> ToolSpec:
         summary, _ = parse_docstring(self._callable.__doc__)

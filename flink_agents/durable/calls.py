@@ -48,6 +48,7 @@ from flink_agents.api.context import (
     InfrastructureError,
     RecordedCallError,
 )
+from flink_agents.api.paused import RunPaused, WaitCall, WaitNeedsStoreError
 from flink_agents.durable import faults
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.faults import CallProbe, KillPoint
@@ -422,6 +423,8 @@ class DurableCalls:
         """A call from an async action (its function may be sync or async)."""
         outcome = _Outcome()
         started = time.perf_counter_ns() if self.listener is not None else 0
+        if self.store is None and self._unserved is None and isinstance(call.function, WaitCall):
+            raise WaitNeedsStoreError()
         try:
             if self.store is not None:
                 value = await self._drive_async(call, outcome)
@@ -430,6 +433,10 @@ class DurableCalls:
             else:
                 with self._direct(call, outcome), self._metered(call, outcome) as metered:
                     value = metered(await _awaited(self._invoke(outcome.sent or call)))
+        except RunPaused:
+            # A wait without its decision: no outcome (the call stays PENDING or unrecorded),
+            # made again when the run resumes (docs/waits.md).
+            raise
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise

@@ -38,6 +38,7 @@ from flink_agents.durable.store import StoreConfig
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
+from flink_agents.flink.resume_input import tagger, united_selector
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -375,6 +376,16 @@ class AgentInput:
     python_records: bool = False
     record_type: type | None = None
     _outputs: DataStream | None = field(default=None, init=False)
+    _decisions: AgentInput | None = field(default=None, init=False)
+
+    def with_decisions(self, decisions: AgentInput) -> AgentInput:
+        """Decision and event records for the runs' waits (docs/waits.md): a second input of
+        JSON text (:meth:`AgentsExecutionEnvironment.from_kafka`, ``from_list``...), keyed by
+        its own key spec to the same key values as the inputs. Call before :meth:`apply`."""
+        if self.python_records or decisions.python_records:
+            raise TypeError("decisions go with inputs of JSON text (from_kafka, from_file, ...)")
+        self._decisions = decisions
+        return self
 
     def apply(self, agent: Agent | AgentPlan) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
@@ -387,7 +398,13 @@ class AgentInput:
         else:
             function = AgentFunction(plan.to_json(), settings)
             selector = key_selector(self.key, self.record_type)
-        keyed = self.stream.key_by(selector, key_type=Types.STRING())
+        stream = self.stream
+        if self._decisions is not None:  # united before the one key_by: one owner per key
+            decisions = self._decisions
+            tag = tagger(key_selector(decisions.key, decisions.record_type))
+            stream = stream.union(decisions.stream.map(tag, output_type=Types.STRING()))
+            selector = united_selector(selector)
+        keyed = stream.key_by(selector, key_type=Types.STRING())
         outputs = (
             keyed.process(function, output_type=Types.STRING())
             .name(f"agent:{plan.name}")

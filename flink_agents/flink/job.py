@@ -170,6 +170,11 @@ class JobSpec(RuntimeSettings):
     agent_name: str | None = Field(default=None, description="Which agent of a YAML file.")
     source: SourceSpec
     key: str = Field(description="Field of each input record that keys its runs.")
+    decisions: SourceSpec | None = Field(
+        default=None,
+        description="Where decisions and events for the runs' waits come from, keyed by the "
+        "same key field (docs/waits.md).",
+    )
     sink: SinkSpec = Field(default_factory=lambda: StdoutSinkSpec(kind="stdout"))
     dead_letter: DeadLetterSpec | None = Field(
         default=None, description="Also write error records to this Kafka topic."

@@ -25,6 +25,7 @@ from flink_agents.flink.job import (
     KafkaSinkSpec,
     KafkaSourceSpec,
     ListSourceSpec,
+    SourceSpec,
     load_job,
 )
 from flink_agents.runtime.json_records import is_error_record
@@ -60,8 +61,11 @@ def exactly_once(spec: JobSpec) -> ExactlyOnce | None:
     return ExactlyOnce(spec.transactional_id_prefix(), sink.transaction_timeout_ms)
 
 
-def _input(spec: JobSpec, agents: AgentsExecutionEnvironment) -> AgentInput:
-    source = spec.source
+def _input(
+    spec: JobSpec, agents: AgentsExecutionEnvironment, source: SourceSpec | None = None
+) -> AgentInput:
+    """The input ``source`` names (default: the spec's source), keyed by the spec's key."""
+    source = source or spec.source
     if isinstance(source, ListSourceSpec):
         return agents.from_file(
             spec.resolve(source.path), key=spec.key, records_per_second=source.records_per_second
@@ -89,7 +93,10 @@ def build(
     inject a failure).
     """
     agents = AgentsExecutionEnvironment(env, settings=spec.settings)
-    outputs = _input(spec, agents).apply(spec.plan()).to_datastream()
+    agent_input = _input(spec, agents)
+    if spec.decisions is not None:  # decisions and events for waits (docs/waits.md)
+        agent_input.with_decisions(_input(spec, agents, spec.decisions))
+    outputs = agent_input.apply(spec.plan()).to_datastream()
     if before_sink is not None:
         outputs = before_sink(outputs)
     sink = spec.sink

@@ -51,6 +51,7 @@ from pyflink.metrics import Counter, Distribution, MetricGroup
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
 from flink_agents.flink.cluster_config import cluster_heartbeat
+from flink_agents.flink.resume_input import resume_text
 from flink_agents.observability import MetricsListener
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.keyed import KeyedAgentLogic, Visit, VisitCounts
@@ -131,8 +132,14 @@ class AgentFunction(KeyedProcessFunction):
 
     def process_element(self, value: str, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
         timers = ctx.timer_service()
-        visit = self._require_logic().on_input(
-            ctx.get_current_key(), value, self._state, timers.current_processing_time
+        logic = self._require_logic()
+        resume = resume_text(value)  # a decision or event (flink/resume_input.py), or an input
+        take = logic.on_input if resume is None else logic.on_resume
+        visit = take(
+            ctx.get_current_key(),
+            value if resume is None else resume,
+            self._state,
+            timers.current_processing_time,
         )
         if self._metrics is not None:
             self._metrics.publish_if_due()
@@ -268,6 +275,8 @@ def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:
     """Register the timers ``visit`` asks for; its outputs are what the function emits."""
     if visit.poll_at is not None:
         timers.register_processing_time_timer(visit.poll_at)
+    if visit.wake_at is not None:  # a wait's deadline (docs/waits.md)
+        timers.register_processing_time_timer(visit.wake_at)
     if visit.until_end_of_input:
         timers.register_event_time_timer(END_OF_INPUT)
     if faults.ARMED is not None and visit.outputs:

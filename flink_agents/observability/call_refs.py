@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.paused import WaitCall
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable
 from flink_agents.api.tools import Tool, function_label
@@ -84,6 +85,8 @@ def _kind_of(owner: object, function: Callable[..., Any]) -> CallKind:
         return "tool"
     if isinstance(function, BaseSubagentCallable):
         return "subagent"
+    if isinstance(function, WaitCall):
+        return "wait"
     return "function"
 
 

@@ -80,6 +80,9 @@ class RunSummary(Protocol):
     def outputs(self) -> Sequence[Any]: ...
     @property
     def error(self) -> ActionFailure | None: ...
+    @property
+    def paused(self) -> object | None:
+        """What the run waits for, if it paused at a wait instead of finishing."""
 
 
 class EventLog:
@@ -265,7 +268,7 @@ class EventLog:
         error = result.error
         self._run_finished(
             start,
-            "succeeded" if error is None else "failed",
+            "paused" if result.paused is not None else "succeeded" if error is None else "failed",
             started,
             len(result.outputs),
             None if error is None or not self.listeners else self.payloads.text(error.describe()),

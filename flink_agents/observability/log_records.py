@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from flink_agents.api.chat import TokenUsage
 from flink_agents.api.json_values import json_bytes
 
-CallKind = Literal["model", "tool", "subagent", "function"]
+CallKind = Literal["model", "tool", "subagent", "wait", "function"]
 """What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
 
 CallOutcome = Literal["live", "replayed", "reconciled", "failed", "in-doubt"]
@@ -29,7 +29,7 @@ store (``replayed``, a recorded failure included), found by its reconciler (``re
 made now or reconciled and raised (``failed``), or started before a failover with its outcome
 unknown and recorded as failed under ``in_doubt="fail"`` (``in-doubt``)."""
 
-RunStatus = Literal["succeeded", "failed", "cancelled"]
+RunStatus = Literal["succeeded", "failed", "cancelled", "paused"]
 
 
 class _Record(BaseModel):

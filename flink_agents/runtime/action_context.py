@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from flink_agents.api.context import (
     IN_DOUBT_POLICIES,
@@ -19,6 +19,7 @@ from flink_agents.api.context import (
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.waits import Decision, OnTimeout, WaitTimedOutError
 from flink_agents.durable.call import CallRunner, DurableCall
 from flink_agents.durable.identity import (
     AUTO_CALL_PREFIX,
@@ -31,6 +32,7 @@ from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.run_bounds import RunBudget
+from flink_agents.runtime.wait_calls import event_data, wait_call
 
 if TYPE_CHECKING:
     import asyncio
@@ -59,6 +61,9 @@ class RunState:
     its parent run's)."""
     budget: RunBudget = field(default_factory=RunBudget)
     """The actions and events the run may still spend (shared like ``calls``)."""
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+    """The decisions the host handed the run for its waits, by wait id (shared like
+    ``calls``)."""
 
 
 class ActionContext(RunnerContext):
@@ -151,6 +156,11 @@ class ActionContext(RunnerContext):
     ) -> DurableCall:
         if in_doubt not in IN_DOUBT_POLICIES:
             raise ValueError(f"in_doubt {in_doubt!r}: expected one of {IN_DOUBT_POLICIES}")
+        identity = self._call_identity(call_id)
+        return DurableCall(identity, fn, args, kwargs, reconciler, result_type, in_doubt)
+
+    def _call_identity(self, call_id: str | None) -> CallIdentity:
+        """The identity of this invocation's next durable call (``call_id``: its own name)."""
         if call_id is None:
             call_id = f"{AUTO_CALL_PREFIX}{len(self._call_ids)}"
         elif call_id.startswith(AUTO_CALL_PREFIX):
@@ -163,8 +173,7 @@ class ActionContext(RunnerContext):
                 f"while handling event {self._event.id}"
             )
         self._call_ids.add(call_id)
-        identity = CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id)
-        return DurableCall(identity, fn, args, kwargs, reconciler, result_type, in_doubt)
+        return CallIdentity(self._run.run_id, self._event.id, self._action.name, call_id)
 
     def durable_execute(
         self,
@@ -200,3 +209,54 @@ class ActionContext(RunnerContext):
             return await self._call_runner.run_async(call)
         finally:
             calls.leave(task)
+
+    async def wait_for_approval(
+        self,
+        request: Any,
+        *,
+        timeout_s: float | None = None,
+        on_timeout: OnTimeout = "reject",
+        call_id: str | None = None,
+    ) -> Decision:
+        if on_timeout not in ("reject", "raise"):
+            raise ValueError(f"on_timeout {on_timeout!r}: expected 'reject' or 'raise'")
+        wait_id, decision = await self._wait(call_id, "approval", request, None, None, timeout_s)
+        if decision.verdict == "timed_out" and on_timeout == "raise":
+            raise WaitTimedOutError(wait_id)
+        return decision
+
+    async def wait_for_event(
+        self,
+        event_type: str | type[T],
+        *,
+        match: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+        call_id: str | None = None,
+    ) -> Any:
+        name = event_type if isinstance(event_type, str) else event_type.__name__
+        wait_id, decision = await self._wait(call_id, "event", None, name, match, timeout_s)
+        if decision.verdict == "timed_out":
+            raise WaitTimedOutError(wait_id)
+        return event_data(event_type, decision)
+
+    async def _wait(
+        self,
+        call_id: str | None,
+        kind: Literal["approval", "event"],
+        request: Any,
+        event_type: str | None,
+        match: Mapping[str, Any] | None,
+        timeout_s: float | None,
+    ) -> tuple[str, Decision]:
+        """A wait, as a durable call of kind ``wait`` (runtime/wait_calls.py): its id, and the
+        decision."""
+        calls = self._run.calls
+        calls.check_open(f"wait of action {self._action.name!r}")
+        identity = self._call_identity(call_id)
+        call = wait_call(identity, kind, request, event_type, match, timeout_s, self._run.decisions)
+        task = calls.enter()
+        try:
+            decision: Decision = await self._call_runner.run_async(call)
+        finally:
+            calls.leave(task)
+        return identity.digest(), decision

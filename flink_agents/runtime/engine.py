@@ -23,7 +23,9 @@ from typing import Any
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
 from flink_agents.api.memory import Memory
+from flink_agents.api.paused import RunPaused
 from flink_agents.api.secret_values import scrub_exception_chain
+from flink_agents.api.waits import Decision, WaitRequest
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
@@ -56,6 +58,10 @@ class RunResult:
     run_id: RunId
     outputs: list[OutputEvent]
     error: ActionFailure | None = None
+    paused: WaitRequest | None = None
+    """Set when the run did not finish but paused at a wait (docs/waits.md): it has no
+    outputs yet, and runs again, with the same ``seq``, once :meth:`RunEngine.resume` hands it
+    the wait's decision."""
 
     @property
     def key(self) -> Any:
@@ -81,6 +87,10 @@ class _KeySlot:
     # The run ids of queued inputs made when they were admitted, by seq: the run starts with
     # the same object, whose ids (its input event's, say) are then rendered once.
     admitted: dict[int, RunId] = field(default_factory=dict)
+    # The head input's run paused at a wait: the key's inputs wait behind it until resumed.
+    paused: bool = False
+    # The decisions handed to the head input's run, by wait id (until it finishes).
+    decisions: dict[str, Decision] = field(default_factory=dict)
 
 
 class RunEngine:
@@ -226,6 +236,15 @@ class RunEngine:
         slot = self._slots.get(canonical_json(key))
         return {} if slot is None else slot.memory
 
+    def resume(self, key: Any, wait_id: str, decision: Decision) -> None:
+        """Hand ``key``'s head run the decision of its wait ``wait_id``; a paused run runs
+        again (its recorded calls handed back) and its wait returns the decision."""
+        slot = self._slot(canonical_json(key), key)
+        slot.decisions[wait_id] = decision
+        if slot.paused:
+            slot.paused = False
+            self._mark_ready(canonical_json(key))
+
     def restore_key(self, key: Any, state: KeyState) -> None:
         """Install ``state`` for an idle ``key``; its pending inputs will run again."""
         token = canonical_json(key)
@@ -238,6 +257,7 @@ class RunEngine:
             next_seq=state.next_seq,
             queue=deque(p.model_copy(deep=True) for p in state.pending),
             memory=copy.deepcopy(state.short_term_memory),
+            decisions=state.waits.decisions(),
         )
         if self._meter is not None:
             self._meter.restore(key, state.spend)
@@ -259,7 +279,7 @@ class RunEngine:
 
     def _mark_ready(self, token: str) -> None:
         slot = self._slots[token]
-        if slot.queue and not slot.busy and not slot.ready:
+        if slot.queue and not slot.busy and not slot.ready and not slot.paused:
             slot.ready = True
             self._ready.append(token)
 
@@ -275,6 +295,7 @@ class RunEngine:
                 run_id,
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
                 budget=RunBudget.from_config(self._plan.config),
+                decisions=slot.decisions,
             )
             work = self._execute(run, slot.queue[0])
             if self._log is not None:
@@ -294,12 +315,17 @@ class RunEngine:
             self._fail(error)
             return
         result, memory = task.result()
-        slot.queue.popleft()
         slot.busy = False
-        if memory is not None:
-            slot.memory = memory.snapshot()
-        self._call_runner.run_finished(result.run_id)
-        self._mark_ready(token)
+        if result.paused is not None:
+            # Not finished: its input stays at the head, its run open in the store.
+            slot.paused = True
+        else:
+            slot.queue.popleft()
+            slot.decisions = {}
+            if memory is not None:
+                slot.memory = memory.snapshot()
+            self._call_runner.run_finished(result.run_id)
+            self._mark_ready(token)
         self._finished.append(result)
         if self._on_result is not None:
             try:
@@ -362,6 +388,10 @@ class RunEngine:
         outputs: list[OutputEvent] = []
         try:
             await self._dispatch(self._root, run, start, outputs)
+        except RunPaused as paused:
+            # Its outputs so far are dropped: the resumed run replays up to the wait (completed
+            # actions from the journal) and emits every output once, when it finishes.
+            return RunResult(run.run_id, [], paused=paused.request), None
         except _ActionRaised as raised:
             if self._plan.error_policy == "fail":
                 if raised.__cause__ is not None:  # its text goes out with the job's failure
@@ -437,6 +467,8 @@ class RunEngine:
                     if journal is not None and invocation is not None and watch is not None:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())
                         await journal.completed(invocation, done)
+                except RunPaused:
+                    raise  # not a failure: the run pauses (_run_root)
                 except Exception as exc:
                     if watched is not None:
                         watched.failed(exc)
@@ -487,7 +519,9 @@ class RunEngine:
         outputs: list[OutputEvent] = []
         infrastructure: InfrastructureError | None = None
         try:
-            child = RunState(run_id, Memory(), calls=run.calls, budget=run.budget)
+            child = RunState(
+                run_id, Memory(), calls=run.calls, budget=run.budget, decisions=run.decisions
+            )
             await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:
             cause = raised.__cause__

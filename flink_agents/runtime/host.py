@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from flink_agents.api.waits import Decision
 from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunEngine, RunResult
@@ -97,6 +98,9 @@ class EngineHost:
         self._head_started: dict[str, float] = {}  # keys with unfinished inputs
         self._mean_seconds: float | None = None  # until a run has finished
         self._deviation_seconds = 0.0
+        # Keys whose head run paused at a wait, and how many of their inputs wait behind it (not
+        # unfinished: nothing of theirs runs until a decision resumes the key).
+        self._parked: dict[str, int] = {}
         self._inbox: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
         self._drain_scheduled = False
         self._thread.start()
@@ -142,7 +146,10 @@ class EngineHost:
                 lambda: self._total_unfinished < self._max_unfinished or self._failure is not None
             )
             self._raise_failure()
-            self._count(token, 1)
+            if token in self._parked:
+                self._parked[token] += 1  # queued behind the paused run
+            else:
+                self._count(token, 1)
         self._call_soon(_submit, self._engine, token, value, seq)
 
     def restore(self, token: str, state: KeyState) -> None:
@@ -153,6 +160,13 @@ class EngineHost:
             self._count(token, len(state.pending))
         # Copied now: the caller goes on to change its state before the loop thread runs this.
         self._call_soon(_restore, self._engine, token, state.model_copy(deep=True))
+
+    def resume(self, token: str, wait_id: str, decision: Decision) -> None:
+        """Hand the key's head run the decision of its wait: a paused key runs again."""
+        with self._changed:
+            self._raise_failure()
+            self._count(token, self._parked.pop(token, 0))
+        self._call_soon(_resume, self._engine, token, wait_id, decision)
 
     def due(self, token: str) -> float | None:
         """When the key's running input will likely be done (see :attr:`KeyProgress.due`)."""
@@ -231,6 +245,15 @@ class EngineHost:
         spend = self._engine.committed_spend(result.key)
         token = canonical_json(result.key)
         with self._changed:
+            if result.paused is not None:
+                # Handed over like a finished run (its visit registers the wait); the key's
+                # inputs are parked until resumed, so the window and the end of input do not
+                # wait for them.
+                parked = self._parked[token] = self._unfinished.get(token, 0)
+                self._done[token].append(CompletedRun(result, memory))
+                self._count(token, -parked)
+                self._changed.notify_all()
+                return
             started = self._head_started.get(token)
             if started is not None:
                 self._learn(self._clock() - started)
@@ -291,3 +314,7 @@ def _submit(engine: RunEngine, token: str, value: Any, seq: int) -> None:
 
 def _restore(engine: RunEngine, token: str, state: KeyState) -> None:
     engine.restore_key(json.loads(token), state)
+
+
+def _resume(engine: RunEngine, token: str, wait_id: str, decision: Decision) -> None:
+    engine.resume(json.loads(token), wait_id, decision)

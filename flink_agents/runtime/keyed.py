@@ -50,6 +50,13 @@ from flink_agents.runtime.json_records import (
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
+from flink_agents.runtime.wait_book import Apply, Refused, Resume
+from flink_agents.runtime.wait_records import (
+    bad_resume_record,
+    record_key,
+    refused_record,
+    waiting_record,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +81,9 @@ class Visit:
     """Whether to visit the key when a bounded input ends (so it does not end with runs in
     flight); set with a key's first input: the host checkpoints that timer with the key's
     state, so it is there for every later input, after a restore too."""
+    wake_at: int | None = None
+    """Processing time (ms) of a wait's deadline: a timer to register besides ``poll_at``
+    (docs/waits.md); it fires once, after a restore too if it came due meanwhile."""
 
 
 _NOTHING = Visit()
@@ -151,6 +161,7 @@ class KeyedAgentLogic:
         self._marker_deadline: float | None = None  # set by the first key without a marker
         self._armed: dict[str, int] = {}  # per key, the timer last armed until it fires
         self._pending_states: dict[str, KeyState] = {}  # see _load
+        self._deadlines: dict[str, int] = {}  # per key with waits, its earliest deadline
         self.visits = VisitCounts()
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
@@ -260,6 +271,34 @@ class KeyedAgentLogic:
         poll_at = None if key in self._armed else self._arm(key, clock(), host.due(key))
         return Visit(poll_at=poll_at, until_end_of_input=seq == 0)
 
+    def on_resume(self, key: str, value: str, state: SavedState, clock: Callable[[], int]) -> Visit:
+        """Accept a decision or event record (JSON text) under ``key``, the second input keyed
+        like the first (docs/waits.md): applied to the key's open wait (its run resumes), kept
+        for a wait still to register, dropped as a duplicate, or refused with the reason."""
+        try:
+            resume = Resume.parse(decode_input(value))
+        except (BadRecord, ValueError) as exc:
+            return Visit(
+                outputs=[bad_resume_record(self._plan.name, record_key(key), value, str(exc))]
+            )
+        runs = self._load(key, state)
+        offer = runs.waits.offer(resume, runs_pending=bool(runs.pending), now_ms=clock())
+        if offer == "duplicate":
+            return _NOTHING
+        if isinstance(offer, Refused):
+            return Visit(outputs=[refused_record(self._plan.name, record_key(key), offer)])
+        self._save(key, state, runs)
+        if not isinstance(offer, Apply):
+            return _NOTHING  # kept for its wait
+        host = self._require_host()
+        if host.knows(key):
+            return Visit(poll_at=self._resumed(key, [offer], clock()))
+        # A paused key not seen since a restart (no timer of its own brings it back): its run
+        # starts again with the decision in its state.
+        if self._recovered:
+            host.restore(key, runs)
+        return Visit(poll_at=self._arm(key, clock(), host.due(key)))
+
     def on_timer(
         self,
         key: str,
@@ -297,6 +336,8 @@ class KeyedAgentLogic:
                     self.visits.idle += 1
                 return _NOTHING
             host.restore(key, runs)
+        now = max(clock(), timestamp)
+        resumed = self._time_out(key, state, now)
         if end_of_input:
             completed, progress = host.wait_idle(key), None
         else:
@@ -304,40 +345,101 @@ class KeyedAgentLogic:
             completed = progress.completed
         # Most visits find the run still going: they touch neither state nor JSON.
         outputs: list[str] = []
-        if completed:
+        wake_at: int | None = None
+        if not completed and progress is not None:
+            self.visits.idle += 1
+        while completed:
             runs = self._load(key, state)
-            outputs = self._commit(runs, completed)
+            outputs += self._commit(key, runs, completed)
+            before = runs.waits.next_deadline()
+            applies = self._register(key, runs, completed, now, outputs)
+            after = runs.waits.next_deadline()
+            if after is not None and after != before:
+                wake_at = after
             self._save(key, state, runs)
             self._end_emitted(completed)
             if self._event_log is not None:
                 # The runs' records are queued (a run's end is recorded before its result is
                 # handed over): in the event log's file before their outputs leave.
                 self._event_log.write_queued()
-        elif progress is not None:
-            self.visits.idle += 1
+            completed = []
+            if applies:
+                resumed = self._resumed(key, applies, now) or resumed
+                if end_of_input:  # nothing visits the key again: see the resumed runs out
+                    completed = host.wait_idle(key)
+        if resumed is not None:
+            return Visit(outputs=outputs, poll_at=resumed, wake_at=wake_at)
         if progress is None or not progress.unfinished:
-            return Visit(outputs=outputs)
-        return Visit(outputs=outputs, poll_at=self._arm(key, max(clock(), timestamp), progress.due))
+            return Visit(outputs=outputs, wake_at=wake_at)
+        poll_at = self._arm(key, now, progress.due)
+        return Visit(outputs=outputs, poll_at=poll_at, wake_at=wake_at)
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _commit(self, runs: KeyState, completed: list[CompletedRun]) -> list[str]:
+    def _commit(self, key: str, runs: KeyState, completed: list[CompletedRun]) -> list[str]:
+        """Take the finished runs' outputs and memory into the key state (a paused run's input
+        stays pending); records kept for waits no run is left to register are refused."""
         outputs: list[str] = []
         for run in completed:
+            if run.result.paused is not None:
+                continue
             seq = run.result.run_id.seq
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
             runs.spend = run.spend
             outputs.extend(record.to_json() for record in outputs_of(run.result))
+            if runs.waits:
+                for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
+                    outputs.append(refused_record(self._plan.name, record_key(key), refused))
         return outputs
+
+    def _register(
+        self, key: str, runs: KeyState, completed: list[CompletedRun], now: int, outputs: list[str]
+    ) -> list[Apply]:
+        """Register the waits the paused runs stopped at (a new one's ``waiting`` record goes
+        to ``outputs``); returns the decisions to hand them at once."""
+        applies: list[Apply] = []
+        for run in completed:
+            request = run.result.paused
+            if request is None:
+                continue
+            new, apply = runs.waits.register(request, run.result.run_id.seq, now)
+            if new:
+                wait = next(w for w in runs.waits.open if w.request.wait_id == request.wait_id)
+                outputs.append(waiting_record(self._plan.name, record_key(key), wait))
+            if apply is not None:
+                applies.append(apply)
+        return applies
+
+    def _time_out(self, key: str, state: SavedState, now: int) -> int | None:
+        """Resolve the key's waits whose deadline passed as timed out (a timer of the key fired:
+        a deadline, or a poll); returns the poll timer to arm for the resumed run, if any."""
+        deadline = self._deadlines.get(key)
+        if deadline is None or deadline > now:
+            return None
+        runs = self._load(key, state)
+        fired = runs.waits.due(now)
+        self._save(key, state, runs)
+        return self._resumed(key, fired, now) if fired else None
+
+    def _resumed(self, key: str, applies: list[Apply], now: int) -> int | None:
+        """Hand the key's run its decisions; returns the poll timer to arm for it, if any."""
+        host = self._require_host()
+        if not host.knows(key):  # the first visit after a restore hands over the key state
+            return None
+        for apply in applies:
+            host.resume(key, apply.wait_id, apply.decision)
+        return self._arm(key, now, host.due(key))
 
     def _end_emitted(self, completed: list[CompletedRun]) -> None:
         """End the runs just emitted in the store, now that the key's state no longer holds their
         inputs: a recovery marker taken while a finished run waits for its visit still covers
-        it, so a checkpoint holding its input replays it with its records."""
+        it, so a checkpoint holding its input replays it with its records. A paused run stays
+        open: its records are what its resumed run replays."""
         if self._calls is not None:
             for run in completed:
-                self._require_host().post(self._calls.end_run, run.result.run_id)
+                if run.result.paused is None:
+                    self._require_host().post(self._calls.end_run, run.result.run_id)
 
     def _arm(self, key: str, now: int, due: float | None) -> int | None:
         """The timer to register so that ``key`` is visited when its running input is likely
@@ -391,6 +493,7 @@ class KeyedAgentLogic:
         saved = _read_saved(text) if text else SavedKey()
         if not self._recovered:
             self._recover(saved.marker, saved.parallelism)
+        self._note_deadline(key, saved.runs)
         return saved.runs
 
     def _save(self, key: str, state: SavedState, runs: KeyState) -> None:
@@ -400,11 +503,22 @@ class KeyedAgentLogic:
         if _holds_anything(runs):
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
             state.update(_saved_text(saved))
-        # Kept only while inputs are pending: as many keys as the window of unfinished inputs.
-        if runs.pending:
+        self._note_deadline(key, runs)
+        # Kept only while inputs are pending: as many keys as the window of unfinished inputs
+        # (a paused key's state is read back when its decision or timeout comes).
+        if runs.pending and not runs.waits.paused(runs.pending[0].seq):
             self._pending_states[key] = runs
         else:
             self._pending_states.pop(key, None)
+
+    def _note_deadline(self, key: str, runs: KeyState) -> None:
+        """Keep the key's earliest wait deadline, so a timer visit knows without reading the
+        key's state whether a wait of it may be due."""
+        deadline = runs.waits.next_deadline() if runs.waits else None
+        if deadline is None:
+            self._deadlines.pop(key, None)
+        else:
+            self._deadlines[key] = deadline
 
     def _recover(
         self, marker_json: str | None, saved_parallelism: int | None = None, *, wait: bool = True
@@ -479,8 +593,9 @@ class KeyedAgentLogic:
 
 
 def _holds_anything(runs: KeyState) -> bool:
-    """Whether a key state differs from a new key's (no inputs, no memory, seq 0, no spend)."""
-    return bool(runs.pending or runs.next_seq or runs.short_term_memory or runs.spend)
+    """Whether a key state differs from a new key's (no inputs, no memory, seq 0, no spend, no
+    waits)."""
+    return bool(runs.pending or runs.next_seq or runs.short_term_memory or runs.spend or runs.waits)
 
 
 def _merges_subtasks(saved: int | None, now: int) -> bool:

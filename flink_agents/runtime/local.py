@@ -17,6 +17,7 @@ from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import ActionError, RunEngine, RunResult
 from flink_agents.runtime.json_records import BadRecord, bad_input_record, keyed_input, outputs_of
+from flink_agents.runtime.local_waits import run_with_decisions
 from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.settings import RuntimeSettings
 
@@ -108,6 +109,7 @@ async def run_local_async(
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
     listeners: Sequence[Observer] = (),
+    decisions: Iterable[Any] = (),
 ) -> list[RunResult]:
     """Async form of :func:`run_local`."""
     plan = agent_or_plan if isinstance(agent_or_plan, AgentPlan) else compile_agent(agent_or_plan)
@@ -119,6 +121,10 @@ async def run_local_async(
         environ=environ,
         listeners=listeners,
     ) as engine:
+        if decisions:
+            return await run_with_decisions(
+                engine, inputs, decisions, lambda record: key_of(record, key)
+            )
         order: list[RunId] = [engine.submit(key_of(record, key), record) for record in inputs]
         await engine.drain()
         by_run = {result.run_id: result for result in engine.take_results()}
@@ -137,6 +143,7 @@ def run_local(
     environ: Mapping[str, str] | None = None,
     event_log: EventLogConfig | None = None,
     listeners: Sequence[Observer] = (),
+    decisions: Iterable[Any] = (),
 ) -> list[RunResult]:
     """Run every input (keyed by field ``key`` or a function) and return results in input order.
 
@@ -148,6 +155,13 @@ def run_local(
     docs/operations.md). ``store``: record every durable call in this action-state store (an
     in-memory one, say), as a job does. ``call_runner``: durable calls built by the caller
     instead (they tell their own listener, if any, about calls).
+
+    ``decisions``: decision and event records for the runs' waits (docs/waits.md), keyed like
+    the inputs, applied in order once the inputs have run as far as they can; a run whose wait
+    got none ends the local run paused (its result's ``paused`` says what it waits for), and a
+    refused one raises :class:`~flink_agents.runtime.local_waits.DecisionRefusedError`. Waits
+    need a store (``settings.store``, ``kind: memory``, or ``store``); a local run has no clock
+    for their timeouts.
 
     Raises :class:`~flink_agents.runtime.engine.ActionError` if an action fails under the
     ``fail`` policy.
@@ -164,6 +178,7 @@ def run_local(
             environ=environ,
             event_log=event_log,
             listeners=listeners,
+            decisions=decisions,
         )
     )
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from flink_agents.runtime.budget_meter import KeySpend
+from flink_agents.runtime.wait_book import WaitBook
 
 
 class PendingInput(BaseModel):
@@ -35,3 +36,6 @@ class KeyState(BaseModel):
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
     spend: KeySpend | None = Field(default=None, exclude_if=lambda spend: spend is None)
+    waits: WaitBook = Field(default_factory=WaitBook, exclude_if=lambda waits: not waits)
+    """The key's waits: open, decided, kept early (docs/waits.md); not written while it holds
+    none, so the state of a key that never waited is what it was before waits."""

@@ -19,6 +19,7 @@ from flink_agents.observability.log_records import CallKind, CallOutcome, RunSta
 RUNS_STARTED = "runs.started"
 RUNS_FINISHED = "runs.finished"
 RUNS_FAILED = "runs.failed"
+RUNS_PAUSED = "runs.paused"
 TOKENS_INPUT = "tokens.input"
 TOKENS_OUTPUT = "tokens.output"
 RUNS_IN_FLIGHT = "runs.in_flight"
@@ -36,6 +37,7 @@ COUNTERS: tuple[str, ...] = (
     RUNS_STARTED,
     RUNS_FINISHED,
     RUNS_FAILED,
+    RUNS_PAUSED,
     *(call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)),
     TOKENS_INPUT,
     TOKENS_OUTPUT,
@@ -95,7 +97,9 @@ class MetricsListener:
     def on_run_finished(self, status: RunStatus, latency_ms: float, outputs: int) -> None:
         if self.in_flight:
             self.in_flight -= 1
-        if status != "cancelled":
+        if status == "paused":  # not finished: it runs again when its wait is resolved
+            self._totals[RUNS_PAUSED] += 1
+        elif status != "cancelled":
             self._totals[RUNS_FINISHED] += 1
             self._sample(RUN_LATENCY, latency_ms)
         if status == "failed":

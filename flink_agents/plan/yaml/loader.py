@@ -269,7 +269,13 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             **_prompt_arguments(prompt),
         )
     for name, tool in spec.tools.items():
-        agent.add_tool(import_reference(tool.function), name=name, description=tool.description)
+        agent.add_tool(
+            import_reference(tool.function),
+            name=name,
+            description=tool.description,
+            requires_approval=tool.requires_approval,
+            approval_timeout_s=tool.approval_timeout_s,
+        )
     for name, subagent in spec.subagents.items():
         if isinstance(subagent, DescriptorSpec):
             agent.add_resource(name, ResourceType.AGENT, subagent.class_path, **subagent.arguments)

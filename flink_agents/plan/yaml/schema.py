@@ -160,6 +160,12 @@ class FunctionToolSpec(_Strict):
 
     function: str = Field(pattern=REFERENCE_PATTERN, description="module:function")
     description: str | None = None
+    requires_approval: bool = Field(
+        default=False, description="Every call waits for a person's approval (docs/waits.md)."
+    )
+    approval_timeout_s: float | None = Field(
+        default=None, gt=0, description="Seconds an approval may take before it is refused."
+    )
 
 
 class McpPromptSpec(_Strict):

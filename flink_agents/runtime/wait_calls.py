@@ -1,0 +1,57 @@
+"""A wait as a durable call: what ``ctx.wait_for_approval`` and ``ctx.wait_for_event`` hand to
+the durable calls (docs/waits.md).
+
+The call's identity is the invocation's next call identity, so its digest -- the wait's id -- is
+derived from the run's durable identity: a replay of the run derives the same id, and a
+decision sent for it finds the wait again. Its function (:class:`~flink_agents.api.paused.
+WaitCall`) returns the decision the host handed the run, or pauses the run; its result is
+recorded like any call's, so a resumed run gets it back from the record on every later replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from flink_agents.api.paused import WaitCall
+from flink_agents.api.waits import Decision, WaitKind, WaitRequest
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.identity import CallIdentity
+
+
+def wait_call(
+    identity: CallIdentity,
+    kind: WaitKind,
+    request: Any,
+    event_type: str | None,
+    match: Mapping[str, Any] | None,
+    timeout_s: float | None,
+    decisions: Mapping[str, Decision],
+) -> DurableCall:
+    """The durable call of one wait, resolved by ``decisions`` (the run's, by wait id)."""
+    if timeout_s is not None and timeout_s <= 0:
+        raise ValueError(f"timeout_s {timeout_s!r}: a wait's timeout must be positive")
+    waiting = WaitRequest(
+        wait_id=identity.digest(),
+        kind=kind,
+        request=request,
+        event_type=event_type,
+        match=dict(match or {}),
+        timeout_ms=None if timeout_s is None else max(1, round(timeout_s * 1000)),
+    )
+    # The request is the call's argument: a replay that waits for something else differs from
+    # the record (a mismatch), and the record shows what was asked.
+    asked = waiting.model_dump(mode="json", exclude={"wait_id"})
+    return DurableCall(
+        identity, WaitCall(waiting, decisions), (asked,), result_type=Decision, in_doubt="resend"
+    )
+
+
+def event_data(event_type: str | type[Any], decision: Decision) -> Any:
+    """What ``wait_for_event`` returns: the event's data, validated into ``event_type`` when it
+    is a pydantic model class."""
+    if isinstance(event_type, type) and issubclass(event_type, BaseModel):
+        return event_type.model_validate(decision.data)
+    return decision.data

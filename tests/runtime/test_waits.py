@@ -1,0 +1,434 @@
+"""Durable waits through the keyed logic and the real store path (docs/waits.md).
+
+The keyed logic is driven as a keyed host drives it (tests/runtime/test_keyed.py's attempts:
+keyed state in a dict, an in-memory log shared by attempts as a Kafka topic outlives a task);
+decisions arrive on its second input. Every call an action makes is counted, so "nothing before
+the wait runs twice" is a count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api.waits import WaitTimedOutError
+from flink_agents.durable.identity import CallIdentity, RunId, event_id
+from flink_agents.durable.store import InMemoryLog, StoreConfig
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import RuntimeSettings
+from flink_agents.runtime.keyed import KeyedAgentLogic
+from flink_agents.testing.plans import agent_plan
+from tests.runtime.test_keyed import Attempt, KeySlot, now_ms
+
+CALLS: Counter[str] = Counter()
+
+
+def quote_refund(amount: int) -> int:
+    CALLS["quote"] += 1
+    return amount
+
+
+HELD: set[str] = set()  # calls that never return (until the engine is thrown away)
+
+
+async def issue_refund(amount: int) -> str:
+    CALLS["refund"] += 1
+    if "refund" in HELD:
+        await asyncio.Event().wait()
+    return f"refunded {amount}"
+
+
+@action(InputEvent)
+async def refund(event: InputEvent, ctx: RunnerContext) -> None:
+    """Quotes, waits for a person, and refunds what was approved (an edit's amount)."""
+    quote = await ctx.durable_execute_async(quote_refund, event.input["amount"])
+    decision = await ctx.wait_for_approval(
+        {"amount": quote}, timeout_s=event.input.get("timeout_s", 600), call_id="approval"
+    )
+    if decision.approved:
+        amount = (decision.arguments or {}).get("amount", quote)
+        done = await ctx.durable_execute_async(issue_refund, amount)
+        ctx.send_event(OutputEvent(output={"refund": done, "by": decision.by}))
+    else:
+        ctx.send_event(OutputEvent(output={"verdict": decision.verdict, "why": decision.message}))
+
+
+PLAN = agent_plan(refund, name="refunds")
+
+
+@pytest.fixture(autouse=True)
+def _counts() -> None:
+    CALLS.clear()
+    HELD.clear()
+
+
+class Waits(Attempt):
+    """An attempt that also takes decisions on the keyed logic's second input; over the
+    in-memory ``log`` (or, with ``store``, that store: the real Kafka one, say)."""
+
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        log: InMemoryLog | None,
+        table: dict,
+        n: int,
+        plan: AgentPlan = PLAN,
+        store: StoreConfig | None = None,
+    ) -> None:
+        if store is None:
+            super().__init__(monkeypatch, log, table, n, plan=plan)
+        else:  # as Attempt, with the store as configured
+            self.table, self.poll_timers, self.restores = dict(table), [], []
+            self.logic = KeyedAgentLogic(plan, RuntimeSettings(store=store))
+            self.logic.open(attempt=n, subtask=0)
+        self.wake_timers: list[int] = []
+
+    def decide(self, key: Any, record: Any) -> list[dict]:
+        flink_key = json.dumps(key)
+        slot = KeySlot(self.table, flink_key)
+        return self._took(self.logic.on_resume(flink_key, json.dumps(record), slot, now_ms))
+
+    def fire(self, key: Any, at: int) -> list[dict]:
+        """Fire the key's timer at ``at`` (a deadline)."""
+        flink_key = json.dumps(key)
+        slot = KeySlot(self.table, flink_key)
+        return self._took(self.logic.on_timer(flink_key, slot, at, now_ms))
+
+    def _took(self, visit: Any) -> list[dict]:
+        if visit.wake_at is not None:
+            self.wake_timers.append(visit.wake_at)
+        return super()._took(visit)
+
+
+def waiting(attempt: Waits, key: Any) -> dict:
+    """The key's run pauses: its `waiting` record."""
+    [record] = attempt.answers(key)
+    assert "waiting" in record, record
+    return record["waiting"]
+
+
+def test_an_approved_wait_resumes_the_run_without_making_its_earlier_calls_again(monkeypatch):
+    log = InMemoryLog()
+    with Waits(monkeypatch, log, {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        wait = waiting(attempt, "a")
+        assert wait["kind"] == "approval" and wait["request"] == {"amount": 30}
+        assert (
+            attempt.decide("a", {"wait": wait["wait_id"], "verdict": "approve", "by": "ann"}) == []
+        )
+        [answer] = attempt.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def decide(attempt: Waits, key: Any, wait: dict, verdict: str = "approve", **more: Any) -> list:
+    return attempt.decide(key, {"wait": wait["wait_id"], "verdict": verdict, **more})
+
+
+def test_a_rejection_reaches_the_action_with_the_deciders_message(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        decide(attempt, "a", waiting(attempt, "a"), "reject", message="too much")
+        [answer] = attempt.answers("a")
+    assert answer["output"] == {"verdict": "rejected", "why": "too much"}
+    assert CALLS == {"quote": 1}
+
+
+def test_an_edit_hands_the_action_the_new_arguments(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        decide(attempt, "a", waiting(attempt, "a"), "edit", arguments={"amount": 20}, by="bo")
+        [answer] = attempt.answers("a")
+    assert answer["output"] == {"refund": "refunded 20", "by": "bo"}
+
+
+def wait_id_of(key: Any, seq: int = 0, call_id: str = "approval") -> str:
+    """The id the wait of input ``seq`` of ``key`` gets: derived from the run's identity."""
+    run = RunId("refunds", key, seq)
+    return CallIdentity(run, event_id(run, None, None, 0), "refund", call_id).digest()
+
+
+def test_a_decision_that_arrives_before_its_wait_registers_is_kept_for_it(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        # No visit yet: the logic has not registered the wait the run is heading for.
+        assert attempt.decide("a", {"wait": wait_id_of("a"), "verdict": "approve"}) == []
+        outputs = attempt.answers("a", count=2)
+    assert [next(iter(set(o) & {"waiting", "output"})) for o in outputs] == ["waiting", "output"]
+    assert outputs[1]["output"]["refund"] == "refunded 30"
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_duplicate_decision_is_dropped_and_a_different_one_refused(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        wait = waiting(attempt, "a")
+        assert decide(attempt, "a", wait, by="ann") == []
+        assert decide(attempt, "a", wait, by="ann") == []  # a rewound source: dropped
+        [refused] = decide(attempt, "a", wait, "reject", by="bo")
+        attempt.answers("a")
+        assert decide(attempt, "a", wait, by="ann") == []  # after the run too
+        [late] = decide(attempt, "a", wait, "reject", by="cy")
+    assert refused["refused"]["reason"] == "the wait was already resolved (approved)"
+    assert late["refused"]["reason"] == "the wait was already resolved (approved)"
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_decision_for_no_wait_of_the_key_is_refused(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        [refused] = attempt.decide("z", {"wait": "nope", "verdict": "approve"})
+        [bad] = attempt.decide("z", {"verdict": "approve"})
+    assert refused["refused"]["reason"] == "no wait of this key is open or to come"
+    assert refused["key"] == "z"
+    assert "either a wait" in bad["refused"]["reason"]
+
+
+def test_a_decision_kept_early_for_a_wait_no_run_registers_is_refused_when_the_runs_end(
+    monkeypatch,
+):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        assert attempt.decide("a", {"wait": wait_id_of("a", seq=7), "verdict": "approve"}) == []
+        decide(attempt, "a", waiting(attempt, "a"))
+        outputs = attempt.answers("a", count=2)
+    assert outputs[0]["output"]["refund"] == "refunded 30"
+    assert outputs[1]["refused"]["reason"] == "no wait of this key took it before its runs finished"
+
+
+def test_a_timeout_resolves_the_wait_and_a_later_decision_is_refused(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(attempt, "a")
+        [deadline] = attempt.wake_timers
+        assert wait["deadline_ms"] == deadline
+        assert attempt.fire("a", deadline - 1) == []  # not due yet
+        attempt.fire("a", deadline)
+        [answer] = attempt.answers("a")
+        [refused] = decide(attempt, "a", wait)
+    assert answer["output"] == {"verdict": "timed_out", "why": None}
+    assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
+    assert CALLS == {"quote": 1}
+
+
+def test_a_decision_before_the_deadline_wins_and_the_timer_does_nothing(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(attempt, "a")
+        decide(attempt, "a", wait)
+        [deadline] = attempt.wake_timers
+        outputs = attempt.fire("a", deadline)
+        outputs += [] if outputs else attempt.answers("a")
+    assert [o["output"]["refund"] for o in outputs] == ["refunded 30"]
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_later_inputs_of_a_paused_key_queue_behind_its_run(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        attempt.send("a", {"amount": 40})
+        first = waiting(attempt, "a")
+        assert CALLS == {"quote": 1}  # the second input has not started
+        decide(attempt, "a", first)
+        outputs = attempt.answers("a", count=2)
+        assert outputs[0]["output"]["refund"] == "refunded 30"
+        second = outputs[1]["waiting"]
+        assert (outputs[1]["seq"], second["request"]) == (1, {"amount": 40})
+        decide(attempt, "a", second, "reject")
+        [answer] = attempt.answers("a")
+    assert answer["output"]["verdict"] == "rejected"
+    assert CALLS == {"quote": 2, "refund": 1}
+
+
+def test_other_keys_run_while_one_is_paused(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+        attempt.send("a", {"amount": 30})
+        waiting(attempt, "a")
+        attempt.send("b", {"amount": 5})
+        assert "waiting" in attempt.answers("b")[0]
+
+
+# --- crashes: the keyed state is a checkpoint, the store's log outlives the attempt --------------
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def attempts(request, monkeypatch):
+    """Opens attempt ``n`` over keyed state ``table``; the attempts share one store's log: in
+    memory, or a fresh topic of the real Kafka broker."""
+    log = InMemoryLog()
+    store = None
+    if request.param == "kafka":
+        topic = f"test-waits-{uuid.uuid4().hex[:12]}"
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
+
+    def attempt(table: dict, n: int) -> Waits:
+        return Waits(monkeypatch, log, table, n, store=store)
+
+    return attempt
+
+
+def test_a_crash_while_paused_resumes_without_calling_again(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(first, "a")
+        [deadline] = first.wake_timers
+        checkpoint = dict(first.table)  # the pause is in the key's state
+
+    with attempts(checkpoint, 1) as second:
+        assert second.visit("a") == []  # restored: the run replays to its wait, pauses again
+        assert decide(second, "a", wait, by="ann") == []
+        [answer] = second.answers("a")
+        assert second.fire("a", deadline) == []  # the old deadline timer: nothing left to do
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_crash_after_the_decision_was_recorded_hands_it_back(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        decide(first, "a", waiting(first, "a"), by="ann")
+        checkpoint = dict(first.table)  # the decision is in the key's state, the run not done
+        first.answers("a")  # the run recorded the decision and the refund, then the task died
+
+    with attempts(checkpoint, 1) as second:
+        [answer] = second.answers("a")
+        wait_id = wait_id_of("a")
+        assert decide(second, "a", {"wait_id": wait_id}, "reject")[0]["refused"]
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}  # the refund is handed back, not made again
+
+
+def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(first, "a")
+        [deadline] = first.wake_timers
+        checkpoint = dict(first.table)
+
+    with attempts(checkpoint, 1) as second:
+        outputs = second.fire("a", deadline + 5_000)  # the restored timer, overdue
+        outputs += second.answers("a") if not outputs else []
+        assert second.fire("a", deadline + 6_000) == []
+        [refused] = decide(second, "a", wait)
+    assert [o["output"]["verdict"] for o in outputs] == ["timed_out"]
+    assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
+    assert CALLS == {"quote": 1}
+
+
+# --- waiting for an event -----------------------------------------------------------------------
+
+
+class Paid(BaseModel):
+    order: str
+    amount: int
+
+
+@action(InputEvent)
+async def ship(event: InputEvent, ctx: RunnerContext) -> None:
+    """Waits for the payment of its order, then ships."""
+    order = event.input["order"]
+    CALLS["ship-start"] += 1
+    try:
+        paid = await ctx.wait_for_event(Paid, match={"order": order}, timeout_s=60)
+    except WaitTimedOutError:
+        ctx.send_event(OutputEvent(output={"order": order, "shipped": False}))
+        return
+    ctx.send_event(OutputEvent(output={"order": order, "shipped": paid.amount}))
+
+
+SHIP = agent_plan(ship, name="shipping")
+
+
+def test_an_event_resolves_the_wait_whose_match_it_fits(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        wait = waiting(attempt, "c")
+        assert (wait["kind"], wait["event_type"], wait["match"]) == (
+            "event",
+            "Paid",
+            {"order": "o1"},
+        )
+        other = {"event": "Paid", "data": {"order": "o2", "amount": 1}}
+        assert attempt.decide("c", other) == []  # kept: the key still has a run
+        attempt.decide("c", {"event": "Paid", "data": {"order": "o1", "amount": 9}})
+        outputs = attempt.answers("c", count=2)
+    assert outputs[0]["output"] == {"order": "o1", "shipped": 9}
+    assert outputs[1]["refused"]["reason"] == (
+        "no wait of this key took it before its runs finished"
+    )
+
+
+def test_an_event_that_arrives_before_its_wait_is_kept_for_it(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        attempt.decide("c", {"event": "Paid", "data": {"order": "o1", "amount": 9}})
+        outputs = attempt.answers("c", count=2)
+    assert outputs[1]["output"] == {"order": "o1", "shipped": 9}
+
+
+def test_an_event_wait_that_times_out_raises_in_the_action(monkeypatch):
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=SHIP) as attempt:
+        attempt.send("c", {"order": "o1"})
+        waiting(attempt, "c")
+        [deadline] = attempt.wake_timers
+        outputs = attempt.fire("c", deadline) or attempt.answers("c")
+    assert outputs[0]["output"] == {"order": "o1", "shipped": False}
+
+
+def test_a_decision_is_the_first_thing_a_paused_key_sees_after_a_restart(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # no poll timer pending; its deadline is far off
+
+    with attempts(checkpoint, 1) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        assert second.poll_timers  # the decision's visit brings the key back
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_crash_between_the_decision_and_the_next_call_keeps_the_decision(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        HELD.add("refund")
+        decide(first, "a", wait, by="ann")
+        checkpoint = dict(first.table)  # holds the decision
+        while CALLS["refund"] == 0:  # the wait returned it; the refund is in flight: a crash
+            first.visit("a")
+            time.sleep(0.01)
+    HELD.clear()
+
+    with attempts(checkpoint, 1) as second:
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    # The quote is handed back; the refund, which never returned, is sent again.
+    assert CALLS == {"quote": 1, "refund": 2}
+
+
+def test_a_decision_delivered_again_after_a_restore_to_before_it_is_refused(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # taken before the decision arrived
+        decide(first, "a", wait, by="ann")
+        first.answers("a")  # the run recorded the decision, the task died before a checkpoint
+
+    with attempts(checkpoint, 1) as second:
+        [answer] = second.answers("a")  # the recorded decision is handed back: no pause
+        [refused] = decide(second, "a", wait, by="ann")  # the source, rewound, sends it again
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert (
+        refused["refused"]["reason"] == "the wait was already resolved (decided before a restore)"
+    )
+    assert CALLS == {"quote": 1, "refund": 1}
