@@ -32,6 +32,8 @@ from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
+from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
+from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory, MemorySets
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -65,7 +67,7 @@ class RunResult:
         return [event.output for event in self.outputs if event.error is None]
 
 
-_Outcome = tuple[RunResult, "Memory | None"]
+_Outcome = tuple[RunResult, "RunState | None"]
 
 
 @dataclass
@@ -75,6 +77,7 @@ class _KeySlot:
     # Committed short-term memory: replaced when a run commits, never changed in place, so it
     # can be handed out without a copy (see committed_memory).
     memory: dict[str, Any] = field(default_factory=dict)
+    long_term: CommittedMemory = EMPTY_LONG_TERM  # the same: replaced, never changed in place
     busy: bool = False
     ready: bool = False  # in the engine's ready queue (a flag: a deque's `in` scans it all)
     # The run ids of queued inputs made when they were admitted, by seq: the run starts with
@@ -206,6 +209,7 @@ class RunEngine:
             next_seq=slot.next_seq,
             pending=[p.model_copy(deep=True) for p in slot.queue],
             short_term_memory=copy.deepcopy(slot.memory),
+            long_term_memory=slot.long_term.to_state(),
         )
 
     def committed_memory(self, key: Any) -> dict[str, Any]:
@@ -216,6 +220,12 @@ class RunEngine:
         """
         slot = self._slots.get(canonical_json(key))
         return {} if slot is None else slot.memory
+
+    def committed_long_term_memory(self, key: Any) -> MemorySets:
+        """The long-term memory of ``key`` as its last successful run committed it: not a copy
+        either (replaced, never changed in place)."""
+        slot = self._slots.get(canonical_json(key))
+        return {} if slot is None else slot.long_term.to_state()
 
     def restore_key(self, key: Any, state: KeyState) -> None:
         """Install ``state`` for an idle ``key``; its pending inputs will run again."""
@@ -229,6 +239,7 @@ class RunEngine:
             next_seq=state.next_seq,
             queue=deque(p.model_copy(deep=True) for p in state.pending),
             memory=copy.deepcopy(state.short_term_memory),
+            long_term=CommittedMemory.from_state(state.long_term_memory),
         )
         self._mark_ready(token)
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
@@ -264,6 +275,7 @@ class RunEngine:
                 run_id,
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
                 budget=RunBudget.from_config(self._plan.config),
+                long_term_memory=KeyedStateMemory(slot.long_term),
             )
             work = self._execute(run, slot.queue[0])
             if self._log is not None:
@@ -282,11 +294,12 @@ class RunEngine:
         if error is not None:
             self._fail(error)
             return
-        result, memory = task.result()
+        result, run = task.result()
         slot.queue.popleft()
         slot.busy = False
-        if memory is not None:
-            slot.memory = memory.snapshot()
+        if run is not None:
+            slot.memory = run.short_term_memory.snapshot()
+            slot.long_term = run.long_term_memory.commit()
         self._call_runner.run_finished(result.run_id)
         self._mark_ready(token)
         self._finished.append(result)
@@ -330,7 +343,8 @@ class RunEngine:
     async def _execute(self, run: RunState, pending: PendingInput) -> _Outcome:
         """Run one input through the root scope.
 
-        Returns the memory to commit, or None when the run failed (its writes are dropped).
+        Returns the run (its memories to commit), or None when the run failed (its writes are
+        dropped).
         With a journal, only once the call outcomes the result may depend on are durable: the
         result's outputs and memory leave the engine with it.
         """
@@ -364,7 +378,7 @@ class RunEngine:
                 upstream_action=failure.action,
             )
             return RunResult(run.run_id, [*outputs, error_output], failure), None
-        return RunResult(run.run_id, outputs), run.short_term_memory
+        return RunResult(run.run_id, outputs), run
 
     async def _dispatch(
         self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]
@@ -476,7 +490,13 @@ class RunEngine:
         outputs: list[OutputEvent] = []
         infrastructure: InfrastructureError | None = None
         try:
-            child = RunState(run_id, Memory(), calls=run.calls, budget=run.budget)
+            child = RunState(
+                run_id,
+                Memory(),
+                calls=run.calls,
+                budget=run.budget,
+                long_term_memory=run.long_term_memory,  # the delegating run's key's
+            )
             await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:
             cause = raised.__cause__

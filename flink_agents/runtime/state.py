@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flink_agents.api.long_term_memory import StoredMemory
+
 
 class PendingInput(BaseModel):
     """An input that has a ``seq`` but whose run has not finished."""
@@ -25,8 +27,11 @@ class KeyState(BaseModel):
     ``pending`` lists unfinished inputs in order, the running one first: after a restore they run
     again with the same ``seq`` (hence the same run and call ids). ``short_term_memory`` is the
     memory as of the last finished run; a run's writes are committed only when it succeeds.
+    ``long_term_memory`` is the key's memory sets (set -> item id -> item with its vector), the
+    keyed-state backend of long-term memory (runtime/keyed_memory.py), committed the same way.
     """
 
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
+    long_term_memory: dict[str, dict[str, StoredMemory]] = Field(default_factory=dict)

@@ -1,0 +1,172 @@
+"""The keyed-state backend of long-term memory: a key's memory sets kept in its state.
+
+A key's committed memory (:class:`CommittedMemory`: set -> item id -> item with its vector) is
+saved with the key's :class:`~flink_agents.runtime.state.KeyState`, so it is checkpointed with
+the key's runs, restored with them and moved with the key's key group on a rescale; there is no
+service to run. It is never changed in place: a run sees it through :class:`KeyedStateMemory`,
+which stages the run's writes over it, and the engine commits a successful run by building new
+maps for the sets it wrote (a failed run's writes are dropped).
+
+Search is exhaustive cosine similarity with numpy (installed with apache-flink), over a matrix
+of unit vectors built once per committed set, on its first search: at the sizes one key holds
+(thousands of items) it takes about a millisecond (bench/results/memory_search.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from flink_agents.api.embeddings import Vector
+from flink_agents.api.long_term_memory import MemoryHit, MemoryWrite, StoredMemory
+from flink_agents.api.vector_stores import MetadataFilter, matches_filter
+
+MemorySets = dict[str, dict[str, StoredMemory]]
+"""A key's long-term memory in the form its state saves: set -> item id -> item."""
+
+_Matrix = npt.NDArray[np.float64]
+
+
+class CommittedSet:
+    """The committed items of one set of one key, and their unit vectors for search."""
+
+    __slots__ = ("_ids", "_matrix", "items")
+
+    def __init__(self, items: dict[str, StoredMemory]) -> None:
+        self.items = items
+        self._ids: list[str] | None = None
+        self._matrix: _Matrix | None = None
+
+    def vectors(self) -> tuple[list[str], _Matrix]:
+        """The item ids in order and a matrix of their unit vectors, one row each (built on
+        first use, then kept: the items never change)."""
+        if self._ids is None or self._matrix is None:
+            ids = sorted(self.items)
+            matrix = np.array([self.items[i].embedding for i in ids], dtype=np.float64)
+            self._matrix = _unit_rows(matrix) if ids else matrix
+            self._ids = ids
+        return self._ids, self._matrix
+
+
+class CommittedMemory:
+    """A key's long-term memory as its last successful run committed it."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, sets: Mapping[str, CommittedSet] | None = None) -> None:
+        self.sets: Mapping[str, CommittedSet] = sets or {}
+
+    @classmethod
+    def from_state(cls, state: MemorySets) -> CommittedMemory:
+        """The memory a key state saved (its maps are copied: a host may reuse them)."""
+        return cls({name: CommittedSet(dict(items)) for name, items in state.items() if items})
+
+    def to_state(self) -> MemorySets:
+        """The form a key state saves: the committed maps themselves (never changed)."""
+        return {name: committed.items for name, committed in self.sets.items()}
+
+
+EMPTY = CommittedMemory()
+
+
+class KeyedStateMemory:
+    """One run's view of its key's long-term memory: the committed sets with the run's writes
+    staged over them (a :class:`~flink_agents.api.long_term_memory.KeyMemory`)."""
+
+    def __init__(self, committed: CommittedMemory = EMPTY) -> None:
+        self._committed = committed
+        self._writes: list[MemoryWrite] = []
+        self._cleared = False  # delete_key: the committed sets no longer count
+        self._staged: dict[str, dict[str, StoredMemory | None]] = {}  # None: deleted
+
+    @property
+    def writes(self) -> list[MemoryWrite]:
+        return self._writes
+
+    def apply(self, write: MemoryWrite) -> None:
+        self._writes.append(write)
+        if not write.set:
+            self._cleared = True
+            self._staged = {}
+            return
+        self._staged.setdefault(write.set, {})[write.id] = write.item
+
+    def get(self, set_name: str, item_id: str) -> StoredMemory | None:
+        staged = self._staged.get(set_name, {})
+        if item_id in staged:
+            return staged[item_id]
+        committed = self._committed_set(set_name)
+        return None if committed is None else committed.items.get(item_id)
+
+    def count(self, set_name: str) -> int:
+        committed = self._committed_set(set_name)
+        items = {} if committed is None else committed.items
+        count = len(items)
+        for item_id, item in self._staged.get(set_name, {}).items():
+            count += (item is not None) - (item_id in items)
+        return count
+
+    def search(
+        self, set_name: str, vector: Vector, k: int, where: MetadataFilter | None
+    ) -> list[MemoryHit]:
+        query = np.asarray(vector, dtype=np.float64)
+        norm = float(np.linalg.norm(query))
+        if norm:
+            query = query / norm
+        staged = self._staged.get(set_name, {})
+        hits: list[MemoryHit] = []
+        committed = self._committed_set(set_name)
+        if committed is not None and committed.items:
+            ids, matrix = committed.vectors()
+            scores = matrix @ query
+            # Stable over ids in sorted order: equal scores come out by id.
+            for index in np.argsort(-scores, kind="stable"):
+                item_id = ids[index]
+                if item_id in staged:
+                    continue  # replaced or deleted by this run: scored below, or gone
+                item = committed.items[item_id]
+                if matches_filter(item.metadata, where):
+                    hits.append(_hit(item_id, item, float(scores[index])))
+                    if len(hits) == k:
+                        break
+        for item_id, maybe in staged.items():
+            if maybe is not None and matches_filter(maybe.metadata, where):
+                row = _unit_rows(np.asarray([maybe.embedding], dtype=np.float64))[0]
+                hits.append(_hit(item_id, maybe, float(row @ query)))
+        hits.sort(key=lambda hit: (-hit.score, hit.id))
+        return hits[:k]
+
+    def commit(self) -> CommittedMemory:
+        """The key's memory once this run's writes are applied (new maps for the sets written;
+        the others are shared with the memory the run started from)."""
+        if not self._writes:
+            return self._committed
+        sets = dict(self._committed.sets) if not self._cleared else {}
+        for name, staged in self._staged.items():
+            base = sets.get(name)
+            items = dict(base.items) if base is not None else {}
+            for item_id, item in staged.items():
+                if item is None:
+                    items.pop(item_id, None)
+                else:
+                    items[item_id] = item
+            if items:
+                sets[name] = CommittedSet(items)
+            else:
+                sets.pop(name, None)
+        return CommittedMemory(sets)
+
+    def _committed_set(self, set_name: str) -> CommittedSet | None:
+        return None if self._cleared else self._committed.sets.get(set_name)
+
+
+def _unit_rows(matrix: _Matrix) -> _Matrix:
+    """``matrix`` with each row scaled to length 1 (an all-zero row stays zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0.0, 1.0, norms)
+
+
+def _hit(item_id: str, item: StoredMemory, score: float) -> MemoryHit:
+    return MemoryHit(id=item_id, text=item.text, metadata=dict(item.metadata), score=score)
