@@ -82,8 +82,9 @@ async def answer_ticket(event: InputEvent, ctx: RunnerContext) -> None:
     )
 
 
-def build_agent() -> Agent:
-    """The customer-memory agent."""
+def build_agent(model: type[ScriptedChatModelConnection] = ScriptedChatModelConnection) -> Agent:
+    """The customer-memory agent (``model``: the scripted connection's class, which a test
+    replaces by one that records what the model is shown)."""
     agent = Agent(name="customer_memory")
     agent.add_resource(
         "embedding_connection",
@@ -105,7 +106,7 @@ def build_agent() -> Agent:
     agent.add_resource(
         "scripted",
         ResourceType.CHAT_MODEL_CONNECTION,
-        ResourceDescriptor.of(ScriptedChatModelConnection, name="customer_memory", turns=SCRIPT),
+        ResourceDescriptor.of(model, name="customer_memory", turns=SCRIPT),
     )
     agent.add_resource(
         "chat_model",
