@@ -23,13 +23,14 @@ from flink_agents.api import (
     ChatModelSetup,
     EmbeddingModelSetup,
     InputEvent,
+    LongTermMemorySetup,
+    MemoryHit,
     OutputEvent,
     ResourceDescriptor,
     ResourceType,
     RunnerContext,
     action,
 )
-from flink_agents.api.long_term_memory import LongTermMemorySetup, MemoryHit
 from flink_agents.providers import (
     HashingEmbeddingModelConnection,
     ScriptedChatModelConnection,
@@ -118,7 +119,7 @@ def build_agent(model: type[ScriptedChatModelConnection] = ScriptedChatModelConn
 
 
 if __name__ == "__main__":
-    from flink_agents.runtime.local import run_local
+    from flink_agents.runtime import run_local
 
     tickets = [
         {"customer": "ada", "text": "My router is an XR-500 and the wifi keeps dropping."},
