@@ -30,24 +30,79 @@ _Matrix = npt.NDArray[np.float64]
 
 
 class CommittedSet:
-    """The committed items of one set of one key, and their unit vectors for search."""
+    """The committed items of one set of one key, and their unit vectors for search.
 
-    __slots__ = ("_ids", "_matrix", "items")
+    A set committed over an earlier one that was searched (``base``, with the run's
+    ``changes``) derives its vectors from the earlier ones: a run that only adds appends its
+    rows (in place, in room left in the earlier version's buffer), instead of converting every
+    vector again. Only a searched base is kept, and only until the vectors are derived, so no
+    chain of older versions is held.
+    """
 
-    def __init__(self, items: dict[str, StoredMemory]) -> None:
+    __slots__ = ("_base", "_changes", "_rows", "items")
+
+    def __init__(
+        self,
+        items: dict[str, StoredMemory],
+        base: CommittedSet | None = None,
+        changes: Mapping[str, StoredMemory | None] | None = None,
+    ) -> None:
         self.items = items
-        self._ids: list[str] | None = None
-        self._matrix: _Matrix | None = None
+        searched = base is not None and base._rows is not None
+        self._base = base if searched else None
+        self._changes = changes if searched else None
+        self._rows: _Rows | None = None
 
     def vectors(self) -> tuple[list[str], _Matrix]:
-        """The item ids in order and a matrix of their unit vectors, one row each (built on
-        first use, then kept: the items never change)."""
-        if self._ids is None or self._matrix is None:
-            ids = sorted(self.items)
-            matrix = np.array([self.items[i].embedding for i in ids], dtype=np.float64)
-            self._matrix = _unit_rows(matrix) if ids else matrix
-            self._ids = ids
-        return self._ids, self._matrix
+        """Item ids and a matrix of their unit vectors, row ``i`` the vector of ``ids[i]``
+        (``ids`` may run on past the last row: read it by row). Built on first use, then kept:
+        the items never change."""
+        if self._rows is None:
+            base, changes = self._base, self._changes
+            if base is not None and changes is not None:
+                self._rows = _derived(base, changes)
+            else:
+                ids = sorted(self.items)
+                self._rows = _Rows.of(ids, _matrix_of([self.items[i] for i in ids]))
+            self._base = self._changes = None
+        return self._rows.ids, self._rows.matrix()
+
+    def rows(self) -> _Rows:
+        self.vectors()
+        assert self._rows is not None
+        return self._rows
+
+
+class _Rows:
+    """Unit vectors in a buffer with room to grow, which successive versions of a set share:
+    each sees its first ``count`` rows (and ids), and only the newest appends in place."""
+
+    __slots__ = ("buffer", "count", "extended", "ids")
+
+    def __init__(self, buffer: _Matrix, ids: list[str], count: int) -> None:
+        self.buffer = buffer
+        self.ids = ids
+        self.count = count
+        self.extended = False  # a later version appended after our rows
+
+    @classmethod
+    def of(cls, ids: list[str], matrix: _Matrix) -> _Rows:
+        buffer = np.empty((max(64, 2 * len(ids)), matrix.shape[1]), dtype=np.float64)
+        buffer[: len(ids)] = matrix
+        return cls(buffer, ids, len(ids))
+
+    def matrix(self) -> _Matrix:
+        return self.buffer[: self.count]
+
+    def appended(self, ids: list[str], matrix: _Matrix) -> _Rows:
+        """These rows and ``matrix``'s after them (for ``ids``)."""
+        end = self.count + len(ids)
+        if self.extended or end > len(self.buffer) or matrix.shape[1] != self.buffer.shape[1]:
+            return _Rows.of(self.ids[: self.count] + ids, np.vstack([self.matrix(), matrix]))
+        self.buffer[self.count : end] = matrix
+        self.ids.extend(ids)  # past our count: not read through this version
+        self.extended = True
+        return _Rows(self.buffer, self.ids, end)
 
 
 class CommittedMemory:
@@ -121,8 +176,7 @@ class KeyedStateMemory:
         if committed is not None and committed.items:
             ids, matrix = committed.vectors()
             scores = matrix @ query
-            # Stable over ids in sorted order: equal scores come out by id.
-            for index in np.argsort(-scores, kind="stable"):
+            for index in _best_first(scores, None if where else k + len(staged)):
                 item_id = ids[index]
                 if item_id in staged:
                     continue  # replaced or deleted by this run: scored below, or gone
@@ -133,8 +187,7 @@ class KeyedStateMemory:
                         break
         for item_id, maybe in staged.items():
             if maybe is not None and matches_filter(maybe.metadata, where):
-                row = _unit_rows(np.asarray([maybe.embedding], dtype=np.float64))[0]
-                hits.append(_hit(item_id, maybe, float(row @ query)))
+                hits.append(_hit(item_id, maybe, float(_matrix_of([maybe])[0] @ query)))
         hits.sort(key=lambda hit: (-hit.score, hit.id))
         return hits[:k]
 
@@ -153,13 +206,45 @@ class KeyedStateMemory:
                 else:
                     items[item_id] = item
             if items:
-                sets[name] = CommittedSet(items)
+                sets[name] = CommittedSet(items, base, staged)
             else:
                 sets.pop(name, None)
         return CommittedMemory(sets)
 
     def _committed_set(self, set_name: str) -> CommittedSet | None:
         return None if self._cleared else self._committed.sets.get(set_name)
+
+
+def _best_first(scores: _Matrix, enough: int | None) -> list[int]:
+    """Row indices by descending score (equal scores in row order); only the ``enough`` best
+    when that many are all a search can use (no filter)."""
+    if enough is not None and enough < len(scores):
+        best = np.argpartition(-scores, enough - 1)[:enough]
+        return sorted(best.tolist(), key=lambda index: (-scores[index], index))
+    return list(np.argsort(-scores, kind="stable").tolist())
+
+
+def _derived(base_set: CommittedSet, changes: Mapping[str, StoredMemory | None]) -> _Rows:
+    """The rows of ``base_set`` with ``changes`` applied: the rows of the items kept, then one
+    row per item written (appended in place when nothing of the base was replaced or
+    deleted)."""
+    base = base_set.rows()
+    written = [(item_id, item) for item_id, item in changes.items() if item is not None]
+    new_ids = [item_id for item_id, _ in written]
+    new_rows = _matrix_of([item for _, item in written])
+    if not any(item_id in base_set.items for item_id in changes):
+        return base.appended(new_ids, new_rows) if written else base
+    base_ids = base.ids[: base.count]
+    kept = [row for row, item_id in enumerate(base_ids) if item_id not in changes]
+    ids = [base_ids[row] for row in kept] + new_ids
+    matrix = base.matrix()[kept]
+    return _Rows.of(ids, np.vstack([matrix, new_rows]) if written else matrix)
+
+
+def _matrix_of(items: list[StoredMemory]) -> _Matrix:
+    """The unit vectors of ``items``, one row each."""
+    matrix = np.array([item.embedding for item in items], dtype=np.float64)
+    return _unit_rows(matrix) if items else matrix
 
 
 def _unit_rows(matrix: _Matrix) -> _Matrix:

@@ -88,3 +88,31 @@ def test_a_zero_query_or_item_vector_scores_zero() -> None:
     memory = KeyedStateMemory(CommittedMemory.from_state({"s": {"z": item("z", [0.0, 0.0])}}))
     assert [hit.score for hit in memory.search("s", [1.0, 0.0], 1, None)] == [0.0]
     assert [hit.score for hit in memory.search("s", [0.0, 0.0], 1, None)] == [0.0]
+
+
+def test_a_set_committed_over_a_searched_one_searches_like_one_built_afresh() -> None:
+    start = committed()
+    run = KeyedStateMemory(start)
+    run.search("facts", [1.0, 0.0], 1, None)  # the set's matrix is built
+    run.apply(MemoryWrite(set="facts", id="a"))
+    run.apply(MemoryWrite(set="facts", id="c", item=item("south-east", [1.0, -1.0])))
+    run.apply(MemoryWrite(set="facts", id="d", item=item("west", [-1.0, 0.0])))
+    derived = KeyedStateMemory(run.commit())
+    afresh = KeyedStateMemory(CommittedMemory.from_state(run.commit().to_state()))
+    for query in ([1.0, 0.0], [0.0, 1.0], [-1.0, 0.2], [1.0, -1.0]):
+        assert derived.search("facts", query, 3, None) == afresh.search("facts", query, 3, None)
+
+
+def test_two_sets_committed_over_one_base_do_not_see_each_others_rows() -> None:
+    start = committed()
+    KeyedStateMemory(start).search("facts", [1.0, 0.0], 1, None)
+    first, second = KeyedStateMemory(start), KeyedStateMemory(start)
+    first.apply(MemoryWrite(set="facts", id="x", item=item("south", [0.0, -1.0])))
+    second.apply(MemoryWrite(set="facts", id="y", item=item("south too", [0.1, -1.0])))
+    one, two = KeyedStateMemory(first.commit()), KeyedStateMemory(second.commit())
+    assert [hit.id for hit in one.search("facts", [0.0, -1.0], 5, None)][0] == "x"
+    assert [hit.id for hit in two.search("facts", [0.0, -1.0], 5, None)][0] == "y"
+    assert {hit.id for hit in one.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c", "x"}
+    assert {hit.id for hit in two.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c", "y"}
+    base = KeyedStateMemory(start)
+    assert {hit.id for hit in base.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c"}
