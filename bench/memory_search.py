@@ -1,8 +1,9 @@
 """Long-term memory benchmark: the keyed-state backend's search latency against the items one key
 holds, what that memory costs the key's state, and the cost per run of memory reads and writes.
 
-Not a test. Items are synthetic texts (seeded words from a fixed vocabulary) with their hashing
-embedding (256 dimensions). For each size, one key's committed memory is built and searched:
+Not a test. Items are synthetic texts (seeded words from a fixed vocabulary) with dense random
+unit vectors of 256 dimensions (the size of a real embedding's in the key's state). For each
+size, one key's committed memory is built and searched:
 
 * ``first``: the first search of a committed set restored from the key's state (it builds the
   set's matrix of unit vectors), median over ``--repeats``;
@@ -45,10 +46,7 @@ from flink_agents.api import (
 from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.plan import compile_agent
-from flink_agents.providers.hashing_embeddings import (
-    HashingEmbeddingModelConnection,
-    hashed_vector,
-)
+from flink_agents.providers.hashing_embeddings import HashingEmbeddingModelConnection
 from flink_agents.runtime import KeyState, run_local
 from flink_agents.runtime.keyed import SavedKey, _saved_text
 from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory
@@ -69,13 +67,20 @@ def texts(count: int, words: list[str], seed: int) -> list[str]:
     return [" ".join(rng.choices(words, k=WORDS_PER_ITEM)) for _ in range(count)]
 
 
+def dense_vector(rng: random.Random) -> list[float]:
+    """A unit vector with every component set, as a real embedding model's (the hashing
+    embedding's are mostly zeros, which would understate the state's size)."""
+    vector = [rng.gauss(0.0, 1.0) for _ in range(DIMENSIONS)]
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector]
+
+
 def committed(size: int, words: list[str]) -> dict[str, dict[str, StoredMemory]]:
+    rng = random.Random(size)
     return {
         "facts": {
             f"item-{index}": StoredMemory(
-                text=text,
-                metadata={"bucket": index % 10},
-                embedding=hashed_vector(text, DIMENSIONS),
+                text=text, metadata={"bucket": index % 10}, embedding=dense_vector(rng)
             )
             for index, text in enumerate(texts(size, words, size))
         }
@@ -90,7 +95,8 @@ def timed_ms(fn: Callable[[], object]) -> float:
 
 def measure_size(size: int, queries: int, repeats: int, words: list[str]) -> dict[str, float]:
     state = committed(size, words)
-    vectors = [hashed_vector(q, DIMENSIONS) for q in texts(queries, words, -size)]
+    rng = random.Random(-size)
+    vectors = [dense_vector(rng) for _ in range(queries)]
     first = statistics.median(
         timed_ms(
             lambda: KeyedStateMemory(CommittedMemory.from_state(state)).search(
@@ -102,11 +108,14 @@ def measure_size(size: int, queries: int, repeats: int, words: list[str]) -> dic
     memory = KeyedStateMemory(CommittedMemory.from_state(state))
     memory.search("facts", vectors[0], TOP_K, None)  # the matrix is built
 
+    latest = [memory.commit()]  # each run starts from the memory the one before committed
+
     def next_run(index: int) -> None:
-        run = KeyedStateMemory(memory.commit())
-        added = StoredMemory(text="new", embedding=hashed_vector(f"new {index}", DIMENSIONS))
+        run = KeyedStateMemory(latest[0])
+        added = StoredMemory(text=f"new {index}", embedding=dense_vector(rng))
         run.apply(MemoryWrite(set="facts", id=f"new-{index}", item=added))
-        KeyedStateMemory(run.commit()).search("facts", vectors[0], TOP_K, None)
+        latest[0] = run.commit()
+        KeyedStateMemory(latest[0]).search("facts", vectors[0], TOP_K, None)
 
     after_write = statistics.median(timed_ms(lambda i=i: next_run(i)) for i in range(repeats))
     warm = sorted(timed_ms(lambda v=v: memory.search("facts", v, TOP_K, None)) for v in vectors)
@@ -115,7 +124,7 @@ def measure_size(size: int, queries: int, repeats: int, words: list[str]) -> dic
         timed_ms(lambda v=v: memory.search("facts", v, TOP_K, where)) for v in vectors
     )
     for index, text in enumerate(texts(10, words, 1)):
-        item = StoredMemory(text=text, embedding=hashed_vector(text, DIMENSIONS))
+        item = StoredMemory(text=text, embedding=dense_vector(rng))
         memory.apply(MemoryWrite(set="facts", id=f"staged-{index}", item=item))
     staged = sorted(timed_ms(lambda v=v: memory.search("facts", v, TOP_K, None)) for v in vectors)
     saved = SavedKey(runs=KeyState(next_seq=1, long_term_memory=state))
