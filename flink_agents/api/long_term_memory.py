@@ -179,12 +179,12 @@ class MemorySet:
             raise ValueError("a memory item needs a non-empty id")
         memory = self._owner.memory
         max_items = self.setup.max_items
-        if max_items is not None and memory.get(self.name, id) is None:
-            if memory.count(self.name) >= max_items:
-                raise MemorySetFullError(
-                    f"memory set {self.name!r} holds {max_items} items for this key "
-                    "(max_items); delete some before adding more"
-                )
+        new = memory.get(self.name, id) is None
+        if max_items is not None and new and memory.count(self.name) >= max_items:
+            raise MemorySetFullError(
+                f"memory set {self.name!r} holds {max_items} items for this key "
+                "(max_items); delete some before adding more"
+            )
         embedding = self._owner.embedding(self.setup)
         ordinal = self._owner.next_ordinal(self.name, "embed")
         (vector,) = await self._owner.ctx.durable_execute_async(

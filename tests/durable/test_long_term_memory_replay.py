@@ -27,7 +27,7 @@ from flink_agents.api.long_term_memory import StoredMemory
 from flink_agents.durable.identity import CallIdentity, canonical_json
 from flink_agents.plan import compile_agent
 from flink_agents.providers.hashing_embeddings import hashed_vector
-from flink_agents.runtime import Runtime
+from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import Stores, crash_and_replay, resume
 from tests.memory_samples import memory_plan, remember
 from tests.sample_agents import RecordingChatConnection
@@ -201,3 +201,16 @@ def test_a_replayed_delete_key_deletes_the_keys_items_again(stores: Stores) -> N
     assert result.outputs()[2] == [0]
     assert result.key_states[canonical_json("ada")].long_term_memory == {}
     assert len(result.key_states[canonical_json("bob")].long_term_memory["facts"]) == 1
+
+
+def test_the_example_answers_the_second_ticket_from_the_first_over_the_store(
+    stores: Stores,
+) -> None:
+    tickets = [FIRST, {"customer": "bob", **{"text": SECOND["text"]}}, SECOND]
+    results = run_local(build_agent(), tickets, key="customer", store=stores.first)
+    answers = [result.output_values[0]["answer"] for result in results]
+    assert answers == [
+        "Thanks, noted. We are looking into it.",
+        "Which router model do you have?",
+        "For your XR-500: install firmware 2.4.",
+    ]

@@ -110,8 +110,8 @@ def test_two_sets_committed_over_one_base_do_not_see_each_others_rows() -> None:
     first.apply(MemoryWrite(set="facts", id="x", item=item("south", [0.0, -1.0])))
     second.apply(MemoryWrite(set="facts", id="y", item=item("south too", [0.1, -1.0])))
     one, two = KeyedStateMemory(first.commit()), KeyedStateMemory(second.commit())
-    assert [hit.id for hit in one.search("facts", [0.0, -1.0], 5, None)][0] == "x"
-    assert [hit.id for hit in two.search("facts", [0.0, -1.0], 5, None)][0] == "y"
+    assert one.search("facts", [0.0, -1.0], 5, None)[0].id == "x"
+    assert two.search("facts", [0.0, -1.0], 5, None)[0].id == "y"
     assert {hit.id for hit in one.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c", "x"}
     assert {hit.id for hit in two.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c", "y"}
     base = KeyedStateMemory(start)
