@@ -34,4 +34,8 @@ class KeyState(BaseModel):
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
-    long_term_memory: dict[str, dict[str, StoredMemory]] = Field(default_factory=dict)
+    # Left out of the saved JSON when empty: a key without long-term memory saves the bytes it
+    # saved before long-term memory existed.
+    long_term_memory: dict[str, dict[str, StoredMemory]] = Field(
+        default_factory=dict, exclude_if=lambda sets: not sets
+    )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
+from flink_agents.runtime import KeyState
+from flink_agents.runtime.keyed import SavedKey, _read_saved, _saved_text
 from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory
 
 
@@ -116,3 +118,10 @@ def test_two_sets_committed_over_one_base_do_not_see_each_others_rows() -> None:
     assert {hit.id for hit in two.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c", "y"}
     base = KeyedStateMemory(start)
     assert {hit.id for hit in base.search("facts", [0.0, -1.0], 5, None)} == {"a", "b", "c"}
+
+
+def test_a_key_state_saves_its_memory_sets_and_reads_them_back() -> None:
+    saved = SavedKey(runs=KeyState(next_seq=2, long_term_memory=committed().to_state()))
+    restored = _read_saved(_saved_text(saved))
+    assert restored == saved
+    assert "long_term_memory" not in _saved_text(SavedKey(runs=KeyState(next_seq=2)))
