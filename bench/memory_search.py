@@ -31,22 +31,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.retrieval import vocabulary
 from bench.stats import percentile
+from examples.customer_memory import with_memory
 from flink_agents.api import (
     Agent,
-    EmbeddingModelSetup,
     InputEvent,
-    LongTermMemorySetup,
     OutputEvent,
-    ResourceDescriptor,
-    ResourceType,
     RunnerContext,
     action,
 )
 from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.plan import compile_agent
-from flink_agents.providers.hashing_embeddings import HashingEmbeddingModelConnection
 from flink_agents.runtime import KeyState, run_local
 from flink_agents.runtime.keyed import SavedKey, _saved_text
 from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory
@@ -54,12 +51,6 @@ from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory
 DIMENSIONS = 256
 TOP_K = 4
 WORDS_PER_ITEM = 12
-
-
-def vocabulary(size: int = 3000) -> list[str]:
-    rng = random.Random(7)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    return ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(size)]
 
 
 def texts(count: int, words: list[str], seed: int) -> list[str]:
@@ -157,32 +148,10 @@ async def with_reads_and_writes(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=len(hits)))
 
 
-def memory_agent(fn: object) -> Agent:
-    """An agent of the one action ``fn``, with the memory set ``facts``."""
-    agent = Agent(name="bench_memory")
-    agent.add_resource(
-        "embedding_connection",
-        ResourceType.EMBEDDING_MODEL_CONNECTION,
-        ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=DIMENSIONS),
-    )
-    agent.add_resource(
-        "embedding_model",
-        ResourceType.EMBEDDING_MODEL,
-        ResourceDescriptor.of(
-            EmbeddingModelSetup, connection="embedding_connection", dimensions=DIMENSIONS
-        ),
-    )
-    agent.add_resource(
-        "facts",
-        ResourceType.LONG_TERM_MEMORY,
-        ResourceDescriptor.of(LongTermMemorySetup, embedding_model="embedding_model"),
-    )
-    agent.add_action(fn)
-    return agent
-
-
 def runs_per_second(fn: object, runs: int, words: list[str]) -> float:
-    plan = compile_agent(memory_agent(fn))
+    agent = with_memory(Agent(name="bench_memory"))
+    agent.add_action(fn)
+    plan = compile_agent(agent)
     inputs = [{"key": f"k{i % 20}", "text": t} for i, t in enumerate(texts(runs, words, 3))]
     store = InMemoryActionStateStore(InMemoryLog())
     start = time.perf_counter()

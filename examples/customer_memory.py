@@ -83,27 +83,37 @@ async def answer_ticket(event: InputEvent, ctx: RunnerContext) -> None:
     )
 
 
-def build_agent(model: type[ScriptedChatModelConnection] = ScriptedChatModelConnection) -> Agent:
-    """The customer-memory agent (``model``: the scripted connection's class, which a test
-    replaces by one that records what the model is shown)."""
-    agent = Agent(name="customer_memory")
+def with_memory(agent: Agent, dimensions: int = DIMENSIONS, max_items: int | None = None) -> Agent:
+    """``agent`` with the local hashing embedding (``embedding_model``) and the long-term memory
+    set ``facts`` over it, holding at most ``max_items`` items per key."""
     agent.add_resource(
         "embedding_connection",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
-        ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=DIMENSIONS),
+        ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=dimensions),
     )
     agent.add_resource(
         "embedding_model",
         ResourceType.EMBEDDING_MODEL,
         ResourceDescriptor.of(
-            EmbeddingModelSetup, connection="embedding_connection", dimensions=DIMENSIONS
+            EmbeddingModelSetup, connection="embedding_connection", dimensions=dimensions
         ),
     )
     agent.add_resource(
         "facts",
         ResourceType.LONG_TERM_MEMORY,
-        ResourceDescriptor.of(LongTermMemorySetup, embedding_model="embedding_model"),
+        ResourceDescriptor.of(
+            LongTermMemorySetup,
+            embedding_model="embedding_model",
+            **({} if max_items is None else {"max_items": max_items}),
+        ),
     )
+    return agent
+
+
+def build_agent(model: type[ScriptedChatModelConnection] = ScriptedChatModelConnection) -> Agent:
+    """The customer-memory agent (``model``: the scripted connection's class, which a test
+    replaces by one that records what the model is shown)."""
+    agent = with_memory(Agent(name="customer_memory"))
     agent.add_resource(
         "scripted",
         ResourceType.CHAT_MODEL_CONNECTION,

@@ -7,53 +7,19 @@ import asyncio
 import json
 from typing import Any
 
-from flink_agents.api import (
-    Agent,
-    EmbeddingModelSetup,
-    InputEvent,
-    OutputEvent,
-    ResourceDescriptor,
-    ResourceType,
-    RunnerContext,
-    action,
-)
-from flink_agents.api.long_term_memory import LongTermMemorySetup
+from examples.customer_memory import with_memory
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.durable.identity import canonical_json
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
-from flink_agents.providers import HashingEmbeddingModelConnection
 from flink_agents.runtime import KeyState, RunResult, Runtime
 
 DIMENSIONS = 64
 
 
-def with_memory(agent: Agent, *, max_items: int | None = None) -> Agent:
-    """``agent`` with the hashing embedding and the memory set ``facts``."""
-    agent.add_resource(
-        "embedding_connection",
-        ResourceType.EMBEDDING_MODEL_CONNECTION,
-        ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=DIMENSIONS),
-    )
-    agent.add_resource(
-        "embedding_model",
-        ResourceType.EMBEDDING_MODEL,
-        ResourceDescriptor.of(
-            EmbeddingModelSetup, connection="embedding_connection", dimensions=DIMENSIONS
-        ),
-    )
-    agent.add_resource(
-        "facts",
-        ResourceType.LONG_TERM_MEMORY,
-        ResourceDescriptor.of(
-            LongTermMemorySetup, embedding_model="embedding_model", max_items=max_items
-        ),
-    )
-    return agent
-
-
 def memory_plan(*actions: Any, max_items: int | None = None, **options: Any) -> AgentPlan:
     """The plan of an agent ``memory`` made of ``actions``, with the ``facts`` set."""
-    agent = with_memory(Agent(name="memory", **options), max_items=max_items)
+    agent = with_memory(Agent(name="memory", **options), DIMENSIONS, max_items)
     for fn in actions:
         agent.add_action(fn)
     return compile_agent(agent)
