@@ -49,6 +49,9 @@ from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent
 DEFAULT_MAX_TOOL_ROUNDS = 10
 #: Tool calls one model reply may ask for (each runs, all at once): more ends the run.
 DEFAULT_MAX_TOOL_CALLS_PER_REPLY = 64
+#: Tool calls the chat action may run in one run, over all its requests and rounds.
+DEFAULT_MAX_TOOL_CALLS_PER_RUN = 1_000
+_TOOL_CALLS_IN_RUN = "chat_action/tool_calls"  # sensory memory: per run, journaled with it
 
 # pydantic ends each error of a ValidationError's text with this line.
 _PYDANTIC_LINK = re.compile(
@@ -73,7 +76,7 @@ def tool_failure_text(error: BaseException) -> str:
 
 class ToolLoopLimitError(RuntimeError):
     """The model kept asking for tools beyond ``max_tool_rounds``, or for more tools in one
-    reply than ``max_tool_calls_per_reply``."""
+    reply than ``max_tool_calls_per_reply``, or in one run than ``max_tool_calls_per_run``."""
 
 
 def _conversation_key(request_id: str) -> str:
@@ -149,6 +152,7 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
             f"model {model_name!r} asked for {len(reply.tool_calls)} tool calls in one reply, "
             f"more than {most} (max_tool_calls_per_reply); none was run"
         )
+    _count_tool_calls(ctx, model_name, len(reply.tool_calls))
     conversation: dict[str, Any] = {
         "rounds": rounds + 1,
         "messages": [m.model_dump(mode="json") for m in [*messages, reply]],
@@ -160,6 +164,21 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
     ctx.send_event(
         ToolRequestEvent(request_id=request_id, model=model_name, tool_calls=reply.tool_calls)
     )
+
+
+def _count_tool_calls(ctx: RunnerContext, model_name: str, asked: int) -> None:
+    """Count a reply's tool calls against the run's ``max_tool_calls_per_run``, before any runs.
+
+    The count lives in sensory memory, so it is the run's and is journaled with the action: a
+    replay counts as the live run did."""
+    most = int(ctx.action_config.get("max_tool_calls_per_run", DEFAULT_MAX_TOOL_CALLS_PER_RUN))
+    spent = int(ctx.sensory_memory.get(_TOOL_CALLS_IN_RUN) or 0) + asked
+    if spent > most:
+        raise ToolLoopLimitError(
+            f"model {model_name!r} asked for {asked} more tool calls, {spent} in this run, more "
+            f"than {most} (max_tool_calls_per_run); none of these was run"
+        )
+    ctx.sensory_memory.set(_TOOL_CALLS_IN_RUN, spent)
 
 
 async def _run_tool(ctx: RunnerContext, model: ChatModelSetup, call: ToolCall) -> ToolResult:

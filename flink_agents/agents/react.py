@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from flink_agents.agents.chat_actions import (
     DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
+    DEFAULT_MAX_TOOL_CALLS_PER_RUN,
     DEFAULT_MAX_TOOL_ROUNDS,
     chat_action,
     tool_call_action,
@@ -142,6 +143,10 @@ class ReActAgent(Agent):
     setup's or connection's ``structured_output_mode`` says; a final answer that does not match it
     goes back to the model with the validation error, at most ``output_retries`` times (0:
     never), before the run fails with an :class:`OutputValidationError` quoting the answer.
+    Tool calls are bounded per model reply (``max_tool_calls_per_reply``), per request
+    (``max_tool_rounds`` replies) and per run (``max_tool_calls_per_run``): past one, the run
+    ends with a :class:`~flink_agents.agents.chat_actions.ToolLoopLimitError` before the tools
+    of that reply run.
     """
 
     def __init__(
@@ -157,6 +162,7 @@ class ReActAgent(Agent):
         error_policy: ErrorPolicy = "fail",
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         max_tool_calls_per_reply: int = DEFAULT_MAX_TOOL_CALLS_PER_REPLY,
+        max_tool_calls_per_run: int = DEFAULT_MAX_TOOL_CALLS_PER_RUN,
         description: str | None = None,
         retrieval: RetrievalSettings | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -203,6 +209,8 @@ class ReActAgent(Agent):
         chat_config: dict[str, Any] = {"max_tool_rounds": max_tool_rounds}
         if max_tool_calls_per_reply != DEFAULT_MAX_TOOL_CALLS_PER_REPLY:  # else: plans as before
             chat_config["max_tool_calls_per_reply"] = max_tool_calls_per_reply
+        if max_tool_calls_per_run != DEFAULT_MAX_TOOL_CALLS_PER_RUN:
+            chat_config["max_tool_calls_per_run"] = max_tool_calls_per_run
         finish_config: dict[str, Any] = {"output_schema": schema}
         if schema is not None:  # without a schema, the plan stays as it was before retries
             finish_config["output_retries"] = output_retries

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
-from flink_agents.cli.conventions import add_source
+from flink_agents.cli.conventions import EXIT_FAILED, add_source
 from flink_agents.plan.sources import load_plan
 
 if TYPE_CHECKING:
@@ -22,11 +23,17 @@ def add_command(commands: Any) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """List, per scope and chat model, the tools (and what each MCP server offers), the
     sub-agent callables offered and the sub-agents skipped with the reason (a skipped sub-agent
-    is never dropped silently)."""
+    is never dropped silently). Listing an MCP server's tools contacts it: one that cannot be
+    reached is reported in one line (exit 1), not as a traceback."""
     from flink_agents.plan.resolve import resolve_plan
+    from flink_agents.providers import ModelCallError
     from flink_agents.runtime.scopes import Scope
 
-    _show(Scope.build(resolve_plan(load_plan(args.source, args.agent))), "")
+    try:
+        _show(Scope.build(resolve_plan(load_plan(args.source, args.agent))), "")
+    except ModelCallError as exc:
+        print(f"flink-agents inspect: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 

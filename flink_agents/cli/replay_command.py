@@ -65,7 +65,7 @@ def add_command(commands: Any) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay recorded runs; print one report per run and a summary."""
-    from flink_agents.durable.store import StoreError
+    from flink_agents.durable.store import StoreError, secret_from_env
     from flink_agents.plan.sources import load_plan
     from flink_agents.replay.recorded import group_runs, in_window, key_matches, read_states
     from flink_agents.replay.replayer import replay_runs
@@ -74,7 +74,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ValueError("give the recorded runs with exactly one of --topic and --file")
     plan = load_plan(args.source, args.agent)
     try:
-        states = read_states(Path(args.file)) if args.file else topic_states(args)
+        if args.file:
+            states = read_states(Path(args.file), secret=secret_from_env(args.secret_env))
+        else:
+            states = topic_states(args)
     except StoreError as exc:
         print(f"flink-agents replay: {exc}", file=sys.stderr)
         return EXIT_STORE

@@ -34,11 +34,7 @@ def add_command(commands: Any) -> None:
     )
     inspect_parser.add_argument("--agent", help="only this agent's states")
     add_bootstrap_option(inspect_parser, "the Kafka brokers")
-    inspect_parser.add_argument(
-        "--secret-env",
-        default="FLINK_AGENTS_STORE_SECRET",
-        help="variable holding the store's HMAC secret (signed records)",
-    )
+    add_secret_env(inspect_parser)
     inspect_parser.add_argument(
         "--payloads", action="store_true", help="also print each call's payload (or error)"
     )
@@ -50,8 +46,24 @@ def add_command(commands: Any) -> None:
     export = store_commands.add_parser("export", help="write a store topic's records to a file")
     add_topic(export, required=True)
     export.add_argument("--key", help="only this Flink key (a JSON value, else a string)")
-    export.add_argument("-o", "--output", required=True, help="the JSON lines file to write")
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the JSON lines file to write (signed with the store secret when it is set)",
+    )
     export.set_defaults(handler=cmd_store_export)
+
+
+def add_secret_env(parser: argparse.ArgumentParser) -> None:
+    """The variable holding the store's HMAC secret: records read must verify with it, and an
+    export is signed with it and read back only if it verifies."""
+    parser.add_argument(
+        "--secret-env",
+        default="FLINK_AGENTS_STORE_SECRET",  # the store's DEFAULT_SECRET_ENV, not loaded here
+        help="variable holding the store's HMAC secret (signed records and exports; "
+        "default %(default)s)",
+    )
 
 
 def add_topic(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -62,6 +74,7 @@ def add_topic(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument(
         "--partitions", type=int, help="check that the topic has this many partitions"
     )
+    add_secret_env(parser)
 
 
 def topic_states(args: argparse.Namespace) -> list[ActionState]:
@@ -71,7 +84,7 @@ def topic_states(args: argparse.Namespace) -> list[ActionState]:
     from flink_agents.replay.recorded import read_store
 
     store = KafkaActionStateStore.existing(
-        args.bootstrap_servers, args.topic, partitions=args.partitions
+        args.bootstrap_servers, args.topic, secret_env=args.secret_env, partitions=args.partitions
     )
     try:
         return read_store(store)
@@ -106,7 +119,7 @@ def cmd_store_inspect(args: argparse.Namespace) -> int:
 
 def cmd_store_export(args: argparse.Namespace) -> int:
     """Write the latest state of every key of a store topic (one JSON line each)."""
-    from flink_agents.durable.store import StoreError
+    from flink_agents.durable.store import StoreError, secret_from_env
     from flink_agents.replay.recorded import key_matches, write_states
 
     try:
@@ -114,6 +127,6 @@ def cmd_store_export(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"flink-agents store export: {exc}", file=sys.stderr)
         return EXIT_STORE
-    count = write_states(states, Path(args.output))
+    count = write_states(states, Path(args.output), secret_from_env(args.secret_env))
     print(f"{count} records of topic {args.topic!r} written to {args.output}", file=sys.stderr)
     return 0

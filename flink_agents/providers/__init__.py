@@ -12,7 +12,8 @@
 
 Besides chat models: embedding models (:mod:`.openai_embeddings`, :mod:`.ollama_embeddings`,
 :mod:`.hashing_embeddings`), vector stores (:mod:`.chroma`, :mod:`.memory_vector_store`), the
-HTTP sub-agent and MCP servers (:mod:`.mcp`).
+HTTP sub-agent and MCP servers (:mod:`.mcp`). ``ModelCallError`` is what a call to a model,
+an embedding service or an MCP server raises once its error is final or its attempts are spent.
 
 The classes are exported here and loaded on first use (``from flink_agents.providers import
 ScriptedChatModelConnection`` imports only :mod:`.scripted`): each provider's SDK is an optional
@@ -26,6 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from flink_agents.providers._http_errors import ModelCallError
     from flink_agents.providers.anthropic import AnthropicChatModelConnection
     from flink_agents.providers.azure_openai import AzureOpenAIChatModelConnection
     from flink_agents.providers.bedrock import BedrockChatModelConnection
@@ -57,6 +59,7 @@ _HOME = {
     "HttpSubagent": "flink_agents.providers.http_subagent",
     "IDEMPOTENCY_HEADER": "flink_agents.providers.http_subagent",
     "InMemoryVectorStore": "flink_agents.providers.memory_vector_store",
+    "ModelCallError": "flink_agents.providers._http_errors",
     "OllamaChatModelConnection": "flink_agents.providers.ollama",
     "OllamaEmbeddingModelConnection": "flink_agents.providers.ollama_embeddings",
     "OpenAICompatibleChatModelConnection": "flink_agents.providers.openai_compatible",
@@ -80,6 +83,7 @@ __all__ = [
     "HashingEmbeddingModelConnection",
     "HttpSubagent",
     "InMemoryVectorStore",
+    "ModelCallError",
     "OllamaChatModelConnection",
     "OllamaEmbeddingModelConnection",
     "OpenAICompatibleChatModelConnection",

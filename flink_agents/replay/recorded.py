@@ -4,10 +4,17 @@ A store topic holds, per run, one :class:`ActionState` per action invocation; th
 first action invoked on the run's input event carries the input (:class:`RunInput`). Export
 writes the latest state of every key as JSON lines, states of runs already pruned included while
 compaction has not removed them; replay reads either.
+
+An export is signed when a store secret is given: each line is then
+``{"mac": "<HMAC-SHA256 hex>", "state": <the state's JSON>}``, the MAC over the state's bytes
+(scoped to exports), at fixed offsets so a reader verifies it before parsing anything. A reader
+given a secret accepts only lines that verify.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -91,14 +98,45 @@ def read_store(store: LogStore) -> list[ActionState]:
     return list(latest.values())
 
 
-def write_states(states: Iterable[ActionState], path: Path) -> int:
-    """Write ``states`` to ``path`` as JSON lines; returns how many."""
+def write_states(states: Iterable[ActionState], path: Path, secret: bytes | None = None) -> int:
+    """Write ``states`` to ``path`` as JSON lines, each signed when ``secret`` is given; returns
+    how many."""
     count = 0
     with path.open("w") as handle:
         for state in states:
-            handle.write(state.model_dump_json() + "\n")
+            body = state.model_dump_json()
+            if secret is not None:
+                body = f"{_SIGNED_HEAD}{_export_mac(secret, body)}{_SIGNED_MIDDLE}{body}}}"
+            handle.write(body + "\n")
             count += 1
     return count
+
+
+_EXPORT_SCOPE = b"flink-agents store export v1"
+_SIGNED_HEAD = '{"mac": "'
+_SIGNED_MIDDLE = '", "state": '
+_MAC_HEX = 2 * hashlib.sha256().digest_size
+
+
+def _export_mac(secret: bytes, body: str) -> str:
+    return hmac.new(secret, _EXPORT_SCOPE + b"\0" + body.encode(), hashlib.sha256).hexdigest()
+
+
+def _verified_body(line: str, secret: bytes | None) -> tuple[str | None, str]:
+    """The state's JSON of an export line (None if it must be skipped) and why not."""
+    if not line.startswith(_SIGNED_HEAD):
+        if secret is not None:
+            return None, "not signed (a store secret is set: only signed lines are read)"
+        return line, ""
+    mac_end = len(_SIGNED_HEAD) + _MAC_HEX
+    mac, middle = line[len(_SIGNED_HEAD) : mac_end], line[mac_end : mac_end + len(_SIGNED_MIDDLE)]
+    body = line[mac_end + len(_SIGNED_MIDDLE) :].rstrip("\n")
+    if middle != _SIGNED_MIDDLE or not body.endswith("}"):
+        return None, "not an export line"
+    body = body[:-1]
+    if secret is not None and not hmac.compare_digest(mac, _export_mac(secret, body)):
+        return None, "its signature does not verify with the store secret"
+    return body, ""
 
 
 #: The longest line of an export read: a state is at most a store record (``max_record_bytes``,
@@ -106,12 +144,15 @@ def write_states(states: Iterable[ActionState], path: Path) -> int:
 MAX_EXPORT_LINE_CHARS = 16 * DEFAULT_MAX_RECORD_BYTES
 
 
-def read_states(path: Path, max_line_chars: int = MAX_EXPORT_LINE_CHARS) -> list[ActionState]:
+def read_states(
+    path: Path, max_line_chars: int = MAX_EXPORT_LINE_CHARS, secret: bytes | None = None
+) -> list[ActionState]:
     """The states of an exported file (see :func:`write_states`).
 
     An export is data from outside the process: a line longer than ``max_line_chars`` (never
-    read whole), or not a state (not JSON, nested too deep, invalid) is skipped and logged
-    at ERROR naming the file and line, as a restore skips a corrupt record.
+    read whole), not a state (not JSON, nested too deep, invalid) or, with ``secret``, not signed
+    with it is skipped and logged at ERROR naming the file and line, as a restore skips a corrupt
+    record. A signature is verified before the line is parsed.
     """
     states: list[ActionState] = []
     with path.open() as handle:
@@ -127,8 +168,12 @@ def read_states(path: Path, max_line_chars: int = MAX_EXPORT_LINE_CHARS) -> list
                 continue
             if not line.strip():
                 continue
+            body, why_not = _verified_body(line, secret)
+            if body is None:
+                logger.error("skipping %s:%d: %s", path, number, why_not)
+                continue
             try:
-                states.append(ActionState.model_validate_json(line))
+                states.append(ActionState.model_validate_json(body))
             except ValueError as exc:  # pydantic's ValidationError: not JSON, too deep, invalid
                 reason = " ".join(str(exc).split())[:200]  # one line
                 logger.error("skipping %s:%d: not an action state (%s)", path, number, reason)

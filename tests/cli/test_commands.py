@@ -287,3 +287,28 @@ def test_a_job_spec_where_an_agent_is_expected_is_named_as_one(command, capsys):
 def test_a_file_of_several_agents_asks_for_agent(capsys):
     assert main(["compile", str(EXAMPLES / "reviews.yaml")]) == 2
     assert "say which one (--agent NAME, or name=)" in capsys.readouterr().err
+
+
+def test_inspect_reports_an_unreachable_mcp_server_in_one_line(tmp_path, capsys):
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(
+        f"""\
+agents:
+  - name: desk
+    react: {{chat_model: chat_model}}
+    mcp_servers:
+      units:
+        transport: {{type: stdio, command: "{tmp_path / "no-such-server"}", args: []}}
+        timeout_seconds: 2
+    connections:
+      conn: {{class: "flink_agents.providers.scripted:ScriptedChatModelConnection",
+             arguments: {{turns: [{{content: hi}}]}}}}
+    chat_models:
+      chat_model: {{connection: conn, tools: [units]}}
+"""
+    )
+    assert main(["inspect", str(agents)]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.startswith("flink-agents inspect: MCP server 'units' (")
+    assert "no-such-server" in err
+    assert "Traceback" not in err and err.count("\n") == 1

@@ -184,6 +184,30 @@ def test_a_recorded_kafka_topic_exports_and_replays(kafka_bootstrap, tmp_path, c
     assert not agents.CALLS
 
 
+@pytest.mark.kafka
+def test_a_signed_topic_exports_signed_and_its_export_replays_only_with_its_secret(
+    kafka_bootstrap, tmp_path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("FLINK_AGENTS_STORE_SECRET", "job secret")
+    topic = f"test-replay-signed-{uuid.uuid4().hex[:12]}"
+    store = StoreConfig(kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic).build()
+    try:
+        record_into(store)
+    finally:
+        store.close()
+    agents.CALLS.clear()
+    path = tmp_path / "runs.jsonl"
+    where = ["--topic", topic, "--bootstrap-servers", kafka_bootstrap]
+
+    assert main(["store", "export", *where, "-o", str(path)]) == 0
+    assert all(line.startswith('{"mac": "') for line in path.read_text().splitlines())
+    assert main(["replay", AGENT, "--file", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("3 runs: 3 same outputs; 0 calls made\n")
+    monkeypatch.setenv("FLINK_AGENTS_STORE_SECRET", "another secret")
+    assert main(["replay", AGENT, "--file", str(path)]) == 4
+    assert not agents.CALLS
+
+
 def _topic_exists(bootstrap: str, topic: str) -> bool:
     from confluent_kafka.admin import AdminClient
 
@@ -227,3 +251,21 @@ def test_a_topic_with_another_partition_count_than_given_is_refused(kafka_bootst
     assert main(["replay", AGENT, *where, "--partitions", "4"]) == 3
     assert "has 2 partitions, configured 4" in capsys.readouterr().err
     assert main(["replay", AGENT, *where, "--partitions", "2"]) == 0
+
+
+def test_with_a_store_secret_replay_reads_only_a_signed_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = InMemoryActionStateStore()
+    record_into(store)
+    agents.CALLS.clear()
+    signed, unsigned = tmp_path / "signed.jsonl", tmp_path / "unsigned.jsonl"
+    write_states(read_store(store), signed, secret=b"job secret")
+    write_states(read_store(store), unsigned)
+    monkeypatch.setenv("FLINK_AGENTS_STORE_SECRET", "job secret")
+
+    assert main(["replay", AGENT, "--file", str(signed)]) == 0
+    assert capsys.readouterr().out.endswith("3 runs: 3 same outputs; 0 calls made\n")
+    assert main(["replay", AGENT, "--file", str(unsigned)]) == 4  # every line skipped
+    assert "holds no recorded run" in capsys.readouterr().err
+    assert not agents.CALLS

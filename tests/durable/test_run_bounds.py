@@ -115,6 +115,36 @@ def test_a_reply_with_2000_tool_calls_ends_the_run_before_any_runs(stores: Store
     assert INVOKED["noop"] == 0
 
 
+def test_tool_calls_past_the_run_bound_end_the_run_and_a_replay_ends_there_too(
+    stores: Stores,
+) -> None:
+    agent = ReActAgent(
+        name="busy",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        prompt=Prompt(text="{q}"),
+        tools=[noop],
+        error_policy="emit",
+        max_tool_calls_per_run=12,
+    )
+    five = [{"name": "noop", "arguments": {"n": i}} for i in range(5)]
+    turns = [{"tool_calls": five}] * 3 + [{"content": "done"}]
+    add_scripted_connection(agent, "busy", turns)
+    plan = compile_agent(agent)
+
+    result = run_live(plan, stores.first, {"q": "go"})
+
+    assert result.error is not None and result.error.error_type == "ToolLoopLimitError"
+    assert "5 more tool calls, 15 in this run, more than 12 (max_tool_calls_per_run)" in (
+        result.error.message
+    )
+    assert INVOKED["noop"] == 10  # two replies ran; the third was refused before any of its
+    stores.first.flush()
+    INVOKED.clear()
+    again = run_live(plan, stores.restored(), {"q": "go"})
+    assert again.error == result.error
+    assert INVOKED["noop"] == 0
+
+
 @action(InputEvent)
 async def wait_for_a_slow_call(event: InputEvent, ctx: RunnerContext) -> None:
     await ctx.durable_execute_async(slow_call, call_id="slow")

@@ -36,3 +36,33 @@ def test_bad_lines_of_an_export_are_skipped_and_named(
     )
     assert skipped[1] == f"skipping {path}:3: longer than 4096 characters"
     assert skipped[2].startswith(f"skipping {path}:4: not an action state")
+
+
+def test_a_signed_export_is_read_only_where_it_verifies(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = RunKey(agent="a", key='"k"', seq=0)
+    states = [ActionState(key=run.action("first")), ActionState(key=run.action("second"))]
+    signed, unsigned = tmp_path / "signed.jsonl", tmp_path / "unsigned.jsonl"
+    write_states(states, signed, secret=b"job secret")
+    write_states(states, unsigned)
+    first, second = signed.read_text().splitlines()
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text(first + "\n" + second.replace('"second"', '"forged"') + "\n")
+
+    assert read_states(signed, secret=b"job secret") == states
+    assert read_states(signed) == states  # no secret given: read, as unsigned exports are
+    with caplog.at_level(logging.ERROR):
+        assert read_states(signed, secret=b"another secret") == []
+        assert read_states(tampered, secret=b"job secret") == states[:1]
+        assert read_states(unsigned, secret=b"job secret") == []
+    skipped = [r.getMessage() for r in caplog.records]
+    assert skipped[:2] == [
+        f"skipping {signed}:{n}: its signature does not verify with the store secret"
+        for n in (1, 2)
+    ]
+    assert (
+        skipped[2] == f"skipping {tampered}:2: its signature does not verify with the store secret"
+    )
+    assert skipped[3].startswith(f"skipping {unsigned}:1: not signed (a store secret is set")
+    assert len(skipped) == 5

@@ -250,6 +250,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             output_schema=schema,
             max_tool_rounds=spec.react.max_tool_rounds,
             max_tool_calls_per_reply=spec.react.max_tool_calls_per_reply,
+            max_tool_calls_per_run=spec.react.max_tool_calls_per_run,
             output_retries=spec.react.output_retries,
             description=spec.description,
             retrieval=spec.react.retrieval,

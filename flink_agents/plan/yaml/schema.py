@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
 )
 
+from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_CALLS_PER_RUN
 from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
@@ -301,6 +302,12 @@ class ReactSpec(_Strict):
         default=64,
         ge=1,
         description="Tool calls one model reply may ask for; a reply with more ends the run.",
+    )
+    max_tool_calls_per_run: int = Field(
+        default=DEFAULT_MAX_TOOL_CALLS_PER_RUN,
+        ge=1,
+        description="Tool calls the model may ask for in one run, over all its replies; a reply "
+        "that goes past it ends the run.",
     )
     output_retries: int = Field(
         default=DEFAULT_OUTPUT_RETRIES,
