@@ -26,12 +26,14 @@ the keyed-state one (``flink_agents.runtime.keyed_memory``).
 
 from __future__ import annotations
 
+import base64
 import functools
+import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
 from flink_agents.api.resources import Resource, ResourceType
@@ -80,13 +82,32 @@ class MemoryHit(MemoryItem):
 
 
 class StoredMemory(BaseModel):
-    """An item as a backend keeps it: its text, metadata and vector (never changed in place)."""
+    """An item as a backend keeps it: its text, metadata and vector (never changed in place).
+
+    In JSON (a key's saved state, an action's journal) the vector is packed: its float64s,
+    little-endian, in base64, about half the bytes of the numbers written out and much faster
+    to write; read back, it is the same list of floats, bit for bit.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     text: str
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
     embedding: Vector
+
+    @field_serializer("embedding", when_used="json")
+    def _packed(self, embedding: Vector) -> str:
+        return base64.b64encode(struct.pack(f"<{len(embedding)}d", *embedding)).decode("ascii")
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _unpacked(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            packed = base64.b64decode(value, validate=True)
+            if len(packed) % 8:
+                raise ValueError("a packed vector holds whole float64s (8 bytes each)")
+            return list(struct.unpack(f"<{len(packed) // 8}d", packed))
+        return value
 
 
 class MemoryWrite(BaseModel):

@@ -125,3 +125,5 @@ def test_a_key_state_saves_its_memory_sets_and_reads_them_back() -> None:
     restored = _read_saved(_saved_text(saved))
     assert restored == saved
     assert "long_term_memory" not in _saved_text(SavedKey(runs=KeyState(next_seq=2)))
+    # Vectors are packed in the saved text (base64 float64s), not written out number by number.
+    assert '"embedding":"AAAAAAAA8D8AAAAAAAAAAA=="' in _saved_text(saved)
