@@ -15,8 +15,9 @@ size, one key's committed memory is built and searched:
 * ``state``: the key's saved state (the JSON the Flink operator writes when a run of the key
   finishes) in bytes, and the time to encode it.
 
-Then ``--runs`` runs over 20 keys through ``run_local`` with the in-memory action-state store,
-one agent without memory and one that searches and adds one item per run: runs/s of each.
+Then ``--runs`` runs over 20 keys through ``run_local`` with the in-memory action-state store:
+an agent that makes no call, one that makes two no-op durable calls (as many as memory makes
+below) and one that searches and adds one item per run: runs/s of each.
 
     .venv/bin/python -m bench.memory_search --write bench/results/memory_search.md
 """
@@ -141,6 +142,18 @@ async def plain(event: InputEvent, ctx: RunnerContext) -> None:
 
 
 @action(InputEvent)
+async def two_calls(event: InputEvent, ctx: RunnerContext) -> None:
+    """As many durable calls as a search and an add make, doing nothing."""
+    for _ in range(2):
+        await ctx.durable_execute_async(_nothing, event.input["text"])
+    ctx.send_event(OutputEvent(output=event.input["text"]))
+
+
+async def _nothing(text: str) -> str:
+    return text
+
+
+@action(InputEvent)
 async def with_reads_and_writes(event: InputEvent, ctx: RunnerContext) -> None:
     facts = ctx.long_term_memory["facts"]
     hits = await facts.search(event.input["text"], k=TOP_K)
@@ -185,11 +198,13 @@ def main() -> None:
             f"| {r['state_mb']:.1f} | {r['encode_ms']:.0f} |"
         )
     plain_rate = runs_per_second(plain, args.runs, words)
+    calls_rate = runs_per_second(two_calls, args.runs, words)
     memory_rate = runs_per_second(with_reads_and_writes, args.runs, words)
     lines += [
         "",
-        f"runs/s over 20 keys ({args.runs:,} runs, in-memory store): without memory "
-        f"{plain_rate:,.0f}; one search and one add per run {memory_rate:,.0f}",
+        f"runs/s over 20 keys ({args.runs:,} runs, in-memory store): no call "
+        f"{plain_rate:,.0f}; two no-op durable calls {calls_rate:,.0f}; one search and one "
+        f"add (two durable calls, embedding included) {memory_rate:,.0f}",
         "",
         f"python {platform.python_version()}, {platform.machine()}, "
         f"{DIMENSIONS} dimensions, top {TOP_K}, {args.queries} queries",
