@@ -50,3 +50,11 @@ def test_a_bad_memory_set_is_named_with_file_and_line(
         load_yaml_agents(path)
     assert f"{path}:8:" in str(error.value)
     assert named in str(error.value)
+
+
+def test_a_memory_set_naming_no_embedding_model_is_refused_at_compile(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{embedding_model: embedder}")
+    with pytest.raises(YamlAgentError) as error:
+        compile_yaml(path)
+    assert f"{path}:8:" in str(error.value)
+    assert "no resource named 'embedder'" in str(error.value)
