@@ -8,6 +8,14 @@ Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions)
 from typing import TYPE_CHECKING
 
 from flink_agents.api.agent import Agent, ErrorPolicy, ResourceDeclaration, action
+from flink_agents.api.budgets import (
+    Budget,
+    BudgetExceeded,
+    Budgets,
+    CallSpend,
+    ModelPrice,
+    PriceTable,
+)
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.context import (
@@ -56,6 +64,10 @@ __all__ = [
     "NOT_DONE",
     "ActionFailure",
     "Agent",
+    "Budget",
+    "BudgetExceeded",
+    "Budgets",
+    "CallSpend",
     "ChatMessage",
     "ChatModelConnection",
     "ChatModelSetup",
@@ -78,7 +90,9 @@ __all__ = [
     "MemoryHit",
     "MemoryItem",
     "MemorySet",
+    "ModelPrice",
     "OutputEvent",
+    "PriceTable",
     "Prompt",
     "ReconcileRequest",
     "Reconciler",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import Event, event_type_name
 from flink_agents.api.prompts import Prompt
@@ -143,6 +144,8 @@ class Agent:
         self.description = description
         self.config: dict[str, Any] = dict(config or {})
         self.error_policy: ErrorPolicy = error_policy
+        # What its model calls may spend (docs/budgets.md): set it on the agent.
+        self.budgets: Budgets | None = None
         self._resources: dict[str, ResourceDeclaration] = {}
         self._extra_actions: list[ActionDeclaration] = []
         self._children: dict[str, Agent] = {}

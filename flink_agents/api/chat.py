@@ -93,6 +93,12 @@ class ChatMessage(BaseModel):
     usage: TokenUsage | None = Field(
         default=None, description="Set on model replies by providers that report token usage."
     )
+    model: str | None = Field(
+        default=None,
+        exclude_if=left_out_while_none,
+        description="The model that answered, on replies of a connection that routes among "
+        "others (FallbackChatModelConnection).",
+    )
 
 
 class ToolSpec(BaseModel):

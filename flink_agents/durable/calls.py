@@ -41,6 +41,7 @@ from enum import Enum
 from typing import Any, Literal, Protocol
 
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
+from flink_agents.api.budgets import CallSpend
 from flink_agents.api.context import (
     NOT_DONE,
     InDoubtCallError,
@@ -55,6 +56,7 @@ from flink_agents.durable.group_flush import GroupFlusher
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json
 from flink_agents.durable.journal import RecordedAction
 from flink_agents.durable.journal_codec import read_action, unwrite_action, write_action
+from flink_agents.durable.meter import CallMeter, Reservation
 from flink_agents.durable.mismatch import (
     MISMATCH_POLICIES,
     MISMATCH_POLICY_KEY,
@@ -141,11 +143,13 @@ class _Attempts:
 class _Outcome:
     """How the call under way got its result, as the protocol says it (None: not yet)."""
 
-    __slots__ = ("name", "tracker")
+    __slots__ = ("name", "sent", "tracker")
 
     def __init__(self) -> None:
         self.name: CallOutcome | None = None
         self.tracker: _Attempts | _CountedAttempts | None = None
+        # The call sent in its place (a budget's fallback), if any.
+        self.sent: DurableCall | None = None
 
 
 class _CountedAttempts:
@@ -210,6 +214,8 @@ class DurableCalls:
     checked before every call is sent and every write (freeze_fence.py). ``listener`` is told
     every call's outcome. ``probe`` is reached at the kill points and invokes each call (a
     counting harness wraps it); without one, the armed fault plan (:data:`faults.ARMED`) is.
+    ``meter`` reserves every new call before it is sent and counts what calls spent, recorded
+    or replayed (durable/meter.py, docs/budgets.md).
 
     ``ends_runs_when_emitted``: the host emits a run's outputs some time after the run
     finishes and ends each run itself (:meth:`end_run`) once they are emitted. Ended at its
@@ -231,6 +237,7 @@ class DurableCalls:
         mode: CallMode = "live",
         records: RecordLookup | None = None,
         unserved: Unserved | None = None,
+        meter: CallMeter | None = None,
     ) -> None:
         if mode == "recorded-only":
             if store is not None or records is None or unserved is None:
@@ -255,6 +262,7 @@ class DurableCalls:
         self.fence = fence
         self.listener = listener
         self.probe = probe
+        self.meter = meter
         self.ends_runs_when_emitted = ends_runs_when_emitted
         self.mode = mode
         self._records = records
@@ -288,6 +296,8 @@ class DurableCalls:
 
     def run_admitted(self, run: RunId, input: Any) -> None:
         """The run's ``input`` is queued to execute (first time or replay)."""
+        if self.meter is not None:
+            self.meter.run_admitted(run)
         if self.store is None:
             return
         state = self._run(run)
@@ -301,6 +311,8 @@ class DurableCalls:
 
     def run_finished(self, run: RunId) -> None:
         """The run ended (outputs handed over); its call records may be released."""
+        if self.meter is not None:
+            self.meter.run_finished(run)
         if self.store is None:
             return
         state = self._runs.get(run)
@@ -347,6 +359,9 @@ class DurableCalls:
         key = run.key.action(invocation.action, invocation.event_id)
         state = store.get(key)
         if state is not None and state.completed:
+            if self.meter is not None:  # its calls are handed back with it: count them
+                for result in state.calls:
+                    self.meter.replayed(invocation.run, result)
             return read_action(state)
         if state is None:
             state = ActionState.opened(key, self._input_for(run, invocation))
@@ -395,8 +410,8 @@ class DurableCalls:
             elif self._unserved is not None:
                 value = self._recorded_only(call, outcome, None)
             else:
-                with self._direct(call, outcome):
-                    value = self._invoke(call, blocking=True)
+                with self._direct(call, outcome), self._metered(call, outcome) as metered:
+                    value = metered(self._invoke(outcome.sent or call, blocking=True))
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
@@ -413,8 +428,8 @@ class DurableCalls:
             elif self._unserved is not None:
                 value = await _awaited(self._recorded_only(call, outcome, _awaited_watched))
             else:
-                with self._direct(call, outcome):
-                    value = await _awaited(self._invoke(call))
+                with self._direct(call, outcome), self._metered(call, outcome) as metered:
+                    value = metered(await _awaited(self._invoke(outcome.sent or call)))
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
@@ -477,6 +492,29 @@ class DurableCalls:
         counted = outcome.tracker = _CountedAttempts()
         return tracking_attempts(counted)
 
+    @contextlib.contextmanager
+    def _metered(self, call: DurableCall, outcome: _Outcome) -> Generator[Callable[[Any], Any]]:
+        """Without a store: the call reserved with the meter (``outcome.sent`` set to what is
+        sent); yields what settles its value (nothing to record it in)."""
+        reservation = self.meter.reserve(call) if self.meter is not None else None
+        if reservation is None:
+            yield _unchanged
+            return
+        outcome.sent = reservation.call
+        settled = False
+
+        def settle(value: Any) -> Any:
+            nonlocal settled
+            reservation.settle(value)
+            settled = True
+            return value
+
+        try:
+            yield settle
+        finally:
+            if not settled:
+                reservation.release()
+
     def _invoke(self, call: DurableCall, *, blocking: bool = False) -> Any:
         probe = self._probe()
         return call.invoke() if probe is None else probe.invoke(call, blocking=blocking)
@@ -484,19 +522,21 @@ class DurableCalls:
     def _drive(self, call: DurableCall, outcome: _Outcome) -> Any:
         stepper = _Stepper(self._protocol(call, outcome))
         probe = self._probe()
-        while (step := stepper.next()) is not None:
-            try:
-                if step is _Op.SETTLE:
-                    self._settle_blocking(call.identity.run)
-                    stepper.reply(None)
-                elif step is _Op.RECONCILE:
-                    assert call.reconciler is not None
-                    stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
-                else:
-                    with tracking_attempts(step):
-                        stepper.reply(_not_awaitable(self._invoke(call, blocking=True), "function"))
-            except Exception as exc:
-                stepper.fail(exc)
+        with contextlib.closing(stepper):  # a cancellation ends the protocol (releases)
+            while (step := stepper.next()) is not None:
+                try:
+                    if step is _Op.SETTLE:
+                        self._settle_blocking(call.identity.run)
+                        stepper.reply(None)
+                    elif step is _Op.RECONCILE:
+                        assert call.reconciler is not None
+                        stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
+                    else:
+                        with tracking_attempts(step):
+                            sent = self._invoke(outcome.sent or call, blocking=True)
+                            stepper.reply(_not_awaitable(sent, "function"))
+                except Exception as exc:
+                    stepper.fail(exc)
         if probe is not None:
             probe.returned(call, self)
         return stepper.value
@@ -504,19 +544,20 @@ class DurableCalls:
     async def _drive_async(self, call: DurableCall, outcome: _Outcome) -> Any:
         stepper = _Stepper(self._protocol(call, outcome))
         probe = self._probe()
-        while (step := stepper.next()) is not None:
-            try:
-                if step is _Op.SETTLE:
-                    await self.settled(call.identity.run)
-                    stepper.reply(None)
-                elif step is _Op.RECONCILE:
-                    assert call.reconciler is not None
-                    stepper.reply(await _awaited(call.reconciler(call.reconcile_request())))
-                else:
-                    with tracking_attempts(step):
-                        stepper.reply(await _awaited(self._invoke(call)))
-            except Exception as exc:
-                stepper.fail(exc)
+        with contextlib.closing(stepper):  # a cancellation ends the protocol (releases)
+            while (step := stepper.next()) is not None:
+                try:
+                    if step is _Op.SETTLE:
+                        await self.settled(call.identity.run)
+                        stepper.reply(None)
+                    elif step is _Op.RECONCILE:
+                        assert call.reconciler is not None
+                        stepper.reply(await _awaited(call.reconciler(call.reconcile_request())))
+                    else:
+                        with tracking_attempts(step):
+                            stepper.reply(await _awaited(self._invoke(outcome.sent or call)))
+                except Exception as exc:
+                    stepper.fail(exc)
         if probe is not None:
             probe.returned(call, self)
         return stepper.value
@@ -569,6 +610,8 @@ class DurableCalls:
             outcome.name = "replayed"
             if probe is not None:
                 probe.reached(KillPoint.DURING_RESTORE)
+            if self.meter is not None:  # counted, never checked: it was paid
+                self.meter.replayed(identity.run, recorded)
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
             outcome.name = "replayed"
@@ -625,25 +668,48 @@ class DurableCalls:
             probe.reached(KillPoint.BEFORE_CALL_SENT)
         if self.fence is not None:
             self.fence.check()
+        reservation = self._reserve(call, outcome, working, tracker.result)
         outcome.name, outcome.tracker = "live", tracker
         try:
             value = yield tracker
-        except InfrastructureError:
-            # Not the call's outcome (a store, codec or replay error inside it): the call
-            # stays PENDING, so a replay sends it again (or reconciles it).
-            raise
-        except Exception as exc:
-            self._record(working, tracker.result.fail(exc))
+        except BaseException as exc:
+            if reservation is not None:  # failed or cancelled (the driver closes the protocol)
+                reservation.release()
+            # An infrastructure error (a store, codec or replay error inside the call) is not
+            # the call's outcome, nor is a cancellation: the call stays PENDING, so a replay
+            # sends it again (or reconciles it).
+            if isinstance(exc, Exception) and not isinstance(exc, InfrastructureError):
+                self._record(working, tracker.result.fail(exc))
             raise
         if probe is not None:
             probe.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
-        value = self._succeed(working, tracker.result, value, call.result_type)
+        spend = reservation.settle(value) if reservation is not None else None
+        value = self._succeed(working, tracker.result, value, call.result_type, spend)
         if probe is not None and probe.arms(KillPoint.AFTER_RECORD_ACKED):
             # Only a probe waits here: the moment the point names (the outcome acknowledged,
             # the action not resumed yet) exists only when something waits.
             yield _Op.SETTLE
             probe.reached(KillPoint.AFTER_RECORD_ACKED)
         return value
+
+    def _reserve(
+        self, call: DurableCall, outcome: _Outcome, working: _Invocation, pending: CallResult
+    ) -> Reservation | None:
+        """A new call's reservation with the meter (None: no meter, or not metered); a refusal
+        is recorded as the call's failure, like any outcome, and raised."""
+        if self.meter is None:
+            return None
+        try:
+            reservation = self.meter.reserve(call)
+        except InfrastructureError:
+            raise
+        except Exception as refused:
+            outcome.name = "failed"
+            self._record(working, pending.fail(refused))
+            raise
+        if reservation is not None:
+            outcome.sent = reservation.call
+        return reservation
 
     def _probe(self) -> CallProbe | None:
         """The probe, else the armed fault plan (armed by a host at any time), else None."""
@@ -730,11 +796,19 @@ class DurableCalls:
             flusher.flushed(written)
 
     def _succeed(
-        self, working: _Invocation, started: CallResult, value: Any, result_type: type | None
+        self,
+        working: _Invocation,
+        started: CallResult,
+        value: Any,
+        result_type: type | None,
+        spend: CallSpend | None = None,
     ) -> Any:
-        """Record ``value`` as the call's outcome; returns what the action gets: with a declared
-        type, the value rebuilt from its record, exactly what a replay hands back. A value too
-        large for the store's record is recorded (and raised) as the call's failure."""
+        """Record ``value`` as the call's outcome (with what it ``spend``s); returns what the
+        action gets: with a declared type, the value rebuilt from its record, exactly what a
+        replay hands back. A value too large for the store's record is recorded (and raised) as
+        the call's failure."""
+        if spend is not None:
+            started = started.model_copy(update={"spend": spend})
         done = started.succeed(value, result_type)
         try:
             check_outcome_fits(self._store(), working.state, done)
@@ -807,6 +881,10 @@ class _Stepper:
     def fail(self, error: Exception) -> None:
         self._error = error
 
+    def close(self) -> None:
+        """End the protocol where it is (a no-op once it returned)."""
+        self._steps.close()
+
 
 def _run_key(run: RunId) -> RunKey:
     return RunKey(agent=run.agent, key=canonical_json(run.key), seq=run.seq)
@@ -830,6 +908,10 @@ async def _awaited_watched(value: Any, watch: LiveWatch) -> Any:
         raise
     watch.succeeded(result)
     return result
+
+
+def _unchanged(value: Any) -> Any:
+    return value
 
 
 async def _awaited(value: Any) -> Any:

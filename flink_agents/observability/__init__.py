@@ -21,6 +21,8 @@ from flink_agents.observability.log_config import EventLogConfig, build_event_lo
 from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
+    BudgetDecision,
+    BudgetNoted,
     CallFinished,
     CallKind,
     CallOutcome,
@@ -47,6 +49,8 @@ __all__ = [
     "ActionFinished",
     "ActionStarted",
     "ActionWatch",
+    "BudgetDecision",
+    "BudgetNoted",
     "CallFinished",
     "CallKind",
     "CallOutcome",

@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
+from flink_agents.api.budgets import Budget
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ActionFailure, Event
 from flink_agents.api.json_values import json_bytes
@@ -44,6 +45,8 @@ from flink_agents.observability.listener import (
 from flink_agents.observability.log_records import (
     ActionFinished,
     ActionStarted,
+    BudgetDecision,
+    BudgetNoted,
     CallFinished,
     CallOutcome,
     EventDropped,
@@ -416,6 +419,24 @@ class EventLog:
             self._publish(EventDropped, fields, None)
         else:
             self._line(fields_json(fields))
+
+    def budget_noted(
+        self, run: RunRef, decision: BudgetDecision, budget: Budget, spent: float
+    ) -> None:
+        """Record what a budget did to a new model call (rare: no cost per call)."""
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "budget",
+            "budget": budget.name,
+            "decision": decision,
+            "unit": budget.unit,
+            "spent": spent,
+            "limit": budget.limit,
+        }
+        self._publish(BudgetNoted, fields, None)
 
     # --- durable calls ---------------------------------------------------------------------------
 

@@ -139,6 +139,23 @@ class CallFinished(_Record):
     result: Any = None
 
 
+BudgetDecision = Literal["refused", "fallback", "soft_limit"]
+"""What a budget did to a new model call: refused it (``BudgetExceeded``), sent it to its
+fallback connection, or reached its soft threshold (a warning)."""
+
+
+class BudgetNoted(_Record):
+    """A budget refused a new model call, sent it to its fallback, or reached its soft
+    threshold (docs/budgets.md)."""
+
+    kind: Literal["budget"] = "budget"
+    budget: str
+    decision: BudgetDecision
+    unit: Literal["tokens", "cost"]
+    spent: float = Field(description="What the budget's window held (with reservations).")
+    limit: float
+
+
 LogRecord = Annotated[
     RunAdmitted
     | RunStarted
@@ -147,7 +164,8 @@ LogRecord = Annotated[
     | ActionFinished
     | EventSent
     | EventDropped
-    | CallFinished,
+    | CallFinished
+    | BudgetNoted,
     Field(discriminator="kind"),
 ]
 """Any record of the event log."""

@@ -111,6 +111,8 @@ def _plan_data(agent: Agent, enclosing: tuple[Agent, ...]) -> dict[str, Any]:
         "actions": [a.model_dump(mode="json") for a in actions],
         "resources": resources,
     }
+    if agent.budgets is not None:
+        data["budgets"] = agent.budgets.model_dump(mode="json", exclude_defaults=True)
     children = agent.children
     if children:
         data["scopes"] = {

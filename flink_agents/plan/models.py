@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.budgets import Budgets
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import REFERENCE_PATTERN, class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
@@ -140,6 +141,11 @@ class AgentPlan(BaseModel):
         exclude_if=lambda scopes: not scopes,  # plans without sub-agents keep their bytes
         description="Plans of internal sub-agents, by scope name; they run inside this plan.",
     )
+    budgets: Budgets | None = Field(
+        default=None,
+        exclude_if=lambda budgets: budgets is None,  # plans without budgets keep their bytes
+        description="What the agent's model calls may spend (docs/budgets.md).",
+    )
 
     @field_validator("plan_version")
     @classmethod
@@ -181,6 +187,23 @@ class AgentPlan(BaseModel):
                         f"{SUBAGENT_TOOL_PREFIX!r} is reserved for sub-agent callables"
                     )
         return resources
+
+    @field_validator("budgets")
+    @classmethod
+    def _budget_fallbacks_are_connections(
+        cls, budgets: Budgets | None, info: ValidationInfo
+    ) -> Budgets | None:
+        resources: dict[str, ResourcePlan] = info.data.get("resources", {})
+        for index, budget in enumerate(budgets.limits if budgets else []):
+            declared = resources.get(budget.fallback or "")
+            if budget.fallback is not None and (
+                declared is None or declared.type is not ResourceType.CHAT_MODEL_CONNECTION
+            ):
+                raise ValueError(
+                    f"limits[{index}].fallback: {budget.fallback!r} is not a chat model "
+                    "connection of the agent"
+                )
+        return budgets
 
     def listeners(self, event_type: str) -> list[ActionPlan]:
         """Actions handling ``event_type``, in plan order."""

@@ -20,6 +20,7 @@ from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan
+from flink_agents.runtime.budget_meter import BudgetMeter
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.settings import RuntimeSettings
 
@@ -74,7 +75,9 @@ class Runtime:
                 )
             plan = settings.capped(plan)
         agent = plan.plan if isinstance(plan, ResolvedPlan) else plan
+        meter = None
         if calls is None:
+            meter = _meter_for(agent, event_log)
             calls = DurableCalls.for_plan(
                 store,
                 agent.name,
@@ -85,6 +88,7 @@ class Runtime:
                 listener=event_log,
                 probe=probe,
                 ends_runs_when_emitted=ends_runs_when_emitted,
+                meter=meter,
             )
         elif store is not None or fence is not None or probe is not None:
             raise ValueError(
@@ -99,5 +103,16 @@ class Runtime:
             on_failure=on_failure,
             environ=environ,
             event_log=event_log,
+            meter=meter,
         )
         return cls(engine, calls)
+
+
+def _meter_for(plan: AgentPlan, event_log: EventLog | None) -> BudgetMeter | None:
+    """The meter of ``plan``'s budgets (None: it has none), telling ``event_log`` its
+    refusals, fallbacks and soft thresholds reached."""
+    if plan.budgets is None:
+        return None
+    return BudgetMeter(
+        plan.budgets, on_record=None if event_log is None else event_log.budget_noted
+    )

@@ -32,6 +32,7 @@ from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
+from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
 from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
 from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory, MemorySets
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
@@ -98,6 +99,7 @@ class RunEngine:
         on_failure: Callable[[BaseException], None] | None = None,
         environ: Mapping[str, str] | None = None,
         event_log: EventLog | None = None,
+        meter: BudgetMeter | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -107,6 +109,7 @@ class RunEngine:
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
+        self._meter = meter  # budgets: counters saved with each key (runtime/budget_meter.py)
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight
@@ -210,7 +213,13 @@ class RunEngine:
             pending=[p.model_copy(deep=True) for p in slot.queue],
             short_term_memory=copy.deepcopy(slot.memory),
             long_term_memory=slot.long_term.to_state(),
+            spend=self.committed_spend(key),
         )
+
+    def committed_spend(self, key: Any) -> KeySpend | None:
+        """What the finished runs of ``key`` spent on model calls (None: no budgets, or
+        nothing yet); immutable, like :meth:`committed_memory`."""
+        return None if self._meter is None else self._meter.committed(key)
 
     def committed_memory(self, key: Any) -> dict[str, Any]:
         """The short-term memory of ``key`` as its last successful run committed it.
@@ -241,6 +250,8 @@ class RunEngine:
             memory=copy.deepcopy(state.short_term_memory),
             long_term=CommittedMemory.from_state(state.long_term_memory),
         )
+        if self._meter is not None:
+            self._meter.restore(key, state.spend)
         self._mark_ready(token)
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
         # already hold its recorded states (a store lets go of restored runs never admitted).

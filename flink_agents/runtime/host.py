@@ -31,6 +31,7 @@ from typing import Any
 
 from flink_agents.api.long_term_memory import StoredMemory
 from flink_agents.durable.identity import canonical_json
+from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.state import KeyState
 
@@ -48,6 +49,7 @@ class CompletedRun:
 
     result: RunResult
     short_term_memory: dict[str, Any]
+    spend: KeySpend | None = None  # the key's spend as of this run (runtime/budget_meter.py)
     long_term_memory: dict[str, dict[str, StoredMemory]] = field(default_factory=dict)
 
 
@@ -228,13 +230,14 @@ class EngineHost:
 
     def _on_result(self, result: RunResult) -> None:
         memory = self._engine.committed_memory(result.key)
+        spend = self._engine.committed_spend(result.key)
         token = canonical_json(result.key)
         with self._changed:
             started = self._head_started.get(token)
             if started is not None:
                 self._learn(self._clock() - started)
             long_term = self._engine.committed_long_term_memory(result.key)
-            self._done[token].append(CompletedRun(result, memory, long_term))
+            self._done[token].append(CompletedRun(result, memory, spend, long_term))
             self._count(token, -1)
             self._changed.notify_all()
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from flink_agents.api.long_term_memory import StoredMemory
+from flink_agents.runtime.budget_meter import KeySpend
 
 
 class PendingInput(BaseModel):
@@ -27,6 +28,8 @@ class KeyState(BaseModel):
     ``pending`` lists unfinished inputs in order, the running one first: after a restore they run
     again with the same ``seq`` (hence the same run and call ids). ``short_term_memory`` is the
     memory as of the last finished run; a run's writes are committed only when it succeeds.
+    ``spend`` is what the key's finished runs spent on model calls (with an error output too),
+    kept for its budgets (docs/budgets.md).
     ``long_term_memory`` is the key's memory sets (set -> item id -> item with its vector), the
     keyed-state backend of long-term memory (runtime/keyed_memory.py), committed the same way.
     """
@@ -34,6 +37,7 @@ class KeyState(BaseModel):
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
+    spend: KeySpend | None = Field(default=None, exclude_if=lambda spend: spend is None)
     # Left out of the saved JSON when empty: a key without long-term memory saves the bytes it
     # saved before long-term memory existed.
     long_term_memory: dict[str, dict[str, StoredMemory]] = Field(

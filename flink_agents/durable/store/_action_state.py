@@ -15,6 +15,7 @@ from typing import Any, TypeVar, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from flink_agents.api.budgets import CallSpend
 from flink_agents.api.secret_values import scrub_error_text
 from flink_agents.durable.store._canonical import canonical_json
 from flink_agents.durable.store._canonical import json_string as _json_string
@@ -154,6 +155,9 @@ class CallResult(BaseModel):
     kind: CallKind | None = Field(default=None, exclude_if=lambda kind: kind is None)
     """What the call called (a model, a tool, a sub-agent, another function); None in records
     written before it was recorded."""
+    spend: CallSpend | None = Field(default=None, exclude_if=lambda spend: spend is None)
+    """What a metered model call spent (tokens, and cost as priced when it was recorded);
+    None for other calls and in records written before budgets (docs/budgets.md)."""
 
     @pydantic.model_validator(mode="after")
     def _check_status(self) -> CallResult:
@@ -202,6 +206,7 @@ class CallResult(BaseModel):
                 "started_at": started_at,
                 "finished_at": None,
                 "kind": kind,
+                "spend": None,
             }
             return _unvalidated(cls, values, set(_PENDING_GIVEN))
         return cls(

@@ -153,6 +153,10 @@ def _body(record: Record) -> bytes:
         raise PayloadError(f"a {type(record).__name__} has no JSON form: {exc}") from exc
 
 
+# CallResult fields pydantic leaves out while None (action_state.py).
+_LEFT_OUT_WHILE_NONE = frozenset(("kind", "spend"))
+
+
 def _fields(value: object) -> object:
     """What orjson writes for a value it does not write itself (its ``default``)."""
     kind = type(value)
@@ -166,8 +170,15 @@ def _fields(value: object) -> object:
             or (error is not None and type(error) is not CallError)
         ):
             raise _Declined
-        if fields["kind"] is None:  # as pydantic writes it (action_state.py): left out
-            return {name: field for name, field in fields.items() if name != "kind"}
+        spend = fields["spend"]
+        if fields["kind"] is None or spend is None:  # as pydantic writes them: left out
+            fields = {
+                name: field
+                for name, field in fields.items()
+                if field is not None or name not in _LEFT_OUT_WHILE_NONE
+            }
+        if spend is not None:
+            fields = {**fields, "spend": spend.model_dump()}
         return fields
     if kind is ActionStateKey:
         fields = value.__dict__  # validated when made, frozen; holds its rendered key too

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pydantic_core
 
@@ -64,13 +65,58 @@ def _key_forms(key: str) -> set[str]:
 def render_states(
     states: list[ActionState], *, payloads: PayloadWriter | None = None
 ) -> Iterator[str]:
-    """One line per state, one per call under it; with ``payloads``, each call's payload."""
+    """One line per state, one per call under it; with ``payloads``, each call's payload; and
+    the states' recorded spend when a call of them spent (docs/budgets.md)."""
     for state in states:
         yield _state_line(state.key, state)
         for call in state.calls:
             yield "  " + _call_line(call)
             if payloads is not None:
                 yield "    payload " + payload_text(call, payloads)
+    spend = recorded_spend(states)
+    if spend.calls:
+        yield spend.line()
+
+
+@dataclass(frozen=True)
+class RecordedSpend:
+    """What the metered calls of some states spent, as recorded (costs as priced then)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    price_versions: frozenset[str] = frozenset()
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def line(self) -> str:
+        """The summary line ``store inspect`` prints."""
+        text = (
+            f"spend  {self.calls} metered calls  {self.tokens} tokens "
+            f"({self.input_tokens} in, {self.output_tokens} out)"
+        )
+        if self.price_versions:
+            text += f"  cost {self.cost:.6g} (prices {', '.join(sorted(self.price_versions))})"
+        return text
+
+
+def recorded_spend(states: list[ActionState]) -> RecordedSpend:
+    """The sum of the spend recorded with the calls of ``states``."""
+    calls, tokens_in, tokens_out, cost, versions = 0, 0, 0, 0.0, set()
+    for state in states:
+        for call in state.calls:
+            if call.spend is None:
+                continue
+            calls += 1
+            tokens_in += call.spend.input_tokens
+            tokens_out += call.spend.output_tokens
+            cost += call.spend.cost or 0.0
+            if call.spend.price_version is not None:
+                versions.add(call.spend.price_version)
+    return RecordedSpend(calls, tokens_in, tokens_out, cost, frozenset(versions))
 
 
 def _state_line(key: ActionStateKey, state: ActionState) -> str:
@@ -94,6 +140,8 @@ def _call_line(call: CallResult) -> str:
         parts.append(f"payload {call.payload_type or 'json'} {size} B")
     if call.error is not None:
         parts.append(f"error {call.error.type}")
+    if call.spend is not None:
+        parts.append(f"spent {call.spend.tokens} tokens")
     if call.function:
         parts.append(call.function)
     return "  ".join(parts)

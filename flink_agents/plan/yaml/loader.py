@@ -262,6 +262,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             error_policy=spec.error_policy,
             description=spec.description,
         )
+    agent.budgets = spec.budgets
     for name, connection in spec.connections.items():
         agent.add_resource(
             name, ResourceType.CHAT_MODEL_CONNECTION, connection.class_path, **connection.arguments

@@ -25,6 +25,7 @@ from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_CALLS_PER_RUN
 from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
 from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.refs import REFERENCE_PATTERN
@@ -48,6 +49,7 @@ PROVIDER_ALIASES: dict[str, str] = {
         "flink_agents.providers.openai_responses:OpenAIResponsesChatModelConnection"
     ),
     "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
+    "fallback": "flink_agents.providers.fallback:FallbackChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
@@ -369,6 +371,9 @@ class AgentSpec(_Strict):
     vector_stores: dict[str, VectorStoreSpec] = Field(default_factory=dict)
     memory_sets: dict[str, MemorySetSpec] = Field(
         default_factory=dict, description="Long-term memory sets (docs/memory.md)."
+    )
+    budgets: Budgets | None = Field(
+        default=None, description="What the agent's model calls may spend (docs/budgets.md)."
     )
 
 

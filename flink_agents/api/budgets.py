@@ -1,0 +1,184 @@
+"""Budgets: what an agent's model calls may spend, in tokens or money (docs/budgets.md).
+
+Declared on an agent (``agent.budgets = Budgets(...)`` in Python, ``budgets:`` in YAML) and
+compiled into its plan:
+
+* :class:`PriceTable` -- a versioned table of model prices (per million tokens). A call's cost
+  is computed when the call is recorded and stored with it (:class:`CallSpend`), so a replay
+  never re-prices history;
+* :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day`` or
+  ``total``), in tokens or money, with what happens when it is exhausted (``fail``: the call
+  fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper connection) and a soft
+  threshold that warns.
+
+This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
+refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+BudgetWindow = Literal["run", "day", "total"]
+"""Over what a budget counts a key's spend: each run on its own, each UTC day (by the day a
+call was recorded), or everything the key ever spent."""
+
+OnExhausted = Literal["fail", "fallback"]
+"""What a new call that does not fit a budget does: ``fail`` (the call fails with
+:class:`BudgetExceeded`, and the run's error policy applies) or ``fallback`` (the call goes
+to the budget's ``fallback`` chat model connection)."""
+
+DEFAULT_MAX_TOKENS = 1024
+"""The output tokens a call without ``max_tokens`` is reserved for (see
+:attr:`Budgets.assumed_max_tokens`)."""
+
+
+class BudgetExceeded(RuntimeError):
+    """A new model call did not fit a budget whose ``on_exhausted`` is ``fail``.
+
+    Recorded as the call's failed outcome, so a replay ends the run the same way; ``budget``
+    names the budget, ``spent`` what its window held (with the reservations of calls in
+    flight), ``needed`` the call's worst case and ``limit`` the budget's limit, in its unit.
+    """
+
+    def __init__(self, budget: str, unit: str, spent: float, needed: float, limit: float) -> None:
+        self.budget = budget
+        self.unit = unit
+        self.spent = spent
+        self.needed = needed
+        self.limit = limit
+        super().__init__(
+            f"budget {budget!r} exhausted: {_amount(spent, unit)} spent or reserved, this call "
+            f"may need {_amount(needed, unit)}, the limit is {_amount(limit, unit)}"
+        )
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"{int(value)} tokens" if unit == "tokens" else f"{value:.6g} {unit}"
+
+
+class ModelPrice(BaseModel):
+    """What one model costs, per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0, description="Price of a million input (prompt) tokens.")
+    output: float = Field(ge=0, description="Price of a million output tokens.")
+
+
+class PriceTable(BaseModel):
+    """Model prices under a version: a call records the version it was priced by."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(min_length=1, description="Recorded with every priced call.")
+    currency: str = Field(default="USD", min_length=1)
+    models: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="Prices by model name (as sent in requests)."
+    )
+
+    def cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float | None:
+        """What ``input_tokens`` and ``output_tokens`` of ``model`` cost; None: no price."""
+        price = self.models.get(model or "")
+        if price is None:
+            return None
+        return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+
+
+class CallSpend(BaseModel):
+    """What one model call spent, recorded with its outcome (``CallResult.spend``).
+
+    ``cost`` is computed from the price table of ``price_version`` when the call was recorded
+    (None: no price table, or no price for ``model``); a replay reads it, never re-prices.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    model: str | None = Field(default=None, description="The model that answered.")
+    cost: float | None = Field(default=None, ge=0)
+    price_version: str | None = None
+    day: str | None = Field(
+        default=None, description="The UTC day (ISO date) it counts on for daily budgets."
+    )
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Budget(BaseModel):
+    """One limit on what each key's model calls may spend over a ``window``.
+
+    Give exactly one of ``tokens`` and ``cost`` (money, in the price table's currency: it
+    needs ``prices`` on the :class:`Budgets`). ``soft`` (a fraction of the limit) logs a
+    warning and an event-log record once a window's spend reaches it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    window: BudgetWindow = "total"
+    tokens: int | None = Field(default=None, ge=1, description="Limit in tokens (in + out).")
+    cost: float | None = Field(default=None, gt=0, description="Limit in money.")
+    soft: float | None = Field(
+        default=None, gt=0, lt=1, description="Warn once spend reaches this fraction."
+    )
+    on_exhausted: OnExhausted = "fail"
+    fallback: str | None = Field(
+        default=None,
+        description="The chat model connection a call goes to when this budget is exhausted "
+        "(on_exhausted: fallback); it answers with its own model.",
+    )
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> Budget:
+        if (self.tokens is None) == (self.cost is None):
+            raise ValueError(f"budget {self.name!r}: give exactly one of tokens and cost")
+        if self.on_exhausted == "fallback" and not self.fallback:
+            raise ValueError(
+                f"budget {self.name!r}: on_exhausted 'fallback' needs fallback (a chat model "
+                "connection)"
+            )
+        if self.on_exhausted == "fail" and self.fallback:
+            raise ValueError(
+                f"budget {self.name!r}: fallback is set but on_exhausted is 'fail'; set "
+                "on_exhausted: fallback"
+            )
+        return self
+
+    @property
+    def unit(self) -> Literal["tokens", "cost"]:
+        return "tokens" if self.tokens is not None else "cost"
+
+    @property
+    def limit(self) -> float:
+        return float(self.tokens if self.tokens is not None else self.cost or 0)
+
+
+class Budgets(BaseModel):
+    """An agent's budgets and the prices its calls are costed by."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prices: PriceTable | None = None
+    limits: list[Budget] = Field(default_factory=list)
+    assumed_max_tokens: int = Field(
+        default=DEFAULT_MAX_TOKENS,
+        ge=1,
+        description="Output tokens reserved for a call whose chat model sets no max_tokens.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Budgets:
+        names = [budget.name for budget in self.limits]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"budget names must be unique: {twice} appear more than once")
+        priced = [budget.name for budget in self.limits if budget.cost is not None]
+        if priced and self.prices is None:
+            raise ValueError(f"budgets {priced} limit cost: they need prices (a price table)")
+        return self

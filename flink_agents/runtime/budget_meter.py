@@ -1,0 +1,417 @@
+"""The budget meter: what each key's model calls spent, and whether a new call may go.
+
+:class:`BudgetMeter` is the :class:`~flink_agents.durable.meter.CallMeter` of an agent with
+``budgets`` (runtime/assembly.py builds it). Its counters are derived, never kept on the side:
+
+* a key's **finished** runs: :class:`KeySpend`, saved with the key's state
+  (:class:`~flink_agents.runtime.state.KeyState`, committed when a run ends -- with outputs or
+  an error output -- exactly like ``seq`` and short-term memory);
+* the **running** run: the sum of its calls' recorded spend, counted as each call is settled
+  live or handed back on replay. A run replayed after a restore starts from nothing and counts
+  its recorded calls again, so the key's counter after a restore is the sum of recorded spend:
+  nothing counted twice (the saved state holds no spend of an unfinished run), nothing lost
+  (every recorded call of the replayed run is handed back and counted);
+* **reservations**: the worst case of each call in flight (prompt estimate + ``max_tokens``),
+  held from before the call is sent until it is settled with its usage or released, so
+  concurrent calls of one key cannot together overshoot a budget.
+
+Only new calls are checked (a recorded call was paid: it replays whatever today's budget
+says). See docs/budgets.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend, PriceTable
+from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.resources import ResourceType
+from flink_agents.durable.call import DurableCall
+from flink_agents.durable.identity import RunId, canonical_json
+from flink_agents.durable.store import CallResult
+from flink_agents.observability import BudgetDecision
+
+logger = logging.getLogger(__name__)
+
+_CHARS_PER_TOKEN = 4
+"""The prompt estimate's ratio: about four characters of English (or JSON) per token."""
+_MESSAGE_CHARS = 16
+"""What a message adds around its text (its role, the template's markers), in characters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Amount:
+    """Tokens (in + out) and money spent (a dataclass: added up several times a call)."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+    def plus(self, other: Amount) -> Amount:
+        return Amount(tokens=self.tokens + other.tokens, cost=self.cost + other.cost)
+
+    def minus(self, other: Amount) -> Amount:
+        return Amount(tokens=self.tokens - other.tokens, cost=self.cost - other.cost)
+
+    def of(self, budget: Budget) -> float:
+        """This amount in ``budget``'s unit."""
+        return float(self.tokens) if budget.unit == "tokens" else self.cost
+
+    @classmethod
+    def spent(cls, spend: CallSpend) -> Amount:
+        return cls(tokens=spend.tokens, cost=spend.cost or 0.0)
+
+
+_NOTHING = Amount()
+
+
+class KeySpend(BaseModel):
+    """What a key's finished runs spent: in total, and on the latest UTC day any call of them
+    was recorded (``day``, ISO date). Saved with the key's state."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total: Amount = Field(default_factory=Amount)
+    day: str | None = None
+    on_day: Amount = Field(default_factory=Amount)
+
+    def with_run(self, by_day: dict[str, Amount]) -> KeySpend:
+        """This spend with a finished run's, given by the day its calls were recorded."""
+        total, day, on_day = self.total, self.day, self.on_day
+        for when in sorted(by_day):
+            amount = by_day[when]
+            total = total.plus(amount)
+            if day is None or when > day:
+                day, on_day = when, amount
+            elif when == day:
+                on_day = on_day.plus(amount)
+        return KeySpend(total=total, day=day, on_day=on_day)
+
+    def on(self, day: str) -> Amount:
+        return self.on_day if self.day == day else _NOTHING
+
+
+_NO_SPEND = KeySpend()
+
+
+@dataclass
+class _RunSpend:
+    """A running run's spend (its calls', settled or replayed), by the day they were recorded;
+    ``token`` is its key's canonical JSON (the meter's per-key dicts are keyed by it)."""
+
+    token: str
+    by_day: dict[str, Amount] = field(default_factory=dict)
+
+    def add(self, day: str, amount: Amount) -> None:
+        self.by_day[day] = self.by_day.get(day, _NOTHING).plus(amount)
+
+    @property
+    def total(self) -> Amount:
+        total = _NOTHING
+        for amount in self.by_day.values():
+            total = total.plus(amount)
+        return total
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """A model call about to be sent: what is sent, to which model, and its worst case."""
+
+    call: DurableCall
+    model: str | None
+    worst: Amount
+
+
+class BudgetMeter:
+    """Counts model calls' spend per run and key and checks new calls against ``budgets``
+    (see the module docstring). ``clock`` (seconds since the epoch) dates new calls for the
+    ``day`` window; ``on_record`` (the event log's ``budget_noted``) is told refusals,
+    fallbacks and soft thresholds reached."""
+
+    def __init__(
+        self,
+        budgets: Budgets,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_record: Callable[[RunId, BudgetDecision, Budget, float], None] | None = None,
+    ) -> None:
+        self.budgets = budgets
+        self._clock = clock
+        self._on_record = on_record
+        self._keys: dict[str, KeySpend] = {}  # by the key's canonical JSON
+        self._runs: dict[RunId, _RunSpend] = {}
+        self._reserved: dict[str, Amount] = {}
+        self._fallbacks: dict[tuple[int, str], Callable[..., Any]] = {}
+
+    # --- the key's saved spend -------------------------------------------------------------
+
+    def committed(self, key: Any) -> KeySpend | None:
+        """What ``key``'s finished runs spent (None: nothing yet)."""
+        return self._keys.get(canonical_json(key))
+
+    def restore(self, key: Any, spend: KeySpend | None) -> None:
+        """Install ``key``'s saved spend (a restore)."""
+        token = canonical_json(key)
+        if spend is None:
+            self._keys.pop(token, None)
+        else:
+            self._keys[token] = spend
+
+    # --- CallMeter -------------------------------------------------------------------------
+
+    def run_admitted(self, run: RunId) -> None:
+        self._runs[run] = _RunSpend(canonical_json(run.key))
+
+    def run_finished(self, run: RunId) -> None:
+        spend = self._runs.pop(run, None)
+        if spend is None or not spend.by_day:
+            return
+        self._keys[spend.token] = self._keys.get(spend.token, KeySpend()).with_run(spend.by_day)
+
+    def replayed(self, run: RunId, recorded: CallResult) -> None:
+        # Only what was recorded with the call: a call recorded before the agent had budgets
+        # carries no spend and counts nothing (docs/budgets.md).
+        spend = recorded.spend
+        if spend is not None:
+            self._run(run).add(_day_of(spend, recorded), Amount.spent(spend))
+
+    def reserve(self, call: DurableCall) -> _Reservation | None:
+        if not _is_model_call(call):
+            return None
+        run = call.identity.run
+        token = self._run(run).token
+        today = self._today()
+        priced = self._priced(call)
+        fallback: Budget | None = None
+        for budget in self.budgets.limits:
+            if budget.on_exhausted == "fallback" and not self._fits(budget, run, today, priced):
+                fallback = budget
+                priced = self._priced(self._fallback_call(call, budget))
+                break
+        for budget in self.budgets.limits:
+            if budget.on_exhausted == "fail" and not self._fits(budget, run, today, priced):
+                spent = self._window(budget, run, today).plus(self._reserved.get(token, _NOTHING))
+                refused = BudgetExceeded(
+                    budget.name,
+                    self._unit_name(budget),
+                    spent.of(budget),
+                    priced.worst.of(budget),
+                    budget.limit,
+                )
+                logger.warning("run %s: %s", run, refused)
+                self._record("refused", run, budget, spent.of(budget))
+                raise refused
+        if fallback is not None:
+            logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
+            self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
+        self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
+        return _Reservation(self, run, token, today, priced)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _settle(self, reservation: _Reservation, value: Any) -> CallSpend | None:
+        self._release(reservation)
+        usage = value.usage if isinstance(value, ChatMessage) else None
+        if usage is None:
+            return None
+        prices = self.budgets.prices
+        # The model that answered, where a routing connection names it; else the one asked.
+        model = value.model or reservation.priced.model
+        cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
+        spend = CallSpend(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            model=model,
+            cost=cost,
+            price_version=prices.version if cost is not None and prices else None,
+            day=reservation.day,
+        )
+        run, day = reservation.run, reservation.day
+        soft = [(b, self._window(b, run, day)) for b in self.budgets.limits if b.soft is not None]
+        self._run(run).add(day, Amount.spent(spend))
+        for budget, before in soft:
+            self._warn_at_soft(budget, run, before, day)
+        return spend
+
+    def _release(self, reservation: _Reservation) -> None:
+        token = reservation.token
+        left = self._reserved.get(token, _NOTHING).minus(reservation.priced.worst)
+        if left.tokens <= 0 and left.cost <= 1e-12:
+            self._reserved.pop(token, None)
+        else:
+            self._reserved[token] = left
+
+    def _warn_at_soft(self, budget: Budget, run: RunId, before: Amount, day: str) -> None:
+        assert budget.soft is not None
+        threshold = budget.soft * budget.limit
+        after = self._window(budget, run, day).of(budget)
+        if before.of(budget) < threshold <= after:
+            logger.warning(
+                "run %s: budget %r at %.0f%% (%s of %s)",
+                run,
+                budget.name,
+                100 * after / budget.limit,
+                after,
+                budget.limit,
+            )
+            self._record("soft_limit", run, budget, after)
+
+    def _unit_name(self, budget: Budget) -> str:
+        """``tokens``, or the price table's currency."""
+        prices = self.budgets.prices
+        return "tokens" if budget.unit == "tokens" or prices is None else prices.currency
+
+    def _record(self, decision: BudgetDecision, run: RunId, budget: Budget, spent: float) -> None:
+        if self._on_record is not None:
+            self._on_record(run, decision, budget, spent)
+
+    def _fits(self, budget: Budget, run: RunId, today: str, priced: _Priced) -> bool:
+        reserved = self._reserved.get(self._run(run).token, _NOTHING)
+        held = self._window(budget, run, today).plus(reserved).plus(priced.worst)
+        return held.of(budget) <= budget.limit
+
+    def _window(self, budget: Budget, run: RunId, today: str) -> Amount:
+        """What ``budget``'s current window holds for ``run``'s key, without reservations."""
+        running = self._run(run)
+        if budget.window == "run":
+            return running.total
+        committed = self._keys.get(running.token, _NO_SPEND)
+        if budget.window == "day":
+            return committed.on(today).plus(running.by_day.get(today, _NOTHING))
+        return committed.total.plus(running.total)
+
+    def _run(self, run: RunId) -> _RunSpend:
+        spend = self._runs.get(run)
+        if spend is None:  # a host that does not admit runs (calls made directly)
+            spend = self._runs[run] = _RunSpend(canonical_json(run.key))
+        return spend
+
+    def _today(self) -> str:
+        return datetime.fromtimestamp(self._clock(), timezone.utc).date().isoformat()
+
+    def _priced(self, call: DurableCall) -> _Priced:
+        """The call's model and worst case: its prompt's estimated tokens and its output
+        tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``), priced."""
+        request, connection = _request_of(call)
+        model = request.model or cast(str | None, getattr(connection, "model", None))
+        prompt = _estimated_tokens(request)
+        output = request.max_tokens or self.budgets.assumed_max_tokens
+        prices = self.budgets.prices
+        cost = _cost(prices, model, prompt, output)
+        if cost is None and any(b.unit == "cost" for b in self.budgets.limits):
+            assert prices is not None  # a cost budget needs prices (Budgets checks)
+            raise ValueError(
+                f"model {model!r} has no price in price table {prices.version!r}, and a budget "
+                f"limits cost: add it to budgets.prices.models (priced: {sorted(prices.models)})"
+            )
+        return _Priced(call, model, Amount(tokens=prompt + output, cost=cost or 0.0))
+
+    def _fallback_call(self, call: DurableCall, budget: Budget) -> DurableCall:
+        """``call`` sent to ``budget``'s fallback connection, which answers with its own model.
+        The identity and signature stay the asked call's: a replay hands its answer back."""
+        assert budget.fallback is not None
+        owner = getattr(call.function, "__self__", None)
+        cached = self._fallbacks.get((id(owner), budget.fallback))
+        if isinstance(owner, ChatModelSetup):
+            if cached is None:
+                setup = owner.model_copy(update={"connection": budget.fallback, "model": None})
+                cached = self._fallbacks[id(owner), budget.fallback] = setup.chat
+            return dataclasses.replace(call, function=cached)
+        connection = cast(ChatModelConnection, owner)
+        target = connection.get_resource(budget.fallback, ResourceType.CHAT_MODEL_CONNECTION)
+        request = cast(ChatRequest, call.args[0]).model_copy(update={"model": None})
+        return dataclasses.replace(
+            call, function=cast(ChatModelConnection, target).chat, args=(request,)
+        )
+
+
+class _Reservation:
+    """A new call's reserved worst case (durable/meter.py's ``Reservation``)."""
+
+    __slots__ = ("_meter", "day", "done", "priced", "run", "token")
+
+    def __init__(
+        self, meter: BudgetMeter, run: RunId, token: str, day: str, priced: _Priced
+    ) -> None:
+        self._meter = meter
+        self.run = run
+        self.token = token
+        self.day = day
+        self.priced = priced
+        self.done = False
+
+    @property
+    def call(self) -> DurableCall:
+        return self.priced.call
+
+    def settle(self, value: Any) -> CallSpend | None:
+        if self.done:
+            return None
+        self.done = True
+        return self._meter._settle(self, value)
+
+    def release(self) -> None:
+        if not self.done:
+            self.done = True
+            self._meter._release(self)
+
+
+def _is_model_call(call: DurableCall) -> bool:
+    owner = getattr(call.function, "__self__", None)
+    return isinstance(owner, ChatModelSetup | ChatModelConnection) and (
+        call.function.__name__ == "chat"
+    )
+
+
+def _request_of(call: DurableCall) -> tuple[ChatRequest, ChatModelConnection]:
+    """The request a model call sends and the connection it goes through."""
+    owner = getattr(call.function, "__self__", None)
+    if isinstance(owner, ChatModelSetup):
+        connection = owner.get_resource(owner.connection, ResourceType.CHAT_MODEL_CONNECTION)
+        return owner.request(*call.args, **call.kwargs), cast(ChatModelConnection, connection)
+    return cast(ChatRequest, call.args[0]), cast(ChatModelConnection, owner)
+
+
+def _estimated_tokens(request: ChatRequest) -> int:
+    """A prompt's tokens, estimated from its text: messages, tool calls and tools (no
+    tokenizer: the estimate only sizes a reservation, settled with the reported usage)."""
+    chars = 0
+    for message in request.messages:
+        chars += len(message.content) + _MESSAGE_CHARS
+        for call in message.tool_calls:
+            chars += len(call.name) + len(call.unparsed_arguments or json.dumps(call.arguments))
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    return -(-chars // _CHARS_PER_TOKEN)
+
+
+def _cost(
+    prices: PriceTable | None, model: str | None, input_tokens: int, output_tokens: int
+) -> float | None:
+    """What the tokens cost by ``prices``; a model known only once it answers (None: a
+    routing connection's) is priced as the table's dearest, at worst."""
+    if prices is None:
+        return None
+    if model is not None:
+        return prices.cost(model, input_tokens, output_tokens)
+    return max(
+        (prices.cost(name, input_tokens, output_tokens) or 0.0 for name in prices.models),
+        default=None,
+    )
+
+
+def _day_of(spend: CallSpend, recorded: CallResult) -> str:
+    """The UTC day a recorded call counts on: the one recorded with it, else its finish."""
+    if spend.day is not None:
+        return spend.day
+    finished = recorded.finished_at or recorded.started_at or 0.0
+    return datetime.fromtimestamp(finished / 1000, timezone.utc).date().isoformat()
