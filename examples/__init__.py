@@ -31,5 +31,8 @@ EXAMPLES: dict[str, Example] = {
     "review_react": Example("examples.reviews:build_react_agent", EXAMPLES_DIR / "reviews.yaml"),
     "docs_ingest": Example("examples.docs_qa:build_ingest_agent", EXAMPLES_DIR / "docs_qa.yaml"),
     "docs_qa": Example("examples.docs_qa:build_qa_agent", EXAMPLES_DIR / "docs_qa.yaml"),
+    "customer_memory": Example(
+        "examples.customer_memory:build_agent", EXAMPLES_DIR / "customer_memory.yaml"
+    ),
     "refunds": Example("examples.refunds:build_agent", EXAMPLES_DIR / "refunds.yaml"),
 }

@@ -40,6 +40,13 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
+from flink_agents.api.long_term_memory import (
+    LongTermMemory,
+    LongTermMemorySetup,
+    MemoryHit,
+    MemoryItem,
+    MemorySet,
+)
 from flink_agents.api.memory import Memory
 from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
@@ -77,7 +84,12 @@ __all__ = [
     "InfrastructureError",
     "InputEvent",
     "InternalSubagent",
+    "LongTermMemory",
+    "LongTermMemorySetup",
     "Memory",
+    "MemoryHit",
+    "MemoryItem",
+    "MemorySet",
     "ModelPrice",
     "OutputEvent",
     "PriceTable",

@@ -5,13 +5,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, get_args
 
 from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.secret_values import scrub_error_text
 from flink_agents.api.waits import Decision, OnTimeout
+
+if TYPE_CHECKING:
+    from flink_agents.api.long_term_memory import LongTermMemory
 
 T = TypeVar("T")
 
@@ -158,6 +161,12 @@ class RunnerContext(ABC):
     @abstractmethod
     def short_term_memory(self) -> Memory:
         """Memory of this key, kept across runs; changes are committed when the run ends."""
+
+    @property
+    def long_term_memory(self) -> LongTermMemory:
+        """The memory sets of this key (docs/memory.md): searchable, kept across runs; writes
+        are committed when the run ends. Contexts that keep none (a test's fake) raise."""
+        raise RuntimeError(f"{type(self).__name__} keeps no long-term memory")
 
     @property
     @abstractmethod

@@ -33,6 +33,8 @@ class ResourceType(str, enum.Enum):
     EMBEDDING_MODEL = "embedding_model"
     VECTOR_STORE = "vector_store"
     """Embeddings and vector search (see :mod:`flink_agents.api.embeddings`, ``vector_stores``)."""
+    LONG_TERM_MEMORY = "long_term_memory"
+    """A memory set of each key (see :mod:`flink_agents.api.long_term_memory`)."""
 
 
 _ENV_STRING = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")

@@ -15,21 +15,28 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from flink_agents.api.events import Event
+from flink_agents.api.long_term_memory import KeyMemory, MemoryWrite
 from flink_agents.api.memory import Memory
 from flink_agents.durable.identity import ActionInvocation, RunId
 
-MemoryScope = Literal["short_term", "sensory"]
+MemoryScope = Literal["short_term", "sensory", "long_term"]
 
 
 class RunMemories(Protocol):
-    """The two memories of a run that an action writes (the engine's ``RunState``)."""
+    """The memories of a run that an action writes (the engine's ``RunState``)."""
 
     short_term_memory: Memory
     sensory_memory: Memory
 
+    @property
+    def long_term_memory(self) -> KeyMemory:
+        """The key's long-term memory with the run's writes staged (docs/memory.md)."""
+        ...
+
 
 class MemoryUpdate(BaseModel):
-    """One write to a run's memory: set ``key`` to ``value`` or (``delete``) remove it."""
+    """One write to a run's memory: set ``key`` to ``value`` or (``delete``) remove it; for
+    long-term memory, ``value`` is the :class:`MemoryWrite` (``key``: its set, for readers)."""
 
     scope: MemoryScope
     key: str
@@ -37,6 +44,9 @@ class MemoryUpdate(BaseModel):
     value: Any = None
 
     def apply(self, run: RunMemories) -> None:
+        if self.scope == "long_term":
+            run.long_term_memory.apply(MemoryWrite.model_validate(self.value))
+            return
         memory = run.short_term_memory if self.scope == "short_term" else run.sensory_memory
         if self.delete:
             memory.delete(self.key)
@@ -66,6 +76,8 @@ class MemoryWatch:
 
     def __init__(self, run: RunMemories) -> None:
         self._run = run
+        # Long-term writes are staged in order, never diffed: the new ones are the writes.
+        self._long_term_from = len(run.long_term_memory.writes)
         self._before = {
             "short_term": _snapshot(run.short_term_memory),
             "sensory": _snapshot(run.sensory_memory),
@@ -90,6 +102,10 @@ class MemoryWatch:
                 for k, v in after.items()
                 if k not in before or before[k] != v
             ]
+        updates += [
+            MemoryUpdate(scope="long_term", key=write.set, value=write)
+            for write in self._run.long_term_memory.writes[self._long_term_from :]
+        ]
         return updates
 
 

@@ -6,8 +6,8 @@
   not checked: what its code sends is only known by running it.
 * **References.** Every name that points at a resource resolves, in the plan's scope or an
   enclosing one (as the worker looks resources up), to a resource of the right type: a chat
-  model's ``connection``, ``prompt``, ``tools`` and ``subagents``, and the action config keys an
-  action declares as ``resource_keys``.
+  model's ``connection``, ``prompt``, ``tools`` and ``subagents``, a memory set's
+  ``embedding_model``, and the action config keys an action declares as ``resource_keys``.
 
 Every problem is reported with the JSON pointer of the offending value.
 """
@@ -30,6 +30,12 @@ CHAT_MODEL_REFERENCES: dict[str, ResourceType] = {
     "subagents": ResourceType.AGENT,
 }
 """Arguments of a chat model setup that name other resources, and the type they name."""
+
+_REFERENCES: dict[ResourceType, dict[str, ResourceType]] = {
+    ResourceType.CHAT_MODEL: CHAT_MODEL_REFERENCES,
+    ResourceType.LONG_TERM_MEMORY: {"embedding_model": ResourceType.EMBEDDING_MODEL},
+}
+"""Per resource type, its arguments that name other resources, and the type they name."""
 
 _NEEDS_NO_LISTENER = {OutputEvent.event_type()}
 _STARTS_A_RUN = InputEvent.event_type()
@@ -112,9 +118,7 @@ def _reference_issues(
             if name is not None:
                 check(["actions", index, "config", key], name, expected)
     for resource_name, resource in plan.resources.items():
-        if resource.type is not ResourceType.CHAT_MODEL:
-            continue
-        for argument, expected in CHAT_MODEL_REFERENCES.items():
+        for argument, expected in _REFERENCES.get(resource.type, {}).items():
             for location, name in _named(resource, argument):
                 check(["resources", resource_name, "arguments", *location], name, expected)
     return issues

@@ -2,8 +2,8 @@
 
 Each recorded run is executed again by the current plan, from its recorded input, with every
 durable call served from its record (recorded-only :class:`DurableCalls`): no model, tool or
-service is called. A key's runs replay in ``seq`` order, each starting from the short-term
-memory the replay of the key's previous run committed.
+service is called. A key's runs replay in ``seq`` order, each starting from the short-term and
+long-term memory the replay of the key's previous run committed.
 
 A filter (by key or time) may leave a key's earlier runs out. Given the recorded runs it was
 chosen from (``earlier``), the replay rebuilds the memory a chosen run starts from by replaying
@@ -164,7 +164,8 @@ async def replay_runs_async(
 class _KeyProgress:
     """One key's replay so far: the memory its next run starts from, and what a report owes."""
 
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: KeyState = field(default_factory=KeyState)
+    """Only its memories count (short-term and long-term), as the previous run left them."""
     next_seq: int = 0
     rebuilt: list[int] = field(default_factory=list)
     """Earlier runs replayed silently since the last reported run."""
@@ -192,8 +193,8 @@ def _seqs(seqs: Iterable[int]) -> str:
 
 
 async def _replay_one(
-    resolved: ResolvedPlan, run: RecordedRun, memory: dict[str, Any], live: LiveCalls | None
-) -> tuple[RunReport, dict[str, Any]]:
+    resolved: ResolvedPlan, run: RecordedRun, memory: KeyState, live: LiveCalls | None
+) -> tuple[RunReport, KeyState]:
     """One run's report and the memory its replay committed (``memory`` if it failed)."""
     if run.input is None:
         note = "its input was not recorded (written by an older version)"
@@ -210,7 +211,7 @@ async def _replay_one(
     key = run.run_id.key
     pending = PendingInput(seq=run.key.seq, input=run.input.value)
     engine.restore_key(
-        key, KeyState(next_seq=run.key.seq + 1, pending=[pending], short_term_memory=memory)
+        key, memory.model_copy(update={"next_seq": run.key.seq + 1, "pending": [pending]})
     )
     error: BaseException | None = None
     try:
@@ -218,7 +219,7 @@ async def _replay_one(
     except Exception as exc:  # the run's failure (fail policy) or a divergence inside it
         error = exc
     results = engine.take_results()
-    committed = engine.committed_memory(key) if error is None else memory
+    committed = engine.snapshot_key(key) if error is None else memory
     await engine.close()
     outputs = results[0].output_values if results else None
     divergence = book.divergence

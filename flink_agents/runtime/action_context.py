@@ -17,6 +17,7 @@ from flink_agents.api.context import (
     RunnerContext,
 )
 from flink_agents.api.events import Event
+from flink_agents.api.long_term_memory import LongTermMemory
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.waits import Decision, OnTimeout, WaitTimedOutError
@@ -30,6 +31,7 @@ from flink_agents.durable.identity import (
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
+from flink_agents.runtime.keyed_memory import KeyedStateMemory
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.run_bounds import RunBudget
 from flink_agents.runtime.wait_calls import event_data, wait_call
@@ -64,6 +66,8 @@ class RunState:
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     """The decisions the host handed the run for its waits, by wait id (shared like
     ``calls``)."""
+    long_term_memory: KeyedStateMemory = field(default_factory=KeyedStateMemory)
+    """The key's long-term memory with the run's writes staged (shared like ``calls``)."""
 
 
 class ActionContext(RunnerContext):
@@ -88,6 +92,7 @@ class ActionContext(RunnerContext):
         self._call_ids: set[str] = set()
         self._child_runner = child_runner
         self._delegation_ids: delegated_calls.DelegationIds | None = None
+        self._long_term_memory: LongTermMemory | None = None
         self.sent_events: list[Event] = []
 
     @property
@@ -118,6 +123,12 @@ class ActionContext(RunnerContext):
     @property
     def short_term_memory(self) -> Memory:
         return self._run.short_term_memory
+
+    @property
+    def long_term_memory(self) -> LongTermMemory:
+        if self._long_term_memory is None:  # one per invocation: it numbers the writes
+            self._long_term_memory = LongTermMemory(self, self._run.long_term_memory)
+        return self._long_term_memory
 
     @property
     def config(self) -> Mapping[str, Any]:

@@ -35,6 +35,8 @@ from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
+from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
+from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory, MemorySets
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -72,7 +74,7 @@ class RunResult:
         return [event.output for event in self.outputs if event.error is None]
 
 
-_Outcome = tuple[RunResult, "Memory | None"]
+_Outcome = tuple[RunResult, "RunState | None"]
 
 
 @dataclass
@@ -82,6 +84,7 @@ class _KeySlot:
     # Committed short-term memory: replaced when a run commits, never changed in place, so it
     # can be handed out without a copy (see committed_memory).
     memory: dict[str, Any] = field(default_factory=dict)
+    long_term: CommittedMemory = EMPTY_LONG_TERM  # the same: replaced, never changed in place
     busy: bool = False
     ready: bool = False  # in the engine's ready queue (a flag: a deque's `in` scans it all)
     # The run ids of queued inputs made when they were admitted, by seq: the run starts with
@@ -219,6 +222,7 @@ class RunEngine:
             next_seq=slot.next_seq,
             pending=[p.model_copy(deep=True) for p in slot.queue],
             short_term_memory=copy.deepcopy(slot.memory),
+            long_term_memory=slot.long_term.to_state(),
             spend=self.committed_spend(key),
         )
 
@@ -245,6 +249,12 @@ class RunEngine:
             slot.paused = False
             self._mark_ready(canonical_json(key))
 
+    def committed_long_term_memory(self, key: Any) -> MemorySets:
+        """The long-term memory of ``key`` as its last successful run committed it: not a copy
+        either (replaced, never changed in place)."""
+        slot = self._slots.get(canonical_json(key))
+        return {} if slot is None else slot.long_term.to_state()
+
     def restore_key(self, key: Any, state: KeyState) -> None:
         """Install ``state`` for an idle ``key``; its pending inputs will run again."""
         token = canonical_json(key)
@@ -258,6 +268,7 @@ class RunEngine:
             queue=deque(p.model_copy(deep=True) for p in state.pending),
             memory=copy.deepcopy(state.short_term_memory),
             decisions=state.waits.decisions(),
+            long_term=CommittedMemory.from_state(state.long_term_memory),
         )
         if self._meter is not None:
             self._meter.restore(key, state.spend)
@@ -296,6 +307,7 @@ class RunEngine:
                 Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
                 budget=RunBudget.from_config(self._plan.config),
                 decisions=slot.decisions,
+                long_term_memory=KeyedStateMemory(slot.long_term),
             )
             work = self._execute(run, slot.queue[0])
             if self._log is not None:
@@ -314,7 +326,7 @@ class RunEngine:
         if error is not None:
             self._fail(error)
             return
-        result, memory = task.result()
+        result, run = task.result()
         slot.busy = False
         if result.paused is not None:
             # Not finished: its input stays at the head, its run open in the store.
@@ -322,8 +334,9 @@ class RunEngine:
         else:
             slot.queue.popleft()
             slot.decisions = {}
-            if memory is not None:
-                slot.memory = memory.snapshot()
+            if run is not None:
+                slot.memory = run.short_term_memory.snapshot()
+                slot.long_term = run.long_term_memory.commit()
             self._call_runner.run_finished(result.run_id)
             self._mark_ready(token)
         self._finished.append(result)
@@ -367,7 +380,8 @@ class RunEngine:
     async def _execute(self, run: RunState, pending: PendingInput) -> _Outcome:
         """Run one input through the root scope.
 
-        Returns the memory to commit, or None when the run failed (its writes are dropped).
+        Returns the run (its memories to commit), or None when the run failed (its writes are
+        dropped).
         With a journal, only once the call outcomes the result may depend on are durable: the
         result's outputs and memory leave the engine with it.
         """
@@ -405,7 +419,7 @@ class RunEngine:
                 upstream_action=failure.action,
             )
             return RunResult(run.run_id, [*outputs, error_output], failure), None
-        return RunResult(run.run_id, outputs), run.short_term_memory
+        return RunResult(run.run_id, outputs), run
 
     async def _dispatch(
         self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]
@@ -520,7 +534,12 @@ class RunEngine:
         infrastructure: InfrastructureError | None = None
         try:
             child = RunState(
-                run_id, Memory(), calls=run.calls, budget=run.budget, decisions=run.decisions
+                run_id,
+                Memory(),
+                calls=run.calls,
+                budget=run.budget,
+                decisions=run.decisions,
+                long_term_memory=run.long_term_memory,  # the delegating run's key's
             )
             await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:

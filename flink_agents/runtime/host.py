@@ -26,9 +26,10 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents.api.long_term_memory import StoredMemory
 from flink_agents.api.waits import Decision
 from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.budget_meter import KeySpend
@@ -41,15 +42,16 @@ _SMOOTHING = 0.05
 
 @dataclass(frozen=True)
 class CompletedRun:
-    """A finished run and the key's short-term memory as that run committed it.
+    """A finished run and the key's short-term and long-term memory as that run committed them.
 
-    The memory is the engine's committed memory itself, not a copy (the engine never changes it
-    in place): a host commits it to the key's state once, when it takes the run.
+    The memories are the engine's committed memories themselves, not copies (the engine never
+    changes them in place): a host commits them to the key's state once, when it takes the run.
     """
 
     result: RunResult
     short_term_memory: dict[str, Any]
     spend: KeySpend | None = None  # the key's spend as of this run (runtime/budget_meter.py)
+    long_term_memory: dict[str, dict[str, StoredMemory]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +259,8 @@ class EngineHost:
             started = self._head_started.get(token)
             if started is not None:
                 self._learn(self._clock() - started)
-            self._done[token].append(CompletedRun(result, memory, spend))
+            long_term = self._engine.committed_long_term_memory(result.key)
+            self._done[token].append(CompletedRun(result, memory, spend, long_term))
             self._count(token, -1)
             self._changed.notify_all()
 

@@ -387,6 +387,7 @@ class KeyedAgentLogic:
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
             runs.spend = run.spend
+            runs.long_term_memory = run.long_term_memory
             outputs.extend(record.to_json() for record in outputs_of(run.result))
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
@@ -595,7 +596,14 @@ class KeyedAgentLogic:
 def _holds_anything(runs: KeyState) -> bool:
     """Whether a key state differs from a new key's (no inputs, no memory, seq 0, no spend, no
     waits)."""
-    return bool(runs.pending or runs.next_seq or runs.short_term_memory or runs.spend or runs.waits)
+    return bool(
+        runs.pending
+        or runs.next_seq
+        or runs.short_term_memory
+        or runs.long_term_memory
+        or runs.spend
+        or runs.waits
+    )
 
 
 def _merges_subtasks(saved: int | None, now: int) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from flink_agents.api.long_term_memory import StoredMemory
 from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.wait_book import WaitBook
 
@@ -30,12 +31,19 @@ class KeyState(BaseModel):
     memory as of the last finished run; a run's writes are committed only when it succeeds.
     ``spend`` is what the key's finished runs spent on model calls (with an error output too),
     kept for its budgets (docs/budgets.md).
+    ``long_term_memory`` is the key's memory sets (set -> item id -> item with its vector), the
+    keyed-state backend of long-term memory (runtime/keyed_memory.py), committed the same way.
     """
 
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
     spend: KeySpend | None = Field(default=None, exclude_if=lambda spend: spend is None)
+    # Left out of the saved JSON when empty: a key without long-term memory saves the bytes it
+    # saved before long-term memory existed.
+    long_term_memory: dict[str, dict[str, StoredMemory]] = Field(
+        default_factory=dict, exclude_if=lambda sets: not sets
+    )
     waits: WaitBook = Field(default_factory=WaitBook, exclude_if=lambda waits: not waits)
     """The key's waits: open, decided, kept early (docs/waits.md); not written while it holds
     none, so the state of a key that never waited is what it was before waits."""

@@ -26,10 +26,10 @@ from flink_agents.api.tools import function_label
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import CallProbe, Writes
-from flink_agents.durable.identity import CallIdentity, canonical_json
+from flink_agents.durable.identity import CallIdentity, RunId, canonical_json
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
-from flink_agents.runtime.engine import RunResult
+from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.local import KeySelector, key_of
 from flink_agents.runtime.state import KeyState
 from flink_agents.testing.stores import Stores
@@ -134,6 +134,9 @@ class CrashReplayResult:
     live: CallLog
     replay: CallLog
     crashed: bool
+    key_states: dict[str, KeyState] = field(default_factory=dict)
+    """Each key's state once every run finished (by the key's canonical JSON): its committed
+    short-term and long-term memory."""
 
     def reinvoked(self) -> set[CallIdentity]:
         """Calls that had completed before the crash (outcome acknowledged) and were invoked
@@ -200,8 +203,11 @@ async def _scenario(
     finished = {r.run_id: r for r in engine.take_results()}
     if done.done():
         done.result()  # an action's failure is the test's to see
+        ends = _key_states(engine, order)
         await engine.close()
-        return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=False)
+        return CrashReplayResult(
+            [finished[r] for r in order], live, replayed, crashed=False, key_states=ends
+        )
     # Checkpointed key states: inputs whose runs had not finished stay pending.
     states: dict[str, tuple[Any, KeyState]] = {}
     for run in order:
@@ -218,5 +224,12 @@ async def _scenario(
     await engine.drain()
     _take_acknowledged(replayed, calls)
     finished.update((r.run_id, r) for r in engine.take_results())
+    ends = _key_states(engine, order)
     await engine.close()
-    return CrashReplayResult([finished[r] for r in order], live, replayed, crashed=True)
+    return CrashReplayResult(
+        [finished[r] for r in order], live, replayed, crashed=True, key_states=ends
+    )
+
+
+def _key_states(engine: RunEngine, runs: list[RunId]) -> dict[str, KeyState]:
+    return {canonical_json(run.key): engine.snapshot_key(run.key) for run in runs}

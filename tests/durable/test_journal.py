@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
 from flink_agents.api.memory import Memory
-from flink_agents.durable.journal import MemoryUpdate, MemoryWatch
+from flink_agents.durable.journal import MemoryUpdate, MemoryWatch, RecordedAction
+from flink_agents.runtime.keyed_memory import KeyedStateMemory
 
 
 class CountingMemory(Memory):
@@ -25,6 +27,7 @@ class CountingMemory(Memory):
 class Run:
     short_term_memory: CountingMemory = field(default_factory=CountingMemory)
     sensory_memory: CountingMemory = field(default_factory=CountingMemory)
+    long_term_memory: KeyedStateMemory = field(default_factory=KeyedStateMemory)
 
 
 def test_writes_deletes_and_in_place_mutations_are_updates():
@@ -55,3 +58,24 @@ def test_a_memory_that_is_empty_before_the_action_still_shows_its_writes():
     run.sensory_memory.set("k", [1])
     assert watch.updates() == [MemoryUpdate(scope="sensory", key="k", value=[1])]
     assert run.sensory_memory.snapshots == 1  # after the action only: it was empty before
+
+
+def test_long_term_writes_are_the_actions_own_in_order_and_reapply():
+    run = Run()
+    run.long_term_memory.apply(MemoryWrite(set="facts", id="earlier", item=_item("old")))
+    watch = MemoryWatch(run)
+    written = MemoryWrite(set="facts", id="a", item=_item("new"))
+    run.long_term_memory.apply(written)
+    run.long_term_memory.apply(MemoryWrite(set="facts", id="earlier"))
+    updates = watch.updates()
+    assert updates == [
+        MemoryUpdate(scope="long_term", key="facts", value=written),
+        MemoryUpdate(scope="long_term", key="facts", value=MemoryWrite(set="facts", id="earlier")),
+    ]
+    replayed = Run()
+    RecordedAction(memory_updates=updates).reapply(replayed)
+    assert replayed.long_term_memory.writes == run.long_term_memory.writes[1:]
+
+
+def _item(text: str) -> StoredMemory:
+    return StoredMemory(text=text, embedding=[1.0, 0.0])

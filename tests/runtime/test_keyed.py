@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from examples import customer_memory
 from examples.weather import build_agent
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
@@ -296,6 +297,22 @@ def test_seq_and_memory_continue_from_the_saved_key_state_after_a_restart(monkey
         second.send("a", {"n": 3})
         [answer] = second.answers("a")
         assert (answer["seq"], answer["output"]) == (2, {"doubled": 6, "count": 3})
+
+
+def test_long_term_memory_is_saved_with_the_key_and_continues_after_a_restart(monkeypatch):
+    plan = compile_agent(customer_memory.build_agent())
+    first_ticket = "My router is an XR-500 and the wifi keeps dropping."
+    with Attempt(monkeypatch, None, {}, 0, plan=plan) as first:
+        first.send("ada", {"customer": "ada", "text": first_ticket})
+        first.answers("ada")
+        checkpoint = dict(first.table)
+    saved = SavedKey.model_validate_json(checkpoint[json.dumps("ada")]).runs
+    assert [item.text for item in saved.long_term_memory["facts"].values()] == [first_ticket]
+
+    with Attempt(monkeypatch, None, checkpoint, 1, plan=plan) as second:
+        second.send("ada", {"customer": "ada", "text": "Which firmware for my router?"})
+        [answer] = second.answers("ada")
+    assert answer["output"]["answer"] == "For your XR-500: install firmware 2.4."
 
 
 def test_only_a_key_with_saved_state_is_restored_into_the_engine(monkeypatch):

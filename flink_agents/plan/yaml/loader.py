@@ -133,6 +133,7 @@ def _references(spec: AgentSpec) -> list[tuple[Location, str]]:
         "embedding_connections",
         "embedding_models",
         "vector_stores",
+        "memory_sets",
     ):
         for name, resource in getattr(spec, block).items():
             found.append(((block, name, "class"), resource.class_path))
@@ -177,7 +178,8 @@ def _add_mcp_server(agent: Agent, name: str, spec: McpServerSpec) -> None:
 
 
 def _add_retrieval_resources(agent: Agent, spec: AgentSpec) -> None:
-    """Embedding connections and models, and vector stores (docs/retrieval.md)."""
+    """Embedding connections and models, vector stores (docs/retrieval.md) and memory sets
+    (docs/memory.md)."""
     for name, connection in spec.embedding_connections.items():
         agent.add_resource(
             name,
@@ -193,6 +195,12 @@ def _add_retrieval_resources(agent: Agent, spec: AgentSpec) -> None:
         agent.add_resource(name, ResourceType.EMBEDDING_MODEL, descriptor)
     for name, store in spec.vector_stores.items():
         agent.add_resource(name, ResourceType.VECTOR_STORE, store.class_path, **store.arguments)
+    for name, memory_set in spec.memory_sets.items():
+        typed = memory_set.model_dump(exclude={"class_path", "arguments"}, exclude_none=True)
+        descriptor = ResourceDescriptor(
+            class_path=memory_set.class_path, arguments={**typed, **memory_set.arguments}
+        )
+        agent.add_resource(name, ResourceType.LONG_TERM_MEMORY, descriptor)
 
 
 def _chat_model_descriptor(spec: ChatModelSpec) -> ResourceDescriptor:

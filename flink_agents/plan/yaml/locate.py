@@ -60,6 +60,7 @@ def _resource_location(spec: AgentSpec, name: str, rest: list[str]) -> list[str 
         "embedding_connections",
         "embedding_models",
         "vector_stores",
+        "memory_sets",
     ):
         if name in getattr(spec, block):
             return [block, name, *inner]

@@ -9,7 +9,7 @@ chat models, prompts, tools, sub-agents, or generic ``resources``) and its actio
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -270,6 +270,20 @@ class VectorStoreSpec(DescriptorSpec):
     class_path: VectorStoreClassReference = Field(alias="class")
 
 
+class MemorySetSpec(_Strict):
+    """A long-term memory set of each key (docs/memory.md)."""
+
+    class_path: str = _setup_class("flink_agents.api.long_term_memory:LongTermMemorySetup")
+    embedding_model: str = Field(description="Name of an embedding model.")
+    backend: Literal["keyed_state"] | None = Field(
+        default=None, description="Where items live (default keyed_state: the key's state)."
+    )
+    max_items: int | None = Field(default=None, ge=1, description="Items one key may hold.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Further arguments for a custom setup class."
+    )
+
+
 class ActionFunctionSpec(_Strict):
     """An action of a YAML agent: a ``module:function`` reference and the event types it
     handles (what ``@action`` records on a function is :class:`flink_agents.api.agent.ActionSpec`).
@@ -361,6 +375,9 @@ class AgentSpec(_Strict):
     embedding_connections: dict[str, EmbeddingConnectionSpec] = Field(default_factory=dict)
     embedding_models: dict[str, EmbeddingModelSpec] = Field(default_factory=dict)
     vector_stores: dict[str, VectorStoreSpec] = Field(default_factory=dict)
+    memory_sets: dict[str, MemorySetSpec] = Field(
+        default_factory=dict, description="Long-term memory sets (docs/memory.md)."
+    )
     budgets: Budgets | None = Field(
         default=None, description="What the agent's model calls may spend (docs/budgets.md)."
     )

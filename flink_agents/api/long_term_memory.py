@@ -1,0 +1,311 @@
+"""Long-term memory: named memory sets per key, written and searched by an action (docs/memory.md).
+
+A memory set is declared as a resource (``ResourceType.LONG_TERM_MEMORY``, a
+:class:`LongTermMemorySetup` naming an embedding model); an action reaches the sets of its run's
+key through ``ctx.long_term_memory``::
+
+    facts = ctx.long_term_memory["facts"]
+    await facts.add("prefers e-mail over phone", metadata={"topic": "contact"})
+    hits = await facts.search("how to contact the customer?", k=3)
+
+What makes it safe to replay:
+
+* an item's id is derived from the run's durable identity (run, event, action, set and the
+  ordinal of the write within the action), so a write made again by a replayed action replaces
+  the item it wrote the first time, never adds a second one;
+* each text is embedded by a durable call (its vector is recorded) and each search is a durable
+  call whose hits are recorded, so a replay hands the model the context the live run saw even
+  if the set has grown since;
+* writes are staged in the run and committed with the key's state when the run succeeds (a
+  failed run's writes are dropped, like short-term memory); an action's writes are journaled
+  with its completion, so an action that is not run again on replay still writes them.
+
+The store behind the sets is a :class:`KeyMemory` (the backend interface); the engine provides
+the keyed-state one (``flink_agents.runtime.keyed_memory``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import struct
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
+from flink_agents.api.resources import Resource, ResourceType
+from flink_agents.api.vector_stores import MetadataFilter, MetadataValue, filter_conditions
+
+T = TypeVar("T")
+
+MEMORY_CALL_PREFIX = "memory:"
+"""The call ids of memory's durable calls (and of its item ids) start with this."""
+
+
+class MemorySetFullError(ValueError):
+    """A write would take a memory set of one key past its ``max_items``."""
+
+
+class LongTermMemorySetup(Resource):
+    """One named memory set: what an action asks ``ctx.long_term_memory[name]`` for."""
+
+    resource_type: ClassVar[ResourceType] = ResourceType.LONG_TERM_MEMORY
+
+    embedding_model: str = Field(description="Name of an embedding_model resource.")
+    backend: Literal["keyed_state"] = Field(
+        default="keyed_state",
+        description="Where items live: 'keyed_state' keeps them (with their vectors) in the "
+        "key's Flink state, checkpointed with the run and rescaled with the key groups.",
+    )
+    max_items: int | None = Field(
+        default=None, ge=1, description="Items one key may hold in this set; a write past it fails."
+    )
+
+
+class MemoryItem(BaseModel):
+    """One item of a memory set, as an action reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    text: str
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+
+
+class MemoryHit(MemoryItem):
+    """One result of a search, nearest first."""
+
+    score: float = Field(description="Cosine similarity to the query.")
+
+
+class StoredMemory(BaseModel):
+    """An item as a backend keeps it: its text, metadata and vector (never changed in place).
+
+    In JSON (a key's saved state, an action's journal) the vector is packed: its float64s,
+    little-endian, in base64, about half the bytes of the numbers written out and much faster
+    to write; read back, it is the same list of floats, bit for bit.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    embedding: Vector
+
+    @field_serializer("embedding", when_used="json")
+    def _packed(self, embedding: Vector) -> str:
+        return base64.b64encode(struct.pack(f"<{len(embedding)}d", *embedding)).decode("ascii")
+
+    @field_validator("embedding", mode="before")
+    @classmethod
+    def _unpacked(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            packed = base64.b64decode(value, validate=True)
+            if len(packed) % 8:
+                raise ValueError("a packed vector holds whole float64s (8 bytes each)")
+            return list(struct.unpack(f"<{len(packed) // 8}d", packed))
+        return value
+
+
+class MemoryWrite(BaseModel):
+    """One write to a key's long-term memory, as it is staged, journaled and committed.
+
+    ``item`` set: insert or replace item ``id`` of ``set``; ``item`` None: delete it; ``set``
+    empty: delete every item of every set of the key (:meth:`LongTermMemory.delete_key`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    set: str = ""
+    id: str = ""
+    item: StoredMemory | None = None
+
+
+class KeyMemory(Protocol):
+    """The long-term memory of one key as one run sees it: the backend interface.
+
+    Reads see the committed items and the run's own writes; :meth:`apply` stages a write (the
+    backend commits the run's :attr:`writes` when the run succeeds). The keyed-state backend
+    keeps everything in the key's state; a vector-store backend would read a namespace per key
+    and upsert the staged writes at commit.
+    """
+
+    @property
+    def writes(self) -> list[MemoryWrite]:
+        """The run's writes so far, in order (the action journal records each action's)."""
+        ...
+
+    def apply(self, write: MemoryWrite) -> None:
+        """Stage ``write``."""
+
+    def get(self, set_name: str, item_id: str) -> StoredMemory | None:
+        """Item ``item_id`` of ``set_name``, or None."""
+
+    def count(self, set_name: str) -> int:
+        """How many items ``set_name`` holds."""
+
+    def search(
+        self, set_name: str, vector: Vector, k: int, where: MetadataFilter | None
+    ) -> list[MemoryHit]:
+        """The ``k`` items of ``set_name`` nearest to ``vector`` among those matching ``where``,
+        nearest first (ties by id)."""
+
+
+async def search_memory_set(
+    memory: KeyMemory,
+    setup: LongTermMemorySetup,
+    embedding: EmbeddingModelSetup,
+    set_name: str,
+    query: str,
+    k: int,
+    where: MetadataFilter | None,
+) -> list[MemoryHit]:
+    """One search: embed ``query`` and ask the backend. The durable call of a search (see
+    :meth:`MemorySet.search`): bound to ``memory`` by a partial, so its signature covers the
+    set's setup, the embedding model, the query, ``k`` and the filter, never the items (a replay
+    hands the recorded hits back however the set has changed)."""
+    (vector,) = await embedding.embed_batch([query])
+    return memory.search(set_name, vector, k, where)
+
+
+class MemorySet:
+    """One memory set of the run's key (``ctx.long_term_memory[name]``)."""
+
+    def __init__(
+        self,
+        owner: LongTermMemory,
+        name: str,
+        setup: LongTermMemorySetup,
+    ) -> None:
+        self._owner = owner
+        self.name = name
+        self.setup = setup
+
+    async def add(self, text: str, metadata: Mapping[str, MetadataValue] | None = None) -> str:
+        """Store ``text`` as a new item; returns its id, derived from the run's durable
+        identity (a replayed action writes the same id again)."""
+        ctx = self._owner.ctx
+        ordinal = self._owner.next_ordinal(self.name, "add")
+        item_id = ctx.durable_call_key(f"{MEMORY_CALL_PREFIX}{self.name}:add:{ordinal}")
+        return await self.upsert(item_id, text, metadata)
+
+    async def upsert(
+        self, id: str, text: str, metadata: Mapping[str, MetadataValue] | None = None
+    ) -> str:
+        """Store ``text`` under ``id``, replacing an item with that id; returns ``id``."""
+        if not id:
+            raise ValueError("a memory item needs a non-empty id")
+        memory = self._owner.memory
+        max_items = self.setup.max_items
+        new = memory.get(self.name, id) is None
+        if max_items is not None and new and memory.count(self.name) >= max_items:
+            raise MemorySetFullError(
+                f"memory set {self.name!r} holds {max_items} items for this key "
+                "(max_items); delete some before adding more"
+            )
+        embedding = self._owner.embedding(self.setup)
+        ordinal = self._owner.next_ordinal(self.name, "embed")
+        (vector,) = await self._owner.ctx.durable_execute_async(
+            type(embedding).embed_batch,
+            embedding,
+            [text],
+            call_id=f"{MEMORY_CALL_PREFIX}{self.name}:embed:{ordinal}",
+        )
+        stored = StoredMemory(text=text, metadata=dict(metadata or {}), embedding=vector)
+        memory.apply(MemoryWrite(set=self.name, id=id, item=stored))
+        return id
+
+    def get(self, id: str) -> MemoryItem | None:
+        """Item ``id``, or None."""
+        stored = self._owner.memory.get(self.name, id)
+        if stored is None:
+            return None
+        return MemoryItem(id=id, text=stored.text, metadata=dict(stored.metadata))
+
+    def delete(self, id: str) -> bool:
+        """Delete item ``id``; returns whether there was one."""
+        memory = self._owner.memory
+        if memory.get(self.name, id) is None:
+            return False
+        memory.apply(MemoryWrite(set=self.name, id=id))
+        return True
+
+    def __len__(self) -> int:
+        return self._owner.memory.count(self.name)
+
+    async def search(
+        self, query: str, k: int = 4, filter: MetadataFilter | None = None
+    ) -> list[MemoryHit]:
+        """The ``k`` items nearest to ``query`` (cosine), among those whose metadata matches
+        ``filter`` (the vector stores' filter language). One durable call: its hits are
+        recorded and handed back on replay."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        filter_conditions(filter or {})  # a bad filter is the action's error, not a call's
+        owner = self._owner
+        ordinal = owner.next_ordinal(self.name, "search")
+        return await owner.ctx.durable_execute_async(
+            functools.partial(search_memory_set, owner.memory),
+            self.setup,
+            owner.embedding(self.setup),
+            self.name,
+            query,
+            k,
+            dict(filter) if filter is not None else None,
+            call_id=f"{MEMORY_CALL_PREFIX}{self.name}:search:{ordinal}",
+            result_type=list[MemoryHit],
+        )
+
+
+class MemoryContext(Protocol):
+    """What long-term memory uses of the action's context (a ``RunnerContext`` fits)."""
+
+    def get_resource(self, name: str, resource_type: ResourceType) -> Resource: ...
+
+    def durable_call_key(self, call_id: str) -> str: ...
+
+    async def durable_execute_async(
+        self,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        call_id: str | None = None,
+        result_type: type | None = None,
+        **kwargs: Any,
+    ) -> T: ...
+
+
+class LongTermMemory:
+    """The memory sets of the run's key, as one action invocation uses them."""
+
+    def __init__(self, ctx: MemoryContext, memory: KeyMemory) -> None:
+        self.ctx = ctx
+        self.memory = memory
+        self._ordinals: Counter[tuple[str, str]] = Counter()
+
+    def __getitem__(self, name: str) -> MemorySet:
+        setup = cast(
+            LongTermMemorySetup, self.ctx.get_resource(name, ResourceType.LONG_TERM_MEMORY)
+        )
+        return MemorySet(self, name, setup)
+
+    def delete_key(self) -> None:
+        """Delete every item of every set of this key (committed with the run)."""
+        self.memory.apply(MemoryWrite())
+
+    def embedding(self, setup: LongTermMemorySetup) -> EmbeddingModelSetup:
+        """The embedding model ``setup`` names."""
+        return cast(
+            EmbeddingModelSetup,
+            self.ctx.get_resource(setup.embedding_model, ResourceType.EMBEDDING_MODEL),
+        )
+
+    def next_ordinal(self, set_name: str, what: str) -> int:
+        """The ordinal of the next ``what`` (add, embed, search) on ``set_name`` in this
+        invocation: part of its call id, the same on every replay of the invocation."""
+        key = (set_name, what)
+        ordinal = self._ordinals[key]
+        self._ordinals[key] = ordinal + 1
+        return ordinal

@@ -1,0 +1,53 @@
+"""Agents with long-term memory for the tests: a ``facts`` set over the hashing embedding, and
+actions that remember, recall and forget."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from examples.customer_memory import with_memory
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.durable.identity import canonical_json
+from flink_agents.plan import compile_agent
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import KeyState, RunResult, Runtime
+
+DIMENSIONS = 64
+
+
+def memory_plan(*actions: Any, max_items: int | None = None, **options: Any) -> AgentPlan:
+    """The plan of an agent ``memory`` made of ``actions``, with the ``facts`` set."""
+    agent = with_memory(Agent(name="memory", **options), DIMENSIONS, max_items)
+    for fn in actions:
+        agent.add_action(fn)
+    return compile_agent(agent)
+
+
+@action(InputEvent)
+async def remember(event: InputEvent, ctx: RunnerContext) -> None:
+    """Add each of the input's ``facts``; outputs their ids."""
+    facts = ctx.long_term_memory["facts"]
+    ids = [await facts.add(text) for text in event.input["facts"]]
+    ctx.send_event(OutputEvent(output=ids))
+
+
+def run_keyed(
+    plan: AgentPlan, inputs: list[tuple[Any, Any]], states: dict[str, KeyState] | None = None
+) -> tuple[list[RunResult], dict[str, KeyState]]:
+    """Run ``inputs`` (key, value) on one engine, from the key ``states`` given; returns the
+    results in input order and every key's state afterwards (by canonical key)."""
+
+    async def scenario() -> tuple[list[RunResult], dict[str, KeyState]]:
+        engine = Runtime.build(plan).engine
+        for key_json, state in (states or {}).items():
+            engine.restore_key(json.loads(key_json), state)
+        order = [engine.submit(key, value) for key, value in inputs]
+        await engine.drain()
+        results = {result.run_id: result for result in engine.take_results()}
+        ends = {canonical_json(key): engine.snapshot_key(key) for key, _ in inputs}
+        await engine.close()
+        return [results[run] for run in order], {**(states or {}), **ends}
+
+    return asyncio.run(scenario())

@@ -1,0 +1,60 @@
+"""YAML ``memory_sets:``: long-term memory sets (docs/memory.md) as LONG_TERM_MEMORY resources."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flink_agents.api import ResourceType
+from flink_agents.plan import YamlAgentError, compile_yaml, load_yaml_agents
+
+AGENT = """\
+agents:
+  - name: remembering
+    embedding_connections:
+      embedding_connection: {class: hashing, arguments: {dimensions: 32}}
+    embedding_models:
+      embedding_model: {connection: embedding_connection, dimensions: 32}
+    memory_sets:
+      facts: %s
+    actions:
+      - function: tests.memory_samples:remember
+"""
+
+
+def _write(tmp_path: Path, memory_set: str) -> Path:
+    path = tmp_path / "agents.yaml"
+    path.write_text(textwrap.dedent(AGENT % memory_set))
+    return path
+
+
+def test_a_memory_set_is_a_long_term_memory_resource_with_its_settings(tmp_path: Path) -> None:
+    plan = compile_yaml(_write(tmp_path, "{embedding_model: embedding_model, max_items: 50}"))
+    facts = plan.resources["facts"]
+    assert facts.type == ResourceType.LONG_TERM_MEMORY
+    assert facts.class_path == "flink_agents.api.long_term_memory:LongTermMemorySetup"
+    assert facts.arguments == {"embedding_model": "embedding_model", "max_items": 50}
+
+
+@pytest.mark.parametrize(
+    ("memory_set", "named"),
+    [("{max_items: 5}", "embedding_model"), ("{embedding_model: e, backend: chroma}", "backend")],
+)
+def test_a_bad_memory_set_is_named_with_file_and_line(
+    tmp_path: Path, memory_set: str, named: str
+) -> None:
+    path = _write(tmp_path, memory_set)
+    with pytest.raises(YamlAgentError) as error:
+        load_yaml_agents(path)
+    assert f"{path}:8:" in str(error.value)
+    assert named in str(error.value)
+
+
+def test_a_memory_set_naming_no_embedding_model_is_refused_at_compile(tmp_path: Path) -> None:
+    path = _write(tmp_path, "{embedding_model: embedder}")
+    with pytest.raises(YamlAgentError) as error:
+        compile_yaml(path)
+    assert f"{path}:8:" in str(error.value)
+    assert "no resource named 'embedder'" in str(error.value)
