@@ -18,6 +18,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator
 from flink_agents.api.embeddings import EmbeddingModelConnection, Vector
 from flink_agents.api.resources import Resource, resolve_env_references
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
+from flink_agents.providers._response_cap import DEFAULT_MAX_RESPONSE_BYTES, response_cap
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
@@ -45,6 +46,12 @@ class HttpEndpoint(Resource):
     model: str | None = Field(default=None, description="Model used when a request names none.")
     timeout_seconds: float = Field(default=60.0, gt=0, description="Per attempt.")
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        gt=0,
+        description="The most bytes of a response body read; a larger one fails the call "
+        "(final, not retried).",
+    )
 
     _ordinals: itertools.count[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
     _client_loop: tuple[asyncio.AbstractEventLoop, Any] | None = PrivateAttr(default=None)
@@ -100,6 +107,11 @@ class HttpEndpoint(Resource):
 
     def _make_client(self) -> Any:
         raise NotImplementedError
+
+    def response_hooks(self, byte_stream: type[Any]) -> dict[str, list[Any]]:
+        """The event hooks a client of this endpoint gets (``max_response_bytes``), for the
+        httpx-style library whose ``AsyncByteStream`` is ``byte_stream``."""
+        return {"response": [response_cap(self.max_response_bytes, byte_stream)]}
 
 
 class HttpEmbeddingEndpoint(HttpEndpoint, EmbeddingModelConnection):

@@ -187,6 +187,8 @@ def _sdk_failure(
     for transport problems (refused, timed out, body cut short) and let a body that is not JSON
     escape as ``ValueError``. Returns None for anything else, which the caller re-raises.
     """
+    if isinstance(error.__cause__, AttemptFailure):  # ours, raised inside the SDK's client
+        return error.__cause__  # (the response cap): the SDK wrapped it as a connection error
     if isinstance(error, status_error):
         response = error.response  # type: ignore[attr-defined]
         body = getattr(error, "body", None)

@@ -23,6 +23,7 @@ from flink_agents.providers._connection import (
     structured_tool_name,
 )
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
+from flink_agents.providers._response_cap import byte_stream_of
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("anthropic"):
@@ -152,6 +153,9 @@ class AnthropicChatModelConnection(HttpChatModelConnection):
             api_key=self.secret(),
             timeout=self.timeout_seconds,
             max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(
+                event_hooks=self.response_hooks(byte_stream_of(anthropic.DefaultAsyncHttpxClient))
+            ),
         )
 
     async def _attempt(

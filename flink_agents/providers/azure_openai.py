@@ -20,7 +20,10 @@ from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import resolve_env_references
 from flink_agents.providers._endpoint import MissingCredentialError
 from flink_agents.providers._sdk import sdk_from_extra
-from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
+from flink_agents.providers.openai_compatible import (
+    OpenAICompatibleChatModelConnection,
+    openai_http_client,
+)
 
 with sdk_from_extra("openai"):
     import openai
@@ -114,4 +117,5 @@ class AzureOpenAIChatModelConnection(OpenAICompatibleChatModelConnection):
             azure_ad_token_provider=self._token_provider(),
             timeout=self.timeout_seconds,
             max_retries=0,
+            http_client=openai_http_client(self),
         )

@@ -116,7 +116,10 @@ def ollama_client(endpoint: HttpEndpoint) -> httpx.AsyncClient:
     authenticating proxy)."""
     headers = {"Authorization": f"Bearer {endpoint.secret()}"} if endpoint.api_key else {}
     return httpx.AsyncClient(
-        base_url=endpoint.url, headers=headers, timeout=endpoint.timeout_seconds
+        base_url=endpoint.url,
+        headers=headers,
+        timeout=endpoint.timeout_seconds,
+        event_hooks=endpoint.response_hooks(httpx.AsyncByteStream),
     )
 
 

@@ -20,6 +20,7 @@ from flink_agents.api.chat_models import TOOL_CHOICE_MODES
 from flink_agents.providers._connection import HttpChatModelConnection, schema_name
 from flink_agents.providers._endpoint import HttpEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
+from flink_agents.providers._response_cap import byte_stream_of
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("openai"):
@@ -149,7 +150,14 @@ def openai_client(endpoint: HttpEndpoint) -> openai.AsyncOpenAI:
         api_key=endpoint.secret() or _NO_KEY,
         timeout=endpoint.timeout_seconds,
         max_retries=0,
+        http_client=openai_http_client(endpoint),
     )
+
+
+def openai_http_client(endpoint: HttpEndpoint) -> openai.DefaultAsyncHttpxClient:
+    """The SDK's own HTTP client (its defaults kept) reading at most ``max_response_bytes``."""
+    client_class = openai.DefaultAsyncHttpxClient
+    return client_class(event_hooks=endpoint.response_hooks(byte_stream_of(client_class)))
 
 
 # A version segment (v1, v1beta, ...) in a base URL's path.
