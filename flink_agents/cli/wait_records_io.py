@@ -38,6 +38,8 @@ def decision_record(
     decision for the same wait is a different record (refused: the wait is already resolved).
     Raises ``ValueError`` if the job would refuse it as unreadable.
     """
+    if key is None:  # the job keys a record with a null key as none: it would be refused
+        raise ValueError("--key: a run's key is never null")
     record: dict[str, Any] = {key_field: key, "wait": wait_id, "verdict": verdict}
     extras = {"by": by, "message": message, "arguments": arguments}
     record.update({name: value for name, value in extras.items() if value is not None})

@@ -127,6 +127,8 @@ def test_bad_arguments_are_a_one_line_usage_error(tmp_path, capsys):
     assert err.startswith("flink-agents waits: --arguments is not JSON") and err.count("\n") == 1
     assert main([*command, "--file", str(tmp_path / "d"), "--arguments", "[1]"]) == EXIT_USAGE
     assert "must be a JSON object" in capsys.readouterr().err
+    assert main(["waits", "reject", "w1", "--key", "null", "--key-field", "id", "--file", "d"]) == 2
+    assert "a run's key is never null" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
 
 
