@@ -307,7 +307,9 @@ class ChatModelSetup(Resource):
         :meth:`ChatModelConnection.uses_native_schema`; its own ``structured_output_mode``
         first)."""
         offer: SubagentOffer = self._private("_offer")
-        tools = bool(self._offered() or offer.specs)
+        # The tools it declares, not the tools they list: a toolset (an MCP server) is listed
+        # only when its tools are needed, and a replay lists none.
+        tools = bool(self.tools or offer.specs)
         return self._connection().uses_native_schema(
             tools=tools, setting=self.structured_output_mode
         )
