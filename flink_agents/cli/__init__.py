@@ -9,6 +9,8 @@ flink-agents trace EVENT_LOG|--topic T [--key K] [--run SEQ] (each run's tree fr
 flink-agents store inspect --topic T --key K [--payloads]    (a key's action states and calls)
 flink-agents store export --topic T [--key K] -o FILE        (a store topic's records to a file)
 flink-agents replay AGENT (--topic T | --file F) [...]       (recorded runs against the agent now)
+flink-agents waits approve|reject WAIT_ID --key K --key-field F (--topic T | --file F) [...]
+flink-agents waits list (--file OUTPUTS.jsonl | --topic T) [--key K]  (open waits in outputs)
 
 One module per command (``<verb>_command.py``), each adding its parser and handler; this face
 wires them and runs one.
@@ -29,6 +31,7 @@ from flink_agents.cli import (
     store_command,
     submit_command,
     trace_command,
+    waits_command,
 )
 from flink_agents.cli.conventions import EXIT_FAILED, EXIT_RESTARTED, EXIT_USAGE, Handler
 from flink_agents.plan.errors import PlanValidationError
@@ -44,6 +47,7 @@ _COMMANDS = (
     trace_command,
     store_command,
     replay_command,
+    waits_command,
 )
 """In the order ``flink-agents --help`` lists them."""
 

@@ -22,6 +22,8 @@ EXIT_RESTARTED = 3
 on the way."""
 EXIT_STORE = 3
 """``store export`` and ``replay``: the store topic cannot be read (a read never creates it)."""
+EXIT_TOPIC = 3
+"""``waits``: the decisions or output topic cannot be used (no broker answers, no such topic)."""
 
 
 def add_source(parser: argparse.ArgumentParser, help_text: str) -> None:

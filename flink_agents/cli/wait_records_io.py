@@ -1,0 +1,109 @@
+"""What ``flink-agents waits`` reads and writes: decision records for a job's decisions input
+and the open waits among a job's output records (docs/waits.md, "Deciding from the command
+line"). No Kafka here: :mod:`~flink_agents.cli.json_topic` carries the lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from flink_agents.durable.identity import canonical_json, digest
+from flink_agents.runtime.wait_book import Resume
+
+
+def key_value(text: str) -> Any:
+    """The key a user typed: a JSON value (``17``, ``"17"``), else the text as a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def decision_record(
+    key_field: str,
+    key: Any,
+    wait_id: str,
+    verdict: str,
+    *,
+    by: str | None = None,
+    message: str | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The decision record a job's decisions input reads, keyed like its inputs.
+
+    Its ``record_id`` is a digest of the decision itself, so sending the same command again
+    writes the same record, which the key's wait book drops as a duplicate; a different
+    decision for the same wait is a different record (refused: the wait is already resolved).
+    Raises ``ValueError`` if the job would refuse it as unreadable.
+    """
+    if key is None:  # the job keys a record with a null key as none: it would be refused
+        raise ValueError("--key: a run's key is never null")
+    record: dict[str, Any] = {key_field: key, "wait": wait_id, "verdict": verdict}
+    extras = {"by": by, "message": message, "arguments": arguments}
+    record.update({name: value for name, value in extras.items() if value is not None})
+    record["record_id"] = digest(["cli-decision", canonical_json(record)])
+    Resume.parse(record)  # the job's own reading: refuse here what it would refuse there
+    return record
+
+
+@dataclass(frozen=True, slots=True)
+class OpenWaitLine:
+    """A run's ``waiting`` record with no later record of the same run in the outputs."""
+
+    agent: str
+    key: Any
+    seq: int
+    waiting: dict[str, Any]
+
+    def render(self) -> str:
+        """One line: key, wait id, request, deadline."""
+        waiting = self.waiting
+        deadline = waiting.get("deadline_ms")
+        return "  ".join(
+            [
+                f"key={canonical_json(self.key)}",
+                f"wait={waiting['wait_id']}",
+                f"request={canonical_json(waiting.get('request'))}",
+                f"deadline_ms={'none' if deadline is None else deadline}",
+            ]
+        )
+
+
+def open_waits(lines: Iterable[str], key: Any | None = None) -> list[OpenWaitLine]:
+    """The waits still open according to a job's output records (JSON lines, in order).
+
+    A run's later record -- an output, an error, or a ``waiting`` record for its next wait --
+    means the run went past its earlier wait: that wait is resolved. Lines that are not a
+    run's record (refused decisions, blank or foreign lines) are skipped; ``key`` keeps only
+    that key's waits.
+    """
+    latest: dict[tuple[str, str, int], OpenWaitLine | None] = {}
+    for line in lines:
+        record = _run_record(line)
+        if record is None or (
+            key is not None and canonical_json(record["key"]) != canonical_json(key)
+        ):
+            continue
+        run = (record["agent"], canonical_json(record["key"]), record["seq"])
+        waiting = record.get("waiting")
+        latest.pop(run, None)  # keep the runs in the order of their latest record
+        latest[run] = (
+            OpenWaitLine(record["agent"], record["key"], record["seq"], waiting)
+            if isinstance(waiting, dict) and "wait_id" in waiting
+            else None
+        )
+    return [wait for wait in latest.values() if wait is not None]
+
+
+def _run_record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
+        return None
+    if not isinstance(record.get("agent"), str) or "key" not in record:
+        return None
+    return record

@@ -1,0 +1,125 @@
+"""``flink-agents waits``: decide a paused run's wait, and list the open ones (docs/waits.md).
+
+flink-agents waits approve WAIT_ID --key K --key-field F (--topic T | --file F) [--by NAME]
+    [--message M] [--arguments JSON]        (with --arguments: an edit)
+flink-agents waits reject WAIT_ID --key K --key-field F (--topic T | --file F) [--by] [--message]
+flink-agents waits list (--file OUTPUTS.jsonl | --topic OUTPUT_TOPIC) [--key K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from flink_agents.cli.conventions import EXIT_TOPIC, add_bootstrap_option
+
+# Kafka and the runtime load in the handlers: building the command line must not load them.
+
+
+def add_command(commands: Any) -> None:
+    """Add ``waits`` and its commands to the ``flink-agents`` subcommands."""
+    waits_parser = commands.add_parser("waits", help="decide and list paused runs' waits")
+    waits_commands = waits_parser.add_subparsers(dest="waits_command", required=True)
+    for verdict, help_text in (
+        ("approve", "approve a wait (with --arguments: approve with new arguments, an edit)"),
+        ("reject", "reject a wait"),
+    ):
+        parser = waits_commands.add_parser(verdict, help=help_text)
+        parser.add_argument("wait_id", help="the wait's id (its run's `waiting` record)")
+        parser.add_argument("--key", required=True, help="the run's key (a JSON value, else text)")
+        parser.add_argument(
+            "--key-field", required=True, help="the job's key field (its spec's `key:`)"
+        )
+        _add_lines_place(parser, "the job's decisions", "append the record to this JSON lines file")
+        parser.add_argument("--by", help="who decides (recorded with the decision)")
+        parser.add_argument("--message", help="the decider's message (the model sees it)")
+        if verdict == "approve":
+            parser.add_argument("--arguments", help="an edit: the new arguments (a JSON object)")
+        parser.set_defaults(handler=cmd_decide, verdict=verdict)
+    list_parser = waits_commands.add_parser("list", help="list the open waits in a job's outputs")
+    _add_lines_place(
+        list_parser, "the job's output", "read the job's output records from this file"
+    )
+    list_parser.add_argument("--key", help="only this key's waits (a JSON value, else text)")
+    list_parser.set_defaults(handler=cmd_list)
+
+
+def _add_lines_place(parser: argparse.ArgumentParser, topic_of: str, file_help: str) -> None:
+    place = parser.add_mutually_exclusive_group(required=True)
+    place.add_argument("--topic", help=f"{topic_of} Kafka topic (it must exist)")
+    place.add_argument("--file", help=file_help)
+    add_bootstrap_option(parser, "--topic: the Kafka brokers")
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """Write one decision record where the job's decisions input reads it."""
+    from flink_agents.cli.json_topic import TopicError, append
+    from flink_agents.cli.wait_records_io import decision_record, key_value
+    from flink_agents.durable.identity import canonical_json
+
+    arguments = _arguments(getattr(args, "arguments", None))
+    verdict = "edit" if arguments is not None else args.verdict
+    key = key_value(args.key)
+    record = decision_record(
+        args.key_field,
+        key,
+        args.wait_id,
+        verdict,
+        by=args.by,
+        message=args.message,
+        arguments=arguments,
+    )
+    line = canonical_json(record)
+    if args.file is not None:
+        with Path(args.file).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+        where = args.file
+    else:
+        try:
+            append(args.bootstrap_servers, args.topic, canonical_json(key), line)
+        except TopicError as exc:
+            print(f"flink-agents waits: {exc}", file=sys.stderr)
+            return EXIT_TOPIC
+        where = f"topic {args.topic!r}"
+    print(f"{verdict} of wait {args.wait_id} for key {canonical_json(key)} written to {where}")
+    return 0
+
+
+def _arguments(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        arguments = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--arguments is not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise ValueError("--arguments must be a JSON object (the tool's arguments)")
+    return arguments
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Print the open waits of a job's output records, one line each."""
+    from flink_agents.cli.json_topic import TopicError, read
+    from flink_agents.cli.wait_records_io import key_value, open_waits
+
+    key = None if args.key is None else key_value(args.key)
+    try:
+        if args.file is not None:
+            with Path(args.file).open(encoding="utf-8") as lines:
+                waits = open_waits(lines, key)
+        else:
+            waits = open_waits(read(args.bootstrap_servers, args.topic), key)
+    except TopicError as exc:
+        print(f"flink-agents waits: {exc}", file=sys.stderr)
+        return EXIT_TOPIC
+    for wait in waits:
+        print(wait.render())
+    # Said every time: a run that finished without any output leaves no trace of its end.
+    print(
+        f"{len(waits)} open waits: `waiting` records with no later record of the same run",
+        file=sys.stderr,
+    )
+    return 0
