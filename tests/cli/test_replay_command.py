@@ -28,6 +28,20 @@ def record_into(store: ActionStateStore) -> None:
     store.flush()
 
 
+def recorded_kafka_topic(bootstrap: str, prefix: str = "test-replay") -> str:
+    """A new store topic on the broker with the agent's runs recorded in it (calls forgotten)."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    store = StoreConfig(
+        kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2
+    ).build()
+    try:
+        record_into(store)
+    finally:
+        store.close()
+    agents.CALLS.clear()
+    return topic
+
+
 @pytest.fixture
 def exported(tmp_path: Path) -> Path:
     store = InMemoryActionStateStore()
@@ -157,15 +171,7 @@ def test_replay_needs_exactly_one_source_of_runs(exported, capsys) -> None:
 
 @pytest.mark.kafka
 def test_a_recorded_kafka_topic_exports_and_replays(kafka_bootstrap, tmp_path, capsys) -> None:
-    topic = f"test-replay-{uuid.uuid4().hex[:12]}"
-    store = StoreConfig(
-        kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic, partitions=2
-    ).build()
-    try:
-        record_into(store)
-    finally:
-        store.close()
-    agents.CALLS.clear()
+    topic = recorded_kafka_topic(kafka_bootstrap)
     topic_args = ["--topic", topic, "--bootstrap-servers", kafka_bootstrap]
 
     assert main(["replay", AGENT, *topic_args]) == 0
@@ -189,13 +195,7 @@ def test_a_signed_topic_exports_signed_and_its_export_replays_only_with_its_secr
     kafka_bootstrap, tmp_path, monkeypatch, capsys
 ) -> None:
     monkeypatch.setenv("FLINK_AGENTS_STORE_SECRET", "job secret")
-    topic = f"test-replay-signed-{uuid.uuid4().hex[:12]}"
-    store = StoreConfig(kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic).build()
-    try:
-        record_into(store)
-    finally:
-        store.close()
-    agents.CALLS.clear()
+    topic = recorded_kafka_topic(kafka_bootstrap, "test-replay-signed")
     path = tmp_path / "runs.jsonl"
     where = ["--topic", topic, "--bootstrap-servers", kafka_bootstrap]
 
@@ -239,14 +239,7 @@ def test_a_missing_topic_is_an_error_and_no_command_creates_it(
 
 @pytest.mark.kafka
 def test_a_topic_with_another_partition_count_than_given_is_refused(kafka_bootstrap, capsys):
-    topic = f"test-replay-{uuid.uuid4().hex[:12]}"
-    store = StoreConfig(
-        kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic, partitions=2
-    ).build()
-    try:
-        record_into(store)
-    finally:
-        store.close()
+    topic = recorded_kafka_topic(kafka_bootstrap)
     where = ["--topic", topic, "--bootstrap-servers", kafka_bootstrap]
     assert main(["replay", AGENT, *where, "--partitions", "4"]) == 3
     assert "has 2 partitions, configured 4" in capsys.readouterr().err
