@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -74,16 +75,23 @@ def agent_with_output_schema() -> ReActAgent:
     return agent(Sum)
 
 
+def record_and_export(recorded_agent: ReActAgent, folder: Path) -> tuple[list[Any], Path]:
+    """Run ``INPUTS`` through the agent against the real test server, recording into an
+    in-memory store; each run's outputs, and the store exported to a file in ``folder``."""
+    store = InMemoryActionStateStore()
+    plan = compile_agent(recorded_agent)
+    results = run_local(plan, INPUTS, key="id", call_runner=DurableCalls(store, agent=plan.name))
+    store.flush()
+    exported = folder / "runs.jsonl"
+    write_states(read_store(store), exported)
+    return [result.output_values for result in results], exported
+
+
 def test_a_recorded_mcp_run_replays_with_the_server_binary_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = InMemoryActionStateStore()
-    plan = compile_agent(agent())
-    results = run_local(plan, INPUTS, key="id", call_runner=DurableCalls(store, agent=plan.name))
-    assert [result.output_values for result in results] == [["sum: 5"], ["sum: 5"]]
-    store.flush()
-    recorded = tmp_path / "runs.jsonl"
-    write_states(read_store(store), recorded)
+    outputs, recorded = record_and_export(agent(), tmp_path)
+    assert outputs == [["sum: 5"], ["sum: 5"]]
 
     missing = tmp_path / "no-such-mcp-server"
     monkeypatch.setattr(sys.modules[__name__], "server_command", str(missing))
@@ -120,13 +128,8 @@ def test_a_recorded_mcp_run_replays_from_a_kafka_topic_with_the_server_binary_mi
 def test_a_recorded_mcp_run_with_an_output_schema_replays_with_the_server_binary_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = InMemoryActionStateStore()
-    plan = compile_agent(agent_with_output_schema())
-    results = run_local(plan, INPUTS, key="id", call_runner=DurableCalls(store, agent=plan.name))
-    assert [result.output_values for result in results] == [[{"total": 5}], [{"total": 5}]]
-    store.flush()
-    recorded = tmp_path / "runs.jsonl"
-    write_states(read_store(store), recorded)
+    outputs, recorded = record_and_export(agent_with_output_schema(), tmp_path)
+    assert outputs == [[{"total": 5}], [{"total": 5}]]
 
     monkeypatch.setattr(sys.modules[__name__], "server_command", str(tmp_path / "missing"))
     assert main(["replay", f"{__name__}:agent_with_output_schema", "--file", str(recorded)]) == 0
