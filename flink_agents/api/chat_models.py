@@ -260,6 +260,13 @@ class ChatModelSetup(Resource):
             raise LookupError(f"model does not offer tool {name!r}; it offers {sorted(offered)}")
         return offered[name][1]
 
+    def missing_prompt_args(self, prompt_args: Mapping[str, Any]) -> list[str]:
+        """The placeholders of the setup's prompt that ``prompt_args`` do not give."""
+        if not self.prompt:
+            return []
+        prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
+        return [name for name in prompt.placeholders if name not in prompt_args]
+
     def request(
         self,
         messages: list[ChatMessage],

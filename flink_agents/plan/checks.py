@@ -155,7 +155,7 @@ def _reference_issues(
     issues: list[PlanIssue] = []
 
     def check(location: list[str | int], name: Any, expected: ResourceType) -> None:
-        problem = _unresolved(name, expected, visible)
+        problem = unresolved_reference(name, expected, visible)
         if problem:
             issues.append(PlanIssue(json_pointer([*prefix, *location]), problem))
 
@@ -181,7 +181,7 @@ def _named(resource: ResourcePlan, argument: str) -> list[tuple[list[str | int],
     return [([argument], value)]
 
 
-def _unresolved(name: Any, expected: ResourceType, visible: Sequence[AgentPlan]) -> str | None:
+def unresolved_reference(name: Any, expected: ResourceType, visible: Sequence[AgentPlan]) -> str | None:
     """Why ``name`` does not resolve to an ``expected`` resource, or None when it does."""
     kind = expected.value
     if not isinstance(name, str) or not name:

@@ -9,7 +9,9 @@ from flink_agents.api.agent import ActionDeclaration, Agent, action_spec
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, ToolRequestEvent
 from flink_agents.api.refs import class_path, import_reference
 from flink_agents.api.resources import ResourceType
-from flink_agents.plan.checks import check_plan
+from flink_agents.plan.checks import plan_issues
+from flink_agents.plan.compile_checks import compile_issues
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import ActionPlan, AgentPlan, installed_version
 
 
@@ -38,15 +40,23 @@ class SubagentCycleError(ValueError):
 def compile_agent(agent: Agent) -> AgentPlan:
     """Compile ``agent`` (with its internal sub-agents as scopes) to its plan.
 
-    The plan is checked as a compiler would (:mod:`flink_agents.plan.checks`): a
-    :class:`~flink_agents.plan.errors.PlanValidationError` names each problem's JSON pointer.
+    The plan is checked as a compiler would (:mod:`flink_agents.plan.checks`), and so is what
+    needs the agent's code (:mod:`flink_agents.plan.compile_checks`: tool signatures, chat
+    requests written out in actions): a :class:`~flink_agents.plan.errors.PlanValidationError`
+    names each problem's JSON pointer; what only looks wrong is a
+    :class:`~flink_agents.plan.errors.PlanWarning`.
     """
     source = f"agent {agent.name!r}"
     data = {**_plan_data(agent, ()), "compiled_by": installed_version()}
     plan = AgentPlan.from_dict(data, source=source)
     # The compiled plan is its canonical JSON form: key order (which reaches a model in tool
     # schemas) is then the same whether the plan was compiled here or read from JSON.
-    return check_plan(AgentPlan.from_json(plan.to_json(), source=source), source)
+    plan = AgentPlan.from_json(plan.to_json(), source=source)
+    issues = plan_issues(plan)
+    issues += compile_issues(agent, plan, source) if not issues else []
+    if issues:
+        raise PlanValidationError(issues, source)
+    return plan
 
 
 def _builtin(function: Any) -> ActionDeclaration:

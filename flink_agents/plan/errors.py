@@ -29,6 +29,11 @@ class PlanIssue:
         return f"{self.path or '/'}: {self.message}"
 
 
+class PlanWarning(UserWarning):
+    """Something in an agent that compiles but looks wrong (an untyped tool parameter, a setup
+    prompt's roles): issued when the agent is compiled, with where it is and the fix."""
+
+
 class PlanValidationError(ValueError):
     """A plan that cannot be loaded or run; ``issues`` lists every problem found."""
 

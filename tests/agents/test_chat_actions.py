@@ -76,6 +76,32 @@ def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_mes
     ]
 
 
+@action(InputEvent, sends=[ChatRequestEvent])
+def ask_with_computed_args(event: InputEvent, ctx: RunnerContext) -> None:
+    computed = {"review": event.input["review"]}  # not literal: the compiler cannot check it
+    message = ChatMessage(role="user", content="")
+    ctx.send_event(ChatRequestEvent(model="scorer", messages=[message], prompt_args=computed))
+
+
+def test_a_missing_prompt_variable_at_run_time_names_the_action_that_sent_the_request():
+    RecordingConnection.requests.clear()
+    agent = Agent(name="scoring", error_policy="emit").add_action(ask_with_computed_args)
+    agent.add_action(emit_answer)
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, RecordingConnection)
+    agent.add_prompt("persona", "You score reviews for {shop}: {review}")
+    agent.add_resource(
+        "scorer", ResourceType.CHAT_MODEL, ChatModelSetup, connection="conn", prompt="persona"
+    )
+    [result] = run_local(agent, [{"id": 1, "review": "great"}], key="id")
+    assert result.error is not None
+    assert result.error.message == (
+        "the prompt 'persona' of chat model 'scorer' needs ['shop'], which the ChatRequestEvent "
+        "sent by action 'ask_with_computed_args' does not give in its prompt_args (it gives "
+        "['review'])"
+    )
+    assert RecordingConnection.requests == []  # refused before any call
+
+
 def test_a_tool_error_reaches_the_model_without_pydantics_links():
     turns = [
         {"tool_calls": [{"name": "add", "arguments": {"a": "not a number", "b": "nor this"}}]},
