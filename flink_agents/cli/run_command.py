@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import traceback
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
@@ -73,6 +74,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if report.stopped_by is not None:
         print(f"flink-agents run: {report.stopped_by}", file=sys.stderr)
+        cause = report.stopped_by.__cause__
+        if cause is not None:  # where the action raised, as Python's run_local shows it
+            sys.stderr.write("".join(traceback.format_exception(cause)))
         print(
             f"flink-agents run: stopped at that run (error_policy: fail), inputs not run: "
             f"{report.not_run}; set error_policy: emit on the agent to write failed runs as "

@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 import pytest
 
-from flink_agents.api import Agent, InputEvent, OutputEvent
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.cli import EXIT_FAILED, build_parser, main
 from flink_agents.plan import AgentPlan
@@ -220,6 +220,8 @@ RUN_LOCAL_BY_POLICY: dict[str, tuple[list[dict[str, Any]], str]] = {
         [ANSWER_ONE],
         "flink-agents run: run answers/2/0: action 'chat_action' failed on ChatRequestEvent "
         "event {event}: ScriptedModelError: the model broke\n"
+        "Traceback (most recent call last):\n{frames}"
+        "flink_agents.providers.scripted.ScriptedModelError: the model broke\n"
         "flink-agents run: stopped at that run (error_policy: fail), inputs not run: 1; set "
         "error_policy: emit on the agent to write failed runs as error outputs and go on\n",
     ),
@@ -263,9 +265,32 @@ def test_run_local_writes_finished_outputs_under_every_error_policy(
             line["error"] = errors[line["key"]]["error_type"]
     expected_lines, expected_err = RUN_LOCAL_BY_POLICY[policy]
     assert lines == expected_lines
-    # The failed run's event id is a digest: any one will do.
+    # The failed run's event id is a digest: any one will do; so are the traceback's frames.
     pattern = re.escape(expected_err).replace(re.escape("{event}"), "[0-9a-f]{32}")
+    pattern = pattern.replace(re.escape("{frames}"), "(?:  .*\n)+")
     assert re.fullmatch(pattern, captured.err), captured.err
+
+
+@action(InputEvent)
+def refuse_odd(event: InputEvent, ctx: RunnerContext) -> None:
+    if event.input["n"] % 2:
+        raise ValueError(f"odd: {event.input['n']}")
+    ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+def refusing_agent() -> Agent:
+    return Agent(name="refusing").add_action(refuse_odd)
+
+
+def test_run_local_shows_where_the_failed_action_raised(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"n": 1}\n')
+    args = ["run", "--local", f"{__name__}:refusing_agent", "--input", str(inputs), "--key", "n"]
+    assert main(args) == EXIT_FAILED
+    err = capsys.readouterr().err
+    line = refuse_odd.__code__.co_firstlineno + 3  # the raise
+    assert f'File "{__file__}", line {line}, in refuse_odd\n' in err
+    assert "\nValueError: odd: 1\n" in err
 
 
 @pytest.mark.parametrize(
