@@ -22,14 +22,16 @@ from flink_agents.api import (
     OutputEvent,
     RecordedCallError,
     ResourceDescriptor,
+    Prompt,
     ResourceType,
     RunnerContext,
     action,
 )
 from flink_agents.api.chat import ChatRequest, ToolCall
 from flink_agents.api.chat_models import ChatModelConnection
-from flink_agents.runtime import run_local
-from tests.sample_agents import lookup, react_agent
+from flink_agents.durable.store import StoreConfig
+from flink_agents.runtime import RuntimeSettings, run_local
+from tests.sample_agents import add_scripted_connection, lookup, react_agent
 
 
 class RecordingConnection(ChatModelConnection):
@@ -205,3 +207,34 @@ def test_arguments_that_are_not_json_reach_the_model_instead_of_the_sub_agent() 
     [result] = run_local(broken_arguments_agent("subagent_child"), [{"input": "q"}], key="input")
     reason = ARGUMENTS_ERROR.format(name="subagent_child")
     assert result.output_values == [f"delegation to sub-agent 'child' failed: {reason}"]
+
+
+class Handle:
+    """A value with no JSON form (its str() would be a memory address)."""
+
+
+def opaque(city: str) -> Handle:
+    """Returns something no JSON can hold."""
+    return Handle()
+
+
+@pytest.mark.parametrize("store", [None, "memory"], ids=["no store", "memory store"])
+def test_a_non_json_tool_result_is_the_same_failure_with_and_without_a_store(store):
+    # One rule: the model is told the call failed with NotJsonError, whether or not calls are
+    # recorded (it was str()'d without a store, and failed the run as unpicklable with one).
+    agent = ReActAgent(
+        name="opaque",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        prompt=Prompt(text="{city}"),
+        tools=[opaque],
+    )
+    turns = [
+        {"tool_calls": [{"name": "opaque", "arguments": {"city": "$input"}}]},
+        {"content": "$last"},  # the answer is the tool message the model was handed
+    ]
+    add_scripted_connection(agent, f"opaque-{store}", turns)
+    settings = RuntimeSettings(store=StoreConfig(kind=store)) if store else None
+    [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id", settings=settings)
+    assert result.output_values == [
+        "NotJsonError: not a JSON value at $: a Handle has no JSON form"
+    ]
