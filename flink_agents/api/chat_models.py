@@ -276,7 +276,7 @@ class ChatModelSetup(Resource):
         """The request this setup sends for ``messages``, tools attached.
 
         The setup's ``prompt``, filled with ``prompt_args``, comes first (:func:`with_prompt`):
-        a ``text`` prompt is the system prompt; a ``messages`` prompt keeps each message's role.
+        it is the system prompt, or, holding a system message, keeps each message's role.
         The system messages at the head are sent as one: strict chat templates (Mistral's,
         Gemma's, llama.cpp's) accept a single system message, first. A forced
         ``tool_choice`` turns to 'auto' once a tool result is among ``messages``: forced on
@@ -336,15 +336,15 @@ def with_prompt(
 ) -> list[ChatMessage]:
     """``messages`` behind a setup's ``prompt`` filled with ``prompt_args``.
 
-    A ``text`` prompt is the system prompt. A ``messages`` prompt keeps its roles: its system
-    messages, then the caller's leading system messages (they add to the prompt's, never
-    replace them), then the prompt's other messages (a user message holding the filled-in
-    input: upstream's idiom), then the caller's other messages. A caller's user message with
-    no content (the same idiom's placeholder for the arguments) is dropped when the prompt
-    has messages of its own after its system messages.
+    A prompt with a system message keeps its roles: its leading system messages, then the
+    caller's (they add to the prompt's, never replace them), then the prompt's other messages
+    (a user message holding the filled-in input: upstream's idiom), then the caller's other
+    messages; a caller's user message with no content (the same idiom's placeholder for the
+    arguments) is then dropped. Any other prompt (a ``text``, an MCP server's prompt, which has
+    no system role) is the system prompt, whatever its roles.
     """
     filled = prompt.format_messages(**prompt_args)
-    if prompt.text is not None:
+    if prompt.text is not None or all(message.role != "system" for message in filled):
         filled = [message.model_copy(update={"role": "system"}) for message in filled]
     prompt_system, prompt_rest = _split_system_head(filled)
     caller_system, caller_rest = _split_system_head(messages)

@@ -9,8 +9,9 @@ names of its functions, so these run when an agent is compiled, from Python or Y
   a model name that is no chat model resource, and placeholders of the model's prompt that the
   ``prompt_args`` do not give, are errors (they would fail every run, blamed on the built-in
   ``chat_action``). A name or arguments computed at run time are not checked.
-* **Setup prompts.** A chat model's prompt whose roles look wrong (a system message after
-  another role's, a ``tool`` message) is a warning.
+* **Setup prompts.** A chat model's prompt whose roles look wrong (no system message, so its
+  user messages are sent as the system prompt; a system message after another role's; a
+  ``tool`` message) is a warning.
 
 Errors are :class:`~flink_agents.plan.errors.PlanIssue` s with the JSON pointer of the offending
 resource or action; warnings are :class:`~flink_agents.plan.errors.PlanWarning` s.
@@ -190,6 +191,17 @@ def _warn_prompt_roles(plan: AgentPlan, prefix: list[str | int], source: str) ->
             continue
         roles = [m.get("role") for m in messages if isinstance(m, dict)]
         location = json_pointer([*prefix, "resources", name, "arguments", "messages"])
+        if "system" not in roles:
+            warnings.warn(
+                PlanWarning(
+                    f"{source}: {location}: the setup prompt {name!r} has no system message, "
+                    f"so its {sorted(set(roles))} messages are all sent as the system prompt; "
+                    "to send a user message as the user's turn, start the prompt with a "
+                    "system message"
+                ),
+                stacklevel=2,
+            )
+            continue
         for position, role in enumerate(roles):
             why = None
             if role == "system" and any(r != "system" for r in roles[:position]):

@@ -220,8 +220,6 @@ RUN_LOCAL_BY_POLICY: dict[str, tuple[list[dict[str, Any]], str]] = {
         [ANSWER_ONE],
         "flink-agents run: run answers/2/0: action 'chat_action' failed on ChatRequestEvent "
         "event {event}: ScriptedModelError: the model broke\n"
-        "Traceback (most recent call last):\n{frames}"
-        "flink_agents.providers.scripted.ScriptedModelError: the model broke\n"
         "flink-agents run: stopped at that run (error_policy: fail), inputs not run: 1; set "
         "error_policy: emit on the agent to write failed runs as error outputs and go on\n",
     ),
@@ -265,9 +263,8 @@ def test_run_local_writes_finished_outputs_under_every_error_policy(
             line["error"] = errors[line["key"]]["error_type"]
     expected_lines, expected_err = RUN_LOCAL_BY_POLICY[policy]
     assert lines == expected_lines
-    # The failed run's event id is a digest: any one will do; so are the traceback's frames.
+    # The failed run's event id is a digest: any one will do.
     pattern = re.escape(expected_err).replace(re.escape("{event}"), "[0-9a-f]{32}")
-    pattern = pattern.replace(re.escape("{frames}"), "(?:  .*\n)+")
     assert re.fullmatch(pattern, captured.err), captured.err
 
 

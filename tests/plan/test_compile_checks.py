@@ -210,3 +210,15 @@ def test_a_system_then_user_setup_prompt_compiles_without_a_warning(recwarn: Any
     ]
     compile_agent(_chat_agent(ask_with_review, {"messages": messages}))
     assert not [w for w in recwarn if issubclass(w.category, PlanWarning)]
+
+
+def test_a_setup_prompt_without_a_system_message_is_a_warning() -> None:
+    messages = [{"role": "user", "content": "Review: {review}"}]
+    with pytest.warns(PlanWarning) as warned:
+        compile_agent(_chat_agent(ask_with_review, {"messages": messages}))
+    assert [str(w.message) for w in warned] == [
+        "agent 'reviews': /resources/instructions/arguments/messages: the setup prompt "
+        "'instructions' has no system message, so its ['user'] messages are all sent as the "
+        "system prompt; to send a user message as the user's turn, start the prompt with a "
+        "system message"
+    ]
