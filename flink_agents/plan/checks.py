@@ -181,7 +181,9 @@ def _named(resource: ResourcePlan, argument: str) -> list[tuple[list[str | int],
     return [([argument], value)]
 
 
-def unresolved_reference(name: Any, expected: ResourceType, visible: Sequence[AgentPlan]) -> str | None:
+def unresolved_reference(
+    name: Any, expected: ResourceType, visible: Sequence[AgentPlan]
+) -> str | None:
     """Why ``name`` does not resolve to an ``expected`` resource, or None when it does."""
     kind = expected.value
     if not isinstance(name, str) or not name:
