@@ -32,7 +32,11 @@ def add_command(commands: Any) -> None:
         "--local", action="store_true", help="run the agent in this process, without Flink"
     )
     parser.add_argument("--input", help="--local: JSON lines file ('-' for stdin)")
-    parser.add_argument("--key", help="--local: the input field to key runs by")
+    parser.add_argument(
+        "--key",
+        help="--local: the input field to key runs by ('.': the input itself, for lines that "
+        "are JSON strings or numbers)",
+    )
     parser.add_argument("--max-in-flight", type=int, default=128, help="concurrent runs")
     parser.add_argument(
         "--output", help="--local: write the output JSON lines to this file instead of stdout"

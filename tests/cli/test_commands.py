@@ -290,6 +290,32 @@ def test_run_local_shows_where_the_failed_action_raised(tmp_path, capsys):
     assert "\nValueError: odd: 1\n" in err
 
 
+@action(InputEvent)
+def shout(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.send_event(OutputEvent(output=str(event.input).upper()))
+
+
+def shouting_agent() -> Agent:
+    return Agent(name="shouting").add_action(shout)
+
+
+def test_run_local_keys_plain_string_inputs_by_themselves(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('"what is flink?"\n7\n{"q": "a map has no key of its own"}\n')
+    args = ["run", "--local", f"{__name__}:shouting_agent", "--input", str(inputs), "--key", "."]
+    assert main(args) == EXIT_FAILED  # the map is a bad record
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [bad] = [line for line in lines if "error" in line]  # written at once, before the runs end
+    assert [(line["key"], line["output"]) for line in lines if "error" not in line] == [
+        ("what is flink?", "WHAT IS FLINK?"),
+        (7, "7"),
+    ]
+    assert bad["error"]["message"] == (
+        f"{inputs}:3: input record has no usable key (key '.' takes a string or a number as the "
+        "key): '{\"q\": \"a map has no key of its own\"}'"
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [["compile"], ["inspect"], ["run", "--local", "--input", "in.jsonl", "--key", "city"]],
