@@ -360,3 +360,15 @@ agents:
     assert err.startswith("flink-agents inspect: MCP server 'units' (")
     assert "no-such-server" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_inspect_shows_what_retrieval_searches(capsys):
+    assert main(["inspect", str(EXAMPLES / "docs_qa.yaml"), "--agent", "docs_qa"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "  embedding model embedding_model: EmbeddingModelSetup, connection "
+        "embedding_connection, dimensions 512\n"
+        "  vector store vector_store: ChromaVectorStore, dimensions 512, collection project-docs\n"
+        "  action retrieve_input: embedding_model embedding_model, vector_store vector_store, "
+        "top_k 3\n"
+    )
