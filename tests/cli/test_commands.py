@@ -312,7 +312,7 @@ def test_run_local_keys_plain_string_inputs_by_themselves(tmp_path, capsys):
     ]
     assert bad["error"]["message"] == (
         f"{inputs}:3: input record has no usable key (key '.' takes a string or a number as the "
-        "key): '{\"q\": \"a map has no key of its own\"}'"
+        'key): \'{"q": "a map has no key of its own"}\''
     )
 
 
