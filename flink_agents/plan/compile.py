@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
+from flink_agents.agents.retrieval import (
+    RetrievalRequestEvent,
+    RetrievalResponseEvent,
+    retrieval_action,
+)
 from flink_agents.api.agent import ActionDeclaration, Agent, action_spec
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, ToolRequestEvent
 from flink_agents.api.refs import class_path, import_reference
@@ -74,16 +79,21 @@ def with_builtin_chat_actions(agent: Agent) -> list[ActionDeclaration]:
     An agent uses that flow when it declares a chat model and handles ``ChatResponseEvent``;
     without a ``ChatRequestEvent`` listener its requests would be dropped, so the compiler adds
     :func:`chat_action` (and :func:`tool_call_action`, unless ``ToolRequestEvent`` is handled).
+    Likewise an agent handling ``RetrievalResponseEvent`` without a ``RetrievalRequestEvent``
+    listener gets :func:`~flink_agents.agents.retrieval.retrieval_action`.
     """
     actions = agent.actions
 
     def listened(event_type: type[Any]) -> bool:
         return any(event_type.event_type() in a.listen_to for a in actions)
 
+    added = []
+    if listened(RetrievalResponseEvent) and not listened(RetrievalRequestEvent):
+        added.append(_builtin(retrieval_action))
     has_model = any(r.type is ResourceType.CHAT_MODEL for r in agent.resources)
     if not has_model or listened(ChatRequestEvent) or not listened(ChatResponseEvent):
-        return actions
-    added = [_builtin(chat_action)]
+        return [*actions, *added]
+    added.append(_builtin(chat_action))
     if not listened(ToolRequestEvent):
         added.append(_builtin(tool_call_action))
     return [*actions, *added]
