@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TextIO
 
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.cli import (
@@ -82,9 +82,16 @@ def _plan_warnings_on_stderr(command: str) -> Iterator[None]:
         warnings.simplefilter("always", PlanWarning)
         default = warnings.showwarning
 
-        def show(message: Warning | str, category: type[Warning], *rest: Any) -> None:
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
             if not issubclass(category, PlanWarning):
-                default(message, category, *rest)
+                default(message, category, filename, lineno, file, line)
             elif str(message) not in shown:
                 shown.add(str(message))
                 print(f"flink-agents {command}: warning: {message}", file=sys.stderr)

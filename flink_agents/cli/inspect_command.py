@@ -28,8 +28,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     """List, per scope and chat model, the tools (and what each MCP server offers), the
     sub-agent callables offered and the sub-agents skipped with the reason (a skipped sub-agent
     is never dropped silently); then the embedding models, the vector stores and the actions
-    that use them (read from the plan: no store is contacted). Listing an MCP server's tools contacts it: one that cannot be
-    reached is reported in one line (exit 1), not as a traceback."""
+    that use them (read from the plan: no store is contacted). Listing an MCP server's tools
+    contacts it: one that cannot be reached is reported in one line (exit 1), not as a
+    traceback."""
     from flink_agents.plan.resolve import resolve_plan
     from flink_agents.providers import ModelCallError
     from flink_agents.runtime.scopes import Scope

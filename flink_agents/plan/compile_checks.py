@@ -88,7 +88,7 @@ def _tool_issues(plan: AgentPlan, prefix: list[str | int], source: str) -> list[
             issues.append(PlanIssue(location, str(exc)))
             continue
         for warning in found:
-            warnings.warn(PlanWarning(f"{source}: {location}: {warning}"), stacklevel=2)
+            warnings.warn(PlanWarning(source, location, warning), stacklevel=2)
     return issues
 
 
@@ -189,15 +189,16 @@ def _warn_prompt_roles(plan: AgentPlan, prefix: list[str | int], source: str) ->
         messages = prompt.arguments.get("messages") if prompt is not None else None
         if not isinstance(messages, list):
             continue
-        roles = [m.get("role") for m in messages if isinstance(m, dict)]
+        roles = [str(m.get("role")) for m in messages if isinstance(m, dict)]
         location = json_pointer([*prefix, "resources", name, "arguments", "messages"])
         if "system" not in roles:
             warnings.warn(
                 PlanWarning(
-                    f"{source}: {location}: the setup prompt {name!r} has no system message, "
-                    f"so its {sorted(set(roles))} messages are all sent as the system prompt; "
-                    "to send a user message as the user's turn, start the prompt with a "
-                    "system message"
+                    source,
+                    location,
+                    f"the setup prompt {name!r} has no system message, so its "
+                    f"{sorted(set(roles))} messages are all sent as the system prompt; to send "
+                    "a user message as the user's turn, start the prompt with a system message",
                 ),
                 stacklevel=2,
             )
@@ -215,8 +216,9 @@ def _warn_prompt_roles(plan: AgentPlan, prefix: list[str | int], source: str) ->
             if why is not None:
                 warnings.warn(
                     PlanWarning(
-                        f"{source}: {location}/{position}: the setup prompt {name!r} has a "
-                        f"{role} message at {position}: {why}"
+                        source,
+                        f"{location}/{position}",
+                        f"the setup prompt {name!r} has a {role} message at {position}: {why}",
                     ),
                     stacklevel=2,
                 )

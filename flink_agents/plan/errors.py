@@ -31,7 +31,14 @@ class PlanIssue:
 
 class PlanWarning(UserWarning):
     """Something in an agent that compiles but looks wrong (an untyped tool parameter, a setup
-    prompt's roles): issued when the agent is compiled, with where it is and the fix."""
+    prompt's roles): issued when the agent is compiled, with where it is (``source``, and the
+    JSON ``path`` into the plan) and the fix (``text``)."""
+
+    def __init__(self, source: str, path: str, text: str) -> None:
+        super().__init__(f"{source}: {path or '/'}: {text}")
+        self.source = source
+        self.path = path
+        self.text = text
 
 
 class PlanValidationError(ValueError):

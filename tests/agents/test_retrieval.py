@@ -9,10 +9,10 @@ import pytest
 from flink_agents.agents.retrieval import NO_PASSAGES, format_passages, query_text
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.vector_stores import VectorMatch
+from flink_agents.durable.store import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
-from flink_agents.durable.store import StoreConfig
 from flink_agents.runtime import ActionError, RuntimeSettings, run_local
 from tests.agents.retrieval_samples import (
     DOCS,

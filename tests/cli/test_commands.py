@@ -291,18 +291,19 @@ def test_run_local_shows_where_the_failed_action_raised(tmp_path, capsys):
 
 
 @action(InputEvent)
-def shout(event: InputEvent, ctx: RunnerContext) -> None:
+def upper_case(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=str(event.input).upper()))
 
 
-def shouting_agent() -> Agent:
-    return Agent(name="shouting").add_action(shout)
+def upper_casing_agent() -> Agent:
+    return Agent(name="upper").add_action(upper_case)
 
 
 def test_run_local_keys_plain_string_inputs_by_themselves(tmp_path, capsys):
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('"what is flink?"\n7\n{"q": "a map has no key of its own"}\n')
-    args = ["run", "--local", f"{__name__}:shouting_agent", "--input", str(inputs), "--key", "."]
+    agent = f"{__name__}:upper_casing_agent"
+    args = ["run", "--local", agent, "--input", str(inputs), "--key", "."]
     assert main(args) == EXIT_FAILED  # the map is a bad record
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     [bad] = [line for line in lines if "error" in line]  # written at once, before the runs end

@@ -21,7 +21,14 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.cli import main
-from flink_agents.plan import PlanValidationError, PlanWarning, compile_agent
+from flink_agents.plan import (
+    PlanValidationError,
+    PlanWarning,
+    YamlAgentError,
+    compile_agent,
+    compile_yaml,
+    load_yaml_agents,
+)
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 HERE = __file__
@@ -222,3 +229,48 @@ def test_a_setup_prompt_without_a_system_message_is_a_warning() -> None:
         "system prompt; to send a user message as the user's turn, start the prompt with a "
         "system message"
     ]
+
+
+YAML_TOOLS = """\
+agents:
+  - name: t
+    react: {{chat_model: m, prompt: p}}
+    prompts: {{p: "{{q}}"}}
+    tools:
+      the_tool: {{function: {function}}}
+    connections:
+      s: {{class: scripted, arguments: {{turns: [{{content: hi}}]}}}}
+    chat_models:
+      m: {{connection: s, tools: [the_tool]}}
+"""
+
+
+def test_a_yaml_agents_tool_problems_are_at_their_line(tmp_path: Any) -> None:
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(YAML_TOOLS.format(function=f"{__name__}:anything"))
+    with pytest.raises(YamlAgentError) as info:
+        load_yaml_agents(agents)
+    [issue] = info.value.issues
+    assert (issue.line, issue.field) == (6, "agents[0].tools.the_tool")
+    assert "takes **kwargs" in issue.message
+
+    agents.write_text(YAML_TOOLS.format(function=f"{__name__}:untyped"))
+    with pytest.warns(PlanWarning) as warned:
+        compile_yaml(agents)
+    [warning] = [w.message for w in warned]
+    assert isinstance(warning, PlanWarning)
+    assert (warning.source, warning.path) == (f"{agents}:6:17", "agents[0].tools.the_tool")
+    assert warning.text.startswith("tool 'the_tool' (")
+
+
+def untyped_tool_agent() -> Agent:
+    return _tool_agent(untyped)
+
+
+def test_the_cli_says_a_plan_warning_once_on_stderr(capsys: Any) -> None:
+    assert main(["compile", f"{__name__}:untyped_tool_agent"]) == 0
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "flink-agents compile: warning: agent 'tools': /resources/untyped/arguments/function: "
+        "tool 'untyped' ("
+    )
