@@ -373,3 +373,16 @@ def test_inspect_shows_what_retrieval_searches(capsys):
         "  action retrieve_input: embedding_model embedding_model, vector_store vector_store, "
         "top_k 3\n"
     )
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_job_with_a_kafka_store_needs_its_secret_before_it_starts(command, monkeypatch, capsys):
+    """Signing is on by default: without the secret the job is refused before a JVM starts or
+    a cluster is contacted (the port given to submit is closed: it is never reached)."""
+    monkeypatch.delenv("FLINK_AGENTS_STORE_SECRET")
+    job = str(EXAMPLES / "jobs" / "customer_memory.yaml")
+    args = [command, job] if command == "run" else [command, job, "--jobmanager", "127.0.0.1:1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "records must be signed but FLINK_AGENTS_STORE_SECRET is not set" in err
+    assert "signing: off" in err and "no JobManager" not in err
