@@ -220,8 +220,8 @@ def tool_signature_warnings(function: Callable[..., Any], name: str) -> list[str
                 f"{where} takes {stars}{param.name}, which no schema describes to a model; "
                 "name each argument the model may pass, with its type"
             )
-    hints = get_type_hints(function)
-    untyped = [param.name for param in parameters if param.name not in hints]
+    annotated = getattr(function, "__annotations__", {})  # unresolved names count as typed
+    untyped = [param.name for param in parameters if param.name not in annotated]
     if not untyped:
         return []
     example = ", ".join(f"{param}: str" for param in untyped)
