@@ -222,8 +222,7 @@ def run(
     deadline_s: float = 240.0,
 ) -> Report:
     """Run the job on the mini-cluster until every order is answered (or ``deadline_s``)."""
-    from flink_agents.flink.job import load_job
-    from flink_agents.flink.job_runner import build, environment
+    from flink_agents.flink import build_job, job_environment, load_job
 
     suffix = uuid.uuid4().hex[:8]
     topics = {name: f"refunds-{name}-{suffix}" for name in ("orders", "decisions", "outputs")}
@@ -237,8 +236,8 @@ def run(
     plan = work / "refunds-plan.json"
     plan.write_text(compile_agent(build_agent(url, approval_timeout_s)).to_json())
     spec = load_job(_job_spec(work, bootstrap, topics, plan))
-    env = environment(spec)
-    build(spec, env)
+    env = job_environment(spec)
+    build_job(spec, env)
     client = env.execute_async(spec.name)
 
     producer = Producer({"bootstrap.servers": bootstrap})
