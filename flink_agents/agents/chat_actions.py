@@ -16,6 +16,9 @@ schema: one that does not match goes back to the model with the validation error
 message, at most ``output_retries`` times, before it is sent on as the ``ChatResponseEvent``
 (ReActAgent's ``react_finish`` then fails the run on it).
 
+With ``compaction`` in its config (else its chat model setup's ``compaction``), a conversation
+past the threshold has its older turns summarized before a model call (agents/compaction.py).
+
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
 """
@@ -29,6 +32,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
+from flink_agents.agents.compaction import compacted
 from flink_agents.agents.structured_output import correction_request
 from flink_agents.agents.tool_approval import (
     approved_arguments,
@@ -39,6 +43,7 @@ from flink_agents.agents.tool_approval import (
 from flink_agents.api.agent import action
 from flink_agents.api.chat import ChatMessage, ToolCall
 from flink_agents.api.chat_models import ChatModelSetup
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.context import InfrastructureError, RunnerContext, live_failure
 from flink_agents.api.events import (
     ChatRequestEvent,
@@ -133,8 +138,11 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         if schema is not None and model.uses_native_schema()
         else {}
     )
+    compaction = _compaction(ctx, model)
     call_id = "chat"
     while True:
+        if compaction is not None:  # the compacted conversation is the one kept from here on
+            messages = await compacted(ctx, model, messages, compaction, call_id)
         # Without prompt arguments the call keeps its earlier shape (and recorded identity).
         arguments = (messages, prompt_args) if prompt_args else (messages,)
         reply = await ctx.durable_execute_async(
@@ -179,6 +187,14 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
     ctx.send_event(
         ToolRequestEvent(request_id=request_id, model=model_name, tool_calls=reply.tool_calls)
     )
+
+
+def _compaction(ctx: RunnerContext, model: ChatModelSetup) -> CompactionSettings | None:
+    """The action's ``compaction`` config (a ReActAgent's), else the chat model setup's."""
+    configured = ctx.action_config.get("compaction")
+    if configured is not None:
+        return CompactionSettings.model_validate(configured)
+    return model.compaction
 
 
 def _count_tool_calls(ctx: RunnerContext, model_name: str, asked: int) -> None:

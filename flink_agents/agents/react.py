@@ -31,6 +31,7 @@ from flink_agents.agents.structured_output import (
 from flink_agents.api.agent import Agent, ErrorPolicy, action
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import ChatModelSetup
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.context import RunnerContext
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, InputEvent, OutputEvent
 from flink_agents.api.prompts import Prompt
@@ -146,7 +147,8 @@ class ReActAgent(Agent):
     Tool calls are bounded per model reply (``max_tool_calls_per_reply``), per request
     (``max_tool_rounds`` replies) and per run (``max_tool_calls_per_run``): past one, the run
     ends with a :class:`~flink_agents.agents.chat_actions.ToolLoopLimitError` before the tools
-    of that reply run.
+    of that reply run. With ``compaction``, a conversation past its ``max_tokens`` has its older
+    turns summarized by the model before the next call (docs/memory.md, "Context compaction").
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class ReActAgent(Agent):
         description: str | None = None,
         retrieval: RetrievalSettings | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        compaction: CompactionSettings | None = None,
     ) -> None:
         super().__init__(
             name=name, config=config, error_policy=error_policy, description=description
@@ -211,6 +214,9 @@ class ReActAgent(Agent):
             chat_config["max_tool_calls_per_reply"] = max_tool_calls_per_reply
         if max_tool_calls_per_run != DEFAULT_MAX_TOOL_CALLS_PER_RUN:
             chat_config["max_tool_calls_per_run"] = max_tool_calls_per_run
+        if compaction is not None:  # validated again here: a dict passed in fails now
+            settings = CompactionSettings.model_validate(compaction)
+            chat_config["compaction"] = settings.model_dump(mode="json")
         finish_config: dict[str, Any] = {"output_schema": schema}
         if schema is not None:  # without a schema, the plan stays as it was before retries
             finish_config["output_retries"] = output_retries

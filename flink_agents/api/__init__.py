@@ -18,6 +18,7 @@ from flink_agents.api.budgets import (
 )
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.context import (
     NOT_DONE,
     InDoubtCallError,
@@ -74,6 +75,7 @@ __all__ = [
     "ChatRequest",
     "ChatRequestEvent",
     "ChatResponseEvent",
+    "CompactionSettings",
     "EmbeddingModelConnection",
     "EmbeddingModelSetup",
     "ErrorPolicy",

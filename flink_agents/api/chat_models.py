@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, cast
 from pydantic import Field, PrivateAttr, model_validator
 
 from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
@@ -153,6 +154,11 @@ class ChatModelSetup(Resource):
         description="Overrides the connection's structured_output_mode for this setup.",
     )
     extra: dict[str, Any] = Field(default_factory=dict)
+    compaction: CompactionSettings | None = Field(
+        default=None,
+        description="Summarize a conversation's older turns past a token threshold before a "
+        "chat action's model call (docs/memory.md, 'Context compaction').",
+    )
 
     _offer: SubagentOffer = PrivateAttr(default_factory=SubagentOffer)
     # None until mapped: when opened, unless a toolset lists its tools on demand.
@@ -329,6 +335,19 @@ class ChatModelSetup(Resource):
         """Ask the model; returns its reply (which may carry tool calls). With
         ``response_schema`` the reply's content is asked to follow it natively."""
         return await self._connection().chat(self.request(messages, prompt_args, response_schema))
+
+    async def chat_without_tools(self, messages: list[ChatMessage]) -> ChatMessage:
+        """Ask this setup's model with ``messages`` alone: without the setup's prompt, tools
+        and tool settings (a conversation's summary, say); its temperature, ``max_tokens`` and
+        ``extra`` apply."""
+        request = ChatRequest(
+            model=self.model,
+            messages=one_leading_system_message(messages),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            extra=self.extra,
+        )
+        return await self._connection().chat(request)
 
 
 def with_prompt(

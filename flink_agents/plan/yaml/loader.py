@@ -260,6 +260,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             output_retries=spec.react.output_retries,
             description=spec.description,
             retrieval=spec.react.retrieval,
+            compaction=spec.react.compaction,
         )
     else:
         agent = Agent(

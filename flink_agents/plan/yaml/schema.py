@@ -28,6 +28,7 @@ from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN
@@ -145,6 +146,11 @@ class ChatModelSpec(_SetupSpec):
         "field), prompt (in the system message) or auto; default: the connection's (auto).",
     )
     extra: dict[str, Any] | None = None
+    compaction: CompactionSettings | None = Field(
+        default=None,
+        description="Summarize a conversation's older turns past a token threshold before a "
+        "chat action's model call.",
+    )
 
 
 class PromptSpec(_Strict):
@@ -329,6 +335,11 @@ class ReactSpec(_Strict):
     )
     retrieval: RetrievalSettings | None = Field(
         default=None, description="Retrieve passages for the input before asking the model."
+    )
+    compaction: CompactionSettings | None = Field(
+        default=None,
+        description="Summarize the conversation's older turns past a token threshold (over "
+        "the chat model's own compaction).",
     )
 
 
