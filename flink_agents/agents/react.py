@@ -216,7 +216,7 @@ class ReActAgent(Agent):
             chat_config["max_tool_calls_per_run"] = max_tool_calls_per_run
         if compaction is not None:  # validated again here: a dict passed in fails now
             settings = CompactionSettings.model_validate(compaction)
-            chat_config["compaction"] = settings.model_dump(mode="json")
+            chat_config["compaction"] = settings.model_dump(mode="json", exclude_defaults=True)
         finish_config: dict[str, Any] = {"output_schema": schema}
         if schema is not None:  # without a schema, the plan stays as it was before retries
             finish_config["output_retries"] = output_retries
