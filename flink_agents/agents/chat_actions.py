@@ -17,7 +17,8 @@ message, at most ``output_retries`` times, before it is sent on as the ``ChatRes
 (ReActAgent's ``react_finish`` then fails the run on it).
 
 With ``compaction`` in its config (else its chat model setup's ``compaction``), a conversation
-past the threshold has its older turns summarized before a model call (agents/compaction.py).
+past the threshold has its older turns summarized before a model call
+(agents/conversation_compaction.py).
 
 Model and tool calls go through ``ctx.durable_execute_async`` with ids derived from the request
 and the tool call, so a replay finds them.
@@ -32,7 +33,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from flink_agents.agents.compaction import compacted
+from flink_agents.agents.conversation_compaction import compacted
 from flink_agents.agents.structured_output import correction_request
 from flink_agents.agents.tool_approval import (
     approved_arguments,

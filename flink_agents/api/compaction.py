@@ -1,10 +1,10 @@
 """Context compaction settings, and how the size of a conversation is counted.
 
 A conversation past ``max_tokens`` has its older turns summarized by a model call into one
-message (:mod:`flink_agents.agents.compaction` does it for the built-in chat action). Its size
-is the token usage the model last reported for it, where the model reports usage, plus an
-estimate (:data:`CHARS_PER_TOKEN` characters a token) of the messages added since; without
-reported usage, the estimate of every message.
+message (:mod:`flink_agents.agents.conversation_compaction` does it for the built-in chat
+action). Its size is the token usage the model last reported for it, where the model reports
+usage, plus an estimate (:data:`CHARS_PER_TOKEN` characters a token) of the messages added
+since; without reported usage, the estimate of every message.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any, cast
 
 from flink_agents.agents import ReActAgent
-from flink_agents.agents.compaction import compacted
+from flink_agents.agents.conversation_compaction import compacted
 from flink_agents.api import ChatModelSetup, CompactionSettings, Prompt, ResourceDescriptor
 from flink_agents.api.chat import ChatMessage, TokenUsage, ToolCall
 from flink_agents.api.context import RunnerContext
