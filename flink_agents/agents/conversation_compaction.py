@@ -96,8 +96,12 @@ async def compacted(
         ChatMessage(role="system", content=settings.instructions),
         ChatMessage(role="user", content=_transcript(messages[start:end], spans)),
     ]
+    # A call of the connection's ``chat``: budgets meter it like any model call.
     reply = await ctx.durable_execute_async(
-        model.chat_without_tools, request, call_id=f"{call_id}:compact", result_type=ChatMessage
+        model.chat_connection().chat,
+        model.request_without_tools(request),
+        call_id=f"{call_id}:compact",
+        result_type=ChatMessage,
     )
     header = (
         f"Summary of turns {spans[0][0]}-{spans[-1][1]} of this conversation, which it replaces:"

@@ -336,18 +336,21 @@ class ChatModelSetup(Resource):
         ``response_schema`` the reply's content is asked to follow it natively."""
         return await self._connection().chat(self.request(messages, prompt_args, response_schema))
 
-    async def chat_without_tools(self, messages: list[ChatMessage]) -> ChatMessage:
-        """Ask this setup's model with ``messages`` alone: without the setup's prompt, tools
-        and tool settings (a conversation's summary, say); its temperature, ``max_tokens`` and
-        ``extra`` apply."""
-        request = ChatRequest(
+    def request_without_tools(self, messages: list[ChatMessage]) -> ChatRequest:
+        """The request for ``messages`` alone: without this setup's prompt, tools and tool
+        settings (a conversation's summary, say); its model, temperature, ``max_tokens`` and
+        ``extra`` apply. Send it through :meth:`chat_connection`."""
+        return ChatRequest(
             model=self.model,
             messages=one_leading_system_message(messages),
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             extra=self.extra,
         )
-        return await self._connection().chat(request)
+
+    def chat_connection(self) -> ChatModelConnection:
+        """The connection this setup's calls go through."""
+        return self._connection()
 
 
 def with_prompt(

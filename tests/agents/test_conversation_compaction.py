@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import pytest
+
 from flink_agents.agents import ReActAgent
 from flink_agents.agents.conversation_compaction import compacted
 from flink_agents.api import ChatModelSetup, CompactionSettings, Prompt, ResourceDescriptor
-from flink_agents.api.chat import ChatMessage, TokenUsage, ToolCall
+from flink_agents.api.budgets import Budget, Budgets
+from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
 from flink_agents.api.context import RunnerContext
-from flink_agents.runtime import run_local
+from flink_agents.runtime import ActionError, run_local
 from tests.sample_agents import RecordingChatConnection, add, add_scripted_connection
 
 
@@ -27,7 +30,13 @@ class SummaryCalls:
         self.call_ids.append(options["call_id"])
         return await function(*args)
 
-    async def chat_without_tools(self, messages: list[ChatMessage]) -> ChatMessage:
+    def chat_connection(self) -> SummaryCalls:
+        return self
+
+    def request_without_tools(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        return messages
+
+    async def chat(self, messages: list[ChatMessage]) -> ChatMessage:
         self.requests.append(messages)
         return ChatMessage(role="assistant", content=f"summary {len(self.requests)}")
 
@@ -139,8 +148,17 @@ def test_usage_reported_before_a_compaction_no_longer_counts_after_it() -> None:
     assert len(calls.requests) == 1
 
 
+TURNS: list[dict[str, Any]] = [
+    {"match": "^Turns to summarize", "content": "summed up"},
+    {"match": "^3$", "content": "done"},
+    {"match": "Be brief", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]},
+]
+
+
 def agent_compacting(
-    setup_compaction: dict[str, Any] | None, agent_compaction: CompactionSettings | None
+    setup_compaction: dict[str, Any] | None,
+    agent_compaction: CompactionSettings | None,
+    connection: type[RecordingChatConnection] = RecordingChatConnection,
 ) -> ReActAgent:
     setup = {"compaction": setup_compaction} if setup_compaction else {}
     agent = ReActAgent(
@@ -150,12 +168,7 @@ def agent_compacting(
         tools=[add],
         compaction=agent_compaction,
     )
-    turns: list[dict[str, Any]] = [
-        {"match": "^Turns to summarize", "content": "summed up"},
-        {"match": "^3$", "content": "done"},
-        {"match": "Be brief", "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]},
-    ]
-    add_scripted_connection(agent, "compacting", turns, connection=RecordingChatConnection)
+    add_scripted_connection(agent, "compacting", TURNS, connection=connection)
     return agent
 
 
@@ -188,3 +201,27 @@ def test_a_react_agents_compaction_is_used_over_its_chat_models() -> None:
 
     assert result.output_values == ["done"]
     assert not summarized(RecordingChatConnection.requests)
+
+
+class ThousandTokenChat(RecordingChatConnection):
+    """Reports 1,000 input tokens for every call."""
+
+    async def chat(self, request: ChatRequest) -> ChatMessage:
+        reply = await super().chat(request)
+        return reply.model_copy(update={"usage": TokenUsage(input_tokens=1000)})
+
+
+def test_the_summary_is_metered_by_budgets_like_any_model_call() -> None:
+    RecordingChatConnection.requests.clear()
+    agent = agent_compacting({"max_tokens": 5, "keep_recent": 1}, None, ThousandTokenChat)
+    # The first call and the summary spend 1,000 tokens each: the answering call after the
+    # summary is refused (without the summary's spend, it would fit).
+    agent.budgets = Budgets(
+        limits=[Budget(name="per-run", window="run", tokens=1500)], assumed_max_tokens=1
+    )
+
+    with pytest.raises(ActionError, match="BudgetExceeded: budget 'per-run' exhausted: 2000"):
+        run_local(agent, [{"id": 1, "input": "a question"}], key="id")
+
+    assert len(RecordingChatConnection.requests) == 2
+    assert summarized(RecordingChatConnection.requests)
