@@ -106,8 +106,10 @@ def _reader_issue(text: str | bytes, error: yaml.YAMLError) -> YamlIssue:
     newline = b"\n" if isinstance(before, bytes) else "\n"
     line = before.count(newline) + 1  # type: ignore[arg-type]
     column = error.position - before.rfind(newline)  # type: ignore[arg-type]
-    what = f"byte {error.character:#04x}" if isinstance(text, bytes) else (
-        f"character U+{error.character:04X}"
+    what = (
+        f"byte {error.character:#04x}"
+        if isinstance(text, bytes)
+        else (f"character U+{error.character:04X}")
     )
     return YamlIssue(line, column, "", f"not valid YAML: {what} ({error.reason})")
 
