@@ -70,7 +70,7 @@ def well_formed_replies(provider: Provider) -> list[Any]:
 def test_a_reply_with_any_part_of_the_wrong_shape_fails_the_call_naming_the_protocol(
     provider: Provider, reply_server: FakeModelServer
 ) -> None:
-    @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(
         reply=one_part_replaced(provider.text("hello"))
         | one_part_replaced(provider.tool_call("call_1", "lookup", {"id": 7}))
