@@ -117,14 +117,19 @@ class NoFaultRun:
     """Output records as the job writes them (JSON lines)."""
 
 
-def no_fault_run(spec: JobSpec, records: list[dict[str, Any]], port: int) -> NoFaultRun:
+def no_fault_run(
+    spec: JobSpec,
+    records: list[dict[str, Any]],
+    port: int,
+    unknown_customers: frozenset[str] = UNKNOWN_CUSTOMERS,
+) -> NoFaultRun:
     """A run without a failure: the job's agent over the same records on the local runner (the
     engine the Flink operator runs per key; no store), against services of its own on ``port``
-    that refuse the same customers."""
+    that refuse ``unknown_customers`` (the demo's witness refuses these)."""
     # The plan as the job ships it to its operators: through its JSON form, which orders the
     # keys of every schema a model is sent.
     plan = AgentPlan.from_json(spec.plan().to_json())
-    services = ExampleServices(port, unknown_customers=UNKNOWN_CUSTOMERS).start()
+    services = ExampleServices(port, unknown_customers=unknown_customers).start()
     try:
         results = run_local(plan, records, key=spec.key)
     finally:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import urllib.request
 from pathlib import Path
 from urllib.request import url2pathname
@@ -28,6 +29,22 @@ WEATHER_RUNS = [
     ("Oslo", 0),
     ("Reykjavik", 0),
 ]
+
+
+def test_the_driver_runs_as_a_script_where_no_path_hook_imported_the_standard_library_first():
+    # `flink run -py` runs job_runner.py as a script: its folder (holding operator.py) comes
+    # first on sys.path. Without site (-S), no .pth hook of an editable install imports the
+    # standard `operator` before it, as in an installed package (the container image).
+    site_packages = sysconfig.get_paths()["purelib"]
+    done = subprocess.run(
+        [sys.executable, "-S", str(REPO / "flink_agents" / "flink" / "job_runner.py"), "--help"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([site_packages, str(REPO)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m flink_agents.flink.job_runner")
 
 
 def test_submit_names_the_client_interpreter_and_the_working_directory_as_import_root(
