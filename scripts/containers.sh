@@ -36,6 +36,12 @@ label="flink-agents.cluster=$rest_port"
 
 log() { echo "containers.sh: $*" >&2; }
 
+# The TaskManagers open the jobs' Kafka stores, which sign their records: the development secret
+# unless one is given (scripts/store-secret.sh). Containers get it by name (-e NAME), so its value
+# is on no command line.
+FLINK_AGENTS_STORE_SECRET=${FLINK_AGENTS_STORE_SECRET:-$(bash "$here/store-secret.sh")}
+export FLINK_AGENTS_STORE_SECRET
+
 container_engine_pick "$repo"
 
 run() {  # run -d a container of the cluster: NAME, then engine run options and arguments
@@ -43,7 +49,7 @@ run() {  # run -d a container of the cluster: NAME, then engine run options and 
   shift
   "${engine[@]}" run -d --name "$name-$container" --label "$label" --network host \
     -v "$base/data:/flink-data" -v "$base/log:/flink-logs" -e FLINK_LOG_DIR=/flink-logs \
-    -e "FLINK_IDENT_STRING=$container" "$@" >/dev/null
+    -e "FLINK_IDENT_STRING=$container" -e FLINK_AGENTS_STORE_SECRET "$@" >/dev/null
 }
 
 flink_settings=(
@@ -162,7 +168,7 @@ submit() {
   folder=$(dirname "$spec")
   shift
   "${engine[@]}" run --rm --network host --label "$label" -v "$folder:$folder:ro" \
-    -v "$base/data:/flink-data" "$image" \
+    -v "$base/data:/flink-data" -e FLINK_AGENTS_STORE_SECRET "$image" \
     flink-agents submit "$spec" --jobmanager "127.0.0.1:$rest_port" "$@"
 }
 
