@@ -377,7 +377,7 @@ def test_a_job_with_a_kafka_store_needs_its_secret_before_it_starts(command, mon
     """Signing is on by default: without the secret the job is refused before a JVM starts or
     a cluster is contacted (the port given to submit is closed: it is never reached)."""
     monkeypatch.delenv("FLINK_AGENTS_STORE_SECRET")
-    job = str(EXAMPLES / "jobs" / "customer_memory.yaml")
+    job = str(EXAMPLES.parent / "jobs" / "customer_memory.yaml")
     args = [command, job] if command == "run" else [command, job, "--jobmanager", "127.0.0.1:1"]
     assert main(args) == 2
     err = capsys.readouterr().err
