@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean
+.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers
 
 venv: $(PY)
 $(PY):
@@ -70,3 +70,21 @@ bench: install
 # runs one run per kill point (tests/flink/test_crash_matrix.py).
 crash-matrix: install
 	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_matrix --runs 5 --doc docs/reliability.md
+
+# The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
+# local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to
+# build on another base (the official debian:bookworm-slim where a registry is reachable).
+image:
+	scripts/image.sh
+
+# A cluster of containers of that image on the host network: a Kafka broker (19092), a JobManager
+# (REST 18081) and two TaskManagers of one slot each; cluster-down removes every one of them.
+cluster-up:
+	scripts/containers.sh up
+cluster-down:
+	scripts/containers.sh down
+
+# The support-desk job on that cluster with a TaskManager container killed (minutes; not in
+# `make test`): brings the cluster up and down unless it is up already.
+e2e-containers: install image
+	FLINK_AGENTS_CONTAINERS=1 $(PY) -m pytest e2e/test_containers_failover.py --timeout 900 $(PYTEST_ARGS)

@@ -1,6 +1,6 @@
 """The crash matrix: the support-desk job killed at every named kill point, again and again.
 
-Each run is the support-desk job (examples/jobs/support_desk.yaml: a model, a tool, an internal
+Each run is the support-desk job (jobs/support_desk.yaml: a model, a tool, an internal
 and an external sub-agent, two customers whose billing delegations fail for good) on the PyFlink
 mini-cluster with a Kafka action-state store, its operator armed to crash once at a kill point
 (flink_agents/durable/faults.py) at a passage drawn from a seeded random generator. Flink
@@ -404,7 +404,7 @@ def render(
             f"- command: `{command}`",
             f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; commit: `{commit}`;"
             f" wall time {seconds / 60:.1f} min",
-            f"- workload: the support desk (`examples/jobs/support_desk.yaml`), {baseline.inputs}"
+            f"- workload: the support desk (`jobs/support_desk.yaml`), {baseline.inputs}"
             " tickets, a Kafka action-state store, the PyFlink mini-cluster (thread mode), "
             f"services answering in {SERVICE_LATENCY_S} s; no-fault run: {baseline.outputs} "
             f"outputs, {baseline.lost} lost, {baseline.extra} other, in {baseline.seconds} s",

@@ -39,7 +39,6 @@ from flink_agents.durable.store import (
     CallResult,
     CallStatus,
     RecordCodec,
-    secret_from_env,
 )
 from flink_agents.durable.store.kafka import KafkaStoreSettings
 
@@ -127,7 +126,8 @@ def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallRes
     """Every SUCCEEDED or FAILED call result on the ``store``'s topic (a state record repeats
     its action's calls), with its record's timestamp in epoch seconds."""
     codec, topic, servers = (
-        RecordCodec(secret_from_env(store.secret_env)),
+        # As the store reads its own records: its secret, and its topic in the signature.
+        RecordCodec(store.signing_secret(required=False), scope=store.topic),
         store.topic,
         store.bootstrap_servers,
     )

@@ -44,8 +44,8 @@ from examples.services import ExampleServices
 pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
 
 REPO = Path(__file__).resolve().parents[1]
-AGENT = REPO / "examples" / "jobs" / "support_desk" / "agent.yaml"
-TICKETS = REPO / "examples" / "jobs" / "support_desk" / "tickets.jsonl"
+AGENT = REPO / "jobs" / "support_desk" / "agent.yaml"
+TICKETS = REPO / "jobs" / "support_desk" / "tickets.jsonl"
 CLUSTER_SCRIPT = REPO / "scripts" / "flink-cluster.sh"
 
 SERVICES_PORT = 8765  # the agent YAML and the researcher's tool reach the services here

@@ -2,7 +2,7 @@
 
 :data:`EXAMPLES` maps a plan name (the agent's name) to the Python factory and the YAML file
 holding that agent; the
-compiled plans live in ``examples/plans/<name>.json`` (see ``python -m scripts.regenerate``).
+compiled plans live in ``plans/<name>.json`` (see ``python -m scripts.regenerate``).
 """
 
 from __future__ import annotations

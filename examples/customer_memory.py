@@ -10,7 +10,7 @@ the ticket. The second ticket's answer uses a fact from the first::
 
 The embedding is the deterministic local one (feature hashing) and the model is scripted, so the
 example runs anywhere: ``run_local`` (below), or as a job with the Kafka store
-(``flink-agents run examples/jobs/customer_memory.yaml``).
+(``flink-agents run jobs/customer_memory.yaml``).
 """
 
 from __future__ import annotations

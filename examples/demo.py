@@ -1,6 +1,6 @@
 """`make run`: the support-desk job end to end, one injected failure, and a short report.
 
-The job (examples/jobs/support_desk.yaml) runs on the PyFlink mini-cluster with a Kafka action-state
+The job (jobs/support_desk.yaml) runs on the PyFlink mini-cluster with a Kafka action-state
 store. The example services (model, tool, billing sub-agent) run in this process and count every
 request by its idempotency key. The billing service does not know two customers
 (:data:`~examples.services.UNKNOWN_CUSTOMERS`): their delegations fail for good (404), and the
@@ -36,7 +36,7 @@ from flink_agents.plan import AgentPlan
 from flink_agents.runtime import outputs_of, run_local
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_JOB = REPO / "examples" / "jobs" / "support_desk.yaml"
+DEFAULT_JOB = REPO / "jobs" / "support_desk.yaml"
 EXAMPLE_PORT = 8765
 """The services' port the example job names (its agent file, its researcher's tool)."""
 SERVICES_URL_ENV = "FLINK_AGENTS_EXAMPLE_SERVICES"
@@ -117,14 +117,19 @@ class NoFaultRun:
     """Output records as the job writes them (JSON lines)."""
 
 
-def no_fault_run(spec: JobSpec, records: list[dict[str, Any]], port: int) -> NoFaultRun:
+def no_fault_run(
+    spec: JobSpec,
+    records: list[dict[str, Any]],
+    port: int,
+    unknown_customers: frozenset[str] = UNKNOWN_CUSTOMERS,
+) -> NoFaultRun:
     """A run without a failure: the job's agent over the same records on the local runner (the
     engine the Flink operator runs per key; no store), against services of its own on ``port``
-    that refuse the same customers."""
+    that refuse ``unknown_customers`` (the demo's witness refuses these)."""
     # The plan as the job ships it to its operators: through its JSON form, which orders the
     # keys of every schema a model is sent.
     plan = AgentPlan.from_json(spec.plan().to_json())
-    services = ExampleServices(port, unknown_customers=UNKNOWN_CUSTOMERS).start()
+    services = ExampleServices(port, unknown_customers=unknown_customers).start()
     try:
         results = run_local(plan, records, key=spec.key)
     finally:

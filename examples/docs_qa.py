@@ -10,8 +10,8 @@ no model download), so the example runs anywhere; the answering model is scripte
 
 With a Chroma server (``scripts/chroma.sh start``; ``CHROMA_URL=http://127.0.0.1:8000``)::
 
-    python -m flink_agents.flink.ingestion_job examples/jobs/docs_ingest.yaml --documents docs
-    flink-agents run examples/jobs/docs_qa.yaml
+    python -m flink_agents.flink.ingestion_job jobs/docs_ingest.yaml --documents docs
+    flink-agents run jobs/docs_qa.yaml
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tools of the support-desk example job (examples/jobs/support_desk/agent.yaml).
+"""Tools of the support-desk example job (jobs/support_desk/agent.yaml).
 
 The desk's tools call the example services over HTTP (see :mod:`examples.services`),
 so every tool call is visible to an independent witness.

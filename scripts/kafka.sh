@@ -5,6 +5,7 @@
 #   scripts/kafka.sh start    format storage if needed, start the broker, wait until it accepts connections
 #   scripts/kafka.sh stop     stop the broker started by this script (by PID)
 #   scripts/kafka.sh status   exit 0 when the broker answers
+#   scripts/kafka.sh foreground   the broker in the foreground, jars already fetched (a container's command)
 #
 # Environment: KAFKA_PORT (default 9092), KAFKA_HEAP (default 384m, at most 512m),
 # FLINK_AGENTS_CACHE (default <repo>/.cache), KAFKA_DATA_DIR (default $FLINK_AGENTS_CACHE/kafka/data-$KAFKA_PORT).
@@ -95,20 +96,26 @@ Configuration:
 LOG
 }
 
-start() {
-  already_running && return 0
-  refuse_taken_ports "$port" "$controller_port"
-  fetch
+java_opts=(-Xms128m "-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+  -Djava.awt.headless=true "-Dlog4j2.configurationFile=$run_dir/log4j2.yaml"
+  "-Djava.io.tmpdir=$run_dir")
+
+# The broker's configuration, and its KRaft storage formatted on first use.
+prepare() {
   write_config
-  local java_opts=(-Xms128m "-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1
-    -Djava.awt.headless=true "-Dlog4j2.configurationFile=$run_dir/log4j2.yaml"
-    "-Djava.io.tmpdir=$run_dir")
   if [ ! -f "$data_dir/meta.properties" ]; then
     log "formatting KRaft storage in $data_dir"
     java "${java_opts[@]}" -cp "$lib/*" kafka.tools.StorageTool format \
       -t "flinkagentsdevcluster0" -c "$run_dir/server.properties" >"$run_dir/format.out" 2>&1 \
       || { cat "$run_dir/format.out" >&2; exit 1; }
   fi
+}
+
+start() {
+  already_running && return 0
+  refuse_taken_ports "$port" "$controller_port"
+  fetch
+  prepare
   log "starting broker on 127.0.0.1:$port (heap $heap, log $log_file)"
   nohup java "${java_opts[@]}" -cp "$lib/*" kafka.Kafka "$run_dir/server.properties" \
     >"$log_file" 2>&1 </dev/null &
@@ -120,10 +127,19 @@ ready() {
   grep -q "Kafka Server started" "$log_file" 2>/dev/null
 }
 
+# In the foreground, for a container (scripts/containers.sh): no Maven there, so no fetch.
+foreground() {
+  [ -f "$lib/.complete" ] || { log "no broker jars in $lib (scripts/kafka.sh fetch)"; exit 1; }
+  prepare
+  log "broker on 127.0.0.1:$port in the foreground (heap $heap)"
+  exec java "${java_opts[@]}" -cp "$lib/*" kafka.Kafka "$run_dir/server.properties"
+}
+
 case "${1:-}" in
   fetch) fetch ;;
+  foreground) foreground ;;
   start) start ;;
   stop) stop_service 30 ;;
   status) service_status ;;
-  *) echo "usage: $0 fetch|start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch|start|stop|status|foreground" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """Regenerate what is derived from code: the example plans and the published JSON Schemas.
 
-``python -m scripts.regenerate`` (from the repository root) rewrites ``examples/plans/*.json``,
+``python -m scripts.regenerate`` (from the repository root) rewrites ``plans/*.json``,
 ``flink_agents/schemas/agent.schema.json`` (YAML agents) and ``job.schema.json`` (job specs);
 with ``--check`` it only reports stale files and exits 1 if any. A test runs the check so the
 files never go stale. A developer tool: it is not part of the installed package.
@@ -22,7 +22,7 @@ from flink_agents.plan.yaml.schema import agents_json_schema
 REPO_DIR = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO_DIR / "flink_agents" / "schemas" / "agent.schema.json"
 JOB_SCHEMA_FILE = SCHEMA_FILE.with_name("job.schema.json")
-PLANS_DIR = REPO_DIR / "examples" / "plans"
+PLANS_DIR = REPO_DIR / "plans"
 
 
 def generated_files() -> dict[Path, str]:

@@ -3,3 +3,6 @@ KAFKA_VERSION=4.1.1
 LOG4J_VERSION=2.24.3
 # Matches apache-flink==2.2.1 in pyproject.toml.
 FLINK_KAFKA_CONNECTOR_VERSION=5.0.0-2.2
+# The Flink Kubernetes Operator whose FlinkDeployment CRD the docker/k8s manifests are checked
+# against: the newest release whose API jar (it carries the CRDs) Maven Central serves.
+FLINK_K8S_OPERATOR_VERSION=1.10.0

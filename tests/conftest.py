@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.durable.helpers import PROBE
 
@@ -134,3 +135,19 @@ def fresh_probe() -> Iterator[None]:
     PROBE.reset()
     yield
     PROBE.reset()
+
+
+# Property-based tests (hypothesis): seeded and bounded, so `make test` runs the same examples
+# every time in seconds. HYPOTHESIS_PROFILE=thorough draws many more (and new) examples.
+settings.register_profile(
+    "default",
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
+settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

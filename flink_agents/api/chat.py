@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from flink_agents.api.json_values import JsonLimitError, read_json
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 _QUOTED_ARGUMENTS_CHARS = 200
@@ -46,8 +48,8 @@ class ToolCall(BaseModel):
     def from_json_text(cls, id: str, name: str, text: str | None) -> ToolCall:
         """A call whose arguments came as JSON text (no text: no arguments)."""
         try:
-            arguments = json.loads(text or "{}")
-        except json.JSONDecodeError:
+            arguments = read_json(text or "{}")
+        except ValueError:  # not JSON, or JSON nested too deep for a tool call's arguments
             arguments = None
         if isinstance(arguments, dict):
             return cls(id=id, name=name, arguments=arguments)
@@ -59,9 +61,11 @@ class ToolCall(BaseModel):
         if text is None:
             return self.arguments
         try:
-            json.loads(text)
+            read_json(text)
         except json.JSONDecodeError as exc:
             why = f"not JSON ({exc})"
+        except JsonLimitError as exc:
+            why = f"JSON beyond what a call takes ({exc})"
         else:
             why = "JSON but not an object"
         quoted = text if len(text) <= _QUOTED_ARGUMENTS_CHARS else text[:_QUOTED_ARGUMENTS_CHARS]

@@ -179,3 +179,70 @@ def json_bytes(
         data = pydantic_core.to_jsonable_python(value, fallback=fallback, inf_nan_mode=inf_nan_mode)
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         return escape_lone_surrogates(text).encode("utf-8")
+
+
+MAX_JSON_DEPTH = 128
+"""How deeply nested JSON read from outside (an input record, a plan, a model's tool arguments)
+may be: arrays and objects within each other. Code that walks a value recursively (validation,
+canonical JSON, the event log) runs out of Python's stack some hundreds of levels down; a bound
+well below that turns such text into an error at the boundary that names it."""
+
+
+class JsonLimitError(ValueError):
+    """JSON text that is well formed but that this runtime does not take: nested deeper than
+    :data:`MAX_JSON_DEPTH`, or holding a number with no JSON value (``NaN``, ``Infinity``,
+    ``1e400``) or one Python will not read (an integer of thousands of digits)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonLimitError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise JsonLimitError(f"{text[:20]} is out of a float's range")
+    return number
+
+
+def json_depth_within(value: Any, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` nests lists and dicts (or tuples) no more than ``max_depth`` deep.
+    Walks without recursion, so any depth can be measured."""
+    deepest: dict[int, int] = {}  # a container shared by YAML aliases is walked again only
+    stack: list[tuple[Any, int]] = [(value, 0)]  # when reached deeper: no exponential walk
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth == max_depth:
+            return False
+        if deepest.get(id(item), -1) >= depth:
+            continue
+        deepest[id(item)] = depth
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def read_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse JSON text from outside. Raises ``json.JSONDecodeError`` for text that is not JSON
+    (bytes that are not UTF-8 included) and :class:`JsonLimitError` for JSON beyond what the
+    runtime takes (see there): one ``ValueError`` either way, never a ``RecursionError``."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+    except UnicodeDecodeError as exc:
+        raise json.JSONDecodeError(f"not UTF-8 ({exc.reason})", "", 0) from None
+    except RecursionError:
+        raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
+    except JsonLimitError:
+        raise
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise JsonLimitError(str(exc).split(";")[0]) from None  # Python's int digits limit
+    if not json_depth_within(value, max_depth):
+        raise JsonLimitError(f"nested deeper than {max_depth} levels")
+    return value

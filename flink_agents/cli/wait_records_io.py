@@ -4,11 +4,11 @@ line"). No Kafka here: :mod:`~flink_agents.cli.json_topic` carries the lines."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from flink_agents.api.json_values import read_json
 from flink_agents.durable.identity import canonical_json, digest
 from flink_agents.runtime.wait_book import Resume
 
@@ -16,8 +16,8 @@ from flink_agents.runtime.wait_book import Resume
 def key_value(text: str) -> Any:
     """The key a user typed: a JSON value (``17``, ``"17"``), else the text as a string."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return read_json(text)
+    except ValueError:  # not JSON, or JSON no key can be (nested too deeply, NaN)
         return text
 
 
@@ -99,8 +99,8 @@ def open_waits(lines: Iterable[str], key: Any | None = None) -> list[OpenWaitLin
 
 def _run_record(line: str) -> dict[str, Any] | None:
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
+        record = read_json(line)
+    except ValueError:  # not an output record: not JSON, or JSON no run writes
         return None
     if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
         return None

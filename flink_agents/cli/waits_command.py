@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flink_agents.api.json_values import read_json
 from flink_agents.cli.conventions import EXIT_TOPIC, add_bootstrap_option
 
 # Kafka and the runtime load in the handlers: building the command line must not load them.
@@ -92,9 +93,11 @@ def _arguments(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        arguments = json.loads(text)
+        arguments = read_json(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"--arguments is not JSON: {exc}") from exc
+    except ValueError as exc:  # JSON beyond what a call takes (nested too deeply, NaN)
+        raise ValueError(f"--arguments cannot be used: {exc}") from exc
     if not isinstance(arguments, dict):
         raise ValueError("--arguments must be a JSON object (the tool's arguments)")
     return arguments

@@ -8,9 +8,16 @@ imported from, in the driver and in the Python workers.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+
+# `flink run -py .../job_runner.py` runs this file as a script, so Python puts its folder first on
+# sys.path, where operator.py would shadow the standard library's `operator` (argparse imports it
+# below). An editable install hides this: its path hooks import the standard one at start-up.
+if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+    sys.path.remove(sys.path[0])
+
+import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 

@@ -25,6 +25,7 @@ from pydantic import (
 
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.api.budgets import Budgets
+from flink_agents.api.json_values import JsonLimitError, read_json
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import REFERENCE_PATTERN, class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
@@ -231,8 +232,10 @@ class AgentPlan(BaseModel):
     @classmethod
     def from_json(cls, text: str, source: str | None = None) -> AgentPlan:
         try:
-            data = json.loads(text)
+            data = read_json(text)
         except json.JSONDecodeError as exc:
             issue = PlanIssue("", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
             raise PlanValidationError([issue], source) from None
+        except JsonLimitError as exc:
+            raise PlanValidationError([PlanIssue("", f"not a plan: {exc}")], source) from None
         return cls.from_dict(data, source)

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from flink_agents.providers.retry_loop import AttemptFailure, request_target
 
 T = TypeVar("T")
@@ -31,9 +33,38 @@ def what_was_sent(body: Any) -> str:
     if isinstance(body, str | bytes):
         text = body.decode(errors="replace") if isinstance(body, bytes) else body
         return f"text, not JSON: {text[:_BODY_CHARS]!r}"
-    dump = getattr(body, "model_dump", None)
-    data = dump(exclude_unset=True) if callable(dump) else body
-    return f"{json.dumps(data, default=str)[:_BODY_CHARS]}"
+    try:
+        dump = getattr(body, "model_dump", None)
+        data = dump(exclude_unset=True, warnings=False) if callable(dump) else body
+        return f"{json.dumps(data, default=str)[:_BODY_CHARS]}"
+    except (ValueError, TypeError, RecursionError):  # too deep, or fields no JSON can hold
+        return f"a {type(body).__name__} that cannot be shown as JSON"
+
+
+UNREADABLE_REPLY = (LookupError, TypeError, AttributeError, ValueError, RecursionError)
+"""What reading a 2xx reply raises when a field is missing or of the wrong type: the SDKs build
+their objects from the JSON without checking it, and our own models (``ToolCall``, ``TokenUsage``,
+``ChatMessage``) refuse the wrong types as pydantic ``ValidationError`` (a ``ValueError``)."""
+
+
+def unreadable_reply(protocol: str, error: BaseException, sent: Any = None) -> AttemptFailure:
+    """The failure of an attempt whose 2xx reply does not follow ``protocol`` (a chat
+    completion, a Messages reply, ...): what was wrong, and the start of what the server sent
+    (``sent``, when the SDK got as far as an object). Not retryable: the server would likely
+    answer the same."""
+    shown = "" if sent is None else f"; the server sent {what_was_sent(sent)}"
+    return AttemptFailure.malformed(f"not {protocol} ({_what_was_wrong(error)}){shown}")
+
+
+def _what_was_wrong(error: BaseException) -> str:
+    if isinstance(error, ValidationError):
+        problems = [
+            f"{error.title}.{_dotted(item['loc'])}: {item['msg']}" for item in error.errors()[:3]
+        ]
+        return "; ".join(problems)
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return f"{type(error).__name__}: {str(error)[:_BODY_CHARS]}"
 
 
 @dataclass(frozen=True)
@@ -185,7 +216,8 @@ def _sdk_failure(
 
     Both SDKs raise ``APIStatusError`` (with the response) for HTTP errors, ``APIConnectionError``
     for transport problems (refused, timed out, body cut short) and let a body that is not JSON
-    escape as ``ValueError``. Returns None for anything else, which the caller re-raises.
+    escape as ``ValueError`` (``RecursionError`` when nested too deeply). Returns None for
+    anything else, which the caller re-raises.
     """
     if isinstance(error.__cause__, AttemptFailure):  # ours, raised inside the SDK's client
         return error.__cause__  # (the response cap): the SDK wrapped it as a connection error
@@ -203,6 +235,8 @@ def _sdk_failure(
         return AttemptFailure.transport("request failed", error)
     if isinstance(error, ValueError):
         return AttemptFailure.malformed(f"{type(error).__name__}: {error}")
+    if isinstance(error, RecursionError):  # the SDK's JSON parse of a deeply nested body
+        return AttemptFailure.malformed("the body is JSON nested too deeply to read")
     return None
 
 

@@ -22,7 +22,11 @@ from flink_agents.providers._connection import (
     alternating_turns,
     structured_tool_name,
 )
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    sdk_call,
+    unreadable_reply,
+)
 from flink_agents.providers._response_cap import byte_stream_of
 from flink_agents.providers._sdk import sdk_from_extra
 
@@ -126,11 +130,9 @@ def from_anthropic_message(message: Any, structured: bool) -> ChatMessage:
         usage = TokenUsage(
             input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens
         )
-    except (AttributeError, TypeError) as exc:
-        raise AttemptFailure.malformed(
-            f"not a Messages reply ({exc}); the server sent {what_was_sent(message)}"
-        ) from None
-    return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=usage)
+        return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=usage)
+    except UNREADABLE_REPLY as exc:
+        raise unreadable_reply("a Messages reply", exc, message) from None
 
 
 class AnthropicChatModelConnection(HttpChatModelConnection):

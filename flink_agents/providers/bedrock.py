@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from pydantic import Field, SecretStr, field_validator
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
+from flink_agents.api.json_values import read_json
 from flink_agents.providers._connection import (
     STRUCTURED_TOOL_PREFIX,
     HttpChatModelConnection,
@@ -38,7 +39,13 @@ from flink_agents.providers._connection import (
     alternating_turns,
     structured_tool_name,
 )
-from flink_agents.providers._http_errors import AttemptFailure, _body_message, what_was_sent
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    AttemptFailure,
+    _body_message,
+    unreadable_reply,
+    what_was_sent,
+)
 from flink_agents.providers._response_cap import ResponseTooLargeError
 from flink_agents.providers._sdk import sdk_from_extra
 
@@ -46,6 +53,7 @@ with sdk_from_extra("boto3", "flink-agents-py[bedrock]"):
     import boto3
     import botocore.config
     import botocore.exceptions
+    import botocore.parsers
 
 _BEARER_TOKEN_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
 _CONVERSE_REPLY = "before-parse.bedrock-runtime.Converse"
@@ -152,11 +160,9 @@ def from_converse(response: dict[str, Any], structured: bool) -> ChatMessage:
         tokens = TokenUsage(
             input_tokens=usage.get("inputTokens", 0), output_tokens=usage.get("outputTokens", 0)
         )
-    except (KeyError, TypeError) as exc:
-        raise AttemptFailure.malformed(
-            f"not a Converse reply (missing or bad {exc}); the server sent {what_was_sent(reply)}"
-        ) from None
-    return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=tokens)
+        return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=tokens)
+    except UNREADABLE_REPLY as exc:
+        raise unreadable_reply("a Converse reply", exc, reply) from None
 
 
 def response_check(max_response_bytes: int) -> Callable[..., None]:
@@ -186,8 +192,8 @@ def check_response(response_dict: dict[str, Any]) -> None:
             retryable=True,
         )
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = read_json(body)
+    except ValueError:  # not JSON, or nested too deeply
         data = None
     if status >= 300:
         # The error's type is a header (x-amzn-ErrorType: "ThrottlingException:<namespace>").
@@ -218,6 +224,9 @@ def _converse(client: Any, body: dict[str, Any]) -> dict[str, Any]:
         raise AttemptFailure(_no_credentials(), retryable=False) from None
     except botocore.exceptions.BotoCoreError as exc:  # configuration: the same on every attempt
         raise AttemptFailure(f"{type(exc).__name__}: {exc}", retryable=False) from None
+    except (botocore.parsers.ResponseParserError, *UNREADABLE_REPLY) as exc:
+        # botocore's parser builds the reply from the JSON by its service model, unchecked.
+        raise unreadable_reply("a Converse reply", exc) from None
 
 
 def _no_credentials() -> str:

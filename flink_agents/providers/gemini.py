@@ -24,7 +24,13 @@ from pydantic import Field
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.providers._connection import HttpChatModelConnection, tool_names
-from flink_agents.providers._http_errors import AttemptFailure, _body_message, what_was_sent
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    AttemptFailure,
+    _body_message,
+    unreadable_reply,
+    what_was_sent,
+)
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("google.genai", "flink-agents-py[gemini]"):
@@ -235,6 +241,8 @@ async def gemini_call(call: Awaitable[T]) -> T:
         raise AttemptFailure.transport("request failed", exc) from None
     except json.JSONDecodeError as exc:
         raise AttemptFailure.malformed(f"the server sent {what_was_sent(exc.doc)}") from None
+    except UNREADABLE_REPLY as exc:  # the SDK's models refuse the reply's JSON (wrong types)
+        raise unreadable_reply("a generateContent response", exc) from None
 
 
 class GeminiChatModelConnection(HttpChatModelConnection):

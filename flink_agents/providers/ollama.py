@@ -14,9 +14,15 @@ from typing import Any, ClassVar
 import httpx
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
+from flink_agents.api.json_values import read_json
 from flink_agents.providers._connection import HttpChatModelConnection, tool_names
 from flink_agents.providers._endpoint import HttpEndpoint
-from flink_agents.providers._http_errors import AttemptFailure, status_failure
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    AttemptFailure,
+    status_failure,
+    unreadable_reply,
+)
 from flink_agents.providers.openai_compatible import to_openai_tool
 from flink_agents.providers.retry_loop import request_target
 
@@ -78,14 +84,14 @@ def from_ollama_reply(data: Any, turn: int) -> ChatMessage:
             input_tokens=data.get("prompt_eval_count", 0), output_tokens=data.get("eval_count", 0)
         )
         content = message.get("content") or ""
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise AttemptFailure.malformed(f"not an /api/chat reply: missing or bad {exc}") from None
-    return ChatMessage(role="assistant", content=content, tool_calls=calls, usage=usage)
+        return ChatMessage(role="assistant", content=content, tool_calls=calls, usage=usage)
+    except UNREADABLE_REPLY as exc:
+        raise unreadable_reply("an /api/chat reply", exc, data) from None
 
 
 def _error_body(response: httpx.Response) -> Any:
     try:
-        return response.json()
+        return read_json(response.content)
     except ValueError:
         return response.text
 
@@ -106,8 +112,8 @@ async def post_json(client: httpx.AsyncClient, path: str, body: dict[str, Any]) 
             target=request_target(response),
         )
     try:
-        return json.loads(response.content)
-    except ValueError as exc:
+        return read_json(response.content)
+    except ValueError as exc:  # not JSON, or JSON nested too deeply
         raise AttemptFailure.malformed(f"{type(exc).__name__}: {exc}") from None
 
 

@@ -19,7 +19,12 @@ from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall
 from flink_agents.api.chat_models import TOOL_CHOICE_MODES
 from flink_agents.providers._connection import HttpChatModelConnection, schema_name
 from flink_agents.providers._endpoint import HttpEndpoint
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    AttemptFailure,
+    sdk_call,
+    unreadable_reply,
+)
 from flink_agents.providers._response_cap import byte_stream_of
 from flink_agents.providers._sdk import sdk_from_extra
 
@@ -132,15 +137,12 @@ def from_openai_completion(completion: Any) -> ChatMessage:
             if usage is not None
             else None
         )
-    except (AttributeError, IndexError, TypeError):
-        # The SDK parses whatever JSON (or text) came back; say what it was, not which
-        # attribute was missing.
-        raise AttemptFailure.malformed(
-            f"not a chat completion; the server sent {what_was_sent(completion)}"
-        ) from None
-    return ChatMessage(
-        role="assistant", content=message.content or "", tool_calls=calls, usage=tokens
-    )
+        return ChatMessage(
+            role="assistant", content=message.content or "", tool_calls=calls, usage=tokens
+        )
+    except UNREADABLE_REPLY as exc:
+        # The SDK builds its objects from whatever JSON came back, unchecked.
+        raise unreadable_reply("a chat completion", exc, completion) from None
 
 
 def openai_client(endpoint: HttpEndpoint) -> openai.AsyncOpenAI:

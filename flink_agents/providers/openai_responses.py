@@ -21,7 +21,12 @@ from typing import Any, ClassVar
 from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, ToolCall, ToolSpec
 from flink_agents.api.chat_models import TOOL_CHOICE_MODES
 from flink_agents.providers._connection import HttpChatModelConnection, schema_name
-from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
+from flink_agents.providers._http_errors import (
+    UNREADABLE_REPLY,
+    AttemptFailure,
+    sdk_call,
+    unreadable_reply,
+)
 from flink_agents.providers._sdk import sdk_from_extra
 from flink_agents.providers.openai_compatible import openai_client, wire_arguments
 
@@ -142,11 +147,9 @@ def from_response(response: Any) -> ChatMessage:
             if usage is not None
             else None
         )
-    except (AttributeError, TypeError):
-        raise AttemptFailure.malformed(
-            f"not a Responses API response; the server sent {what_was_sent(response)}"
-        ) from None
-    return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=tokens)
+        return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=tokens)
+    except UNREADABLE_REPLY as exc:
+        raise unreadable_reply("a Responses API response", exc, response) from None
 
 
 def _failed(error: Any) -> AttemptFailure:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from flink_agents.api.events import ActionFailure
-from flink_agents.api.json_values import NotJsonError, json_generic
+from flink_agents.api.json_values import JsonLimitError, NotJsonError, json_generic, read_json
 from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.engine import RunResult
 
@@ -44,11 +44,15 @@ class OutputRecord(BaseModel):
 
 
 def decode_input(text: str | bytes) -> Any:
-    """Parse an input record; raises :class:`BadRecord` naming the problem."""
+    """Parse an input record; raises :class:`BadRecord` naming the problem: not JSON, or JSON
+    beyond what a run takes (nested too deep, ``NaN``; see
+    :func:`~flink_agents.api.json_values.read_json`)."""
+    preview = text[:120] if isinstance(text, str | bytes) else repr(text)
     try:
-        return json.loads(text)
+        return read_json(text)
+    except JsonLimitError as exc:
+        raise BadRecord(f"input record cannot be run ({exc}): {preview!r}") from None
     except (TypeError, ValueError) as exc:
-        preview = text[:120] if isinstance(text, str | bytes) else repr(text)
         raise BadRecord(f"input record is not JSON ({exc}): {preview!r}") from exc
 
 
@@ -103,7 +107,7 @@ def key_selector(field: KeySpec, record_type: type | None = None) -> Callable[[s
     adapter: TypeAdapter[Any] | None = None if record_type is None else TypeAdapter(record_type)
 
     def parse(text: str) -> Any:
-        record = json.loads(text)
+        record = read_json(text)
         return (
             adapter.validate_python(record) if adapter is not None and callable(field) else record
         )

@@ -74,10 +74,7 @@ def test_bad_sources_exit_with_a_message(tmp_path, capsys):
     assert f"{bad}:3:" in capsys.readouterr().err
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('{"city": "Oslo"}\n')
-    assert (
-        main(["run", "examples/plans/weather_react.json", "--input", str(inputs), "--key", "city"])
-        == 2
-    )
+    assert main(["run", "plans/weather_react.json", "--input", str(inputs), "--key", "city"]) == 2
 
 
 def test_inspect_lists_offered_and_skipped_subagents(tmp_path, capsys):
@@ -156,7 +153,7 @@ def test_submit_to_an_address_nobody_answers_says_so(capsys):
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens on it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    job = str(EXAMPLES / "jobs" / "weather.yaml")
+    job = str(EXAMPLES.parent / "jobs" / "weather.yaml")
     assert main(["submit", job, "--jobmanager", f"127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"flink-agents submit: no JobManager answers at 127.0.0.1:{port} (")
@@ -323,7 +320,7 @@ def test_run_local_keys_plain_string_inputs_by_themselves(tmp_path, capsys):
     ids=["compile", "inspect", "run --local"],
 )
 def test_a_job_spec_where_an_agent_is_expected_is_named_as_one(command, capsys):
-    job = EXAMPLES / "jobs" / "weather.yaml"
+    job = EXAMPLES.parent / "jobs" / "weather.yaml"
     assert main([*command, str(job)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert (
@@ -380,7 +377,7 @@ def test_a_job_with_a_kafka_store_needs_its_secret_before_it_starts(command, mon
     """Signing is on by default: without the secret the job is refused before a JVM starts or
     a cluster is contacted (the port given to submit is closed: it is never reached)."""
     monkeypatch.delenv("FLINK_AGENTS_STORE_SECRET")
-    job = str(EXAMPLES / "jobs" / "customer_memory.yaml")
+    job = str(EXAMPLES.parent / "jobs" / "customer_memory.yaml")
     args = [command, job] if command == "run" else [command, job, "--jobmanager", "127.0.0.1:1"]
     assert main(args) == 2
     err = capsys.readouterr().err

@@ -120,6 +120,25 @@ def test_list_shows_each_runs_latest_wait_and_filters_by_key(tmp_path, capsys):
     assert line == 'key=17  wait=w2  request={"n":0}  deadline_ms=9'
 
 
+def test_list_skips_output_lines_nested_too_deeply_or_with_nan(tmp_path, capsys):
+    # Found by the bad-input properties (issue 37): a deeply nested line stopped `waits list`
+    # with a RecursionError.
+    path = tmp_path / "outputs.jsonl"
+    bad = ['{"agent": "x", "key": ' + "[" * 5_000 + "]" * 5_000 + ', "seq": 0}', '{"key": NaN}']
+    path.write_text("\n".join([*bad, *OUTPUTS]) + "\n")
+    assert main(["waits", "list", "--file", str(path)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+def test_arguments_nested_too_deeply_are_a_one_line_usage_error(tmp_path, capsys):
+    command = ["waits", "approve", "w1", "--key", "a", "--key-field", "id"]
+    deep = '{"a": ' + "[" * 5_000 + "]" * 5_000 + "}"
+    assert main([*command, "--file", str(tmp_path / "d"), "--arguments", deep]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("flink-agents waits: --arguments cannot be used: nested deeper than")
+    assert err.count("\n") == 1
+
+
 def test_bad_arguments_are_a_one_line_usage_error(tmp_path, capsys):
     command = ["waits", "approve", "w1", "--key", "a", "--key-field", "id"]
     assert main([*command, "--file", str(tmp_path / "d"), "--arguments", "{amount"]) == EXIT_USAGE

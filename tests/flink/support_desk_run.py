@@ -1,4 +1,4 @@
-"""One run of the example job (the support desk, examples/jobs/support_desk.yaml) on the
+"""One run of the example job (the support desk, jobs/support_desk.yaml) on the
 mini-cluster, as ``make run`` runs it: a Kafka action-state store of its own, the event log on,
 and one injected task failure (:class:`~examples.demo.FailOnce`) after a checkpoint."""
 

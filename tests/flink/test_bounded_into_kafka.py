@@ -26,7 +26,7 @@ from flink_agents.durable import faults
 from tests.conftest import submitted_job_id
 
 REPO = Path(__file__).resolve().parents[2]
-CITIES = REPO / "examples" / "jobs" / "data" / "cities.jsonl"
+CITIES = REPO / "jobs" / "data" / "cities.jsonl"
 WEATHER_RUNS = [
     ("Berlin", 0),
     ("Berlin", 1),

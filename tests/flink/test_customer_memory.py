@@ -22,11 +22,11 @@ def test_the_second_ticket_is_answered_from_the_first(
     from flink_agents.flink.job_runner import build
 
     out = tmp_path / "out"
-    spec = (REPO / "examples" / "jobs" / "customer_memory.yaml").read_text()
+    spec = (REPO / "jobs" / "customer_memory.yaml").read_text()
     spec = spec.replace(
-        "agent: ../customer_memory.yaml", f"agent: {REPO}/examples/customer_memory.yaml"
+        "agent: ../examples/customer_memory.yaml", f"agent: {REPO}/examples/customer_memory.yaml"
     )
-    spec = spec.replace("path: data/", f"path: {REPO}/examples/jobs/data/")
+    spec = spec.replace("path: data/", f"path: {REPO}/jobs/data/")
     spec = spec.replace("kind: stdout", f"kind: file\n  path: {out}")
     spec = spec.replace("127.0.0.1:9092", kafka_bootstrap)
     spec = spec.replace("flink-agents-customer-memory", f"test-memory-{uuid.uuid4().hex[:12]}")

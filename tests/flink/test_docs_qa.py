@@ -96,7 +96,7 @@ def test_ingest_the_docs_then_answer_from_them(
     store = ChromaVectorStore(collection="project-docs", url=chroma_url)
     assert asyncio.run(store.count()) >= chunks > len(documents)
 
-    questions = REPO / "examples" / "jobs" / "data" / "docs_questions.jsonl"
+    questions = REPO / "jobs" / "data" / "docs_questions.jsonl"
     build(load_job(_job(tmp_path, "docs_qa", str(questions), tmp_path / "qa")), fresh_flink_env)
     fresh_flink_env.execute("docs_qa")
 

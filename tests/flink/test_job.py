@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_example_job_loads_and_compiles_its_agent() -> None:
-    spec = load_job(REPO / "examples" / "jobs" / "weather.yaml")
+    spec = load_job(REPO / "jobs" / "weather.yaml")
     assert spec.key == "city"
     assert spec.plan().name == "weather_react"
     config = spec.flink_config()
@@ -43,7 +43,7 @@ def test_a_job_specs_runtime_keys_are_its_runtime_settings(tmp_path: Path) -> No
         event_log=EventLogConfig(path=str(tmp_path.resolve() / "logs" / "events.jsonl")),
         max_concurrent_calls={"conn": 2},
     )
-    assert load_job(REPO / "examples" / "jobs" / "support_desk.yaml").settings.store is not None
+    assert load_job(REPO / "jobs" / "support_desk.yaml").settings.store is not None
 
 
 def test_the_user_cache_folder_follows_xdg_cache_home_when_it_is_absolute() -> None:
@@ -89,7 +89,7 @@ def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env)
     job = tmp_path / "job.yaml"
     job.write_text(
         f"name: weather-file\nagent: {REPO}/examples/weather.yaml\n"
-        f"source: {{kind: list, path: {REPO}/examples/jobs/data/cities.jsonl}}\n"
+        f"source: {{kind: list, path: {REPO}/jobs/data/cities.jsonl}}\n"
         f"key: city\nsink: {{kind: file, path: {out}}}\n"
     )
     build(load_job(job), fresh_flink_env)

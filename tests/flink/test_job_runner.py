@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import urllib.request
 from pathlib import Path
 from urllib.request import url2pathname
@@ -18,9 +19,7 @@ from flink_agents.flink.job_runner import shipped_outputs, submit_command, with_
 from tests.conftest import submitted_job_id
 
 REPO = Path(__file__).resolve().parents[2]
-README_SUBMIT = (
-    ".venv/bin/flink-agents submit examples/jobs/weather.yaml --jobmanager 127.0.0.1:8081"
-)
+README_SUBMIT = ".venv/bin/flink-agents submit jobs/weather.yaml --jobmanager 127.0.0.1:8081"
 """The README's submit command ("Using it"), run from the repository root."""
 WEATHER_RUNS = [
     ("Berlin", 0),
@@ -32,16 +31,32 @@ WEATHER_RUNS = [
 ]
 
 
+def test_the_driver_runs_as_a_script_where_no_path_hook_imported_the_standard_library_first():
+    # `flink run -py` runs job_runner.py as a script: its folder (holding operator.py) comes
+    # first on sys.path. Without site (-S), no .pth hook of an editable install imports the
+    # standard `operator` before it, as in an installed package (the container image).
+    site_packages = sysconfig.get_paths()["purelib"]
+    done = subprocess.run(
+        [sys.executable, "-S", str(REPO / "flink_agents" / "flink" / "job_runner.py"), "--help"],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([site_packages, str(REPO)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m flink_agents.flink.job_runner")
+
+
 def test_submit_names_the_client_interpreter_and_the_working_directory_as_import_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    command = submit_command("examples/jobs/weather.yaml", "127.0.0.1:8081")
+    command = submit_command("jobs/weather.yaml", "127.0.0.1:8081")
 
     # `flink` starts the driver with `python` from PATH unless told otherwise.
     assert command[command.index("-pyclientexec") + 1] == sys.executable
     driver_args = command[command.index("-py") + 2 :]
-    assert driver_args == [str(tmp_path / "examples/jobs/weather.yaml"), str(tmp_path)]
+    assert driver_args == [str(tmp_path / "jobs/weather.yaml"), str(tmp_path)]
 
 
 def _job_folder(tmp_path: Path, extra: str = "") -> Path:
@@ -97,12 +112,12 @@ def test_a_savepoint_start_at_another_parallelism_reaches_flink_and_the_operator
 ) -> None:
     monkeypatch.chdir(REPO)
     command = submit_command(
-        "examples/jobs/weather.yaml", "127.0.0.1:8081", from_savepoint="/sp/1", parallelism=2
+        "jobs/weather.yaml", "127.0.0.1:8081", from_savepoint="/sp/1", parallelism=2
     )
     assert command[command.index("-s") + 1] == "/sp/1"
     assert command[-3:] == ["--from-savepoint", "--parallelism", "2"]  # for the driver
 
-    spec = load_job(REPO / "examples" / "jobs" / "weather.yaml")
+    spec = load_job(REPO / "jobs" / "weather.yaml")
     overridden = with_overrides(spec, parallelism=2, from_savepoint=True)
     assert overridden.parallelism == 2 and overridden.operator.started_from_savepoint
     assert overridden.base_dir == spec.base_dir  # relative paths still resolve

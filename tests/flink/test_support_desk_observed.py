@@ -1,4 +1,4 @@
-"""The example job's run, observed: the support desk (examples/jobs/support_desk.yaml) on the
+"""The example job's run, observed: the support desk (jobs/support_desk.yaml) on the
 mini-cluster with its event log on and one injected task failure, as ``make run`` runs it.
 
 ``flink-agents trace`` rebuilds every ticket's tree from the event log, and marks ``replayed``

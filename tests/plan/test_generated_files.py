@@ -5,9 +5,17 @@ from flink_agents.plan.yaml.schema import agents_json_schema
 from scripts import regenerate
 
 
-def test_compiled_example_plans_and_yaml_schema_are_current():
+def test_the_plans_folder_and_the_schemas_are_current():
     stale = [str(path) for path in regenerate.stale_files()]
     assert stale == [], "run `python -m scripts.regenerate` and commit the result"
+
+
+def test_the_plans_folder_holds_exactly_the_shipped_agents():
+    assert regenerate.PLANS_DIR == regenerate.REPO_DIR / "plans"
+    generated = {
+        path for path in regenerate.generated_files() if path.parent == regenerate.PLANS_DIR
+    }
+    assert set(regenerate.PLANS_DIR.glob("*.json")) == generated
 
 
 def test_every_example_has_a_plan_file_and_the_schema_covers_the_yaml_blocks():

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from flink_agents.agents.react import ReActAgent
 from flink_agents.api.agent import Agent, ResourceDeclaration
+from flink_agents.api.json_values import MAX_JSON_DEPTH, json_depth_within
 from flink_agents.api.refs import REFERENCE_PATTERN, import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
@@ -77,12 +78,57 @@ def field_path(location: Location) -> str:
     return text
 
 
+_TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"
+
+
+MAX_YAML_VALUES = 200_000
+"""How many values (scalars, lists and mappings) a YAML file may hold with its aliases expanded:
+far beyond any agents file or job spec, far below what would take minutes to validate and
+compile (a "billion laughs" file of nested aliases holds billions)."""
+
+
+def _expanded_size(value: Any, sizes: dict[int, int]) -> int:
+    """How many values ``value`` holds with shared containers counted at each use; ``sizes``
+    remembers each container's, so the count takes one pass over the document as parsed. The
+    value is known to be at most :data:`MAX_JSON_DEPTH` deep."""
+    if isinstance(value, dict):
+        children: Any = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        children = value
+    else:
+        return 1
+    known = sizes.get(id(value))
+    if known is None:
+        known = sizes[id(value)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return known
+
+
+def _reader_issue(text: str | bytes, error: yaml.YAMLError) -> YamlIssue:
+    """A character PyYAML's reader refuses (NUL and other control characters, bytes that are
+    not UTF-8), at its line and column."""
+    if not isinstance(error, yaml.reader.ReaderError):
+        return YamlIssue(1, 1, "", f"not valid YAML: {error}")
+    before = text[: error.position]
+    newline = b"\n" if isinstance(before, bytes) else "\n"
+    line = before.count(newline) + 1  # type: ignore[arg-type]
+    column = error.position - before.rfind(newline)  # type: ignore[arg-type]
+    what = (
+        f"byte {error.character:#04x}"
+        if isinstance(text, bytes)
+        else (f"character U+{error.character:04X}")
+    )
+    return YamlIssue(line, column, "", f"not valid YAML: {what} ({error.reason})")
+
+
 class _Document:
     """Parsed YAML with its node tree, to map a field path back to a line."""
 
-    def __init__(self, text: str, file: str) -> None:
+    def __init__(self, text: str | bytes, file: str) -> None:
         self.file = file
-        loader = yaml.SafeLoader(text)
+        try:
+            loader = yaml.SafeLoader(text)
+        except yaml.YAMLError as exc:  # bytes that are not UTF-8
+            raise YamlAgentError(file, [_reader_issue(text, exc)]) from None
         try:
             self.root = loader.get_single_node()
             self.data = loader.construct_document(self.root) if self.root is not None else None
@@ -92,8 +138,23 @@ class _Document:
             raise YamlAgentError(
                 file, [YamlIssue(line, column, "", f"not valid YAML: {exc.problem}")]
             ) from None
+        except yaml.YAMLError as exc:  # a character YAML does not allow (NUL, ...), with where
+            raise YamlAgentError(file, [_reader_issue(text, exc)]) from None
+        except RecursionError:  # the parser recurses per level of nesting
+            raise YamlAgentError(file, [YamlIssue(1, 1, "", _TOO_DEEP)]) from None
+        except ValueError as exc:  # an integer of thousands of digits
+            message = f"not readable: {str(exc).split(';')[0]}"
+            raise YamlAgentError(file, [YamlIssue(1, 1, "", message)]) from None
         finally:
             loader.dispose()
+        if not json_depth_within(self.data):
+            raise YamlAgentError(file, [YamlIssue(1, 1, "", _TOO_DEEP)])
+        if _expanded_size(self.data, {}) > MAX_YAML_VALUES:
+            message = (
+                f"more than {MAX_YAML_VALUES} values once its aliases are expanded (an alias "
+                "repeats the whole value it names, so aliases of aliases multiply)"
+            )
+            raise YamlAgentError(file, [YamlIssue(1, 1, "", message)])
 
     def issue(self, location: Location, message: str) -> YamlIssue:
         node = self.root
@@ -348,7 +409,7 @@ def _refuse_job_spec(document: _Document) -> None:
 def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Agent]:
     """All agents of a YAML file, by name."""
     file = str(path)
-    document = _Document(Path(path).read_text() if text is None else text, file)
+    document = _Document(Path(path).read_bytes() if text is None else text, file)
     _refuse_job_spec(document)
     try:
         parsed = AgentsFile.model_validate(document.data)
@@ -467,7 +528,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 def load_yaml_model(path: str | Path, model: type[ModelT], text: str | None = None) -> ModelT:
     """Validate a YAML file against ``model``; errors name file, line and field (job specs)."""
     file = str(path)
-    document = _Document(Path(path).read_text() if text is None else text, file)
+    document = _Document(Path(path).read_bytes() if text is None else text, file)
     if isinstance(document.data, dict) and "agents" in document.data:
         message = (
             "this is an agents file, not a job spec: run its agent with `flink-agents run --local "
