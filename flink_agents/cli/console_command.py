@@ -43,7 +43,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from flink_agents.console import ConsoleSources, build_app
+        from flink_agents.console import build_app
     except ImportError as exc:
         print(
             f"flink-agents console needs the console extra ({exc.name} is missing): "
@@ -83,8 +83,6 @@ def console_sources(args: argparse.Namespace) -> Any:
     if args.job is not None:
         from flink_agents.flink.job import load_job
 
-        return ConsoleSources.from_job(
-            load_job(args.job), args.bootstrap_servers, **given
-        )
+        return ConsoleSources.from_job(load_job(args.job), args.bootstrap_servers, **given)
     settled = {name: value for name, value in given.items() if value is not None}
     return ConsoleSources(bootstrap_servers=args.bootstrap_servers, **settled)

@@ -45,18 +45,24 @@ class Console:
         # Payloads are the event log's (already cut and scrubbed) or the store's and outputs':
         # shown through the same writer, so no secret-named field and no resolved secret shows.
         self._shown = PayloadWriter(_SHOWN_CHARS)
-        self._rows: tuple[int, list[RunRow]] = (-1, [])
-        self._rows_lock = threading.Lock()
+        self._grouped: tuple[int, list[RunExecution], list[RunRow]] = (-1, [], [])
+        self._lock = threading.Lock()
+
+    def _group(self) -> tuple[list[RunExecution], list[RunRow]]:
+        """The event log's run executions and rows, grouped again only when records were
+        added."""
+        records = self.feed.records()
+        with self._lock:
+            version, grouped, rows = self._grouped
+            if version != self.feed.version:
+                grouped = executions(records)
+                rows = run_rows(grouped)
+                self._grouped = (self.feed.version, grouped, rows)
+            return grouped, rows
 
     def rows(self) -> list[RunRow]:
-        """Every run of the event log (computed again only when records were added)."""
-        records = self.feed.records()
-        with self._rows_lock:
-            version, rows = self._rows
-            if version != self.feed.version:
-                rows = run_rows(records)
-                self._rows = (self.feed.version, rows)
-            return rows
+        """Every run of the event log, most recently started first."""
+        return self._group()[1]
 
     def json_text(self, value: Any) -> str:
         """``value`` as indented JSON for a page, secrets out."""
@@ -97,7 +103,9 @@ class Console:
             rows, error = [], str(exc)
         shown = select(rows, state=state, agent=agent, key=key)
         pages = max(math.ceil(len(shown) / PAGE_ROWS), 1)
-        counts = {name: sum(1 for row in rows if row.state == name) for name in STATES}
+        counts: dict[str, int] = {
+            name: sum(1 for row in rows if row.state == name) for name in STATES
+        }
         counts["replayed"] = sum(1 for row in rows if row.replayed)
         return self.page(
             request,
@@ -123,7 +131,7 @@ class Console:
         if self.feed.configured and seq.lstrip("-").isdigit():
             found = [
                 execution
-                for execution in executions(self.feed.records())
+                for execution in self._group()[0]
                 if execution.run == (agent, key_json, int(seq))
             ]
         status = 200 if found else 404
@@ -152,7 +160,9 @@ class Console:
         if key and self.sources.store_topic is not None:
             try:
                 store, corrupt = open_store(
-                    self.sources.bootstrap_servers, self.sources.store_topic, self.sources.secret_env
+                    self.sources.bootstrap_servers,
+                    self.sources.store_topic,
+                    self.sources.secret_env,
                 )
             except StoreError as exc:
                 error = str(exc)

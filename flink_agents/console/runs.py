@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from flink_agents.cli.trace_tree import RunExecution, executions
-from flink_agents.observability import LogRecord
+from flink_agents.cli.trace_tree import RunExecution
 
 RunState = Literal["running", "waiting", "failed", "finished", "cancelled"]
 STATES: tuple[RunState, ...] = ("running", "waiting", "failed", "finished", "cancelled")
@@ -41,10 +40,11 @@ class RunRow:
         return value if isinstance(value, str) else self.key_json
 
 
-def run_rows(records: Iterable[LogRecord]) -> list[RunRow]:
-    """Every run of ``records``, most recently started first."""
+def run_rows(grouped: Iterable[RunExecution]) -> list[RunRow]:
+    """Every run of the executions ``flink-agents trace`` grouped, most recently started
+    first."""
     by_run: dict[tuple[str, str, int], list[RunExecution]] = {}
-    for execution in executions(records):
+    for execution in grouped:
         by_run.setdefault(execution.run, []).append(execution)
     rows = [_row(found) for found in by_run.values()]
     rows.sort(key=lambda row: row.started, reverse=True)
@@ -56,7 +56,9 @@ def _row(found: list[RunExecution]) -> RunRow:
     agent, key_json, seq = last.run
     end = last.finished
     state: RunState = "running" if end is None else _STATE_OF.get(end.status, "cancelled")  # type: ignore[assignment]
-    calls = [call for execution in found for i in execution.invocations.values() for call in i.calls]
+    calls = [
+        call for execution in found for i in execution.invocations.values() for call in i.calls
+    ]
     return RunRow(
         agent=agent,
         key_json=key_json,

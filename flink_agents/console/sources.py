@@ -55,15 +55,15 @@ class ConsoleSources:
 
     @classmethod
     def from_job(
-        cls, spec: JobSpec, servers: str = "127.0.0.1:9092", **given: Any
+        cls, spec: JobSpec, default_servers: str = "127.0.0.1:9092", **given: Any
     ) -> ConsoleSources:
         """The sources a job spec names (its event log, Kafka store, sink and decisions
-        input); ``given`` (options not None) override them; ``servers``: the Kafka brokers
+        input); ``given`` (options not None) override them; ``default_servers``: the Kafka brokers
         when the spec's store names none."""
         from flink_agents.flink.job import FileSinkSpec, KafkaSinkSpec, KafkaSourceSpec
 
         found: dict[str, Any] = {"key_field": spec.key, "agent_name": spec.agent_name}
-        found["bootstrap_servers"] = servers
+        found["bootstrap_servers"] = default_servers
         found["agent"] = spec.agent if ":" in spec.agent else str(spec.resolve(spec.agent))
         log = spec.event_log_config()
         if log is not None:
@@ -76,7 +76,9 @@ class ConsoleSources:
             found["secret_env"] = store.secret_env
             servers = store.bootstrap_servers
             if servers:
-                found["bootstrap_servers"] = servers if isinstance(servers, str) else ",".join(servers)
+                found["bootstrap_servers"] = (
+                    servers if isinstance(servers, str) else ",".join(servers)
+                )
         if isinstance(spec.sink, FileSinkSpec):
             found["outputs"] = str(spec.resolve(spec.sink.path))
         elif isinstance(spec.sink, KafkaSinkSpec):

@@ -58,7 +58,10 @@ def refunds_sample(folder: Path) -> Sample:
             assert result.paused is not None
             run = result.run_id
             waiting = result.paused.model_dump(mode="json", exclude_defaults=True)
-            out.write(json.dumps({"agent": run.agent, "key": run.key, "seq": run.seq, "waiting": waiting}) + "\n")
+            out.write(
+                json.dumps({"agent": run.agent, "key": run.key, "seq": run.seq, "waiting": waiting})
+                + "\n"
+            )
     with event_log.open("a") as log:
         for record in failed_over_run(paused[-1].run_id.agent, 2_000_000_000.0):
             log.write(record.model_dump_json() + "\n")
@@ -86,6 +89,8 @@ def failed_over_run(agent: str, at: float) -> list[Any]:
         RunStarted(time=at + 5, **run, input={"order": FAILOVER_KEY}),
         ActionStarted(time=at + 5.1, **run, **action, event_type="ChatRequestEvent"),
         CallFinished(time=at + 5.2, **run, **call, outcome="replayed", latency_ms=0.3),
-        ActionFinished(time=at + 5.3, **run, **action, event_type="ChatRequestEvent", latency_ms=200.0),
+        ActionFinished(
+            time=at + 5.3, **run, **action, event_type="ChatRequestEvent", latency_ms=200.0
+        ),
         RunFinished(time=at + 5.4, **run, status="succeeded", latency_ms=400.0, outputs=1),
     ]

@@ -61,7 +61,9 @@ def test_a_paused_run_s_trace_shows_its_model_call(client: TestClient) -> None:
     page = client.get("/trace", params={"agent": "refunds", "key": '"o-1"', "seq": 0})
     assert page.status_code == 200
     assert 'data-outcome="live"' in page.text and "scripted-1" in page.text
-    assert client.get("/trace", params={"agent": "refunds", "key": '"x"', "seq": 0}).status_code == 404
+    assert (
+        client.get("/trace", params={"agent": "refunds", "key": '"x"', "seq": 0}).status_code == 404
+    )
 
 
 def test_the_waiting_page_lists_each_open_wait_with_its_tool_and_arguments(

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 
 from flink_agents.console import build_app
 from tests.console.conftest import Served, screenshot
-from tests.console.samples import FAILOVER_KEY, Sample, refunds_sample
+from tests.console.samples import FAILOVER_KEY, refunds_sample
 
 pytestmark = pytest.mark.browser
 
@@ -64,9 +64,10 @@ def test_an_approval_clicked_without_the_token_is_refused_and_with_it_written(
     screenshot(browser, "waits")
     first = browser.find_elements(By.CSS_SELECTOR, "section.wait")[0]
     click_decision(browser, first, "approve", "")
-    assert "refused: a decision needs the console's token" in browser.find_element(
-        By.ID, "message"
-    ).text
+    assert (
+        "refused: a decision needs the console's token"
+        in browser.find_element(By.ID, "message").text
+    )
     assert not sample.decisions.exists()
     first = browser.find_elements(By.CSS_SELECTOR, "section.wait")[0]
     click_decision(browser, first, "approve", TOKEN)

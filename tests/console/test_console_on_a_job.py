@@ -59,8 +59,11 @@ def test_the_trace_page_shows_every_call_of_a_ticket_as_flink_agents_trace_does(
         for key, seq in checked:
             browser.get(f"{server.url}/trace?agent=support_desk&key={key}&seq={seq}")
             on_page = [
-                (int(column.get_attribute("id").rpartition("-")[2]), div.get_attribute("data-call"),
-                 div.get_attribute("data-outcome"))
+                (
+                    int(column.get_attribute("id").rpartition("-")[2]),
+                    div.get_attribute("data-call"),
+                    div.get_attribute("data-outcome"),
+                )
                 for column in browser.find_elements(By.CSS_SELECTOR, "section.execution")
                 for div in column.find_elements(By.CSS_SELECTOR, "div.call")
             ]
@@ -70,7 +73,8 @@ def test_the_trace_page_shows_every_call_of_a_ticket_as_flink_agents_trace_does(
                 if (call.run.key, call.run.seq) == (key, seq)
             ]
             assert on_page == in_trace, (key, seq)
-        key, seq = max(replayed, key=lambda run: run.execution)[:2]
+        last = max(replayed, key=lambda run: run.execution)
+        key, seq = last.key, last.seq
         browser.get(f"{server.url}/trace?agent=support_desk&key={key}&seq={seq}")
         screenshot(browser, "trace-after-failover")
         customer = json.loads(key)
