@@ -7,6 +7,6 @@ the ``console`` extra (Starlette, Jinja2, uvicorn).
 """
 
 from flink_agents.console.app import Console, build_app
-from flink_agents.console.sources import ConsoleSources
+from flink_agents.console.console_sources import ConsoleSources
 
 __all__ = ["Console", "ConsoleSources", "build_app"]

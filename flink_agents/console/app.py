@@ -20,11 +20,11 @@ from starlette.templating import Jinja2Templates
 
 from flink_agents.cli.trace_tree import RunExecution, executions
 from flink_agents.cli.wait_records_io import key_value, open_waits
+from flink_agents.console.console_sources import ConsoleSources, RecordFeed, output_lines
 from flink_agents.console.decisions import VERDICTS, DecisionRefused, ToolSchemas, parse_arguments
 from flink_agents.console.decisions import write_decision as _write
 from flink_agents.console.health import flink_jobs, rate_series, svg_chart
 from flink_agents.console.runs import STATES, RunRow, interrupted, run_rows, select
-from flink_agents.console.sources import ConsoleSources, RecordFeed, output_lines
 from flink_agents.durable.identity import canonical_json
 from flink_agents.observability import PayloadWriter
 

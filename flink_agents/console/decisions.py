@@ -12,7 +12,7 @@ from flink_agents.api.tools import Tool
 from flink_agents.cli.wait_records_io import decision_record
 
 if TYPE_CHECKING:
-    from flink_agents.console.sources import ConsoleSources
+    from flink_agents.console.console_sources import ConsoleSources
     from flink_agents.plan import AgentPlan
 
 VERDICTS = ("approve", "edit", "reject")
