@@ -3,11 +3,12 @@ changes -- a decision for a waiting run -- needs the console's token."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from flink_agents.cli.trace_tree import RunExecution, executions
+from flink_agents.cli.trace_tree import ExecutionGroups, RunExecution
 from flink_agents.cli.wait_records_io import key_value, open_waits
 from flink_agents.console.console_sources import ConsoleSources, RecordFeed, output_lines
 from flink_agents.console.decisions import VERDICTS, DecisionRefused, ToolSchemas, parse_arguments
@@ -45,20 +46,33 @@ class Console:
         # Payloads are the event log's (already cut and scrubbed) or the store's and outputs':
         # shown through the same writer, so no secret-named field and no resolved secret shows.
         self._shown = PayloadWriter(_SHOWN_CHARS)
-        self._grouped: tuple[int, list[RunExecution], list[RunRow]] = (-1, [], [])
+        self._groups = ExecutionGroups()
+        self._grouped_at = (-1, 0)  # the feed's generation and records grouped
+        self._rows: list[RunRow] = []
         self._lock = threading.Lock()
 
     def _group(self) -> tuple[list[RunExecution], list[RunRow]]:
-        """The event log's run executions and rows, grouped again only when records were
-        added."""
+        """The event log's run executions and rows: the records added since the last load are
+        grouped (all of them again only if the feed was built again)."""
         records = self.feed.records()
         with self._lock:
-            version, grouped, rows = self._grouped
-            if version != self.feed.version:
-                grouped = executions(records)
-                rows = run_rows(grouped)
-                self._grouped = (self.feed.version, grouped, rows)
-            return grouped, rows
+            generation, grouped = self._grouped_at
+            if generation != self.feed.generation:
+                self._groups, grouped = ExecutionGroups(), 0
+            added = records[grouped:]  # the feed may append meanwhile: group what was taken
+            if added or generation != self.feed.generation:
+                self._groups.add(added)
+                self._rows = run_rows(self._groups.found)
+                self._grouped_at = (self.feed.generation, grouped + len(added))
+            return self._groups.found, self._rows
+
+    def warm(self) -> None:
+        """Read and group the event log now (at start, on a thread of its own), so that the
+        first page does not wait for a long log to be parsed. A log that cannot be read is
+        reported by the page that reads it."""
+        if self.feed.configured:
+            with contextlib.suppress(OSError, ValueError):
+                self._group()
 
     def rows(self) -> list[RunRow]:
         """Every run of the event log, most recently started first."""
@@ -268,7 +282,13 @@ def build_app(sources: ConsoleSources, token: str | None = None) -> Starlette:
     async def home(request: Request) -> Response:
         return RedirectResponse(request.url_for("runs"), status_code=307)
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        threading.Thread(target=console.warm, name="console-warm", daemon=True).start()
+        yield
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/", home),
             Route("/runs", console.runs, name="runs"),
@@ -277,7 +297,7 @@ def build_app(sources: ConsoleSources, token: str | None = None) -> Starlette:
             Route("/health", console.health, name="health"),
             Route("/waits", console.waits_page, name="waits"),
             Route("/waits/decide", console.decide, methods=["POST"], name="decide"),
-        ]
+        ],
     )
     app.state.console = console
     return app

@@ -109,9 +109,10 @@ class _FileTail:
 class RecordFeed:
     """The event log's records, kept between page loads.
 
-    A file is append-only: only what was added since the last load is parsed (the reader of
-    ``flink-agents trace`` parses it). A topic is read again from its start, at most every
-    :data:`TOPIC_REFRESH_S`.
+    A file is append-only: only what was added since the last load is parsed (by the parser of
+    ``flink-agents trace``). A topic is read again from its start, at most every
+    :data:`TOPIC_REFRESH_S`. :meth:`records` grows by appending; when it cannot (a file was
+    replaced, the topic changed) it is built again and :attr:`generation` grows.
     """
 
     def __init__(self, sources: ConsoleSources) -> None:
@@ -120,22 +121,29 @@ class RecordFeed:
         self._files: dict[Path, _FileTail] = {}
         self._topic: list[LogRecord] = []
         self._topic_read_at = -TOPIC_REFRESH_S
-        self.version = 0
-        """Grows whenever a load found new records: what was computed from them is stale."""
+        self._all: list[LogRecord] = []
+        self.generation = 0
+        """Grows whenever the records were built again rather than appended to."""
 
     @property
     def configured(self) -> bool:
         return self._sources.event_log is not None or self._sources.event_log_topic is not None
 
     def records(self) -> list[LogRecord]:
-        """Every record of the event log's files (in file order), then of its topic."""
+        """Every record read so far: the files' (each in order; the records of one run are
+        in one file), then the topic's. Read again, the list only grows, unless
+        :attr:`generation` grew."""
         with self._lock:
-            found: list[LogRecord] = []
+            rebuild = False
             for path in self._paths():
-                found.extend(self._file_records(path))
+                rebuild |= self._read_file(path)
             if self._sources.event_log_topic is not None:
-                found.extend(self._topic_records())
-            return found
+                rebuild |= self._read_topic()
+            if rebuild:
+                self._all = [r for tail in self._files.values() for r in tail.records]
+                self._all.extend(self._topic)
+                self.generation += 1
+            return self._all
 
     def _paths(self) -> list[Path]:
         pattern = self._sources.event_log
@@ -146,10 +154,12 @@ class RecordFeed:
         path = Path(pattern)
         return sorted(path.parent.glob(path.name.replace(_SUBTASK, "*")))
 
-    def _file_records(self, path: Path) -> list[LogRecord]:
+    def _read_file(self, path: Path) -> bool:
+        """Parse what was appended to ``path``; whether the records must be built again."""
         tail = self._files.setdefault(path, _FileTail())
         size = path.stat().st_size if path.exists() else 0
-        if size < tail.offset:  # the file was replaced: read it again
+        replaced = size < tail.offset
+        if replaced:  # the file was replaced: read it again
             tail.offset, tail.records = 0, []
         if size > tail.offset:
             with path.open("rb") as log:
@@ -157,26 +167,29 @@ class RecordFeed:
                 added = log.read(size - tail.offset)
             complete = added[: added.rfind(b"\n") + 1]  # a line being written waits
             if complete:
-                tail.records.extend(_parsed(complete, path))
+                parsed = list(_parsed(complete, path))
+                tail.records.extend(parsed)
                 tail.offset += len(complete)
-                self.version += 1
-        return tail.records
+                if not replaced:
+                    self._all.extend(parsed)
+        return replaced
 
-    def _topic_records(self) -> list[LogRecord]:
+    def _read_topic(self) -> bool:
+        """Read the topic again if it is time; whether its records changed."""
         now = time.monotonic()
-        if now - self._topic_read_at >= TOPIC_REFRESH_S:
-            from flink_agents.observability.sinks.kafka_log import read_topic
+        if now - self._topic_read_at < TOPIC_REFRESH_S:
+            return False
+        from flink_agents.observability.sinks.kafka_log import read_topic
 
-            topic = self._sources.event_log_topic
-            assert topic is not None
-            config = KafkaEventLogConfig(
-                topic=topic, bootstrap_servers=self._sources.bootstrap_servers
-            )
-            records = list(read_topic(config))
-            if len(records) != len(self._topic):
-                self.version += 1
-            self._topic, self._topic_read_at = records, now
-        return self._topic
+        topic = self._sources.event_log_topic
+        assert topic is not None
+        config = KafkaEventLogConfig(topic=topic, bootstrap_servers=self._sources.bootstrap_servers)
+        records = list(read_topic(config))
+        self._topic_read_at = now
+        if len(records) == len(self._topic):
+            return False
+        self._topic = records
+        return True
 
 
 def _parsed(lines: bytes, path: Path) -> Iterator[LogRecord]:

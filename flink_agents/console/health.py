@@ -81,8 +81,8 @@ class Series:
 
 
 def rate_series(records: Iterable[LogRecord], buckets: int = 60) -> list[Series]:
-    """Runs finished, calls made (live) and tokens, per second, over the log's time span cut
-    into at most ``buckets`` equal steps."""
+    """Runs finished, calls and (where recorded) tokens, per second, over the log's time span
+    cut into at most ``buckets`` equal steps."""
     runs: list[float] = []
     calls: list[float] = []
     tokens: list[tuple[float, int]] = []
@@ -106,11 +106,13 @@ def rate_series(records: Iterable[LogRecord], buckets: int = 60) -> list[Series]
             values[min(int((at - start) / step), count - 1)] += weight / step
         return values
 
-    return [
+    found = [
         Series("runs finished", "runs/s", start, per_second((t, 1) for t in runs)),
         Series("calls", "calls/s", start, per_second((t, 1) for t in calls)),
-        Series("tokens", "tokens/s", start, per_second(tokens)),
     ]
+    if tokens:  # recorded only by models that report usage
+        found.append(Series("tokens", "tokens/s", start, per_second(tokens)))
+    return found
 
 
 def svg_chart(series: Series, width: int = 520, height: int = 140) -> str:

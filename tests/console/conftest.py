@@ -89,7 +89,8 @@ def screenshot(driver: object, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     height = driver.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
-    driver.set_window_size(1280, min(max(int(height), 600), 2400))  # type: ignore[attr-defined]
+    # The window's height holds its own frame too: a margin keeps the page's end in the shot.
+    driver.set_window_size(1280, min(max(int(height) + 160, 600), 2400))  # type: ignore[attr-defined]
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     driver.set_window_size(1280, 900)  # type: ignore[attr-defined]
     return path

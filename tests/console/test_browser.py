@@ -46,7 +46,7 @@ def test_health_page_draws_its_charts(served, browser) -> None:
     server, _ = served
     browser.get(server.url + "/health")
     charts = browser.find_elements(By.CSS_SELECTOR, "svg.chart")
-    assert len(charts) == 3 and all(chart.size["width"] > 100 for chart in charts)
+    assert len(charts) == 2 and all(chart.size["width"] > 100 for chart in charts)
 
 
 def click_decision(browser, section, verdict: str, token: str) -> None:

@@ -11,6 +11,8 @@ store and the event log:
 from __future__ import annotations
 
 import json
+import re
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -18,17 +20,19 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from pyflink.common import Types
-from pyflink.datastream import MapFunction
+from pyflink.common import Configuration, Types
+from pyflink.datastream import MapFunction, StreamExecutionEnvironment
 from selenium.webdriver.common.by import By
 
 from examples.refunds import build_agent
 from flink_agents.console import ConsoleSources, build_app
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment
+from flink_agents.flink.job_status import free_local_port, local_rest_settings, local_rest_url
 from flink_agents.observability import EventLogConfig
 from flink_agents.runtime import RuntimeSettings
 from tests.console.conftest import Served, screenshot
+from tests.flink.conftest import filesystem_checkpoints
 from tests.flink.support_desk_run import SupportDeskRun
 from tests.flink.test_support_desk_observed import flink_agents, parse_trace, support_desk
 
@@ -83,7 +87,6 @@ def test_the_trace_page_shows_every_call_of_a_ticket_as_flink_agents_trace_does(
         screenshot(browser, "store")
         browser.get(server.url + "/health")
         assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 3
-        screenshot(browser, "health")
 
 
 class AppendLine(MapFunction):
@@ -96,6 +99,13 @@ class AppendLine(MapFunction):
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(value + "\n")
         return value
+
+
+def _checkpointed(browser: Any) -> bool:
+    """Whether the health page, loaded again, shows a completed checkpoint of the job."""
+    browser.refresh()
+    row = browser.find_element(By.CSS_SELECTOR, "tr.job").text
+    return re.search(r"\b[1-9][0-9]* completed", row) is not None
 
 
 def _topic(bootstrap: str, name: str) -> str:
@@ -127,19 +137,32 @@ def test_an_approval_clicked_on_the_page_resumes_the_waiting_run_which_finishes(
         ),
         event_log=EventLogConfig(path=str(event_log)),
     )
-    agents = AgentsExecutionEnvironment(flink_env, settings=settings)
+    # An environment of its own: its REST API on a port the console is told, checkpoints on.
+    port = free_local_port()
+    config = Configuration()
+    for name, value in {
+        **local_rest_settings(port),
+        **filesystem_checkpoints(tmp_path / "checkpoints", "1 s"),
+        "python.executable": sys.executable,
+        "python.client.executable": sys.executable,
+    }.items():
+        config.set_string(name, value)
+    env = StreamExecutionEnvironment.get_execution_environment(config)
+    env.set_parallelism(1)
+    agents = AgentsExecutionEnvironment(env, settings=settings)
     job_input = agents.from_list([{"order": "o-1"}], key="order").with_decisions(
         agents.from_kafka(decisions, bootstrap_servers=kafka_bootstrap, key="order")
     )
     stream = job_input.apply(build_agent()).to_datastream()
     # Each output line is appended to the file the console reads, as a file sink would.
     stream.map(AppendLine(str(outputs)), output_type=Types.STRING()).print()
-    job = flink_env.execute_async("console-refunds")
+    job = env.execute_async("console-refunds")
     sources = ConsoleSources(
         event_log=str(event_log),
         outputs=str(outputs),
         decisions_topic=decisions,
         bootstrap_servers=kafka_bootstrap,
+        flink_rest=local_rest_url(port),
         key_field="order",
         agent="examples.refunds:build_agent",
     )
@@ -159,6 +182,12 @@ def test_an_approval_clicked_on_the_page_resumes_the_waiting_run_which_finishes(
         assert "approve of wait" in browser.find_element(By.ID, "message").text
         try:
             _wait_for(lambda: '"output"' in outputs.read_text(), "the run's answer")
+            browser.get(server.url + "/health")
+            assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 2  # no tokens
+            [flink_job] = browser.find_elements(By.CSS_SELECTOR, "tr.job")
+            assert "console-refunds" in flink_job.text and "RUNNING" in flink_job.text
+            _wait_for(lambda: _checkpointed(browser), "a completed checkpoint on the page")
+            screenshot(browser, "health")
         finally:
             job.cancel().result()
         [_, answer] = [json.loads(line) for line in outputs.read_text().splitlines()]
