@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from flink_agents.cli.json_topic import TopicError
 from flink_agents.cli.trace_tree import ExecutionGroups, RunExecution
 from flink_agents.cli.wait_records_io import key_value, open_waits
 from flink_agents.console.console_sources import ConsoleSources, RecordFeed, output_lines
@@ -36,7 +38,10 @@ _TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
 class Console:
-    """The pages over one set of sources; ``token`` (none: deciding is off) guards decisions."""
+    """The pages over one set of sources; ``token`` (none: deciding is off) guards decisions.
+
+    The pages read files, topics and the REST API: they are plain functions, which Starlette
+    runs on its thread pool, so one slow read does not hold up the other pages."""
 
     def __init__(self, sources: ConsoleSources, token: str | None = None) -> None:
         self.sources = sources
@@ -106,7 +111,7 @@ class Console:
         )
         return _TEMPLATES.TemplateResponse(request, template, context, status_code=status)
 
-    async def runs(self, request: Request) -> Response:
+    def runs(self, request: Request) -> Response:
         query = request.query_params
         state, agent, key = query.get("state", ""), query.get("agent", ""), query.get("key", "")
         page = max(int(query.get("page", "1") or 1), 1)
@@ -138,7 +143,7 @@ class Console:
             error=error,
         )
 
-    async def trace(self, request: Request) -> Response:
+    def trace(self, request: Request) -> Response:
         query = request.query_params
         agent, key_json, seq = query.get("agent", ""), query.get("key", ""), query.get("seq", "")
         found: list[RunExecution] = []
@@ -160,7 +165,7 @@ class Console:
             interrupted=interrupted,
         )
 
-    async def store(self, request: Request) -> Response:
+    def store(self, request: Request) -> Response:
         from flink_agents.durable.store import StoreError
         from flink_agents.durable.store.inspect import (
             key_states,
@@ -196,7 +201,7 @@ class Console:
             payload=lambda call: payload_text(call, self._shown),
         )
 
-    async def health(self, request: Request) -> Response:
+    def health(self, request: Request) -> Response:
         jobs, error = [], None
         if self.sources.flink_rest is not None:
             try:
@@ -211,14 +216,11 @@ class Console:
             request, "health.html", jobs=jobs, error=error, charts=charts, in_flight=in_flight
         )
 
-    def open_waits(self) -> list[Any]:
-        return open_waits(output_lines(self.sources))
-
-    async def waits(self, request: Request, message: str = "", status: int = 200) -> Response:
+    def waits(self, request: Request, message: str = "", status: int = 200) -> Response:
         error = None
         try:
-            waits = self.open_waits()
-        except Exception as exc:  # a topic that cannot be read: said on the page
+            waits = open_waits(output_lines(self.sources))
+        except (OSError, TopicError) as exc:  # outputs that cannot be read: said on the page
             waits, error = [], str(exc)
         return self.page(
             request,
@@ -241,7 +243,7 @@ class Console:
                 if not self.deciding
                 else "a decision needs the console's token"
             )
-            return await self.waits(request, f"refused: {reason}", 403)
+            return await run_in_threadpool(self.waits, request, f"refused: {reason}", 403)
         verdict, wait_id = field("verdict"), field("wait_id")
         try:
             if verdict not in VERDICTS:
@@ -253,7 +255,8 @@ class Console:
             if verdict == "edit":
                 arguments = parse_arguments(field("arguments"))
                 self._schemas.check(field("tool"), arguments)
-            where = _write(
+            where = await run_in_threadpool(
+                _write,
                 self.sources,
                 key,
                 wait_id,
@@ -263,7 +266,7 @@ class Console:
                 arguments=arguments,
             )
         except DecisionRefused as exc:
-            return await self.waits(request, f"refused: {exc}", 400)
+            return await run_in_threadpool(self.waits, request, f"refused: {exc}", 400)
         return RedirectResponse(
             request.url_for("waits").include_query_params(
                 done=f"{verdict} of wait {wait_id[:12]} by {field('by')} written to {where}"
@@ -271,8 +274,8 @@ class Console:
             status_code=303,
         )
 
-    async def waits_page(self, request: Request) -> Response:
-        return await self.waits(request, request.query_params.get("done", ""))
+    def waits_page(self, request: Request) -> Response:
+        return self.waits(request, request.query_params.get("done", ""))
 
 
 def build_app(sources: ConsoleSources, token: str | None = None) -> Starlette:
