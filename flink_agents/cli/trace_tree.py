@@ -75,13 +75,17 @@ class ExecutionGroups:
 
     def __init__(self) -> None:
         self.found: list[RunExecution] = []
+        self.runs: dict[RunKey, list[RunExecution]] = {}
+        """Each run's executions, in order."""
         self._current: dict[RunKey, RunExecution] = {}
 
-    def add(self, records: Iterable[LogRecord]) -> None:
-        """Group ``records``, which follow those added before."""
+    def add(self, records: Iterable[LogRecord]) -> set[RunKey]:
+        """Group ``records``, which follow those added before; the runs they touched."""
         current = self._current
+        touched: set[RunKey] = set()
         for record in records:
             run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
+            touched.add(run)
             if isinstance(record, RunStarted):
                 earlier = current.get(run)
                 number = 1
@@ -89,6 +93,7 @@ class ExecutionGroups:
                     earlier.executed_again, number = True, earlier.number + 1
                 current[run] = RunExecution(run, record, number)
                 self.found.append(current[run])
+                self.runs.setdefault(run, []).append(current[run])
                 continue
             execution = current.get(run)
             if execution is None:
@@ -110,6 +115,7 @@ class ExecutionGroups:
                 execution.invocation(record.upstream_id, record.action).events.append(record)
             elif isinstance(record, EventDropped) and record.upstream_id and record.action:
                 execution.invocation(record.upstream_id, record.action).dropped.add(record.event_id)
+        return touched
 
 
 def executions(records: Iterable[LogRecord]) -> list[RunExecution]:

@@ -27,7 +27,7 @@ from flink_agents.console.console_sources import ConsoleSources, RecordFeed, out
 from flink_agents.console.decisions import VERDICTS, DecisionRefused, ToolSchemas, parse_arguments
 from flink_agents.console.decisions import write_decision as _write
 from flink_agents.console.health import flink_jobs, rate_series, svg_chart
-from flink_agents.console.runs import STATES, RunRow, interrupted, run_rows, select
+from flink_agents.console.runs import STATES, RunRow, interrupted, run_row, select
 from flink_agents.durable.identity import canonical_json
 from flink_agents.observability import PayloadWriter
 
@@ -53,21 +53,26 @@ class Console:
         self._shown = PayloadWriter(_SHOWN_CHARS)
         self._groups = ExecutionGroups()
         self._grouped_at = (-1, 0)  # the feed's generation and records grouped
+        self._row_of: dict[tuple[str, str, int], RunRow] = {}
         self._rows: list[RunRow] = []
         self._lock = threading.Lock()
 
     def _group(self) -> tuple[list[RunExecution], list[RunRow]]:
-        """The event log's run executions and rows: the records added since the last load are
-        grouped (all of them again only if the feed was built again)."""
+        """The event log's run executions and rows, most recently started first: the records
+        added since the last load are grouped and their runs' rows made again (all of them
+        only if the feed was built again)."""
         records = self.feed.records()
         with self._lock:
             generation, grouped = self._grouped_at
             if generation != self.feed.generation:
-                self._groups, grouped = ExecutionGroups(), 0
+                self._groups, self._row_of, grouped = ExecutionGroups(), {}, 0
             added = records[grouped:]  # the feed may append meanwhile: group what was taken
             if added or generation != self.feed.generation:
-                self._groups.add(added)
-                self._rows = run_rows(self._groups.found)
+                runs = self._groups.runs
+                for run in self._groups.add(added):
+                    if run in runs:  # not a run_admitted alone
+                        self._row_of[run] = run_row(runs[run])
+                self._rows = sorted(self._row_of.values(), key=_started, reverse=True)
                 self._grouped_at = (self.feed.generation, grouped + len(added))
             return self._groups.found, self._rows
 
@@ -304,6 +309,10 @@ def build_app(sources: ConsoleSources, token: str | None = None) -> Starlette:
     )
     app.state.console = console
     return app
+
+
+def _started(row: RunRow) -> float:
+    return row.started
 
 
 def _when(seconds: float | None) -> str:

@@ -4,7 +4,6 @@ executions ``flink-agents trace`` groups the records into."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,18 +39,8 @@ class RunRow:
         return value if isinstance(value, str) else self.key_json
 
 
-def run_rows(grouped: Iterable[RunExecution]) -> list[RunRow]:
-    """Every run of the executions ``flink-agents trace`` grouped, most recently started
-    first."""
-    by_run: dict[tuple[str, str, int], list[RunExecution]] = {}
-    for execution in grouped:
-        by_run.setdefault(execution.run, []).append(execution)
-    rows = [_row(found) for found in by_run.values()]
-    rows.sort(key=lambda row: row.started, reverse=True)
-    return rows
-
-
-def _row(found: list[RunExecution]) -> RunRow:
+def run_row(found: list[RunExecution]) -> RunRow:
+    """The row of one run: its executions, in order."""
     last = found[-1]
     agent, key_json, seq = last.run
     end = last.finished

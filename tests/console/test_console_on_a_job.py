@@ -34,11 +34,10 @@ from flink_agents.runtime import RuntimeSettings
 from tests.console.conftest import Served, screenshot
 from tests.flink.conftest import filesystem_checkpoints
 from tests.flink.support_desk_run import SupportDeskRun
-from tests.flink.test_support_desk_observed import flink_agents, parse_trace, support_desk
+from tests.flink.test_support_desk_observed import flink_agents, parse_trace
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.browser]
 
-__all__ = ["support_desk"]  # the module's fixture: one run of the job for these tests
 TOKEN = "job-token"
 
 
