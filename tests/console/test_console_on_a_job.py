@@ -22,7 +22,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyflink.common import Configuration, Types
 from pyflink.datastream import MapFunction, StreamExecutionEnvironment
-from selenium.webdriver.common.by import By
 
 from examples.refunds import build_agent
 from flink_agents.console import ConsoleSources, build_app
@@ -35,6 +34,9 @@ from tests.console.conftest import Served, screenshot
 from tests.flink.conftest import filesystem_checkpoints
 from tests.flink.support_desk_run import SupportDeskRun
 from tests.flink.test_support_desk_observed import flink_agents, parse_trace
+
+# selenium is in the test extra; without it these are skipped like without chromium.
+By = pytest.importorskip("selenium.webdriver.common.by").By
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka, pytest.mark.browser]
 
