@@ -42,6 +42,10 @@ export FLINK_CONF_DIR="$base/conf"
 export FLINK_LIB_DIR="$base/lib"
 export FLINK_LOG_DIR="$base/log"
 export FLINK_PID_DIR="$base/pid"
+# The TaskManagers' Python workers open the jobs' Kafka stores: the development secret unless
+# one is given (scripts/store-secret.sh).
+FLINK_AGENTS_STORE_SECRET=${FLINK_AGENTS_STORE_SECRET:-$(bash "$here/store-secret.sh")}
+export FLINK_AGENTS_STORE_SECRET
 export JAVA_HOME=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}
 
 prepare() {

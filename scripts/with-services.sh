@@ -8,6 +8,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 with_flink=1
 if [ "${1:-}" = "--kafka-only" ]; then with_flink=0; shift; fi
 
+# Kafka stores refuse to start unsigned: the development secret unless one is given.
+FLINK_AGENTS_STORE_SECRET=${FLINK_AGENTS_STORE_SECRET:-$(bash "$here/store-secret.sh")}
+export FLINK_AGENTS_STORE_SECRET
+
 started=()
 cleanup() {
   local service

@@ -23,6 +23,17 @@ from tests.durable.helpers import PROBE
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Kafka stores refuse to start without a signing secret: the tests, the Python workers of the
+# mini-cluster (they inherit this environment) and the standalone cluster started by
+# scripts/flink-cluster.sh share the checkout's development secret unless one is given.
+if not os.environ.get("FLINK_AGENTS_STORE_SECRET"):
+    os.environ["FLINK_AGENTS_STORE_SECRET"] = subprocess.run(
+        ["bash", str(REPO / "scripts" / "store-secret.sh")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
 
 def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
     try:

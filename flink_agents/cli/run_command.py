@@ -120,6 +120,8 @@ def _run_job(job_file: str) -> int:
     )
 
     spec = load_job(job_file)
+    if spec.store is not None:
+        spec.store.require_secret()  # before a JVM starts for nothing
     source = spec.source
     if isinstance(source, ListSourceSpec) and not spec.resolve(source.path).is_file():
         # Flink would fail the job with a Java stack trace from its file enumerator.

@@ -44,6 +44,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         parallelism=args.parallelism,
         from_savepoint=args.from_savepoint is not None,
     )
+    if spec.store is not None:
+        spec.store.require_secret()  # the job's client process needs it too
     for warning in shipped_outputs(spec, args.job):
         print(f"flink-agents submit: warning: {warning}", file=sys.stderr)
     unreachable = _unreachable(args.jobmanager)

@@ -91,6 +91,9 @@ class AgentsExecutionEnvironment:
             raise ValueError(
                 "AgentsExecutionEnvironment: give settings, or options/store/event_log, not both"
             )
+        if settings.store is not None:
+            # Fail here, where the job is built, not on every restart of its workers.
+            settings.store.require_secret()
         self.settings = settings
         self._kafka_jar_added = False
         self._uids: set[str] = set()

@@ -10,7 +10,7 @@ budget. boto3 is synchronous, so each attempt runs in a thread of the client's o
 (``max_concurrent_calls`` threads, 32 without a cap).
 
 botocore reads a reply it cannot parse (a gateway's HTML page, a body cut short) as an empty
-one, so :func:`check_response` reads every raw reply before it does and turns errors, bodies cut
+one, so :func:`response_check` reads every raw reply before it does and turns errors, bodies cut
 short and bodies that are not JSON into attempt failures.
 
 The protocol: system prompts are a top-level ``system`` list, tool calls and results are
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -38,6 +39,7 @@ from flink_agents.providers._connection import (
     structured_tool_name,
 )
 from flink_agents.providers._http_errors import AttemptFailure, _body_message, what_was_sent
+from flink_agents.providers._response_cap import ResponseTooLargeError
 from flink_agents.providers._sdk import sdk_from_extra
 
 with sdk_from_extra("boto3", "flink-agents-py[bedrock]"):
@@ -157,9 +159,23 @@ def from_converse(response: dict[str, Any], structured: bool) -> ChatMessage:
     return ChatMessage(role="assistant", content="".join(texts), tool_calls=calls, usage=tokens)
 
 
-def check_response(response_dict: dict[str, Any], **_: Any) -> None:
-    """botocore's ``before-parse`` hook: raise the attempt's failure for an HTTP error, a body
-    cut short or a body that is not JSON; let a good reply through to the parser."""
+def response_check(max_response_bytes: int) -> Callable[..., None]:
+    """botocore's ``before-parse`` hook: raise the attempt's failure for a body over
+    ``max_response_bytes``, an HTTP error, a body cut short or a body that is not JSON; let a
+    good reply through to the parser. botocore has read the body by then: the cap keeps a huge
+    reply from being parsed and recorded, not from being read."""
+
+    def check(response_dict: dict[str, Any], **_: Any) -> None:
+        if len(response_dict["body"]) > max_response_bytes:
+            raise ResponseTooLargeError(max_response_bytes, "the Bedrock Converse endpoint")
+        check_response(response_dict)
+
+    return check
+
+
+def check_response(response_dict: dict[str, Any]) -> None:
+    """Raise the attempt's failure for an HTTP error, a body cut short or a body that is not
+    JSON (see `response_check`)."""
     status: int = response_dict["status_code"]
     headers = response_dict["headers"]
     body: bytes = response_dict["body"]
@@ -299,7 +315,7 @@ class BedrockChatModelConnection(HttpChatModelConnection):
                 max_pool_connections=parallel,
             ),
         )
-        client.meta.events.register(_CONVERSE_REPLY, check_response)
+        client.meta.events.register(_CONVERSE_REPLY, response_check(self.max_response_bytes))
         return BedrockClient(client, ThreadPoolExecutor(parallel, thread_name_prefix="bedrock"))
 
     async def _attempt(

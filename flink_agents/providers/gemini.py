@@ -279,7 +279,10 @@ class GeminiChatModelConnection(HttpChatModelConnection):
                 api_version=self.api_version,
                 timeout=timeout_ms,
                 retry_options=types.HttpRetryOptions(attempts=1),
-                httpx_async_client=httpx.AsyncClient(timeout=self.timeout_seconds),
+                httpx_async_client=httpx.AsyncClient(
+                    timeout=self.timeout_seconds,
+                    event_hooks=self.response_hooks(httpx.AsyncByteStream),
+                ),
             ),
         )
 

@@ -25,6 +25,7 @@ from pydantic import Field
 from flink_agents.api.attempts import RetryPolicy
 from flink_agents.api.context import RunnerContext
 from flink_agents.api.subagents import SubagentError, SubagentRequest, SubagentSetup
+from flink_agents.providers._response_cap import DEFAULT_MAX_RESPONSE_BYTES, response_cap
 from flink_agents.providers.retry_loop import (
     AttemptFailure,
     AttemptsFailed,
@@ -55,6 +56,12 @@ class HttpSubagent(SubagentSetup):
     headers: dict[str, str] = Field(
         default_factory=dict, description='Extra headers; secrets as {"env": "NAME"} references.'
     )
+    max_response_bytes: int = Field(
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        gt=0,
+        description="The most bytes of an answer's body read; a larger one fails the call "
+        "(final, not retried).",
+    )
 
     async def invoke(self, request: SubagentRequest, ctx: RunnerContext) -> Any:
         body = {
@@ -63,7 +70,8 @@ class HttpSubagent(SubagentSetup):
             "call_id": request.call_id,
         }
         headers = {**self.headers, IDEMPOTENCY_HEADER: request.delegation_key}
-        async with httpx.AsyncClient(timeout=self.timeout_seconds) as client:
+        hooks = {"response": [response_cap(self.max_response_bytes, httpx.AsyncByteStream)]}
+        async with httpx.AsyncClient(timeout=self.timeout_seconds, event_hooks=hooks) as client:
             try:
                 response = await retry_within_budget(
                     lambda: self._attempt(client, body, headers), self.retry

@@ -312,3 +312,16 @@ agents:
     assert err.startswith("flink-agents inspect: MCP server 'units' (")
     assert "no-such-server" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_job_with_a_kafka_store_needs_its_secret_before_it_starts(command, monkeypatch, capsys):
+    """Signing is on by default: without the secret the job is refused before a JVM starts or
+    a cluster is contacted (the port given to submit is closed: it is never reached)."""
+    monkeypatch.delenv("FLINK_AGENTS_STORE_SECRET")
+    job = str(EXAMPLES / "jobs" / "customer_memory.yaml")
+    args = [command, job] if command == "run" else [command, job, "--jobmanager", "127.0.0.1:1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "records must be signed but FLINK_AGENTS_STORE_SECRET is not set" in err
+    assert "signing: off" in err and "no JobManager" not in err

@@ -3,7 +3,6 @@ against the agent as it is now; the exit status gates a deploy."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from pathlib import Path
@@ -12,9 +11,13 @@ import pytest
 
 from flink_agents.cli import main
 from flink_agents.durable.calls import DurableCalls
-from flink_agents.durable.store import ActionState, ActionStateStore, InMemoryActionStateStore
+from flink_agents.durable.store import (
+    ActionStateStore,
+    InMemoryActionStateStore,
+    secret_from_env,
+)
 from flink_agents.durable.store.store_config import StoreConfig
-from flink_agents.replay.recorded import read_store, write_states
+from flink_agents.replay.recorded import read_states, read_store, write_states
 from flink_agents.runtime import run_local
 from tests.replay import agents
 from tests.replay.conftest import recorded_behaviour  # noqa: F401  (autouse: the agent as recorded)
@@ -47,7 +50,8 @@ def exported(tmp_path: Path) -> Path:
     store = InMemoryActionStateStore()
     record_into(store)
     path = tmp_path / "runs.jsonl"
-    write_states(read_store(store), path)
+    # Signed as `store export` signs with the store secret set (the tests' environment has it).
+    write_states(read_store(store), path, secret_from_env())
     agents.CALLS.clear()
     return path
 
@@ -102,9 +106,10 @@ def test_an_empty_recording_or_one_with_no_replayable_run_checks_nothing_and_fai
     capsys.readouterr()
 
     # Recorded before inputs were: every run is reported, none could be checked.
-    states = [ActionState.model_validate_json(line) for line in exported.read_text().splitlines()]
+    secret = secret_from_env()
+    states = list(read_states(exported, secret=secret))
     no_inputs = tmp_path / "no-inputs.jsonl"
-    write_states((s.model_copy(update={"run_input": None}) for s in states), no_inputs)
+    write_states((s.model_copy(update={"run_input": None}) for s in states), no_inputs, secret)
     assert main(["replay", AGENT, "--file", str(no_inputs)]) == 4
     captured = capsys.readouterr()
     assert captured.out.endswith("3 runs: 3 not replayable; 0 calls made\n")
@@ -180,8 +185,8 @@ def test_a_recorded_kafka_topic_exports_and_replays(kafka_bootstrap, tmp_path, c
 
     path = tmp_path / "ann.jsonl"
     assert main(["store", "export", *topic_args, "--key", "ann", "-o", str(path)]) == 0
-    states = [json.loads(line) for line in path.read_text().splitlines()]
-    assert {state["key"]["key"] for state in states} == {'"ann"'}
+    states = list(read_states(path, secret=secret_from_env()))
+    assert {state.key.key for state in states} == {'"ann"'}
     agents.NOW.ask_time_too = True
     assert main(["replay", AGENT, "--file", str(path)]) == 1
     out = capsys.readouterr().out

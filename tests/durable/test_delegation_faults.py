@@ -236,6 +236,19 @@ def test_permanent_failure_is_one_attempt_and_replays_without_a_request(status: 
     assert len(service.keys) == 1  # the recorded failure was handed back, not sent again
 
 
+def test_an_answer_over_max_response_bytes_fails_the_delegation_once() -> None:
+    stores = Stores()
+    huge = Answer(body={"result": "x" * 200_000})
+    with ScriptedService(huge, OK).running() as service:
+        result = asyncio.run(_live(_http(service, max_response_bytes=50_000), stores.first))
+    [output] = result.output_values
+    assert output["success"] is False
+    assert "is larger than 50000 bytes (max_response_bytes)" in output["error_message"]
+    assert len(service.keys) == 1  # final: another attempt would read the same body
+    [record] = _delegations(stores.first)
+    assert (record.status, record.attempts) == (CallStatus.FAILED, 1)
+
+
 # --- the attempt budget ---------------------------------------------------------------------
 
 

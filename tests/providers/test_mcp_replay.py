@@ -20,7 +20,7 @@ from flink_agents.agents import ReActAgent
 from flink_agents.api import ChatModelSetup, Prompt, ResourceDescriptor, ResourceType
 from flink_agents.cli import main
 from flink_agents.durable.calls import DurableCalls
-from flink_agents.durable.store import InMemoryActionStateStore
+from flink_agents.durable.store import InMemoryActionStateStore, secret_from_env
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.providers.mcp import McpServer
@@ -83,7 +83,7 @@ def record_and_export(recorded_agent: ReActAgent, folder: Path) -> tuple[list[An
     results = run_local(plan, INPUTS, key="id", call_runner=DurableCalls(store, agent=plan.name))
     store.flush()
     exported = folder / "runs.jsonl"
-    write_states(read_store(store), exported)
+    write_states(read_store(store), exported, secret_from_env())  # as `store export` signs
     return [result.output_values for result in results], exported
 
 

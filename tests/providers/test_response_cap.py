@@ -17,6 +17,9 @@ from tests.providers.providers import (
     ANTHROPIC,
     ANTHROPIC_KEY_VAR,
     AZURE_OPENAI,
+    BEDROCK,
+    GEMINI,
+    GEMINI_KEY_VAR,
     OLLAMA,
     OPENAI,
     OPENAI_RESPONSES,
@@ -24,7 +27,7 @@ from tests.providers.providers import (
     Provider,
 )
 
-CAPPED = [OPENAI, ANTHROPIC, OLLAMA, AZURE_OPENAI, OPENAI_RESPONSES, VLLM]
+CAPPED = [OPENAI, ANTHROPIC, OLLAMA, AZURE_OPENAI, OPENAI_RESPONSES, VLLM, GEMINI, BEDROCK]
 
 
 @pytest.mark.parametrize("provider", CAPPED, ids=lambda p: p.name)
@@ -32,6 +35,7 @@ def test_a_reply_over_the_cap_fails_once_naming_the_setting(
     provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+    monkeypatch.setenv(GEMINI_KEY_VAR, "test-key")
     big = ScriptedResponse(body=provider.text("x" * 200_000))
     server.enqueue(big, big, big)
     connection = provider.connect(server.url, max_response_bytes=50_000)
@@ -49,6 +53,7 @@ def test_a_reply_under_the_cap_is_read(
     provider: Provider, server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ANTHROPIC_KEY_VAR, "test-key")
+    monkeypatch.setenv(GEMINI_KEY_VAR, "test-key")
     server.enqueue(ScriptedResponse(body=provider.text("y" * 20_000)))
     connection = provider.connect(server.url, max_response_bytes=50_000)
     request = ChatRequest(messages=[ChatMessage(role="user", content="hi")])

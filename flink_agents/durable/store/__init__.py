@@ -52,6 +52,7 @@ from flink_agents.durable.store._store_errors import (
     PickleNotAllowedError,
     RecordTooLargeError,
     StoreError,
+    StoreSecretMissingError,
     StoreWriteError,
     UntrustedPickleError,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "RunKey",
     "StoreConfig",
     "StoreError",
+    "StoreSecretMissingError",
     "StoreWriteError",
     "UntrustedPickleError",
     "arguments_text",

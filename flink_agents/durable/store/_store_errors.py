@@ -21,6 +21,23 @@ class PickleNotAllowedError(StoreError):
     """A record with a pickled payload was written without a store secret to sign it."""
 
 
+class StoreSecretMissingError(StoreError, ValueError):
+    """A Kafka store requires signed records (``signing: required``, the default) and its
+    secret variable is not set in this process: refused before any record is written or read.
+    Also a `ValueError`, as other configuration errors of a job spec."""
+
+    def __init__(self, topic: str, secret_env: str) -> None:
+        self.topic = topic
+        self.secret_env = secret_env
+        super().__init__(
+            f"store topic {topic!r}: records must be signed but {secret_env} is not set. Set it "
+            "to a secret (e.g. 32 random bytes as hex) in the environment of every process of "
+            "the job (the client, the JobManager and the TaskManagers), or set the store's "
+            "`signing: off` to write unsigned records anyone who can write the topic can forge "
+            "(docs/security.md)"
+        )
+
+
 class StoreWriteError(StoreError):
     """One or more buffered writes were not acknowledged by the broker."""
 

@@ -36,7 +36,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
 from flink_agents.durable.store._log_store import LogRecord, LogStore
-from flink_agents.durable.store._store_errors import StoreError, StoreWriteError
+from flink_agents.durable.store._store_errors import (
+    StoreError,
+    StoreSecretMissingError,
+    StoreWriteError,
+)
 
 logger = logging.getLogger(__name__)
 #: librdkafka's own log lines (connection failures, retries) go here instead of stderr.
@@ -59,8 +63,13 @@ class KafkaStoreSettings(BaseModel):
 
     secret_env: str = Field(
         default=DEFAULT_SECRET_ENV,
-        description="Environment variable holding the HMAC secret; unset or empty: unsigned "
-        "JSON records.",
+        description="Environment variable holding the HMAC secret records are signed with.",
+    )
+    signing: Literal["required", "off"] = Field(
+        default="required",
+        description="required: a Kafka store refuses to start unless secret_env is set, signs "
+        "every record and reads only records that verify; off: plain JSON records, neither "
+        "signed nor verified, that anyone who can write the topic can forge (docs/security.md).",
     )
     bootstrap_servers: str | list[str] | None = Field(
         default=None, description="Kafka brokers (required for kind: kafka)."
@@ -131,6 +140,22 @@ class KafkaStoreSettings(BaseModel):
         "max_record_bytes and the record headers; the broker's and topic's limits too.",
     )
 
+    def signing_secret(self, *, required: bool = True) -> bytes | None:
+        """The secret records are signed and verified with (from ``secret_env``): None with
+        ``signing: off``, or when none is set and not ``required``; `StoreSecretMissingError`
+        when signing is required and none is set."""
+        if self.signing == "off":
+            return None
+        secret = secret_from_env(self.secret_env)
+        if secret is None and required:
+            raise StoreSecretMissingError(self.topic, self.secret_env)
+        return secret
+
+    def require_secret(self) -> None:
+        """Raise `StoreSecretMissingError` when records must be signed and this process has no
+        secret: a job checks it where it is built, and its stores where they open."""
+        self.signing_secret()
+
     @model_validator(mode="after")
     def _records_fit_the_producer(self) -> KafkaStoreSettings:
         if self.max_record_bytes + RECORD_HEADROOM > self.message_max_bytes:
@@ -148,25 +173,25 @@ class KafkaActionStateStore(LogStore):
 
     def __init__(self, config: KafkaStoreSettings, *, create_topic: bool = True) -> None:
         """Open the store of ``config.topic``; ``create_topic=False``: the topic must exist (a
-        `StoreError` if not), as for the tools that only read it (see :meth:`existing`)."""
+        `StoreError` if not), as for the tools that only read it (see :meth:`existing`), and a
+        missing secret is not refused (records that do not verify are reported)."""
         if not config.bootstrap_servers:
             raise ValueError("a Kafka store needs bootstrap_servers")
         self.config = config
         super().__init__(
             topic=config.topic,
             partitions=config.partitions,
-            codec=RecordCodec(secret_from_env(config.secret_env), scope=config.topic),
+            codec=RecordCodec(config.signing_secret(required=create_topic), scope=config.topic),
             max_pending=config.max_pending,
             max_record_bytes=config.max_record_bytes,
         )
         servers = config.bootstrap_servers
         self._servers = servers if isinstance(servers, str) else ",".join(servers)
-        if not self._codec.signed:  # the default, kept for compatibility: docs/security.md
+        if not self._codec.signed and create_topic:
             logger.warning(
-                "store topic %r: records are not signed (%s is not set); anyone who can write "
-                "to the topic can forge call results. Set it on every job of the topic.",
+                "store topic %r: records are not signed (signing: off); anyone who can write "
+                "to the topic can forge call results.",
                 config.topic,
-                config.secret_env,
             )
         if create_topic:
             self._ensure_topic()

@@ -13,7 +13,6 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from flink_agents.durable.store._base import ActionStateStore
-from flink_agents.durable.store._codec import secret_from_env
 from flink_agents.durable.store._in_memory import InMemoryActionStateStore
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
@@ -46,10 +45,15 @@ class StoreConfig(KafkaStoreSettings):
             raise ValueError("a kafka store needs bootstrap_servers")
         return self
 
+    def signing_secret(self, *, required: bool = True) -> bytes | None:
+        """As for a Kafka store; a memory store's records never leave the process, so it signs
+        only when a secret is set (pickled payloads need one) and never requires one."""
+        return super().signing_secret(required=required and self.kind == "kafka")
+
     def build(self) -> ActionStateStore:
         """A new store; the Kafka one creates its topic if absent (compacted, see the docs)."""
         if self.kind == "memory":
             return InMemoryActionStateStore(
-                secret=secret_from_env(self.secret_env), max_record_bytes=self.max_record_bytes
+                secret=self.signing_secret(), max_record_bytes=self.max_record_bytes
             )
         return KafkaActionStateStore(self)

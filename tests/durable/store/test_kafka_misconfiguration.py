@@ -1,6 +1,7 @@
 """A misconfigured Kafka store fails with an error naming the problem, never by losing records
 silently: a partition count that changed, a topic deleted while the job ran, pickled payloads
-without the HMAC secret, a recovery marker of another topic."""
+without the HMAC secret, a store that must sign without its secret, a recovery marker of
+another topic."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from flink_agents.durable.store import (
     PickleNotAllowedError,
     RunKey,
     StoreError,
+    StoreSecretMissingError,
 )
 from flink_agents.durable.store.kafka import KafkaActionStateStore
 from flink_agents.durable.store.store_config import StoreConfig
@@ -77,8 +79,14 @@ def test_a_topic_deleted_while_running_fails_the_restore(kafka_bootstrap, topic,
         recreated.close()
 
 
+def test_a_store_without_its_secret_refuses_to_start(kafka_bootstrap, topic, admin) -> None:
+    with pytest.raises(StoreSecretMissingError, match="FA_TEST_NO_SUCH_SECRET is not set"):
+        _store(kafka_bootstrap, topic, secret_env="FA_TEST_NO_SUCH_SECRET")
+    assert topic not in admin.list_topics()  # refused before anything was created
+
+
 def test_pickled_payloads_need_the_hmac_secret(kafka_bootstrap, topic, monkeypatch) -> None:
-    unsigned = _store(kafka_bootstrap, topic, secret_env="FA_TEST_NO_SUCH_SECRET")
+    unsigned = _store(kafka_bootstrap, topic, secret_env="FA_TEST_NO_SUCH_SECRET", signing="off")
     try:
         with pytest.raises(PickleNotAllowedError, match="secret"):
             unsigned.put(_recorded("k", Opaque(1)))  # refused before anything is written
@@ -92,7 +100,7 @@ def test_pickled_payloads_need_the_hmac_secret(kafka_bootstrap, topic, monkeypat
     signed.flush()
     signed.close()
     # A job that lost its secret reads the signed record as corrupt: reported, never loaded.
-    reader = _store(kafka_bootstrap, topic, secret_env="FA_TEST_NO_SUCH_SECRET")
+    reader = _store(kafka_bootstrap, topic, secret_env="FA_TEST_NO_SUCH_SECRET", signing="off")
     try:
         report = reader.restore(marker)
         assert report.loaded == 0 and len(report.corrupt) == 1

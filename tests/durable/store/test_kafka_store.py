@@ -1,6 +1,7 @@
 """Integration tests against the real Kafka broker (`scripts/kafka.sh start`)."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from flink_agents.durable.store import (
+    DEFAULT_SECRET_ENV,
     ActionState,
     CallError,
     CallResult,
@@ -46,6 +48,8 @@ def make_store(kafka_bootstrap, monkeypatch):
             topic=topic,
             partitions=PARTITIONS,
             secret_env=secret_env,
+            # No secret given to this test's stores yet: unsigned records, on purpose.
+            signing="required" if os.environ.get(secret_env) else "off",
         )
         stores.append(KafkaActionStateStore(config))
         return stores[-1]
@@ -97,7 +101,7 @@ def test_every_record_kind_round_trips_through_kafka(make_store):
 
 
 def test_fresh_process_restores_from_marker(make_store, kafka_bootstrap):
-    store = make_store()
+    store = make_store(secret=os.environ[DEFAULT_SECRET_ENV])  # the child's secret
     done, in_flight, later = run("done"), run("in-flight"), run("later")
     store.put(state(done, value="done"))
     store.end_run(done)
@@ -292,7 +296,7 @@ def test_a_store_opened_for_reading_refuses_a_missing_topic_and_never_creates_it
 
 
 def test_a_store_opened_for_reading_takes_the_topics_partition_count(make_store, kafka_bootstrap):
-    writer = make_store()
+    writer = make_store(secret=os.environ[DEFAULT_SECRET_ENV])  # the reader's secret
     written = state(run('"k"'))
     writer.put(written)
     writer.flush()

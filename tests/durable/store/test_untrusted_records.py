@@ -7,6 +7,7 @@ forged records written raw beside the store's own."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -65,7 +66,9 @@ def store_and_raw_writer(
         def make(secret: bytes | None = None) -> ActionStateStore:
             if secret is not None:
                 monkeypatch.setenv(secret_env, secret.decode())
-            built.append(config.build())
+            # No secret given to this test's stores yet: unsigned records, on purpose.
+            signing = "required" if os.environ.get(secret_env) else "off"
+            built.append(config.model_copy(update={"signing": signing}).build())
             return built[-1]
 
         def write(partition: int, key: bytes, value: bytes) -> None:
