@@ -40,6 +40,14 @@ SCRIPT = [
 
 def build_agent() -> ReActAgent:
     """The refunds agent: every refund waits for approval, at most a day."""
+    agent = refunds_agent()
+    agent.add_tool(issue_refund, requires_approval=True, approval_timeout_s=24 * 3600)
+    return agent
+
+
+def refunds_agent() -> ReActAgent:
+    """The agent and its scripted model, without its ``issue_refund`` tool (``build_agent``
+    adds the function above; examples/refunds_job.py a refund service)."""
     agent = ReActAgent(
         name="refunds",
         chat_model=ResourceDescriptor.of(
@@ -48,7 +56,6 @@ def build_agent() -> ReActAgent:
         prompt=Prompt(text="{order}"),
         max_tool_rounds=2,
     )
-    agent.add_tool(issue_refund, requires_approval=True, approval_timeout_s=24 * 3600)
     agent.add_resource(
         "scripted",
         ResourceType.CHAT_MODEL_CONNECTION,

@@ -34,3 +34,13 @@ def test_every_import_of_the_docs_works(page: Path) -> None:
             exec(statement, {})
         except ImportError as exc:
             pytest.fail(f"{page.name}:{line}: {statement}: {exc}")
+
+
+_PRIVATE_PATH = re.compile(r"\bflink_agents(?:\.\w+)*\._\w+")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_no_page_tells_a_reader_to_use_a_private_module(page: Path) -> None:
+    # A dotted path is what a reader imports; a private module may move without notice.
+    found = [match.group(0) for match in _PRIVATE_PATH.finditer(page.read_text())]
+    assert not found, f"{page.name} names private modules: {found}"

@@ -4,15 +4,24 @@ retrieval and ingestion agents (docs/retrieval.md)."""
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
 from flink_agents.agents.ingestion import IngestionAgent, IngestionSettings, SourceDocument
 from flink_agents.agents.react import ReActAgent
-from flink_agents.agents.retrieval import RetrievalSettings, RetrievedInputEvent
+from flink_agents.agents.retrieval import (
+    RetrievalRequestEvent,
+    RetrievalResponseEvent,
+    RetrievalSettings,
+    RetrievedInputEvent,
+    retrieval_action,
+)
 
 __all__ = [
     "IngestionAgent",
     "IngestionSettings",
     "ReActAgent",
+    "RetrievalRequestEvent",
+    "RetrievalResponseEvent",
     "RetrievalSettings",
     "RetrievedInputEvent",
     "SourceDocument",
     "chat_action",
+    "retrieval_action",
     "tool_call_action",
 ]

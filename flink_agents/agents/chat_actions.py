@@ -48,6 +48,7 @@ from flink_agents.api.events import (
     ToolResult,
 )
 from flink_agents.api.json_values import NotJsonError, json_text, replace_lone_surrogates
+from flink_agents.api.prompts import MissingPlaceholderError
 from flink_agents.api.refs import import_reference
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX, Subagent, SubagentResult
@@ -115,6 +116,13 @@ async def chat_action(event: ChatRequestEvent | ToolResponseEvent, ctx: RunnerCo
         ]
 
     model = _chat_model(ctx, model_name)
+    if isinstance(event, ChatRequestEvent) and (missing := model.missing_prompt_args(prompt_args)):
+        # Said before any call, naming the action that sent the request: the one to fix.
+        raise MissingPlaceholderError(
+            f"the prompt {model.prompt!r} of chat model {model_name!r} needs {missing}, which "
+            f"the ChatRequestEvent sent by action {event.upstream_action!r} does not give in "
+            f"its prompt_args (it gives {sorted(prompt_args)})"
+        )
     schema_path: str = ctx.action_config.get("output_schema") or ""
     schema = cast(type[BaseModel], import_reference(schema_path)) if schema_path else None
     allowed = int(ctx.action_config.get("output_retries", 0)) if schema else 0

@@ -100,13 +100,14 @@ def chunk_id(source_id: str, index: int, content: str) -> str:
 def chunk_records(
     document: SourceDocument, chunks: list[str], vectors: list[list[float]]
 ) -> list[VectorRecord]:
-    """The records of a document's chunks: metadata says where each came from."""
+    """The records of a document's chunks: metadata says where each came from (the document's
+    own ``source``, else its id) and which chunk of it each is."""
     return [
         VectorRecord(
             id=chunk_id(document.id, index, content),
             document=content,
             embedding=vector,
-            metadata={**document.metadata, "source": document.id, "chunk": index},
+            metadata={"source": document.id, **document.metadata, "chunk": index},
         )
         for index, (content, vector) in enumerate(zip(chunks, vectors, strict=True))
     ]

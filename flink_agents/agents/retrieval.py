@@ -7,6 +7,10 @@
   :class:`RetrievedInputEvent` (the input, the passages, and them formatted as ``context``).
   ``ReActAgent(retrieval=...)`` puts it in front of the model, whose prompt then gets the
   passages; a workflow agent (Python or YAML) adds it and listens to the event.
+* :func:`retrieval_action` answers a :class:`RetrievalRequestEvent` (a query, sent by any action,
+  as many as it likes) with a :class:`RetrievalResponseEvent`: the passages and them formatted
+  as ``context``. An agent that listens to ``RetrievalResponseEvent`` gets it added by the
+  compiler, as the chat actions are.
 """
 
 from __future__ import annotations
@@ -64,6 +68,30 @@ class RetrievedInputEvent(Event):
     """The run's input with the passages retrieved for it; ``context`` is them as prompt text."""
 
     input: Any = None
+    query: str
+    passages: list[VectorMatch] = Field(default_factory=list)
+    context: str
+
+
+class RetrievalRequestEvent(Event):
+    """Ask for the passages nearest to ``query`` in ``vector_store`` (embedded with
+    ``embedding_model``; both resource names); :func:`retrieval_action` answers."""
+
+    query: str
+    embedding_model: str = Field(description="Name of an embedding_model resource.")
+    vector_store: str = Field(description="Name of a vector_store resource.")
+    top_k: int = Field(default=4, ge=1, description="Passages to retrieve.")
+    where: dict[str, Any] | None = Field(default=None, description="Metadata filter.")
+    min_score: float | None = Field(
+        default=None, description="Drop passages whose cosine similarity is below this."
+    )
+
+
+class RetrievalResponseEvent(Event):
+    """The passages retrieved for the request ``request_id``; ``context`` is them as prompt
+    text."""
+
+    request_id: str
     query: str
     passages: list[VectorMatch] = Field(default_factory=list)
     context: str
@@ -149,5 +177,26 @@ async def retrieve_input(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(
         RetrievedInputEvent(
             input=event.input, query=query, passages=passages, context=format_passages(passages)
+        )
+    )
+
+
+@action(RetrievalRequestEvent, sends=[RetrievalResponseEvent])
+async def retrieval_action(event: RetrievalRequestEvent, ctx: RunnerContext) -> None:
+    """Retrieve the passages a :class:`RetrievalRequestEvent` asks for."""
+    settings = RetrievalSettings(
+        embedding_model=event.embedding_model,
+        vector_store=event.vector_store,
+        top_k=event.top_k,
+        where=event.where,
+        min_score=event.min_score,
+    )
+    passages = await retrieve(ctx, event.query, settings)
+    ctx.send_event(
+        RetrievalResponseEvent(
+            request_id=event.id,
+            query=event.query,
+            passages=passages,
+            context=format_passages(passages),
         )
     )

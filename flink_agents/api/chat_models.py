@@ -260,6 +260,13 @@ class ChatModelSetup(Resource):
             raise LookupError(f"model does not offer tool {name!r}; it offers {sorted(offered)}")
         return offered[name][1]
 
+    def missing_prompt_args(self, prompt_args: Mapping[str, Any]) -> list[str]:
+        """The placeholders of the setup's prompt that ``prompt_args`` do not give."""
+        if not self.prompt:
+            return []
+        prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
+        return [name for name in prompt.placeholders if name not in prompt_args]
+
     def request(
         self,
         messages: list[ChatMessage],
@@ -268,17 +275,16 @@ class ChatModelSetup(Resource):
     ) -> ChatRequest:
         """The request this setup sends for ``messages``, tools attached.
 
-        The setup's ``prompt``, filled with ``prompt_args``, is the system prompt: it always
-        comes first, and system messages of the caller follow it (they add to it, never
-        replace it). The system messages at the head are sent as one: strict chat templates
-        (Mistral's, Gemma's, llama.cpp's) accept a single system message, first. A forced
+        The setup's ``prompt``, filled with ``prompt_args``, comes first (:func:`with_prompt`):
+        it is the system prompt, or, holding a system message, keeps each message's role.
+        The system messages at the head are sent as one: strict chat templates (Mistral's,
+        Gemma's, llama.cpp's) accept a single system message, first. A forced
         ``tool_choice`` turns to 'auto' once a tool result is among ``messages``: forced on
         every turn, the model could never answer.
         """
         if self.prompt:
             prompt = cast(Prompt, self.get_resource(self.prompt, ResourceType.PROMPT))
-            filled = prompt.format_messages(**(prompt_args or {}))
-            messages = [*(m.model_copy(update={"role": "system"}) for m in filled), *messages]
+            messages = with_prompt(prompt, messages, prompt_args or {})
         offered_tools = self._offered()
         offer: SubagentOffer = self._private("_offer")
         choice = self.tool_choice
@@ -325,13 +331,43 @@ class ChatModelSetup(Resource):
         return await self._connection().chat(self.request(messages, prompt_args, response_schema))
 
 
-def one_leading_system_message(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """``messages`` with the system messages at their head joined into one (blank-line
-    separated); the rest as it is."""
+def with_prompt(
+    prompt: Prompt, messages: list[ChatMessage], prompt_args: Mapping[str, Any]
+) -> list[ChatMessage]:
+    """``messages`` behind a setup's ``prompt`` filled with ``prompt_args``.
+
+    A prompt with a system message keeps its roles: its leading system messages, then the
+    caller's (they add to the prompt's, never replace them), then the prompt's other messages
+    (a user message holding the filled-in input: upstream's idiom), then the caller's other
+    messages; a caller's user message with no content (the same idiom's placeholder for the
+    arguments) is then dropped. Any other prompt (a ``text``, an MCP server's prompt, which has
+    no system role) is the system prompt, whatever its roles.
+    """
+    filled = prompt.format_messages(**prompt_args)
+    if prompt.text is not None or all(message.role != "system" for message in filled):
+        filled = [message.model_copy(update={"role": "system"}) for message in filled]
+    prompt_system, prompt_rest = _split_system_head(filled)
+    caller_system, caller_rest = _split_system_head(messages)
+    if prompt_rest:
+        caller_rest = [m for m in caller_rest if m.role != "user" or m.content or m.tool_calls]
+    return [*prompt_system, *caller_system, *prompt_rest, *caller_rest]
+
+
+def _split_system_head(
+    messages: list[ChatMessage],
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
+    """The system messages at the head of ``messages``, and the rest."""
     head = 0
     while head < len(messages) and messages[head].role == "system":
         head += 1
-    if head < 2:
+    return messages[:head], messages[head:]
+
+
+def one_leading_system_message(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` with the system messages at their head joined into one (blank-line
+    separated); the rest as it is."""
+    system, rest = _split_system_head(messages)
+    if len(system) < 2:
         return messages
-    joined = "\n\n".join(m.content for m in messages[:head] if m.content)
-    return [ChatMessage(role="system", content=joined), *messages[head:]]
+    joined = "\n\n".join(m.content for m in system if m.content)
+    return [ChatMessage(role="system", content=joined), *rest]

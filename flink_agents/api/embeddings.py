@@ -4,7 +4,8 @@
   It turns one batch of texts into vectors.
 * An :class:`EmbeddingModelSetup` is one way of using it: the model, the vectors' dimension and
   the batch size. It is what actions look up (``ResourceType.EMBEDDING_MODEL``), and it refuses
-  a reply whose vectors do not have the configured dimension.
+  a reply whose vectors do not have the configured dimension (without one configured: the
+  dimension of its first reply).
 
 An action embeds through ``ctx.durable_execute_async`` one batch at a time (see
 :func:`flink_agents.agents.retrieval.embed_texts`), so a replay hands recorded vectors back.
@@ -16,7 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar, cast
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr, model_validator
 
 from flink_agents.api.resources import Resource, ResourceType
 
@@ -47,12 +48,25 @@ class EmbeddingModelSetup(Resource):
 
     connection: str = Field(description="Name of an embedding_model_connection resource.")
     model: str | None = None
-    dimensions: int = Field(ge=1, description="Length of every vector; a reply is checked.")
+    dimensions: int | None = Field(
+        default=None,
+        ge=1,
+        description="Length of every vector; a reply is checked. Unset: the length of the "
+        "first reply's vectors, which every later reply must have.",
+    )
     batch_size: int = Field(default=64, ge=1, description="Texts per call to the connection.")
     request_dimensions: bool = Field(
         default=False,
         description="Ask the server for vectors of ``dimensions`` (OpenAI text-embedding-3).",
     )
+
+    _first_reply_dimensions: int | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _dimensions_to_request(self) -> EmbeddingModelSetup:
+        if self.request_dimensions and self.dimensions is None:
+            raise ValueError("request_dimensions needs dimensions: the length to ask for")
+        return self
 
     def batches(self, texts: Sequence[str]) -> list[list[str]]:
         """``texts`` cut into the batches :meth:`embed_batch` takes, in order."""
@@ -68,15 +82,24 @@ class EmbeddingModelSetup(Resource):
         )
         asked = self.dimensions if self.request_dimensions else None
         vectors = await connection.embed(texts, self.model, asked)
-        return check_vectors(vectors, len(texts), self.dimensions, self.model or self.connection)
+        expected = self.dimensions or self._first_reply_dimensions
+        checked = check_vectors(vectors, len(texts), expected, self.model or self.connection)
+        if expected is None and checked:
+            self._first_reply_dimensions = len(checked[0])
+        return checked
 
 
-def check_vectors(vectors: list[Vector], count: int, dimensions: int, model: str) -> list[Vector]:
-    """``vectors`` when there are ``count`` of them, each of ``dimensions`` finite floats."""
+def check_vectors(
+    vectors: list[Vector], count: int, dimensions: int | None, model: str
+) -> list[Vector]:
+    """``vectors`` when there are ``count`` of them, each of ``dimensions`` finite floats
+    (``None``: of the first vector's length)."""
     if len(vectors) != count:
         raise EmbeddingDimensionError(
             f"embedding model {model!r} returned {len(vectors)} vectors for {count} texts"
         )
+    if dimensions is None and vectors:
+        dimensions = len(vectors[0])
     for index, vector in enumerate(vectors):
         if len(vector) != dimensions:
             raise EmbeddingDimensionError(

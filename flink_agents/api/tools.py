@@ -167,7 +167,10 @@ def arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {name!r}: *args/**kwargs cannot be described to a model")
+            raise ToolSignatureError(
+                f"tool {name!r} ({defined_at(function)}): *args/**kwargs cannot be described "
+                "to a model"
+            )
         annotation = hints.get(param.name, Any)
         if isinstance(param.default, FieldInfo):  # `city: str = Field(description=...)`
             fields[param.name] = (annotation, param.default)
@@ -181,6 +184,51 @@ def arguments_model(function: Callable[..., Any], name: str) -> type[BaseModel]:
             Field(default, description=described) if described else Field(default),
         )
     return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def defined_at(function: Callable[..., Any]) -> str:
+    """``file:line`` where ``function`` is defined (its name when it has no source file)."""
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return getattr(function, "__qualname__", repr(function))
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+class ToolSignatureError(TypeError):
+    """A function that cannot be offered to a model as a tool."""
+
+
+def tool_signature_warnings(function: Callable[..., Any], name: str) -> list[str]:
+    """What is doubtful in ``function``'s signature as a tool ``name`` (untyped parameters:
+    the model is offered them with no type, so it guesses); raises
+    :class:`ToolSignatureError` for one that cannot be offered: a method (its ``self`` would
+    be a required argument the model cannot give) or ``*args``/``**kwargs`` (no schema
+    describes them). Each message names the tool, where it is defined and the fix."""
+    where = f"tool {name!r} ({defined_at(function)})"
+    parameters = list(inspect.signature(function).parameters.values())
+    qualname = getattr(function, "__qualname__", "")
+    if parameters and parameters[0].name in ("self", "cls") and "." in qualname:
+        raise ToolSignatureError(
+            f"{where} is a method: the model would be offered its {parameters[0].name!r} as a "
+            "required argument it cannot give; make it a module-level function (or a "
+            "@staticmethod) taking only what the model passes"
+        )
+    for param in parameters:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise ToolSignatureError(
+                f"{where} takes {stars}{param.name}, which no schema describes to a model; "
+                "name each argument the model may pass, with its type"
+            )
+    annotated = getattr(function, "__annotations__", {})  # unresolved names count as typed
+    untyped = [param.name for param in parameters if param.name not in annotated]
+    if not untyped:
+        return []
+    example = ", ".join(f"{param}: str" for param in untyped)
+    return [
+        f"{where}: parameters without a type: {untyped}; the model is offered them as any "
+        f"JSON value and must guess; annotate them, e.g. ({example})"
+    ]
 
 
 def function_tool_name(function: str, name: str | None = None) -> str:

@@ -22,6 +22,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
 
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.cli import (
@@ -36,7 +40,7 @@ from flink_agents.cli import (
     waits_command,
 )
 from flink_agents.cli.conventions import EXIT_FAILED, EXIT_RESTARTED, EXIT_USAGE, Handler
-from flink_agents.plan.errors import PlanValidationError
+from flink_agents.plan.errors import PlanValidationError, PlanWarning
 from flink_agents.plan.yaml.loader import YamlAgentError
 
 __all__ = ["EXIT_FAILED", "EXIT_RESTARTED", "EXIT_USAGE", "build_parser", "main"]
@@ -72,6 +76,33 @@ def _import_from_working_directory() -> None:
         sys.path.insert(0, cwd)
 
 
+@contextmanager
+def _plan_warnings_on_stderr(command: str) -> Iterator[None]:
+    """Each :class:`PlanWarning` once, as ``flink-agents <command>: warning: ...`` on stderr (an
+    agent may be compiled twice in one command: a YAML file is checked whole, then compiled)."""
+    shown: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", PlanWarning)
+        default = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if not issubclass(category, PlanWarning):
+                default(message, category, filename, lineno, file, line)
+            elif str(message) not in shown:
+                shown.add(str(message))
+                print(f"flink-agents {command}: warning: {message}", file=sys.stderr)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``flink-agents`` command ``argv`` (else the process's arguments); its exit
     status."""
@@ -79,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     _import_from_working_directory()
     handler: Handler = args.handler
     try:
-        return handler(args)
+        with _plan_warnings_on_stderr(args.command):
+            return handler(args)
     except (
         PlanValidationError,
         YamlAgentError,

@@ -1,4 +1,5 @@
-"""``flink-agents inspect PLAN.json|FILE.yaml|module:attr``: what each chat model is offered."""
+"""``flink-agents inspect PLAN.json|FILE.yaml|module:attr``: what each chat model is offered,
+and what each retrieval step searches."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from flink_agents.cli.conventions import EXIT_FAILED, add_source
 from flink_agents.plan.sources import load_plan
 
 if TYPE_CHECKING:
+    from flink_agents.plan.models import AgentPlan
     from flink_agents.runtime.scopes import Scope
 
 
 def add_command(commands: Any) -> None:
     """Add ``inspect`` to the ``flink-agents`` subcommands."""
-    parser = commands.add_parser("inspect", help="list what each chat model is offered")
+    parser = commands.add_parser(
+        "inspect", help="list what each chat model is offered and what retrieval searches"
+    )
     add_source(parser, "a plan .json, a YAML agents file or module:attr")
     parser.set_defaults(handler=cmd_inspect)
 
@@ -23,8 +27,10 @@ def add_command(commands: Any) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """List, per scope and chat model, the tools (and what each MCP server offers), the
     sub-agent callables offered and the sub-agents skipped with the reason (a skipped sub-agent
-    is never dropped silently). Listing an MCP server's tools contacts it: one that cannot be
-    reached is reported in one line (exit 1), not as a traceback."""
+    is never dropped silently); then the embedding models, the vector stores and the actions
+    that use them (read from the plan: no store is contacted). Listing an MCP server's tools
+    contacts it: one that cannot be reached is reported in one line (exit 1), not as a
+    traceback."""
     from flink_agents.plan.resolve import resolve_plan
     from flink_agents.providers import ModelCallError
     from flink_agents.runtime.scopes import Scope
@@ -57,5 +63,41 @@ def _show(scope: Scope, indent: str) -> None:
                 print(f"{indent}      from {resource}: {', '.join(offered) or '-'}")
         print(f"{indent}    sub-agent tools: {', '.join(offer.resources) or '-'}")
         print(f"{indent}    skipped sub-agents: {', '.join(skipped) or '-'}")
+    _show_retrieval(scope.resolved.plan, indent)
     for child in scope.children.values():
         _show(child, indent + "  ")
+
+
+_RETRIEVAL_FIELDS = ("connection", "model", "dimensions", "collection", "top_k", "where")
+"""The arguments and config entries that say what a retrieval resource or step is."""
+
+
+def _show_retrieval(plan: AgentPlan, indent: str) -> None:
+    """The plan's embedding models and vector stores, and the actions naming them."""
+    from flink_agents.api.resources import ResourceType
+
+    for name, declared in plan.resources.items():
+        kind = {
+            ResourceType.EMBEDDING_MODEL: "embedding model",
+            ResourceType.VECTOR_STORE: "vector store",
+        }.get(declared.type)
+        if kind is not None:
+            print(f"{indent}  {kind} {name}: {_described(declared.arguments, declared.class_path)}")
+    for action in plan.actions:
+        uses = {
+            key: action.config.get(key)
+            for key, kind in action.resource_keys.items()
+            if kind in (ResourceType.EMBEDDING_MODEL, ResourceType.VECTOR_STORE)
+        }
+        if uses:
+            print(f"{indent}  action {action.name}: {_described({**action.config, **uses})}")
+
+
+def _described(values: dict[str, Any], class_path: str | None = None) -> str:
+    shown = [class_path.rpartition(":")[2]] if class_path else []
+    shown += [
+        f"{key} {values[key]}"
+        for key in ("embedding_model", "vector_store", *_RETRIEVAL_FIELDS)
+        if values.get(key) is not None
+    ]
+    return ", ".join(shown)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import traceback
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
 from flink_agents.cli.conventions import EXIT_FAILED, EXIT_RESTARTED, EXIT_USAGE, add_source
+from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 
 
@@ -30,7 +32,11 @@ def add_command(commands: Any) -> None:
         "--local", action="store_true", help="run the agent in this process, without Flink"
     )
     parser.add_argument("--input", help="--local: JSON lines file ('-' for stdin)")
-    parser.add_argument("--key", help="--local: the input field to key runs by")
+    parser.add_argument(
+        "--key",
+        help="--local: the input field to key runs by ('.': the input itself, for lines that "
+        "are JSON strings or numbers)",
+    )
     parser.add_argument("--max-in-flight", type=int, default=128, help="concurrent runs")
     parser.add_argument(
         "--output", help="--local: write the output JSON lines to this file instead of stdout"
@@ -73,6 +79,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if report.stopped_by is not None:
         print(f"flink-agents run: {report.stopped_by}", file=sys.stderr)
+        cause = report.stopped_by.__cause__
+        if cause is not None and not _built_in(plan, report.stopped_by.failure.action):
+            # Where the agent's own action raised, as Python's run_local shows it (a built-in
+            # action's failure, a model call's say, is said in full on the line above).
+            sys.stderr.write("".join(traceback.format_exception(cause)))
         print(
             f"flink-agents run: stopped at that run (error_policy: fail), inputs not run: "
             f"{report.not_run}; set error_policy: emit on the agent to write failed runs as "
@@ -86,6 +97,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if report.ok else EXIT_FAILED
+
+
+def _built_in(plan: AgentPlan, action: str) -> bool:
+    """Whether ``action`` (in ``plan`` or a sub-agent's scope) is one of this package's."""
+    functions = [a.function for a in plan.actions if a.name == action]
+    if functions:
+        return all(function.startswith("flink_agents.") for function in functions)
+    return any(_built_in(scope, action) for scope in plan.scopes.values())
 
 
 @contextlib.contextmanager

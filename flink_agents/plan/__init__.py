@@ -1,7 +1,7 @@
 """Agent plans: compile (Python or YAML), serialise, validate and resolve. Pure Python."""
 
 from flink_agents.plan.compile import compile_agent
-from flink_agents.plan.errors import PlanIssue, PlanValidationError
+from flink_agents.plan.errors import PlanIssue, PlanValidationError, PlanWarning
 from flink_agents.plan.models import PLAN_VERSION, ActionPlan, AgentPlan, ResourcePlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.plan.sources import agent_from_reference, load_plan
@@ -19,6 +19,7 @@ __all__ = [
     "AgentPlan",
     "PlanIssue",
     "PlanValidationError",
+    "PlanWarning",
     "ResolvedPlan",
     "ResourcePlan",
     "YamlAgentError",

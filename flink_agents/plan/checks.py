@@ -3,7 +3,10 @@
 * **Event flow.** Some action listens to ``InputEvent``, which starts every run. An action that
   declares the event types it ``sends`` must find a listener for each of them in its scope
   (``OutputEvent`` ends the run and needs none). An action without a ``sends`` declaration is
-  not checked: what its code sends is only known by running it.
+  not checked: what its code sends is only known by running it. A listened type name that
+  is not a built-in type but is spelt almost like one (``ChatResponseEvnt``) is an error,
+  unless some action declares it sends that very name (an event type of the agent's own): an
+  action listening to a misspelt type never runs, and its run ends with no output, no error.
 * **References.** Every name that points at a resource resolves, in the plan's scope or an
   enclosing one (as the worker looks resources up), to a resource of the right type: a chat
   model's ``connection``, ``prompt``, ``tools`` and ``subagents``, a memory set's
@@ -18,7 +21,14 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from flink_agents.api.events import InputEvent, OutputEvent
+from flink_agents.api.events import (
+    ChatRequestEvent,
+    ChatResponseEvent,
+    InputEvent,
+    OutputEvent,
+    ToolRequestEvent,
+    ToolResponseEvent,
+)
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, json_pointer
 from flink_agents.plan.models import AgentPlan, ResourcePlan
@@ -39,6 +49,18 @@ _REFERENCES: dict[ResourceType, dict[str, ResourceType]] = {
 
 _NEEDS_NO_LISTENER = {OutputEvent.event_type()}
 _STARTS_A_RUN = InputEvent.event_type()
+BUILTIN_EVENT_TYPES = tuple(
+    event.event_type()
+    for event in (
+        InputEvent,
+        OutputEvent,
+        ChatRequestEvent,
+        ChatResponseEvent,
+        ToolRequestEvent,
+        ToolResponseEvent,
+    )
+)
+"""The event types the runtime and the built-in actions send and handle by these names."""
 
 
 def plan_issues(plan: AgentPlan) -> list[PlanIssue]:
@@ -68,6 +90,8 @@ def _event_flow_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIss
     issues: list[PlanIssue] = []
     if _STARTS_A_RUN not in listened:
         issues.append(_no_start_issue(plan, prefix, listened))
+    reported = {issue.path for issue in issues}
+    issues += [issue for issue in _misspelt_types(plan, prefix) if issue.path not in reported]
     for index, action in enumerate(plan.actions):
         for position, event_type in enumerate(action.sends):
             if event_type in listened or event_type in _NEEDS_NO_LISTENER:
@@ -79,6 +103,29 @@ def _event_flow_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIss
                     f"(the event would be dropped); listened types: {sorted(listened)}",
                 )
             )
+    return issues
+
+
+def _misspelt_types(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIssue]:
+    """Listened type names spelt almost like a built-in type, which no action declares it
+    sends. (A misspelt type an action declares it sends has no listener: checked above.)"""
+    declared = {event_type for action in plan.actions for event_type in action.sends}
+    issues: list[PlanIssue] = []
+    for index, action in enumerate(plan.actions):
+        for position, event_type in enumerate(action.listen_to):
+            if ":" in event_type or event_type in BUILTIN_EVENT_TYPES or event_type in declared:
+                continue  # a class reference (resolved on load), a built-in type, or its own
+            close = difflib.get_close_matches(event_type, BUILTIN_EVENT_TYPES, 1, 0.8)
+            if close:
+                issues.append(
+                    PlanIssue(
+                        json_pointer([*prefix, "actions", index, "listen_to", position]),
+                        f"action {action.name!r} listens to {event_type!r}, not a known event "
+                        f"type; did you mean {close[0]!r}? (an event type of your own needs "
+                        "another name, or an action declaring it sends it: "
+                        f"sends=[{event_type!r}])",
+                    )
+                )
     return issues
 
 
@@ -108,7 +155,7 @@ def _reference_issues(
     issues: list[PlanIssue] = []
 
     def check(location: list[str | int], name: Any, expected: ResourceType) -> None:
-        problem = _unresolved(name, expected, visible)
+        problem = unresolved_reference(name, expected, visible)
         if problem:
             issues.append(PlanIssue(json_pointer([*prefix, *location]), problem))
 
@@ -134,7 +181,9 @@ def _named(resource: ResourcePlan, argument: str) -> list[tuple[list[str | int],
     return [([argument], value)]
 
 
-def _unresolved(name: Any, expected: ResourceType, visible: Sequence[AgentPlan]) -> str | None:
+def unresolved_reference(
+    name: Any, expected: ResourceType, visible: Sequence[AgentPlan]
+) -> str | None:
     """Why ``name`` does not resolve to an ``expected`` resource, or None when it does."""
     kind = expected.value
     if not isinstance(name, str) or not name:

@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
+from flink_agents.agents.retrieval import (
+    RetrievalRequestEvent,
+    RetrievalResponseEvent,
+    retrieval_action,
+)
 from flink_agents.api.agent import ActionDeclaration, Agent, action_spec
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent, ToolRequestEvent
 from flink_agents.api.refs import class_path, import_reference
 from flink_agents.api.resources import ResourceType
-from flink_agents.plan.checks import check_plan
+from flink_agents.plan.checks import plan_issues
+from flink_agents.plan.compile_checks import compile_issues
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import ActionPlan, AgentPlan, installed_version
 
 
@@ -38,15 +45,23 @@ class SubagentCycleError(ValueError):
 def compile_agent(agent: Agent) -> AgentPlan:
     """Compile ``agent`` (with its internal sub-agents as scopes) to its plan.
 
-    The plan is checked as a compiler would (:mod:`flink_agents.plan.checks`): a
-    :class:`~flink_agents.plan.errors.PlanValidationError` names each problem's JSON pointer.
+    The plan is checked as a compiler would (:mod:`flink_agents.plan.checks`), and so is what
+    needs the agent's code (:mod:`flink_agents.plan.compile_checks`: tool signatures, chat
+    requests written out in actions): a :class:`~flink_agents.plan.errors.PlanValidationError`
+    names each problem's JSON pointer; what only looks wrong is a
+    :class:`~flink_agents.plan.errors.PlanWarning`.
     """
     source = f"agent {agent.name!r}"
     data = {**_plan_data(agent, ()), "compiled_by": installed_version()}
     plan = AgentPlan.from_dict(data, source=source)
     # The compiled plan is its canonical JSON form: key order (which reaches a model in tool
     # schemas) is then the same whether the plan was compiled here or read from JSON.
-    return check_plan(AgentPlan.from_json(plan.to_json(), source=source), source)
+    plan = AgentPlan.from_json(plan.to_json(), source=source)
+    issues = plan_issues(plan)
+    issues += compile_issues(agent, plan, source) if not issues else []
+    if issues:
+        raise PlanValidationError(issues, source)
+    return plan
 
 
 def _builtin(function: Any) -> ActionDeclaration:
@@ -64,16 +79,21 @@ def with_builtin_chat_actions(agent: Agent) -> list[ActionDeclaration]:
     An agent uses that flow when it declares a chat model and handles ``ChatResponseEvent``;
     without a ``ChatRequestEvent`` listener its requests would be dropped, so the compiler adds
     :func:`chat_action` (and :func:`tool_call_action`, unless ``ToolRequestEvent`` is handled).
+    Likewise an agent handling ``RetrievalResponseEvent`` without a ``RetrievalRequestEvent``
+    listener gets :func:`~flink_agents.agents.retrieval.retrieval_action`.
     """
     actions = agent.actions
 
     def listened(event_type: type[Any]) -> bool:
         return any(event_type.event_type() in a.listen_to for a in actions)
 
+    added = []
+    if listened(RetrievalResponseEvent) and not listened(RetrievalRequestEvent):
+        added.append(_builtin(retrieval_action))
     has_model = any(r.type is ResourceType.CHAT_MODEL for r in agent.resources)
     if not has_model or listened(ChatRequestEvent) or not listened(ChatResponseEvent):
-        return actions
-    added = [_builtin(chat_action)]
+        return [*actions, *added]
+    added.append(_builtin(chat_action))
     if not listened(ToolRequestEvent):
         added.append(_builtin(tool_call_action))
     return [*actions, *added]

@@ -29,6 +29,18 @@ class PlanIssue:
         return f"{self.path or '/'}: {self.message}"
 
 
+class PlanWarning(UserWarning):
+    """Something in an agent that compiles but looks wrong (an untyped tool parameter, a setup
+    prompt's roles): issued when the agent is compiled, with where it is (``source``, and the
+    JSON ``path`` into the plan) and the fix (``text``)."""
+
+    def __init__(self, source: str, path: str, text: str) -> None:
+        super().__init__(f"{source}: {path or '/'}: {text}")
+        self.source = source
+        self.path = path
+        self.text = text
+
+
 class PlanValidationError(ValueError):
     """A plan that cannot be loaded or run; ``issues`` lists every problem found."""
 

@@ -13,7 +13,8 @@
 Besides chat models: embedding models (:mod:`.openai_embeddings`, :mod:`.ollama_embeddings`,
 :mod:`.hashing_embeddings`), vector stores (:mod:`.chroma`, :mod:`.memory_vector_store`), the
 HTTP sub-agent and MCP servers (:mod:`.mcp`). ``ModelCallError`` is what a call to a model,
-an embedding service or an MCP server raises once its error is final or its attempts are spent.
+an embedding service or an MCP server raises once its error is final or its attempts are spent;
+``chat_structured`` asks a connection for an answer validated into a pydantic model.
 
 The classes are exported here and loaded on first use (``from flink_agents.providers import
 ScriptedChatModelConnection`` imports only :mod:`.scripted`): each provider's SDK is an optional
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flink_agents.providers._http_errors import ModelCallError
+    from flink_agents.providers._structured import StructuredOutputError, chat_structured
     from flink_agents.providers.anthropic import AnthropicChatModelConnection
     from flink_agents.providers.azure_openai import AzureOpenAIChatModelConnection
     from flink_agents.providers.bedrock import BedrockChatModelConnection
@@ -69,7 +71,9 @@ _HOME = {
     "ScriptedModelError": "flink_agents.providers.scripted",
     "ScriptedToolCall": "flink_agents.providers.scripted",
     "ScriptedTurn": "flink_agents.providers.scripted",
+    "StructuredOutputError": "flink_agents.providers._structured",
     "VllmChatModelConnection": "flink_agents.providers.vllm",
+    "chat_structured": "flink_agents.providers._structured",
 }
 """Each exported name and the module it is defined in (imported when the name is first used)."""
 
@@ -93,7 +97,9 @@ __all__ = [
     "ScriptedModelError",
     "ScriptedToolCall",
     "ScriptedTurn",
+    "StructuredOutputError",
     "VllmChatModelConnection",
+    "chat_structured",
 ]
 
 

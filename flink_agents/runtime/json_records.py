@@ -58,13 +58,23 @@ def unkeyed(text: str, why: str | None = None) -> BadRecord:
     return BadRecord(f"input record has no usable key{because}: {text[:120]!r}")
 
 
+WHOLE_INPUT = "."
+"""The key field that keys an input by its whole value: a plain string, a number (jq's
+identity)."""
+
+
 def keyed_input(text: str, field: str) -> tuple[Any, Any]:
-    """The key (the value of ``field``) and the record of one input's JSON text.
+    """The key (the value of ``field``; with :data:`WHOLE_INPUT`, the input itself) and the
+    record of one input's JSON text.
 
     Raises :class:`BadRecord` where a job reports a bad record: not JSON, or no usable key (as
     for a job's key selector, a null key is none).
     """
     record = decode_input(text)
+    if field == WHOLE_INPUT:
+        if record is None or isinstance(record, dict | list):
+            raise unkeyed(text, f"key {WHOLE_INPUT!r} takes a string or a number as the key")
+        return record, record
     if not isinstance(record, dict):
         raise unkeyed(text, "not a JSON object")
     if record.get(field) is None:

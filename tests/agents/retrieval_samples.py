@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from flink_agents.agents import ReActAgent
 from flink_agents.agents.ingestion import IngestionAgent
-from flink_agents.agents.retrieval import RetrievalSettings, RetrievedInputEvent, retrieve_input
-from flink_agents.api import Agent, ChatModelSetup, OutputEvent, RunnerContext, action
+from flink_agents.agents.retrieval import (
+    RetrievalRequestEvent,
+    RetrievalResponseEvent,
+    RetrievalSettings,
+    RetrievedInputEvent,
+    retrieve_input,
+)
+from flink_agents.api import Agent, ChatModelSetup, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
 from flink_agents.api.prompts import Prompt
@@ -145,4 +151,28 @@ def workflow_agent(collection: str, **retrieval: object) -> Agent:
     add_embedding(agent)
     agent.add_action(retrieve_input, config=settings(**retrieval).model_dump(exclude_none=True))
     agent.add_action(cite_sources)
+    return agent
+
+
+@action(InputEvent)
+def ask_twice(event: InputEvent, ctx: RunnerContext) -> None:
+    """Two retrieval requests from one action: one per question of the input."""
+    for question in event.input["questions"]:
+        ctx.send_event(
+            RetrievalRequestEvent(query=question, embedding_model="embedder", vector_store="docs")
+        )
+
+
+@action(RetrievalResponseEvent)
+def first_source(event: RetrievalResponseEvent, ctx: RunnerContext) -> None:
+    source = event.passages[0].metadata["source"] if event.passages else None
+    ctx.send_event(OutputEvent(output={"query": event.query, "source": source}))
+
+
+def requesting_agent(collection: str) -> Agent:
+    """A workflow agent sending retrieval requests of its own (the compiler adds the action
+    answering them)."""
+    agent = Agent(name="requests").add_action(ask_twice).add_action(first_source)
+    agent.add_resource("docs", ResourceType.VECTOR_STORE, store(collection))
+    add_embedding(agent)
     return agent

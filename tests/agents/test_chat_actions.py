@@ -20,6 +20,7 @@ from flink_agents.api import (
     ChatResponseEvent,
     InputEvent,
     OutputEvent,
+    Prompt,
     RecordedCallError,
     ResourceDescriptor,
     ResourceType,
@@ -28,8 +29,9 @@ from flink_agents.api import (
 )
 from flink_agents.api.chat import ChatRequest, ToolCall
 from flink_agents.api.chat_models import ChatModelConnection
-from flink_agents.runtime import run_local
-from tests.sample_agents import lookup, react_agent
+from flink_agents.durable.store import StoreConfig
+from flink_agents.runtime import RuntimeSettings, run_local
+from tests.sample_agents import add_scripted_connection, lookup, react_agent
 
 
 class RecordingConnection(ChatModelConnection):
@@ -74,6 +76,32 @@ def test_prompt_args_fill_the_setup_prompt_which_precedes_the_callers_system_mes
         ("system", "You score reviews for acme.\n\nAnswer in one word."),
         ("user", "great"),
     ]
+
+
+@action(InputEvent, sends=[ChatRequestEvent])
+def ask_with_computed_args(event: InputEvent, ctx: RunnerContext) -> None:
+    computed = {"review": event.input["review"]}  # not literal: the compiler cannot check it
+    message = ChatMessage(role="user", content="")
+    ctx.send_event(ChatRequestEvent(model="scorer", messages=[message], prompt_args=computed))
+
+
+def test_a_missing_prompt_variable_at_run_time_names_the_action_that_sent_the_request():
+    RecordingConnection.requests.clear()
+    agent = Agent(name="scoring", error_policy="emit").add_action(ask_with_computed_args)
+    agent.add_action(emit_answer)
+    agent.add_resource("conn", ResourceType.CHAT_MODEL_CONNECTION, RecordingConnection)
+    agent.add_prompt("persona", "You score reviews for {shop}: {review}")
+    agent.add_resource(
+        "scorer", ResourceType.CHAT_MODEL, ChatModelSetup, connection="conn", prompt="persona"
+    )
+    [result] = run_local(agent, [{"id": 1, "review": "great"}], key="id")
+    assert result.error is not None
+    assert result.error.message == (
+        "the prompt 'persona' of chat model 'scorer' needs ['shop'], which the ChatRequestEvent "
+        "sent by action 'ask_with_computed_args' does not give in its prompt_args (it gives "
+        "['review'])"
+    )
+    assert RecordingConnection.requests == []  # refused before any call
 
 
 def test_a_tool_error_reaches_the_model_without_pydantics_links():
@@ -179,3 +207,34 @@ def test_arguments_that_are_not_json_reach_the_model_instead_of_the_sub_agent() 
     [result] = run_local(broken_arguments_agent("subagent_child"), [{"input": "q"}], key="input")
     reason = ARGUMENTS_ERROR.format(name="subagent_child")
     assert result.output_values == [f"delegation to sub-agent 'child' failed: {reason}"]
+
+
+class Handle:
+    """A value with no JSON form (its str() would be a memory address)."""
+
+
+def opaque(city: str) -> Handle:
+    """Returns something no JSON can hold."""
+    return Handle()
+
+
+@pytest.mark.parametrize("store", [None, "memory"], ids=["no store", "memory store"])
+def test_a_non_json_tool_result_is_the_same_failure_with_and_without_a_store(store):
+    # One rule: the model is told the call failed with NotJsonError, whether or not calls are
+    # recorded (it was str()'d without a store, and failed the run as unpicklable with one).
+    agent = ReActAgent(
+        name="opaque",
+        chat_model=ResourceDescriptor.of(ChatModelSetup, connection="conn", model="m"),
+        prompt=Prompt(text="{city}"),
+        tools=[opaque],
+    )
+    turns = [
+        {"tool_calls": [{"name": "opaque", "arguments": {"city": "$input"}}]},
+        {"content": "$last"},  # the answer is the tool message the model was handed
+    ]
+    add_scripted_connection(agent, f"opaque-{store}", turns)
+    settings = RuntimeSettings(store=StoreConfig(kind=store)) if store else None
+    [result] = run_local(agent, [{"id": 1, "city": "Oslo"}], key="id", settings=settings)
+    assert result.output_values == [
+        "NotJsonError: not a JSON value at $: a Handle has no JSON form"
+    ]

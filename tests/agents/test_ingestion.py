@@ -85,6 +85,18 @@ def test_documents_are_chunked_embedded_in_batches_and_upserted_with_their_sourc
     ]
 
 
+def test_a_documents_own_source_is_kept_in_its_chunks() -> None:
+    document = {
+        "id": "doc-17",
+        "text": "Flink restarts.",
+        "metadata": {"source": "https://x.test/a"},
+    }
+    [result] = run_local(ingestion_agent(COLLECTION), [document], key="id")
+    assert result.output_values == [{"source": "doc-17", "chunks": 1, "deleted": 0}]
+    [stored] = records().values()
+    assert stored["metadata"] == {"source": "https://x.test/a", "chunk": 0}
+
+
 def test_ingesting_the_same_document_again_writes_the_same_records() -> None:
     run_local(ingestion_agent(COLLECTION), DOCS, key="id")
     before = records()

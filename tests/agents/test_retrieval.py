@@ -9,15 +9,17 @@ import pytest
 from flink_agents.agents.retrieval import NO_PASSAGES, format_passages, query_text
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.vector_stores import VectorMatch
+from flink_agents.durable.store import StoreConfig
 from flink_agents.plan import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
-from flink_agents.runtime import ActionError, run_local
+from flink_agents.runtime import ActionError, RuntimeSettings, run_local
 from tests.agents.retrieval_samples import (
     DOCS,
     ProbedChatConnection,
     ingestion_agent,
     qa_agent,
+    requesting_agent,
     workflow_agent,
 )
 from tests.durable.helpers import PROBE
@@ -88,6 +90,28 @@ def test_min_score_drops_unrelated_passages() -> None:
     [result] = run_local(agent, ["How long to boil the pasta?"], key=lambda _: "k")
 
     assert result.output_values[0]["sources"] == ["guide/cooking.md"]
+
+
+@pytest.mark.parametrize("store", [None, "memory"], ids=["no store", "memory store"])
+def test_retrieval_request_events_are_answered_by_the_added_retrieval_action(
+    store: str | None,
+) -> None:
+    agent = requesting_agent(COLLECTION)
+    assert [a.name for a in compile_agent(agent).actions] == [
+        "ask_twice",
+        "first_source",
+        "retrieval_action",
+    ]
+    questions = ["How do consumer groups share partitions?", "How long to boil pasta?"]
+
+    settings = RuntimeSettings(store=StoreConfig(kind=store)) if store else None
+    [result] = run_local(agent, [{"id": 1, "questions": questions}], key="id", settings=settings)
+
+    assert sorted(result.output_values, key=lambda o: o["query"]) == [
+        {"query": questions[0], "source": "guide/kafka.md"},
+        {"query": questions[1], "source": "guide/cooking.md"},
+    ]
+    assert (PROBE.counts["embed"], PROBE.counts["search"]) == (2, 2)
 
 
 def test_a_missing_query_field_fails_the_run() -> None:

@@ -15,6 +15,7 @@ from flink_agents.agents.react import ReActAgent
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.chat_models import one_leading_system_message as one_system
+from flink_agents.api.prompts import Prompt
 from flink_agents.api.resources import Resource, ResourceDescriptor, ResourceType
 from flink_agents.api.tools import FunctionTool
 from flink_agents.plan import compile_agent, resolve_plan
@@ -108,6 +109,48 @@ def test_the_system_messages_at_the_head_are_joined_into_one():
     single = _messages("system", "user")
     assert one_system(single) is single
     assert one_system(_messages("user", "system")) == _messages("user", "system")
+
+
+def _prompted_request(
+    prompt: Prompt, messages: list[ChatMessage], **prompt_args: Any
+) -> list[tuple[str, str]]:
+    setup = ChatModelSetup(connection="llm", prompt="instructions")
+    resources: dict[str, Resource] = {"llm": OPENAI, "instructions": prompt}
+    setup.bind(lambda name, kind: resources[name])
+    setup.open()
+    return [(m.role, m.content) for m in setup.request(messages, prompt_args).messages]
+
+
+def test_a_setup_prompt_of_messages_keeps_their_roles():
+    # Upstream's idiom: the prompt holds the user message, the request only its arguments.
+    prompt = Prompt.model_validate(
+        {
+            "messages": [
+                {"role": "system", "content": "You analyse reviews."},
+                {"role": "user", "content": "Review: {review}"},
+            ]
+        }
+    )
+    asked = [ChatMessage(role="user", content="")]
+    assert _prompted_request(prompt, asked, review="great phone") == [
+        ("system", "You analyse reviews."),
+        ("user", "Review: great phone"),
+    ]
+    # The caller's system messages add to the prompt's; its own turns follow the prompt's.
+    asked = [ChatMessage(role="system", content="Be brief."), QUESTION]
+    assert _prompted_request(prompt, asked, review="ok") == [
+        ("system", "You analyse reviews.\n\nBe brief."),
+        ("user", "Review: ok"),
+        ("user", "Weather in Oslo?"),
+    ]
+
+
+def test_a_setup_prompt_of_text_is_the_system_prompt():
+    prompt = Prompt(text="You work for {shop}.")
+    assert _prompted_request(prompt, [QUESTION], shop="Acme") == [
+        ("system", "You work for Acme."),
+        ("user", "Weather in Oslo?"),
+    ]
 
 
 def get_weather(city: str) -> str:

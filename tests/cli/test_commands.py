@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 import pytest
 
-from flink_agents.api import Agent, InputEvent, OutputEvent
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.agent import ErrorPolicy
 from flink_agents.cli import EXIT_FAILED, build_parser, main
 from flink_agents.plan import AgentPlan
@@ -268,6 +268,55 @@ def test_run_local_writes_finished_outputs_under_every_error_policy(
     assert re.fullmatch(pattern, captured.err), captured.err
 
 
+@action(InputEvent)
+def refuse_odd(event: InputEvent, ctx: RunnerContext) -> None:
+    if event.input["n"] % 2:
+        raise ValueError(f"odd: {event.input['n']}")
+    ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+def refusing_agent() -> Agent:
+    return Agent(name="refusing").add_action(refuse_odd)
+
+
+def test_run_local_shows_where_the_failed_action_raised(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('{"n": 1}\n')
+    args = ["run", "--local", f"{__name__}:refusing_agent", "--input", str(inputs), "--key", "n"]
+    assert main(args) == EXIT_FAILED
+    err = capsys.readouterr().err
+    line = refuse_odd.__code__.co_firstlineno + 3  # the raise
+    assert f'File "{__file__}", line {line}, in refuse_odd\n' in err
+    assert "\nValueError: odd: 1\n" in err
+
+
+@action(InputEvent)
+def upper_case(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.send_event(OutputEvent(output=str(event.input).upper()))
+
+
+def upper_casing_agent() -> Agent:
+    return Agent(name="upper").add_action(upper_case)
+
+
+def test_run_local_keys_plain_string_inputs_by_themselves(tmp_path, capsys):
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('"what is flink?"\n7\n{"q": "a map has no key of its own"}\n')
+    agent = f"{__name__}:upper_casing_agent"
+    args = ["run", "--local", agent, "--input", str(inputs), "--key", "."]
+    assert main(args) == EXIT_FAILED  # the map is a bad record
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [bad] = [line for line in lines if "error" in line]  # written at once, before the runs end
+    assert [(line["key"], line["output"]) for line in lines if "error" not in line] == [
+        ("what is flink?", "WHAT IS FLINK?"),
+        (7, "7"),
+    ]
+    assert bad["error"]["message"] == (
+        f"{inputs}:3: input record has no usable key (key '.' takes a string or a number as the "
+        'key): \'{"q": "a map has no key of its own"}\''
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [["compile"], ["inspect"], ["run", "--local", "--input", "in.jsonl", "--key", "city"]],
@@ -312,6 +361,18 @@ agents:
     assert err.startswith("flink-agents inspect: MCP server 'units' (")
     assert "no-such-server" in err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_inspect_shows_what_retrieval_searches(capsys):
+    assert main(["inspect", str(EXAMPLES / "docs_qa.yaml"), "--agent", "docs_qa"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "  embedding model embedding_model: EmbeddingModelSetup, connection "
+        "embedding_connection, dimensions 512\n"
+        "  vector store vector_store: ChromaVectorStore, dimensions 512, collection project-docs\n"
+        "  action retrieve_input: embedding_model embedding_model, vector_store vector_store, "
+        "top_k 3\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "submit"])

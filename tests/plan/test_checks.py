@@ -204,3 +204,33 @@ def test_prompts_are_checked_and_list_their_placeholders_in_the_plan():
     agent.add_resource("broken", ResourceType.PROMPT, "flink_agents.api.prompts:Prompt")
     with pytest.raises(PlanValidationError, match="/resources/broken: not a valid prompt"):
         compile_agent(agent)
+
+
+@action(InputEvent)  # no sends=: what it sends is not checked
+def _ask_undeclared(event: InputEvent, ctx: RunnerContext) -> None:
+    message = ChatMessage(role="user", content=event.input["text"])
+    ctx.send_event(ChatRequestEvent(model="scorer", messages=[message]))
+
+
+def test_a_misspelt_response_event_is_a_compile_error():
+    # Nothing else catches it: the run would end with no output and exit 0.
+    agent = Agent(name="typo").add_action(_ask_undeclared).add_action(_echo, "ChatResponseEvnt")
+    agent = _with_model(agent)
+    assert _issues(agent) == [
+        "/actions/1/listen_to/0: action '_echo' listens to 'ChatResponseEvnt', not a known "
+        "event type; did you mean 'ChatResponseEvent'? (an event type of your own needs another "
+        "name, or an action declaring it sends it: sends=['ChatResponseEvnt'])"
+    ]
+
+
+@action(InputEvent, sends=["ChatResponses"])
+def _relay(event: InputEvent, ctx: RunnerContext) -> None:
+    ctx.send_event(Event(type="ChatResponses", attributes={"text": event.input}))
+
+
+def test_an_own_event_type_named_like_a_builtin_one_compiles_when_declared_sent():
+    agent = Agent(name="own").add_action(_relay).add_action(_echo, "ChatResponses")
+    assert [a.listen_to for a in compile_agent(agent).actions] == [
+        ["InputEvent"],
+        ["ChatResponses"],
+    ]

@@ -59,3 +59,21 @@ def test_a_retrieval_naming_a_missing_store_is_reported_at_its_line(tmp_path: Pa
     [issue] = info.value.issues
     assert (issue.line, issue.field) == (5, "agents[0].react.retrieval.vector_store")
     assert "vector_store 'nowhere'" in issue.message
+
+
+def test_an_embedding_model_needs_no_dimensions_and_runs(tmp_path: Path) -> None:
+    from flink_agents.providers.memory_vector_store import InMemoryVectorStore
+    from flink_agents.runtime import run_local
+
+    path = tmp_path / "qa.yaml"
+    path.write_text(
+        AGENT.replace("STORE", "docs").replace("dimensions: 64, batch_size", "batch_size")
+    )
+    agent = load_yaml_agent(path)
+    assert compile_agent(agent).resources["embedder"].arguments == {
+        "connection": "local",
+        "batch_size": 8,
+    }
+    InMemoryVectorStore.reset("yaml-test")
+    [result] = run_local(agent, ["What is Flink?"], key=lambda question: question)
+    assert result.output_values == ["ok"]  # embedded (64 long, from the reply) and searched

@@ -192,3 +192,40 @@ def test_runtime_registry_fails_at_start_naming_the_variable(
     opened = registry.get("conn", ResourceType.CHAT_MODEL_CONNECTION)
     assert isinstance(opened, HttpChatModelConnection)
     assert opened.secret() == SENTINEL
+
+
+HTTP_SUBAGENT_YAML = """\
+agents:
+  - name: caller
+    react: {{chat_model: model, prompt: prompt}}
+    prompts: {{prompt: "{{q}}"}}
+    connections:
+      scripted: {{class: scripted, arguments: {{turns: [{{content: hi}}]}}}}
+    chat_models:
+      model: {{connection: scripted, subagents: [billing]}}
+    subagents:
+      billing:
+        class: flink_agents.providers.http_subagent:HttpSubagent
+        arguments:
+          url: "http://127.0.0.1:9/run"
+          input_schema: {{type: object}}
+          headers: {{{header}: "{value}"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("Authorization", "Bearer sk-live-abcdef1234567890"),
+        ("X-Upstream", "Bearer abcdef123456789"),
+    ],
+    ids=["by name", "by shape"],
+)
+def test_a_literal_credential_in_an_http_subagent_header_is_refused(
+    tmp_path: Path, header: str, value: str
+) -> None:
+    agents = tmp_path / "agents.yaml"
+    agents.write_text(HTTP_SUBAGENT_YAML.format(header=header, value=value))
+    with pytest.raises(ValueError, match=f"/headers/{header} hold a literal value") as info:
+        load_yaml_agents(agents)
+    assert value not in str(info.value)

@@ -119,6 +119,35 @@ def test_a_reply_of_the_wrong_dimension_is_a_clear_error(
         asyncio.run(setup.embed_batch(["one"]))
 
 
+def test_without_dimensions_the_first_reply_sets_them(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    _, connect, reply, _ = provider
+    server.enqueue(ScriptedResponse(body=reply([[0.1, 0.2, 0.3], [0.3, 0.2, 0.1]])))
+    server.enqueue(ScriptedResponse(body=reply([[0.1, 0.2]])))
+    setup = setup_on(connect(server.url), model="fake-embed")
+
+    assert len(asyncio.run(setup.embed_batch(["one", "two"]))[1]) == 3
+    with pytest.raises(EmbeddingDimensionError, match=r"dimension 2 .* expects 3"):
+        asyncio.run(setup.embed_batch(["three"]))
+
+
+def test_vectors_of_one_reply_must_share_a_length_without_dimensions(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    _, connect, reply, _ = provider
+    server.enqueue(ScriptedResponse(body=reply([[0.1, 0.2, 0.3], [0.3, 0.2]])))
+    setup = setup_on(connect(server.url), model="fake-embed")
+
+    with pytest.raises(EmbeddingDimensionError, match=r"dimension 2 for text #1; .* expects 3"):
+        asyncio.run(setup.embed_batch(["one", "two"]))
+
+
+def test_requesting_dimensions_needs_them() -> None:
+    with pytest.raises(ValueError, match="request_dimensions needs dimensions"):
+        EmbeddingModelSetup(connection="c", request_dimensions=True)
+
+
 def test_a_reply_missing_vectors_is_an_error(provider: Provider, server: FakeModelServer) -> None:
     _, connect, reply, _ = provider
     server.enqueue(ScriptedResponse(body=reply([[0.1, 0.2, 0.3]])))

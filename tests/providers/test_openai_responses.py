@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolCall, ToolSpec
+from flink_agents.providers import chat_structured
 from flink_agents.providers._http_errors import ModelCallError
-from flink_agents.providers._structured import chat_structured
 from flink_agents.providers.openai_responses import (
     OpenAIResponsesChatModelConnection,
     responses_body,

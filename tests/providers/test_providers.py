@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from flink_agents.api.attempts import tracking_attempts
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
 from flink_agents.api.chat_models import ChatModelSetup
+from flink_agents.providers import StructuredOutputError, chat_structured
 from flink_agents.providers._http_errors import ModelCallError
-from flink_agents.providers._structured import StructuredOutputError, chat_structured
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 from tests.providers.providers import (
     ANTHROPIC,

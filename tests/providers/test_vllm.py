@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.providers import chat_structured
 from flink_agents.providers._http_errors import ModelCallError
-from flink_agents.providers._structured import chat_structured
 from flink_agents.providers.vllm import VllmChatModelConnection
 from flink_agents.runtime import ActionError, run_local
 from tests.providers.fake_servers import (

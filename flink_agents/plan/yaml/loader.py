@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,12 @@ from flink_agents.api.agent import Agent, ResourceDeclaration
 from flink_agents.api.refs import REFERENCE_PATTERN, import_reference
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
 from flink_agents.plan.compile import compile_agent
-from flink_agents.plan.errors import PlanValidationError, clean_location, describe_error
+from flink_agents.plan.errors import (
+    PlanValidationError,
+    PlanWarning,
+    clean_location,
+    describe_error,
+)
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.yaml.locate import pointer_parts, yaml_location
 from flink_agents.plan.yaml.schema import (
@@ -397,7 +403,18 @@ def load_yaml_agents(path: str | Path, text: str | None = None) -> dict[str, Age
     for index, spec in enumerate(parsed.agents):
         agent = agents[spec.name]
         try:
-            compile_agent(agent)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                compile_agent(agent)
+            for warned in caught:  # a plan warning at the YAML field behind its pointer
+                said = warned.message
+                if isinstance(said, PlanWarning):
+                    parts = yaml_location(spec, agent, pointer_parts(said.path))
+                    found = document.issue(("agents", index, *parts), said.text)
+                    said = PlanWarning(
+                        f"{file}:{found.line}:{found.column}", found.field, said.text
+                    )
+                warnings.warn_explicit(said, warned.category, warned.filename, warned.lineno)
         except PlanValidationError as exc:  # each issue at the YAML field behind its pointer
             located = [
                 document.issue(
@@ -428,7 +445,10 @@ def load_yaml_agent(path: str | Path, name: str | None = None) -> Agent:
 
 def compile_yaml(path: str | Path, name: str | None = None) -> AgentPlan:
     """Compile the agent ``name`` of a YAML file to its plan."""
-    return compile_agent(load_yaml_agent(path, name))
+    agent = load_yaml_agent(path, name)  # warns, each warning at its line
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlanWarning)  # said by the load, where it is
+        return compile_agent(agent)
 
 
 __all__ = [

@@ -259,7 +259,11 @@ class EmbeddingModelSpec(_SetupSpec):
     """An embedding model setup on top of a connection."""
 
     class_path: str = _setup_class("flink_agents.api.embeddings:EmbeddingModelSetup")
-    dimensions: int = Field(ge=1, description="Length of every vector; replies are checked.")
+    dimensions: int | None = Field(
+        default=None,
+        ge=1,
+        description="Length of every vector; replies are checked. Unset: the first reply's.",
+    )
     batch_size: int | None = Field(default=None, ge=1)
     request_dimensions: bool | None = None
 
