@@ -62,8 +62,7 @@ def test_an_approval_clicked_without_the_token_is_refused_and_with_it_written(
     served, browser
 ) -> None:
     server, sample = served
-    browser.get(server.url + "/waits")
-    screenshot(browser, "waits")
+    browser.get(server.url + "/waits")  # its screenshot: the real job's (test_console_on_a_job)
     first = browser.find_elements(By.CSS_SELECTOR, "section.wait")[0]
     click_decision(browser, first, "approve", "")
     assert (
