@@ -40,6 +40,7 @@ from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
 from flink_agents.flink.resume_input import tagger, united_selector
 from flink_agents.observability import EventLogConfig
+from flink_agents.plan.checks import check_for_workers
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.json_records import (
@@ -392,7 +393,7 @@ class AgentInput:
 
     def apply(self, agent: Agent | AgentPlan) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
-        plan = agent if isinstance(agent, AgentPlan) else compile_agent(agent)
+        plan = check_for_workers(agent if isinstance(agent, AgentPlan) else compile_agent(agent))
         _timer_safe_bundles(self.agents.env)
         settings = self.agents.settings
         if self.python_records:

@@ -13,6 +13,9 @@
   ``embedding_model``, and the action config keys an action declares as ``resource_keys``.
 
 Every problem is reported with the JSON pointer of the offending value.
+
+`check_for_workers` adds what only a plan run by Flink's workers needs: no reference into
+``__main__`` (a class or function of the script that was run, which no worker can import).
 """
 
 from __future__ import annotations
@@ -74,6 +77,37 @@ def check_plan(plan: AgentPlan, source: str | None = None) -> AgentPlan:
     if issues:
         raise PlanValidationError(issues, source or f"plan {plan.name!r}")
     return plan
+
+
+def check_for_workers(plan: AgentPlan) -> AgentPlan:
+    """``plan`` itself, or a :class:`PlanValidationError` naming every reference to a class or
+    function of ``__main__``: a worker's ``__main__`` is not the script that built the plan."""
+    issues = [
+        PlanIssue(
+            json_pointer(location),
+            f"{value!r} is defined in the script that was run, which Flink's workers cannot "
+            "import: move it into a module (or, run as `python -m pkg.mod`, give its path "
+            "'pkg.mod:Name')",
+        )
+        for location, value in _strings(plan.to_dict(), [])
+        if value.startswith("__main__:")
+    ]
+    if issues:
+        raise PlanValidationError(issues, f"plan {plan.name!r}")
+    return plan
+
+
+def _strings(value: Any, location: list[str | int]) -> list[tuple[list[str | int], str]]:
+    """Every string inside a JSON value, with its location."""
+    if isinstance(value, str):
+        return [(location, value)]
+    if isinstance(value, dict):
+        items: Sequence[tuple[str | int, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return []
+    return [found for key, item in items for found in _strings(item, [*location, key])]
 
 
 def _scope_issues(

@@ -22,6 +22,7 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.plan import PlanValidationError, YamlAgentError, compile_agent, load_yaml_agents
+from flink_agents.plan.checks import check_for_workers
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 
@@ -234,3 +235,26 @@ def test_an_own_event_type_named_like_a_builtin_one_compiles_when_declared_sent(
         ["InputEvent"],
         ["ChatResponses"],
     ]
+
+
+def test_a_plan_naming_the_scripts_own_code_is_refused_for_flinks_workers():
+    """A class or function of ``__main__`` runs under ``run_local`` (same process) but no worker
+    can import it: the Flink environment refuses such a plan, naming where it is."""
+    plan = compile_agent(_with_model(Agent(name="scripted").add_action(ask).add_action(answer)))
+    assert check_for_workers(plan) is plan
+    moved = plan.model_copy(
+        update={
+            "resources": {
+                name: resource.model_copy(update={"class_path": "__main__:MyModel"})
+                if resource.class_path.endswith("ScriptedChatModelConnection")
+                else resource
+                for name, resource in plan.resources.items()
+            }
+        }
+    )
+    with pytest.raises(PlanValidationError) as refused:
+        check_for_workers(moved)
+    message = str(refused.value)
+    assert (
+        "/resources/llm/class: '__main__:MyModel' is defined in the script that was run" in message
+    )
