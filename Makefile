@@ -15,7 +15,7 @@ $(PY):
 # protobuf that Beam (under apache-flink) forbids.
 install: $(STAMP)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[test,providers,gemini,bedrock,mcp,retrieval,otel]"
+	$(PY) -m pip install -q -e ".[test,providers,gemini,bedrock,mcp,retrieval,otel,console]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -27,11 +27,18 @@ LAYER_TIERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("testing", "replay"),  # test helpers; replaying recorded runs: both drive the engine
     ("flink",),
-    ("cli",),
+    # The command line and the console: both show what the layers below hold.
+    ("cli", "console"),
 )
 # Imports between two layers of one tier that are allowed (importer layer, imported layer).
 ALLOWED_SIDEWAYS: frozenset[tuple[str, str]] = frozenset(
-    {("plan", "agents")}  # YAML agents are built as ReActAgents
+    {
+        ("plan", "agents"),  # YAML agents are built as ReActAgents
+        # The console shows what the command line's readers read and writes decisions with
+        # its writer; `flink-agents console` starts it.
+        ("console", "cli"),
+        ("cli", "console"),
+    }
 )
 # The top-level ``flink_agents`` module re-exports from every layer; it loads Flink lazily.
 FRONT_DOOR = PACKAGE

@@ -11,6 +11,7 @@ flink-agents store export --topic T [--key K] -o FILE        (a store topic's re
 flink-agents replay AGENT (--topic T | --file F) [...]       (recorded runs against the agent now)
 flink-agents waits approve|reject WAIT_ID --key K --key-field F (--topic T | --file F) [...]
 flink-agents waits list (--file OUTPUTS.jsonl | --topic T) [--key K]  (open waits in outputs)
+flink-agents console (--job JOB.yaml | --event-log F --store T ...) [--token]  (the web console)
 
 One module per command (``<verb>_command.py``), each adding its parser and handler; this face
 wires them and runs one.
@@ -29,6 +30,7 @@ from typing import TextIO
 from flink_agents.api.refs import UnresolvableReference
 from flink_agents.cli import (
     compile_command,
+    console_command,
     inspect_command,
     replay_command,
     run_command,
@@ -52,6 +54,7 @@ _COMMANDS = (
     store_command,
     replay_command,
     waits_command,
+    console_command,
 )
 """In the order ``flink-agents --help`` lists them."""
 

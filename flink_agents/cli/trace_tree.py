@@ -69,40 +69,60 @@ class RunExecution:
         return found
 
 
+class ExecutionGroups:
+    """Records grouped into run executions as they are added: a ``run_started`` opens a new one
+    for its run. A log read in parts (a console's page loads) is grouped once."""
+
+    def __init__(self) -> None:
+        self.found: list[RunExecution] = []
+        self.runs: dict[RunKey, list[RunExecution]] = {}
+        """Each run's executions, in order."""
+        self._current: dict[RunKey, RunExecution] = {}
+
+    def add(self, records: Iterable[LogRecord]) -> set[RunKey]:
+        """Group ``records``, which follow those added before; the runs they touched."""
+        current = self._current
+        touched: set[RunKey] = set()
+        for record in records:
+            run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
+            touched.add(run)
+            if isinstance(record, RunStarted):
+                earlier = current.get(run)
+                number = 1
+                if earlier is not None:
+                    earlier.executed_again, number = True, earlier.number + 1
+                current[run] = RunExecution(run, record, number)
+                self.found.append(current[run])
+                self.runs.setdefault(run, []).append(current[run])
+                continue
+            execution = current.get(run)
+            if execution is None:
+                continue  # run_admitted, or records of an execution the file does not start
+            if isinstance(record, RunFinished):
+                execution.finished = record
+            elif isinstance(record, ActionStarted):
+                invocation = execution.invocation(record.event_id, record.action)
+                invocation.event_type, invocation.started = record.event_type, record
+            elif isinstance(record, ActionFinished):
+                # A replayed action's events are recorded before its end (and it has no start),
+                # so its invocation was opened by its first event, without the type of what it
+                # handled.
+                invocation = execution.invocation(record.event_id, record.action)
+                invocation.event_type, invocation.finished = record.event_type, record
+            elif isinstance(record, CallFinished):
+                execution.invocation(record.event_id, record.action).calls.append(record)
+            elif isinstance(record, EventSent) and record.upstream_id and record.action:
+                execution.invocation(record.upstream_id, record.action).events.append(record)
+            elif isinstance(record, EventDropped) and record.upstream_id and record.action:
+                execution.invocation(record.upstream_id, record.action).dropped.add(record.event_id)
+        return touched
+
+
 def executions(records: Iterable[LogRecord]) -> list[RunExecution]:
     """Group records into run executions; a ``run_started`` opens a new one for its run."""
-    found: list[RunExecution] = []
-    current: dict[RunKey, RunExecution] = {}
-    for record in records:
-        run = (record.agent, json.dumps(record.key, sort_keys=True), record.seq)
-        if isinstance(record, RunStarted):
-            earlier = current.get(run)
-            number = 1
-            if earlier is not None:
-                earlier.executed_again, number = True, earlier.number + 1
-            current[run] = RunExecution(run, record, number)
-            found.append(current[run])
-            continue
-        execution = current.get(run)
-        if execution is None:
-            continue  # run_admitted, or records of an execution the file does not start
-        if isinstance(record, RunFinished):
-            execution.finished = record
-        elif isinstance(record, ActionStarted):
-            invocation = execution.invocation(record.event_id, record.action)
-            invocation.event_type, invocation.started = record.event_type, record
-        elif isinstance(record, ActionFinished):
-            # A replayed action's events are recorded before its end (and it has no start), so
-            # its invocation was opened by its first event, without the type of what it handled.
-            invocation = execution.invocation(record.event_id, record.action)
-            invocation.event_type, invocation.finished = record.event_type, record
-        elif isinstance(record, CallFinished):
-            execution.invocation(record.event_id, record.action).calls.append(record)
-        elif isinstance(record, EventSent) and record.upstream_id and record.action:
-            execution.invocation(record.upstream_id, record.action).events.append(record)
-        elif isinstance(record, EventDropped) and record.upstream_id and record.action:
-            execution.invocation(record.upstream_id, record.action).dropped.add(record.event_id)
-    return found
+    groups = ExecutionGroups()
+    groups.add(records)
+    return groups.found
 
 
 def render_trace(

@@ -57,7 +57,7 @@ def _add_lines_place(parser: argparse.ArgumentParser, topic_of: str, file_help: 
 
 def cmd_decide(args: argparse.Namespace) -> int:
     """Write one decision record where the job's decisions input reads it."""
-    from flink_agents.cli.json_topic import TopicError, append
+    from flink_agents.cli.json_topic import TopicError
     from flink_agents.cli.wait_records_io import decision_record, key_value
     from flink_agents.durable.identity import canonical_json
 
@@ -73,20 +73,35 @@ def cmd_decide(args: argparse.Namespace) -> int:
         message=args.message,
         arguments=arguments,
     )
-    line = canonical_json(record)
-    if args.file is not None:
-        with Path(args.file).open("a", encoding="utf-8") as out:
-            out.write(line + "\n")
-        where = args.file
-    else:
-        try:
-            append(args.bootstrap_servers, args.topic, canonical_json(key), line)
-        except TopicError as exc:
-            print(f"flink-agents waits: {exc}", file=sys.stderr)
-            return EXIT_TOPIC
-        where = f"topic {args.topic!r}"
+    try:
+        where = deliver_decision(
+            record, key, file=args.file, topic=args.topic, servers=args.bootstrap_servers
+        )
+    except TopicError as exc:
+        print(f"flink-agents waits: {exc}", file=sys.stderr)
+        return EXIT_TOPIC
     print(f"{verdict} of wait {args.wait_id} for key {canonical_json(key)} written to {where}")
     return 0
+
+
+def deliver_decision(
+    record: dict[str, Any], key: Any, *, file: str | None, topic: str | None, servers: str
+) -> str:
+    """Append a decision record to the JSON lines ``file``, else write it to the Kafka
+    ``topic`` (keyed by the key's JSON, as the job's inputs); where it went. A topic that
+    cannot be used raises :class:`~flink_agents.cli.json_topic.TopicError`."""
+    from flink_agents.cli.json_topic import append
+    from flink_agents.durable.identity import canonical_json
+
+    line = canonical_json(record)
+    if file is not None:
+        with Path(file).open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+        return file
+    if topic is None:
+        raise ValueError("a decision needs a decisions topic or file")
+    append(servers, topic, canonical_json(key), line)
+    return f"topic {topic!r}"
 
 
 def _arguments(text: str | None) -> dict[str, Any] | None:

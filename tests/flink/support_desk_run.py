@@ -19,7 +19,7 @@ from examples.demo import DEFAULT_JOB, EXAMPLE_PORT, FailOnce, demo_spec, read_o
 from examples.services import UNKNOWN_CUSTOMERS, ExampleServices, wait_until_port_free
 from flink_agents.flink.job import JobSpec
 from flink_agents.flink.job_runner import build
-from flink_agents.observability import EventLogConfig
+from flink_agents.observability import CallFinished, EventLogConfig, read_records
 
 FAIL_AFTER = 8  # outputs before the injected failure, as `make run`
 # Slower services and inputs than `make run` (0.2 s, 4/s): a ticket's run (five steps of calls)
@@ -126,3 +126,25 @@ def _environment(spec: JobSpec) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(spec.parallelism)
     return env
+
+
+ATTEMPTS = 3
+
+
+def run_until_replayed(bootstrap: str, folders: Any) -> SupportDeskRun:
+    """A run whose failure came while some run had calls recorded in an unfinished action.
+
+    When the failure comes is up to scheduling (it waits for a checkpoint, then fires at an
+    output): on a loaded machine it may come when no run is mid-action, or after the last
+    one, and such a run shows nothing of replay. Then the job runs again (a fresh topic), at
+    most ATTEMPTS times; ``folders`` (pytest's ``tmp_path_factory``) gives each its folder.
+    """
+    for attempt in range(1, ATTEMPTS + 1):
+        run = run_support_desk(folders.mktemp(f"support-desk-{attempt}"), bootstrap)
+        # The researcher's tool reached this run's services (see support_desk_run).
+        assert run.requests.get("tool:lookup_fact", 0) >= len(run.tickets), run.requests
+        logged = read_records(run.event_log)
+        if any(isinstance(r, CallFinished) and r.outcome == "replayed" for r in logged):
+            break
+        print(f"\n[support desk] attempt {attempt}: the failure found no call to replay")
+    return run

@@ -3,7 +3,8 @@ mini-cluster with its event log on and one injected task failure, as ``make run`
 
 ``flink-agents trace`` rebuilds every ticket's tree from the event log, and marks ``replayed``
 exactly the calls the store topic had recorded before the execution that shows them began (the
-re-execution after the restore)."""
+re-execution after the restore). The run is the session's ``support_desk`` fixture
+(tests/conftest.py): the console's tests read the same one."""
 
 from __future__ import annotations
 
@@ -18,37 +19,14 @@ import pytest
 
 from flink_agents.cli.trace_tree import executions
 from flink_agents.durable.store.inspect import open_store
-from flink_agents.observability import CallFinished, read_records
-from tests.flink.support_desk_run import SupportDeskRun, run_support_desk
+from flink_agents.observability import read_records
+from tests.flink.support_desk_run import SupportDeskRun
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
 
 CallPlace = tuple[str, int, str, str, str]
 """Where a call stands: the run's key (JSON) and seq, the action, the first 8 characters of the
 event id it handled, and the call id."""
-
-
-ATTEMPTS = 3
-
-
-@pytest.fixture(scope="module")
-def support_desk(flink_env, kafka_bootstrap: str, tmp_path_factory) -> SupportDeskRun:
-    """A run whose failure came while some run had calls recorded in an unfinished action.
-
-    When the failure comes is up to scheduling (it waits for a checkpoint, then fires at an
-    output): on a loaded machine it may come when no run is mid-action, or after the last
-    one, and such a run shows nothing of replay. Then the job runs again (a fresh topic), at
-    most ATTEMPTS times; the assertions below hold for every run, replayed calls or not.
-    """
-    for attempt in range(1, ATTEMPTS + 1):
-        run = run_support_desk(tmp_path_factory.mktemp(f"support-desk-{attempt}"), kafka_bootstrap)
-        # The researcher's tool reached this run's services (see support_desk_run).
-        assert run.requests.get("tool:lookup_fact", 0) >= len(run.tickets), run.requests
-        logged = read_records(run.event_log)
-        if any(isinstance(r, CallFinished) and r.outcome == "replayed" for r in logged):
-            break
-        print(f"\n[support desk] attempt {attempt}: the failure found no call to replay")
-    return run
 
 
 def flink_agents(*args: str) -> subprocess.CompletedProcess[str]:

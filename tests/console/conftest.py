@@ -1,0 +1,96 @@
+"""The console served for real (uvicorn on a free local port) and a headless chromium that
+selenium drives: Debian's ``chromium`` and ``chromium-driver``. Without them a browser test is
+skipped, saying what to install."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+
+
+def _missing() -> str | None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).exists() and shutil.which(Path(path).name) is None:
+            return f"{path} is missing: apt-get install chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is missing: pip install -e '.[test]'"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    reason = _missing()
+    if reason is None:
+        return
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=f"browser test: {reason}"))
+
+
+class Served:
+    """An ASGI app served by uvicorn on a thread of this process."""
+
+    def __init__(self, app: object) -> None:
+        import uvicorn
+
+        from flink_agents.flink.job_status import free_local_port
+
+        self.port = free_local_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")  # type: ignore[arg-type]
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> Served:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            assert time.monotonic() < deadline, "the console did not start within 10 s"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """A headless chromium driven by selenium, shared by the session's browser tests."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(
+        service=Service(shutil.which("chromedriver") or CHROMEDRIVER), options=options
+    )
+    driver.implicitly_wait(2)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def screenshot(driver: object, name: str) -> Path:
+    """Save the page's full height as docs/console/<name>.png (docs/console.md shows them)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    height = driver.execute_script("return document.documentElement.scrollHeight")  # type: ignore[attr-defined]
+    # The window's height holds its own frame too: a margin keeps the page's end in the shot.
+    driver.set_window_size(1280, min(max(int(height) + 160, 600), 2400))  # type: ignore[attr-defined]
+    driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    driver.set_window_size(1280, 900)  # type: ignore[attr-defined]
+    return path
