@@ -24,6 +24,9 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.events import (
     ChatRequestEvent,
     ChatResponseEvent,
@@ -114,8 +117,35 @@ def _scope_issues(
     plan: AgentPlan, enclosing: Sequence[AgentPlan], prefix: list[str | int]
 ) -> list[PlanIssue]:
     issues = _event_flow_issues(plan, prefix) + _reference_issues(plan, enclosing, prefix)
+    issues += _compaction_issues(plan, prefix)
     for scope, child in plan.scopes.items():
         issues += _scope_issues(child, (plan, *enclosing), [*prefix, "scopes", scope])
+    return issues
+
+
+def _compaction_issues(plan: AgentPlan, prefix: list[str | int]) -> list[PlanIssue]:
+    """Context compaction settings (a chat model's argument, an action's config) that are not
+    valid :class:`CompactionSettings`, each at its field."""
+    found: list[tuple[list[str | int], Any]] = [
+        (["resources", name, "arguments", "compaction"], resource.arguments["compaction"])
+        for name, resource in plan.resources.items()
+        if resource.type is ResourceType.CHAT_MODEL
+        and resource.arguments.get("compaction") is not None
+    ]
+    found += [
+        (["actions", index, "config", "compaction"], action.config["compaction"])
+        for index, action in enumerate(plan.actions)
+        if action.config.get("compaction") is not None
+    ]
+    issues: list[PlanIssue] = []
+    for location, settings in found:
+        try:
+            CompactionSettings.model_validate(settings)
+        except ValidationError as error:
+            issues += [
+                PlanIssue(json_pointer([*prefix, *location, *e["loc"]]), e["msg"])
+                for e in error.errors()
+            ]
     return issues
 
 

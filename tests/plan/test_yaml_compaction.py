@@ -1,4 +1,5 @@
-"""YAML ``compaction:`` of a chat model and of a ReAct agent: in the plan, refused at its line."""
+"""``compaction`` of a chat model and of a ReAct agent: in the plan, refused at its YAML line or
+its place in the plan."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from flink_agents.agents.chat_actions import chat_action
+from flink_agents.api import Agent, ChatModelSetup, ResourceType
+from flink_agents.plan import PlanValidationError
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.yaml.loader import YamlAgentError, load_yaml_agent
+from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 AGENT = """\
 agents:
@@ -47,3 +52,27 @@ def test_a_threshold_that_is_not_positive_is_reported_at_its_line(tmp_path: Path
         11,
         "agents[0].chat_models.chat_model.compaction.max_tokens",
     )
+
+
+def test_a_python_agents_bad_settings_are_refused_at_their_fields_when_compiled() -> None:
+    agent = Agent(name="chatty")
+    agent.add_resource(
+        "conn", ResourceType.CHAT_MODEL_CONNECTION, ScriptedChatModelConnection, turns=[{}]
+    )
+    agent.add_resource(
+        "chat_model",
+        ResourceType.CHAT_MODEL,
+        ChatModelSetup,
+        connection="conn",
+        compaction={"max_tokens": 0},
+    )
+    agent.add_action(chat_action, config={"compaction": {"max_tokens": 10, "keep": 2}})
+
+    with pytest.raises(PlanValidationError) as info:
+        compile_agent(agent)
+
+    # (The agent has no start; only the compaction issues are of interest here.)
+    assert [issue.path for issue in info.value.issues if "compaction" in issue.path] == [
+        "/resources/chat_model/arguments/compaction/max_tokens",
+        "/actions/0/config/compaction/keep",
+    ]
