@@ -261,7 +261,7 @@ def run(
     deadline = time.monotonic() + deadline_s
     try:
         while len(answers) < orders and time.monotonic() < deadline:
-            if str(client.get_job_status().result()) in _ENDED:
+            if _ended(client):
                 client.get_job_execution_result().result()  # raises the job's failure
                 raise RuntimeError("the refunds job ended before every order was answered")
             message = consumer.poll(0.5)
@@ -283,7 +283,7 @@ def run(
                     decisions_sent += 1
     finally:
         consumer.close()
-        if str(client.get_job_status().result()) not in _ENDED:
+        if not _ended(client):
             client.cancel().result()
         server.shutdown()
         server.server_close()
@@ -294,6 +294,16 @@ def run(
         answers=answers,
         decisions_sent=decisions_sent,
     )
+
+
+def _ended(client: Any) -> bool:
+    """Whether the job reached a final state (a local mini-cluster shuts down with its job)."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        return str(client.get_job_status().result()) in _ENDED
+    except Py4JJavaError:
+        return True
 
 
 def main() -> None:

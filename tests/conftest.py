@@ -131,7 +131,7 @@ def flink_env(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def support_desk(flink_env, kafka_bootstrap: str, tmp_path_factory):
-    """One run of the example job (examples/jobs/support_desk.yaml) on the mini-cluster with the
+    """One run of the example job (jobs/support_desk.yaml) on the mini-cluster with the
     Kafka store, the event log and an injected failover, shared by the tests that read what it
     left: tests/flink/test_support_desk_observed.py and the console's
     (tests/console/test_console_on_a_job.py). About a minute and a half."""

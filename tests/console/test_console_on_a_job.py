@@ -1,7 +1,7 @@
 """The console in a headless chromium against real jobs on the mini-cluster, with the Kafka
 store and the event log:
 
-- the support desk (examples/jobs/support_desk.yaml) after an injected failover: the trace page
+- the support desk (jobs/support_desk.yaml) after an injected failover: the trace page
   of each ticket shows every call ``flink-agents trace`` shows, the replayed ones marked;
 - the refunds agent (examples/refunds.py) paused for approval: an approval without the token is
   refused, one clicked with it reaches the waiting run through the decisions topic, and the run

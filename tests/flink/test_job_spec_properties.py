@@ -20,7 +20,7 @@ from flink_agents.plan.yaml.loader import load_yaml_model
 from tests.adversarial import corrupted_text, json_text, one_part_replaced
 from tests.plan.test_bad_input_properties import LOCATED, as_yaml
 
-SPEC_TEXT = (Path(__file__).resolve().parents[2] / "examples" / "jobs" / "weather.yaml").read_text()
+SPEC_TEXT = (Path(__file__).resolve().parents[2] / "jobs" / "weather.yaml").read_text()
 SPEC = yaml.safe_load(SPEC_TEXT)
 
 

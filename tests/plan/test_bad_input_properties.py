@@ -29,7 +29,7 @@ from tests.adversarial import corrupted_text, json_text, nested_text, one_part_r
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 AGENTS_TEXT = (EXAMPLES / "weather.yaml").read_text()
 AGENTS = yaml.safe_load(AGENTS_TEXT)
-PLAN_TEXT = (EXAMPLES / "plans" / "weather_react.json").read_text()
+PLAN_TEXT = (EXAMPLES.parent / "plans" / "weather_react.json").read_text()
 PLAN = AgentPlan.from_json(PLAN_TEXT).to_dict()
 
 LOCATED = re.compile(r"^agents\.yaml:\d+:\d+: ", re.MULTILINE)
