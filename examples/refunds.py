@@ -28,13 +28,14 @@ def issue_refund(order: str, amount: int) -> str:
     return f"refunded {amount} on {order}"
 
 
-# The model asks for the refund the input names, then tells what the tool (or the approver) said.
+# The model asks for the refund the input names, then tells what the tool (or the approver) said:
+# a refund, a refusal, or the tool's failure.
 SCRIPT = [
     {
         "match": "^o-",
         "tool_calls": [{"name": "issue_refund", "arguments": {"order": "$input", "amount": 2500}}],
     },
-    {"match": "refunded|not run", "content": "$last"},
+    {"match": ".", "content": "$last"},
 ]
 
 

@@ -79,7 +79,7 @@ class RefundTool(Tool):
 
     async def call_with_key(self, arguments: dict[str, Any], idempotency_key: str) -> Any:
         refund = Refund.model_validate(arguments)
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=30) as client:
             response = await client.post(
                 self.url,
                 json=refund.model_dump(),
@@ -87,6 +87,13 @@ class RefundTool(Tool):
             )
         response.raise_for_status()
         return f"refunded {refund.amount} on {refund.order}"
+
+
+class _Server(ThreadingHTTPServer):
+    # Approvals come in bursts, and refunds with them: more connections at once than the
+    # default backlog of 5 (a full backlog drops them). Read when the server starts listening.
+    request_queue_size = 128
+    daemon_threads = True
 
 
 @dataclass
@@ -121,8 +128,7 @@ class RefundService:
             def log_message(self, *args: Any) -> None:
                 return None
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
+        server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         return server, f"http://127.0.0.1:{server.server_address[1]}/refunds"
 

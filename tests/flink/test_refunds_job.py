@@ -23,6 +23,6 @@ def test_fifty_paused_refunds_end_as_the_person_decided(kafka_bootstrap: str, tm
         **{f"o-{n}": ASKED for n in range(1, 41)},
         **{f"o-{n}": EDITED for n in range(41, 46)},
     }
-    assert report.verdicts() == Counter(approved=40, edited=5, timed_out=5)
+    assert report.verdicts() == Counter(approved=40, edited=5, timed_out=5), report.answers
     timed_out = sorted(key for key, answer in report.answers.items() if "timed out" in answer)
     assert timed_out == [f"o-{n}" for n in range(46, 51)]
