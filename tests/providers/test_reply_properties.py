@@ -11,6 +11,7 @@ the defects the properties found, one each.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,66 +98,83 @@ def test_a_body_nested_too_deeply_fails_the_call_as_malformed(
 # --- the defects the properties found ----------------------------------------------------------
 
 
-def test_a_chat_completion_whose_tool_call_id_is_an_object_is_malformed(
+FOUND = [
+    pytest.param(
+        OPENAI,
+        OPENAI.tool_call("call_1", "lookup", {}),
+        ("choices", 0, "message", "tool_calls", 0, "id"),
+        {"not": "an id"},
+        "not a chat completion (ToolCall.id: Input should be a valid string)",
+        id="chat completion, tool call id an object",
+    ),
+    pytest.param(
+        OPENAI,
+        OPENAI.text("hi"),
+        ("choices",),
+        {"first": {}},
+        "not a chat completion (KeyError: 0)",
+        id="chat completion, choices an object",
+    ),
+    pytest.param(
+        ANTHROPIC,
+        ANTHROPIC.text("hi"),
+        ("content", 0, "text"),
+        None,
+        "not a Messages reply (TypeError",
+        id="messages, text null",
+    ),
+    pytest.param(
+        OLLAMA,
+        OLLAMA.text("hi"),
+        ("eval_count",),
+        None,
+        "not an /api/chat reply (TokenUsage.output_tokens",
+        id="ollama, token count null",
+    ),
+    pytest.param(
+        OPENAI_RESPONSES,
+        OPENAI_RESPONSES.text("hi"),
+        ("output", 0, "content", 0, "text"),
+        {},
+        "not a Responses API response (TypeError",
+        id="responses, text an object",
+    ),
+    pytest.param(
+        GEMINI,
+        GEMINI.text("hi"),
+        ("candidates", 0, "finishReason"),
+        [],
+        "not a generateContent response",
+        id="gemini, finish reason a list",
+    ),
+    pytest.param(
+        BEDROCK,
+        BEDROCK.text("hi"),
+        ("usage",),
+        "many",
+        "not a Converse reply",
+        id="converse, usage a string",
+    ),
+]
+"""Replies the properties above found escaping as bare errors: (provider, a good reply, the
+path of the part replaced, its wrong value, what the call's failure says)."""
+
+
+@pytest.mark.parametrize(("provider", "reply", "path", "wrong", "says"), FOUND)
+def test_a_reply_the_properties_found_is_malformed(
     reply_server: FakeModelServer,
+    provider: Provider,
+    reply: dict[str, Any],
+    path: tuple[str | int, ...],
+    wrong: Any,
+    says: str,
 ) -> None:
-    body = OPENAI.tool_call("call_1", "lookup", {})
-    body["choices"][0]["message"]["tool_calls"][0]["id"] = {"not": "an id"}
-    outcome = answer(OPENAI, reply_server, body)
+    body = copy.deepcopy(reply)
+    *parents, last = path
+    holder: Any = body
+    for part in parents:
+        holder = holder[part]
+    holder[last] = wrong
+    outcome = answer(provider, reply_server, body)
     assert isinstance(outcome, ModelCallError)
-    assert "not a chat completion (ToolCall.id: Input should be a valid string)" in outcome.reason
-
-
-def test_a_chat_completion_whose_choices_are_an_object_is_malformed(
-    reply_server: FakeModelServer,
-) -> None:
-    body = {**OPENAI.text("hi"), "choices": {"first": {}}}
-    outcome = answer(OPENAI, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not a chat completion (KeyError: 0)" in outcome.reason
-
-
-def test_a_messages_reply_whose_text_is_null_is_malformed(reply_server: FakeModelServer) -> None:
-    body = ANTHROPIC.text("hi")
-    body["content"][0]["text"] = None
-    outcome = answer(ANTHROPIC, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not a Messages reply (TypeError" in outcome.reason
-
-
-def test_an_ollama_reply_whose_token_count_is_null_is_malformed(
-    reply_server: FakeModelServer,
-) -> None:
-    body = {**OLLAMA.text("hi"), "eval_count": None}
-    outcome = answer(OLLAMA, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not an /api/chat reply (TokenUsage.output_tokens" in outcome.reason
-
-
-def test_a_responses_reply_whose_text_is_an_object_is_malformed(
-    reply_server: FakeModelServer,
-) -> None:
-    body = OPENAI_RESPONSES.text("hi")
-    body["output"][0]["content"][0]["text"] = {}
-    outcome = answer(OPENAI_RESPONSES, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not a Responses API response (TypeError" in outcome.reason
-
-
-def test_a_gemini_reply_whose_finish_reason_is_a_list_is_malformed(
-    reply_server: FakeModelServer,
-) -> None:
-    body = GEMINI.text("hi")
-    body["candidates"][0]["finishReason"] = []
-    outcome = answer(GEMINI, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not a generateContent response" in outcome.reason
-
-
-def test_a_converse_reply_whose_usage_is_a_string_is_malformed(
-    reply_server: FakeModelServer,
-) -> None:
-    body = {**BEDROCK.text("hi"), "usage": "many"}
-    outcome = answer(BEDROCK, reply_server, body)
-    assert isinstance(outcome, ModelCallError)
-    assert "not a Converse reply" in outcome.reason
+    assert says in outcome.reason
