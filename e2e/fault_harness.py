@@ -56,7 +56,7 @@ from e2e.test_standalone_failover import (
     write_spec,
 )
 from examples.services import ExampleServices, _digest, _Handler
-from flink_agents.durable.store import ActionState, ActionStateKey, RecoveryMarker
+from flink_agents.durable.store import ActionState, ActionStateKey, RecordCodec, RecoveryMarker
 from flink_agents.durable.store._codec import record_epoch
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
@@ -335,12 +335,19 @@ def audit_store(bootstrap: str, topic: str) -> StoreAudit:
         enable_auto_commit=False,
         consumer_timeout_ms=3000,
     )
+    settings = KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
+    codec = RecordCodec(settings.signing_secret(), scope=topic)  # as the job's store signs
     newest: dict[bytes, tuple[int, int, dict[str, Any] | None]] = {}  # key -> offset, epoch, body
     late: list[str] = []
     late_behind: list[str] = []
     try:
         for message in consumer:
-            body = None if message.value is None else json.loads(message.value)["body"]
+            body = None
+            if message.value is not None:
+                _, envelope = codec.open(
+                    message.key, message.value, topic=topic, partition=0, offset=message.offset
+                )
+                body = json.loads(envelope)["body"]
             epoch = 0 if message.value is None else record_epoch(message.value)
             previous = newest.get(message.key)
             if previous is not None and epoch < previous[1]:
@@ -352,9 +359,7 @@ def audit_store(bootstrap: str, topic: str) -> StoreAudit:
             newest[message.key] = (message.offset, epoch, body)
     finally:
         consumer.close()
-    store = KafkaActionStateStore(
-        KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
-    )
+    store = KafkaActionStateStore(settings)
     try:
         everything = RecoveryMarker(
             topic=topic, store_id="audit", taken=0, partitions={0: {"low": 0, "end": 0}}
