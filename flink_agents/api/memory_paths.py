@@ -115,7 +115,7 @@ def _container(here: Any, segments: Sequence[str | int], depth: int) -> None:
     if not isinstance(here, dict | list):
         raise MemoryPathError(
             f"memory path {render_path(segments)!r}: {render_path(segments[:depth])!r} holds "
-            f"a {_kind(here)}, not a dict or a list, so it has no {str(segments[depth])!r}"
+            f"{_kind(here)}, not a dict or a list, so it has no {str(segments[depth])!r}"
         )
 
 
@@ -139,4 +139,7 @@ def _past_end(segments: Sequence[str | int], depth: int, here: list[Any]) -> Mem
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
+    if value is None:
+        return "null"
+    name = type(value).__name__
+    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
