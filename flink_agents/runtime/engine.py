@@ -180,7 +180,7 @@ class RunEngine:
         run = RunId(self._plan.name, key, pending.seq)
         if _same_key(self._keys[token], key):
             slot.admitted[pending.seq] = run
-        self._call_runner.run_admitted(run, value)
+        self._call_runner.run_admitted(run, value, pending.admitted_at)
         if self._log is not None:
             self._log.run_admitted(run)
         return run
@@ -295,8 +295,9 @@ class RunEngine:
         self._mark_ready(token)
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
         # already hold its recorded states (a store lets go of restored runs never admitted).
-        for pending in state.pending:
-            self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq), pending.input)
+        for pending in self._slots[token].queue:  # with their clocks
+            run = RunId(self._plan.name, key, pending.seq)
+            self._call_runner.run_admitted(run, pending.input, pending.admitted_at)
             if self._log is not None:
                 self._log.run_admitted(RunId(self._plan.name, key, pending.seq))
 

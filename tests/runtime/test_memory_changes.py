@@ -79,7 +79,7 @@ def test_a_replay_dispatches_the_journaled_changes_without_running_the_actions_a
     INVOKED.clear()
     replayed = _run(Runtime.build(plan, store=stores.restored()).engine, checkpoint)
     assert replayed == outputs
-    assert INVOKED == Counter()  # both actions handed back from the journal
+    assert not INVOKED  # both actions handed back from the journal
 
 
 def test_an_agent_without_a_listener_gets_no_change_events(caplog: pytest.LogCaptureFixture):

@@ -19,7 +19,7 @@ from flink_agents.api import (
 )
 from flink_agents.api.memory import SHORT_TERM_MEMORY_TTL_KEY
 from flink_agents.plan import compile_agent, compile_yaml
-from flink_agents.runtime import KeyState, RunEngine
+from flink_agents.runtime import KeyState, RunEngine, Runtime
 
 T0 = 1_000_000.0  # a run's clock, in epoch ms: long past, so only the run's clock can keep it
 
@@ -49,7 +49,7 @@ def _run(engine: RunEngine, *inputs: tuple[float, dict[str, Any]]) -> list[Any]:
 
 
 def test_entries_expire_by_the_clock_of_the_run_that_reads_them():
-    engine = RunEngine(compile_agent(_agent(ttl_s=60)))
+    engine = Runtime.build(compile_agent(_agent(ttl_s=60))).engine
     outputs = _run(
         engine,
         (0, {"set": {"kept": 1}}),
@@ -64,11 +64,11 @@ def test_entries_expire_by_the_clock_of_the_run_that_reads_them():
 
 
 def test_a_write_renews_the_agents_ttl_and_expiry_is_saved_with_the_key():
-    engine = RunEngine(compile_agent(_agent(ttl_s=60)))
+    engine = Runtime.build(compile_agent(_agent(ttl_s=60))).engine
     _run(engine, (0, {"set": {"a": 1}}), (30_000, {"set": {"a": 2}}))
     state = engine.snapshot_key("k")
     assert state.short_term_expiry == {"a": T0 + 90_000}
-    restored = RunEngine(compile_agent(_agent(ttl_s=60)))
+    restored = Runtime.build(compile_agent(_agent(ttl_s=60))).engine
     restored.restore_key("k", KeyState.model_validate_json(state.model_dump_json()))
     assert _run(restored, (89_000, {"read": ["a"]}), (90_000, {"read": ["a"]})) == [
         {"a": 2},
@@ -79,19 +79,19 @@ def test_a_write_renews_the_agents_ttl_and_expiry_is_saved_with_the_key():
 def test_a_restored_input_runs_with_the_clock_it_was_admitted_with():
     """A checkpoint holds the input with its clock: replayed however late, the run sees the
     entries the live run saw."""
-    live = RunEngine(compile_agent(_agent()))
+    live = Runtime.build(compile_agent(_agent())).engine
     _run(live, (0, {"set": {"a": 1}, "ttl": 10}))
     live.submit("k", {"read": ["a"]}, admitted_at=T0 + 9_000)
     checkpoint = live.snapshot_key("k")  # taken before the run: its input pending
     assert checkpoint.pending[0].admitted_at == T0 + 9_000
-    replay = RunEngine(compile_agent(_agent()))
+    replay = Runtime.build(compile_agent(_agent())).engine
     replay.restore_key("k", checkpoint)
     asyncio.run(replay.drain())
     assert replay.take_results()[0].output_values == [{"a": 1}]  # wall clock: long expired
 
 
 def test_a_state_saved_before_inputs_had_a_clock_gets_one_when_restored():
-    engine = RunEngine(compile_agent(_agent()))
+    engine = Runtime.build(compile_agent(_agent())).engine
     engine.restore_key(
         "k", KeyState.model_validate({"next_seq": 1, "pending": [{"seq": 0, "input": {}}]})
     )
@@ -109,13 +109,13 @@ def test_the_agents_ttl_comes_from_its_yaml_config(tmp_path: Path):
                   - function: {__name__}:remember
             """)
     )
-    engine = RunEngine(compile_yaml(path, "ttl"))
+    engine = Runtime.build(compile_yaml(path, "ttl")).engine
     assert _run(engine, (0, {"set": {"a": 1}}), (5_000, {"read": ["a"]}))[1] == {"a": None}
 
 
 def test_an_agents_ttl_that_is_not_a_positive_number_is_refused():
     with pytest.raises(ValueError, match="short_term_memory_ttl_seconds must be a positive"):
-        RunEngine(compile_agent(_agent(ttl_s=0)))
+        Runtime.build(compile_agent(_agent(ttl_s=0)))
 
 
 class Packed(Event):
@@ -138,5 +138,5 @@ def test_a_reference_in_an_event_resolves_in_the_runs_view_when_received():
     agent = Agent(name="refs")
     agent.add_action(pack)
     agent.add_action(ship)
-    engine = RunEngine(compile_agent(agent))
+    engine = Runtime.build(compile_agent(agent)).engine
     assert _run(engine, (0, ["a", "b"])) == [["changed after sending", "b"]]
