@@ -17,27 +17,11 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
-from flink_agents.api.memory import SHORT_TERM_MEMORY_TTL_KEY
 from flink_agents.plan import compile_agent, compile_yaml
 from flink_agents.runtime import KeyState, RunEngine, Runtime
+from tests.sample_agents import remembering_agent as _agent
 
 T0 = 1_000_000.0  # a run's clock, in epoch ms: long past, so only the run's clock can keep it
-
-
-@action(InputEvent)
-def remember(event: InputEvent, ctx: RunnerContext) -> None:
-    """Sets what the input says (``set``: path -> value, ``ttl``: seconds for them), then
-    answers with what the memory holds at the paths ``read``."""
-    memory = ctx.short_term_memory
-    for path, value in event.input.get("set", {}).items():
-        memory.set(path, value, ttl=event.input.get("ttl"))
-    ctx.send_event(OutputEvent(output={p: memory.get(p) for p in event.input.get("read", [])}))
-
-
-def _agent(ttl_s: float | None = None) -> Agent:
-    agent = Agent(name="ttl", config={} if ttl_s is None else {SHORT_TERM_MEMORY_TTL_KEY: ttl_s})
-    agent.add_action(remember)
-    return agent
 
 
 def _run(engine: RunEngine, *inputs: tuple[float, dict[str, Any]]) -> list[Any]:
@@ -101,12 +85,12 @@ def test_a_state_saved_before_inputs_had_a_clock_gets_one_when_restored():
 def test_the_agents_ttl_comes_from_its_yaml_config(tmp_path: Path):
     path = tmp_path / "agents.yaml"
     path.write_text(
-        textwrap.dedent(f"""\
+        textwrap.dedent("""\
             agents:
               - name: ttl
-                config: {{short_term_memory_ttl_seconds: 5}}
+                config: {short_term_memory_ttl_seconds: 5}
                 actions:
-                  - function: {__name__}:remember
+                  - function: tests.sample_agents:remember
             """)
     )
     engine = Runtime.build(compile_yaml(path, "ttl")).engine
