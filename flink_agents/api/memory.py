@@ -137,6 +137,8 @@ class Memory:
 
     def get(self, path: MemoryPath, default: Any = None) -> Any:
         """The value at ``path`` (the stored value itself, not a copy), or ``default``."""
+        if type(path) is str and path and "." not in path:  # an entry: most reads
+            return self._content.get(path, default)
         found, value = lookup(self._content, path_segments(path))
         return value if found else default
 
@@ -146,10 +148,13 @@ class Memory:
         The write renews the entry's expiry: ``ttl`` (seconds or a timedelta) after the run's
         clock, or the agent's TTL, or none (the entry lives until deleted).
         """
-        segments = path_segments(path)
         expires = self._expiry_for(ttl)
-        stored = json_generic(value, _json_path(segments))
-        assign(self._content, segments, stored)
+        if type(path) is str and path and "." not in path:  # an entry: most writes
+            self._content[path] = json_generic(value, member_path("$", path))
+            self._renew(path, expires)
+            return
+        segments = path_segments(path)
+        assign(self._content, segments, json_generic(value, _json_path(segments)))
         self._renew(str(segments[0]), expires)
 
     def delete(self, path: MemoryPath) -> None:

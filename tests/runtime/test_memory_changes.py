@@ -17,7 +17,7 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.plan import compile_agent
-from flink_agents.runtime import KeyState, Runtime
+from flink_agents.runtime import ActionError, KeyState, Runtime
 from flink_agents.testing import Stores
 
 INVOKED: Counter[str] = Counter()
@@ -93,3 +93,17 @@ def test_an_agent_without_a_listener_gets_no_change_events(caplog: pytest.LogCap
         "unchanged": 1,
         "cart": {"items": ["tea"]},
     }
+
+
+@action(MemoryChangedEvent)
+def count_changes(event: MemoryChangedEvent, ctx: RunnerContext) -> None:
+    ctx.short_term_memory.set("changes", ctx.short_term_memory.get("changes", 0) + 1)
+
+
+def test_a_listener_that_keeps_writing_is_ended_by_the_runs_event_bound():
+    agent = _agent(write, count_changes)
+    agent.config["max_events_per_run"] = 20
+    engine = Runtime.build(compile_agent(agent)).engine
+    engine.submit("k", {"items": []})
+    with pytest.raises(ActionError, match="max_events_per_run"):
+        asyncio.run(engine.drain())
