@@ -23,6 +23,7 @@ from flink_agents.api import (
     action,
 )
 from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.memory import SHORT_TERM_MEMORY_TTL_KEY
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 
 
@@ -182,3 +183,21 @@ async def wait_then_answer(event: InputEvent, ctx: RunnerContext) -> None:
     if event.input["n"] < 0:
         raise ValueError(f"negative input {event.input['n']}")
     ctx.send_event(OutputEvent(output=event.input["n"]))
+
+
+@action(InputEvent)
+def remember(event: InputEvent, ctx: RunnerContext) -> None:
+    """Sets what the input says (``set``: path -> value, ``ttl``: seconds for them), then
+    answers with what the memory holds at the paths ``read``."""
+    memory = ctx.short_term_memory
+    for path, value in event.input.get("set", {}).items():
+        memory.set(path, value, ttl=event.input.get("ttl"))
+    ctx.send_event(OutputEvent(output={p: memory.get(p) for p in event.input.get("read", [])}))
+
+
+def remembering_agent(ttl_s: float | None = None) -> Agent:
+    """An agent of the one action :func:`remember`, its short-term memory expiring after
+    ``ttl_s`` if given."""
+    agent = Agent(name="ttl", config={} if ttl_s is None else {SHORT_TERM_MEMORY_TTL_KEY: ttl_s})
+    agent.add_action(remember)
+    return agent

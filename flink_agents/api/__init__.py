@@ -48,7 +48,13 @@ from flink_agents.api.long_term_memory import (
     MemoryItem,
     MemorySet,
 )
-from flink_agents.api.memory import Memory
+from flink_agents.api.memory import (
+    DanglingMemoryRefError,
+    Memory,
+    MemoryChangedEvent,
+    MemoryPathError,
+    MemoryRef,
+)
 from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference
@@ -76,6 +82,7 @@ __all__ = [
     "ChatRequestEvent",
     "ChatResponseEvent",
     "CompactionSettings",
+    "DanglingMemoryRefError",
     "EmbeddingModelConnection",
     "EmbeddingModelSetup",
     "ErrorPolicy",
@@ -89,8 +96,11 @@ __all__ = [
     "LongTermMemory",
     "LongTermMemorySetup",
     "Memory",
+    "MemoryChangedEvent",
     "MemoryHit",
     "MemoryItem",
+    "MemoryPathError",
+    "MemoryRef",
     "MemorySet",
     "ModelPrice",
     "OutputEvent",

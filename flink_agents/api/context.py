@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, get_args
 
 from flink_agents.api.events import Event
-from flink_agents.api.memory import Memory
+from flink_agents.api.memory import Memory, MemoryRef
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.secret_values import scrub_error_text
 from flink_agents.api.waits import Decision, OnTimeout
@@ -161,6 +161,13 @@ class RunnerContext(ABC):
     @abstractmethod
     def short_term_memory(self) -> Memory:
         """Memory of this key, kept across runs; changes are committed when the run ends."""
+
+    def resolve(self, ref: MemoryRef) -> Any:
+        """A copy of the value ``ref`` (from :meth:`Memory.ref`, passed in an event) names, as
+        the run's memory holds it now; :class:`~flink_agents.api.memory.
+        DanglingMemoryRefError` if it holds nothing there."""
+        memory = self.short_term_memory if ref.scope == "short_term" else self.sensory_memory
+        return memory.resolve(ref)
 
     @property
     def long_term_memory(self) -> LongTermMemory:

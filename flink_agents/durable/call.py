@@ -55,9 +55,9 @@ class CallRunner(Protocol):
     def journal(self) -> ActionJournal | None:
         """The hook for replaying completed actions, or None."""
 
-    def run_admitted(self, run: RunId, input: Any) -> None:
+    def run_admitted(self, run: RunId, input: Any, admitted_at: float | None = None) -> None:
         """The run's ``input`` is queued to execute (first time or replay), perhaps behind
-        others."""
+        others; ``admitted_at`` (epoch ms, now if None) is when it got its ``seq``."""
 
     def run(self, call: DurableCall) -> Any:
         """Execute a call from a synchronous action."""

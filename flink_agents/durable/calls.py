@@ -295,8 +295,9 @@ class DurableCalls:
 
     # --- run lifecycle ---------------------------------------------------------------------
 
-    def run_admitted(self, run: RunId, input: Any) -> None:
-        """The run's ``input`` is queued to execute (first time or replay)."""
+    def run_admitted(self, run: RunId, input: Any, admitted_at: float | None = None) -> None:
+        """The run's ``input`` is queued to execute (first time or replay); ``admitted_at``
+        (epoch ms, now if None) is recorded with it: the run's clock (docs/memory.md)."""
         if self.meter is not None:
             self.meter.run_admitted(run)
         if self.store is None:
@@ -308,7 +309,7 @@ class DurableCalls:
         except (TypeError, ValueError):
             logger.debug("run %s: its input has no JSON form and is not recorded", run)
             return
-        state.input = (input, now_ms())
+        state.input = (input, now_ms() if admitted_at is None else admitted_at)
 
     def run_finished(self, run: RunId) -> None:
         """The run ended (outputs handed over); its call records may be released."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from flink_agents.api.events import Event
 from flink_agents.api.long_term_memory import KeyMemory, MemoryWrite
@@ -35,13 +35,17 @@ class RunMemories(Protocol):
 
 
 class MemoryUpdate(BaseModel):
-    """One write to a run's memory: set ``key`` to ``value`` or (``delete``) remove it; for
-    long-term memory, ``value`` is the :class:`MemoryWrite` (``key``: its set, for readers)."""
+    """One write to a run's memory: set the entry ``key`` to ``value`` (expiring at
+    ``expires_at``, epoch ms, if it expires) or (``delete``) remove it; for long-term memory,
+    ``value`` is the :class:`MemoryWrite` (``key``: its set, for readers)."""
 
     scope: MemoryScope
     key: str
     delete: bool = False
     value: Any = None
+    # Left out when None: the journal of a write that does not expire is what it was before
+    # short-term memory could expire.
+    expires_at: float | None = Field(default=None, exclude_if=lambda at: at is None)
 
     def apply(self, run: RunMemories) -> None:
         if self.scope == "long_term":
@@ -49,9 +53,9 @@ class MemoryUpdate(BaseModel):
             return
         memory = run.short_term_memory if self.scope == "short_term" else run.sensory_memory
         if self.delete:
-            memory.delete(self.key)
+            memory.drop_entry(self.key)
         else:
-            memory.set(self.key, self.value)
+            memory.replace_entry(self.key, self.value, self.expires_at)
 
 
 @dataclass
@@ -82,6 +86,7 @@ class MemoryWatch:
             "short_term": _snapshot(run.short_term_memory),
             "sensory": _snapshot(run.sensory_memory),
         }
+        self._expiry_before = run.short_term_memory.expiry()
 
     def updates(self) -> list[MemoryUpdate]:
         """Writes since the snapshot, as updates that turn the old content into the new."""
@@ -97,10 +102,13 @@ class MemoryWatch:
             after = _snapshot(memory)
             gone = [k for k in before if k not in after]
             updates += [MemoryUpdate(scope=scope, key=k, delete=True) for k in gone]
+            expiry = memory.expiry()
             updates += [
-                MemoryUpdate(scope=scope, key=k, value=v)
+                MemoryUpdate(scope=scope, key=k, value=v, expires_at=expiry.get(k))
                 for k, v in after.items()
-                if k not in before or before[k] != v
+                if k not in before
+                or before[k] != v
+                or (scope == "short_term" and self._expiry_before.get(k) != expiry.get(k))
             ]
         updates += [
             MemoryUpdate(scope="long_term", key=write.set, value=write)

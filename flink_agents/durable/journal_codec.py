@@ -53,7 +53,11 @@ def read_action(state: ActionState) -> RecordedAction:
         raise PayloadError(f"action state {state.key.canonical()} holds an event of another type")
     updates = [
         MemoryUpdate(
-            scope=item["scope"], key=item["key"], delete=item["delete"], value=_decode(item)
+            scope=item["scope"],
+            key=item["key"],
+            delete=item["delete"],
+            value=_decode(item),
+            expires_at=item.get("expires_at"),
         )
         for item in state.memory_updates
     ]

@@ -209,7 +209,10 @@ async def _replay_one(
     )
     engine = Runtime.build(resolved, calls=calls).engine
     key = run.run_id.key
-    pending = PendingInput(seq=run.key.seq, input=run.input.value)
+    # The clock its memory expired by: the admission the store recorded with its input.
+    pending = PendingInput(
+        seq=run.key.seq, input=run.input.value, admitted_at=run.input.admitted_at
+    )
     engine.restore_key(
         key, memory.model_copy(update={"next_seq": run.key.seq + 1, "pending": [pending]})
     )

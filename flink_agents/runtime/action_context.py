@@ -57,7 +57,7 @@ class RunState:
 
     run_id: RunId
     short_term_memory: Memory
-    sensory_memory: Memory = field(default_factory=Memory)
+    sensory_memory: Memory = field(default_factory=lambda: Memory(scope="sensory"))
     calls: CallScope = field(default_factory=CallScope)
     """The run's calls in flight, ended with the run (an internal sub-agent's scope shares
     its parent run's)."""

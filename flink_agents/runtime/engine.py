@@ -22,7 +22,7 @@ from typing import Any
 
 from flink_agents.api.context import InfrastructureError, live_failure
 from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEvent
-from flink_agents.api.memory import Memory
+from flink_agents.api.memory import Memory, MemoryChangedEvent, memory_ttl_seconds
 from flink_agents.api.paused import RunPaused
 from flink_agents.api.secret_values import scrub_exception_chain
 from flink_agents.api.waits import Decision, WaitRequest
@@ -30,6 +30,7 @@ from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
 from flink_agents.durable.journal import MemoryWatch, RecordedAction
+from flink_agents.durable.store import now_ms
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
@@ -37,6 +38,7 @@ from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
 from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
 from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory, MemorySets
+from flink_agents.runtime.memory_changes import MemoryChanges
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -84,6 +86,7 @@ class _KeySlot:
     # Committed short-term memory: replaced when a run commits, never changed in place, so it
     # can be handed out without a copy (see committed_memory).
     memory: dict[str, Any] = field(default_factory=dict)
+    expiry: dict[str, float] = field(default_factory=dict)  # of `memory`'s entries; the same
     long_term: CommittedMemory = EMPTY_LONG_TERM  # the same: replaced, never changed in place
     busy: bool = False
     ready: bool = False  # in the engine's ready queue (a flag: a deque's `in` scans it all)
@@ -116,6 +119,7 @@ class RunEngine:
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
+        self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
@@ -150,25 +154,33 @@ class RunEngine:
         """Inputs submitted whose run has not started."""
         return sum(len(slot.queue) - slot.busy for slot in self._slots.values())
 
-    def submit(self, key: Any, value: Any, seq: int | None = None) -> RunId:
+    def submit(
+        self, key: Any, value: Any, seq: int | None = None, admitted_at: float | None = None
+    ) -> RunId:
         """Queue ``value`` as the next input of ``key``; returns the id its run will have.
 
         ``seq`` is the input's number when the caller's key state owns the numbering (the keyed
         logic's does, so a replay keeps its run ids); without it the engine numbers the key's
-        inputs itself (a caller with no key state, such as :func:`run_local`).
+        inputs itself (a caller with no key state, such as :func:`run_local`). ``admitted_at``
+        (epoch ms, now if not given) is the run's clock, saved with the input by a caller with
+        key state (its short-term memory expires by it: docs/memory.md).
         Runs start from within the loop (:meth:`drain`, :meth:`wait_for_results`).
         """
         self._raise_failure()
         token = canonical_json(key)
         slot = self._slot(token, key)
-        pending = PendingInput(seq=slot.next_seq if seq is None else seq, input=value)
+        pending = PendingInput(
+            seq=slot.next_seq if seq is None else seq,
+            input=value,
+            admitted_at=now_ms() if admitted_at is None else admitted_at,
+        )
         slot.next_seq = pending.seq + 1
         slot.queue.append(pending)
         self._mark_ready(token)
         run = RunId(self._plan.name, key, pending.seq)
         if _same_key(self._keys[token], key):
             slot.admitted[pending.seq] = run
-        self._call_runner.run_admitted(run, value)
+        self._call_runner.run_admitted(run, value, pending.admitted_at)
         if self._log is not None:
             self._log.run_admitted(run)
         return run
@@ -222,6 +234,7 @@ class RunEngine:
             next_seq=slot.next_seq,
             pending=[p.model_copy(deep=True) for p in slot.queue],
             short_term_memory=copy.deepcopy(slot.memory),
+            short_term_expiry=dict(slot.expiry),
             long_term_memory=slot.long_term.to_state(),
             spend=self.committed_spend(key),
         )
@@ -239,6 +252,12 @@ class RunEngine:
         """
         slot = self._slots.get(canonical_json(key))
         return {} if slot is None else slot.memory
+
+    def committed_expiry(self, key: Any) -> dict[str, float]:
+        """When the entries of ``key``'s committed short-term memory expire (entry -> epoch
+        ms): not a copy either (replaced, never changed in place)."""
+        slot = self._slots.get(canonical_json(key))
+        return {} if slot is None else slot.expiry
 
     def resume(self, key: Any, wait_id: str, decision: Decision) -> None:
         """Hand ``key``'s head run the decision of its wait ``wait_id``; a paused run runs
@@ -265,8 +284,9 @@ class RunEngine:
         self._keys[token] = key
         self._slots[token] = _KeySlot(
             next_seq=state.next_seq,
-            queue=deque(p.model_copy(deep=True) for p in state.pending),
+            queue=deque(_with_clock(p) for p in state.pending),
             memory=copy.deepcopy(state.short_term_memory),
+            expiry=dict(state.short_term_expiry),
             decisions=state.waits.decisions(),
             long_term=CommittedMemory.from_state(state.long_term_memory),
         )
@@ -275,8 +295,9 @@ class RunEngine:
         self._mark_ready(token)
         # Admitted now, not when they start: a replay waiting behind the in-flight bound must
         # already hold its recorded states (a store lets go of restored runs never admitted).
-        for pending in state.pending:
-            self._call_runner.run_admitted(RunId(self._plan.name, key, pending.seq), pending.input)
+        for pending in self._slots[token].queue:  # with their clocks
+            run = RunId(self._plan.name, key, pending.seq)
+            self._call_runner.run_admitted(run, pending.input, pending.admitted_at)
             if self._log is not None:
                 self._log.run_admitted(RunId(self._plan.name, key, pending.seq))
 
@@ -300,11 +321,18 @@ class RunEngine:
             slot = self._slots[token]
             slot.ready = False
             slot.busy = True
-            seq = slot.queue[0].seq
-            run_id = slot.admitted.pop(seq, None) or RunId(self._plan.name, self._keys[token], seq)
+            head = slot.queue[0]
+            run_id = slot.admitted.pop(head.seq, None) or RunId(
+                self._plan.name, self._keys[token], head.seq
+            )
             run = RunState(
                 run_id,
-                Memory(slot.memory),  # a copy: the run's writes count only if it succeeds
+                Memory(  # a copy: the run's writes count only if it succeeds
+                    slot.memory,
+                    expiry=slot.expiry,
+                    now_ms=head.admitted_at,
+                    ttl_s=self._memory_ttl_s,
+                ),
                 budget=RunBudget.from_config(self._plan.config),
                 decisions=slot.decisions,
                 long_term_memory=KeyedStateMemory(slot.long_term),
@@ -336,6 +364,7 @@ class RunEngine:
             slot.decisions = {}
             if run is not None:
                 slot.memory = run.short_term_memory.snapshot()
+                slot.expiry = run.short_term_memory.expiry()
                 slot.long_term = run.long_term_memory.commit()
             self._call_runner.run_finished(result.run_id)
             self._mark_ready(token)
@@ -432,6 +461,8 @@ class RunEngine:
         plan = scope.resolved.plan
         journal = self._call_runner.journal
         run_child = functools.partial(self._run_child, scope, run)
+        # Change events cost a copy of the memory per action: only for an agent that wants them.
+        reports_changes = bool(scope.listeners(MemoryChangedEvent.EVENT_TYPE or ""))
         events: deque[Event] = deque([start])
         while events:
             event = events.popleft()
@@ -458,6 +489,7 @@ class RunEngine:
                         events.extend(replayed)
                         continue
                     watch = MemoryWatch(run)
+                changes = MemoryChanges(run.short_term_memory) if reports_changes else None
                 ctx = ActionContext(
                     run,
                     action,
@@ -477,6 +509,9 @@ class RunEngine:
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if outcome is not None and inspect.isawaitable(outcome):
                         await run.budget.within(outcome)
+                    if changes is not None:  # sent by the action: journaled, replayed with it
+                        for changed in changes.events():
+                            ctx.send_event(changed)
                     run.budget.spend_events(len(ctx.sent_events))
                     if journal is not None and invocation is not None and watch is not None:
                         done = RecordedAction(list(ctx.sent_events), watch.updates())
@@ -588,3 +623,12 @@ def _failure(action: ActionPlan, event: Event, error: Exception) -> ActionFailur
         error_type=error_type,
         message=message,
     )
+
+
+def _with_clock(pending: PendingInput) -> PendingInput:
+    """A copy of a restored input, with a clock if its state was saved before inputs had one
+    (from now on it is saved with it)."""
+    copied = pending.model_copy(deep=True)
+    if copied.admitted_at is None:
+        copied.admitted_at = now_ms()
+    return copied

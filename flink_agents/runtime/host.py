@@ -52,6 +52,7 @@ class CompletedRun:
     short_term_memory: dict[str, Any]
     spend: KeySpend | None = None  # the key's spend as of this run (runtime/budget_meter.py)
     long_term_memory: dict[str, dict[str, StoredMemory]] = field(default_factory=dict)
+    short_term_expiry: dict[str, float] = field(default_factory=dict)  # entry -> epoch ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +138,12 @@ class EngineHost:
         """Whether the engine holds this key (after a restart it holds none until restored)."""
         return token in self._known
 
-    def submit(self, token: str, value: Any, seq: int) -> None:
+    def submit(self, token: str, value: Any, seq: int, admitted_at: float | None = None) -> None:
         """Queue ``value`` as input ``seq`` of a key restored before or new to the job (with
         nothing to restore); blocks while full.
 
-        The caller's key state numbers the inputs; the engine runs the input under this ``seq``.
+        The caller's key state numbers the inputs; the engine runs the input under this ``seq``
+        and with the clock ``admitted_at`` the state saved with it.
         """
         with self._changed:
             self._changed.wait_for(
@@ -152,7 +154,7 @@ class EngineHost:
                 self._parked[token] += 1  # queued behind the paused run
             else:
                 self._count(token, 1)
-        self._call_soon(_submit, self._engine, token, value, seq)
+        self._call_soon(_submit, self._engine, token, value, seq, admitted_at)
 
     def restore(self, token: str, state: KeyState) -> None:
         """Hand the engine a key's checkpointed state; its pending inputs run again."""
@@ -260,7 +262,8 @@ class EngineHost:
             if started is not None:
                 self._learn(self._clock() - started)
             long_term = self._engine.committed_long_term_memory(result.key)
-            self._done[token].append(CompletedRun(result, memory, spend, long_term))
+            expiry = self._engine.committed_expiry(result.key)
+            self._done[token].append(CompletedRun(result, memory, spend, long_term, expiry))
             self._count(token, -1)
             self._changed.notify_all()
 
@@ -311,8 +314,8 @@ class EngineHost:
             raise self._failure
 
 
-def _submit(engine: RunEngine, token: str, value: Any, seq: int) -> None:
-    engine.submit(json.loads(token), value, seq)
+def _submit(engine: RunEngine, token: str, value: Any, seq: int, admitted_at: float | None) -> None:
+    engine.submit(json.loads(token), value, seq, admitted_at)
 
 
 def _restore(engine: RunEngine, token: str, state: KeyState) -> None:

@@ -34,7 +34,7 @@ from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.store import ActionStateStore, RecoveryMarker
+from flink_agents.durable.store import ActionStateStore, RecoveryMarker, now_ms
 from flink_agents.observability import EventLog, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
@@ -258,11 +258,12 @@ class KeyedAgentLogic:
             # inputs of a job with many keys are such keys (one restore hand-off less each).
             host.restore(key, runs)
         seq = runs.next_seq
-        runs.pending.append(PendingInput(seq=seq, input=record))
+        pending = PendingInput(seq=seq, input=record, admitted_at=now_ms())
+        runs.pending.append(pending)
         runs.next_seq = seq + 1
         self._save(key, state, runs)
         if self._recovered:
-            host.submit(key, record, seq)
+            host.submit(key, record, seq, pending.admitted_at)
         # Else the input waits in state for the store's restore; its timer comes back for it.
         # A key with a timer armed needs none: that visit comes first and re-arms (so neither
         # the clock nor the timer service is called). The end-of-input timer is checkpointed
@@ -386,6 +387,7 @@ class KeyedAgentLogic:
             seq = run.result.run_id.seq
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
+            runs.short_term_expiry = run.short_term_expiry
             runs.spend = run.spend
             runs.long_term_memory = run.long_term_memory
             outputs.extend(record.to_json() for record in outputs_of(run.result))

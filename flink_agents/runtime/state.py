@@ -21,6 +21,10 @@ class PendingInput(BaseModel):
 
     seq: int
     input: Any
+    admitted_at: float | None = Field(default=None, exclude_if=lambda at: at is None)
+    """When the input got its ``seq`` (epoch ms): the run's clock, by which its short-term
+    memory expires. Saved with the input, so a run restored from a checkpoint keeps the clock
+    it had (None in a state saved before memory could expire: the restore sets it)."""
 
 
 class KeyState(BaseModel):
@@ -38,6 +42,8 @@ class KeyState(BaseModel):
     next_seq: int = 0
     pending: list[PendingInput] = Field(default_factory=list)
     short_term_memory: dict[str, Any] = Field(default_factory=dict)
+    short_term_expiry: dict[str, float] = Field(default_factory=dict, exclude_if=lambda e: not e)
+    """Entry -> when it expires (epoch ms), for the short-term memory entries that expire."""
     spend: KeySpend | None = Field(default=None, exclude_if=lambda spend: spend is None)
     # Left out of the saved JSON when empty: a key without long-term memory saves the bytes it
     # saved before long-term memory existed.

@@ -14,8 +14,8 @@ from flink_agents.runtime.keyed_memory import KeyedStateMemory
 class CountingMemory(Memory):
     """A memory that counts its snapshots (each one a deep copy of the content)."""
 
-    def __init__(self, content: dict[str, Any] | None = None) -> None:
-        super().__init__(content)
+    def __init__(self, content: dict[str, Any] | None = None, **clock: Any) -> None:
+        super().__init__(content, **clock)
         self.snapshots = 0
 
     def snapshot(self) -> dict[str, Any]:
@@ -79,3 +79,27 @@ def test_long_term_writes_are_the_actions_own_in_order_and_reapply():
 
 def _item(text: str) -> StoredMemory:
     return StoredMemory(text=text, embedding=[1.0, 0.0])
+
+
+def test_a_renewed_expiry_is_an_update_and_is_reapplied_as_it_was():
+    run = Run(short_term_memory=CountingMemory({"a": 1, "b": 2}, expiry={"a": 5.0}, now_ms=0.0))
+    watch = MemoryWatch(run)
+    run.short_term_memory.set("a", 1, ttl=1)  # same value, another expiry
+    run.short_term_memory.set("b", 2)  # same value, still no expiry: no update
+    updates = watch.updates()
+    assert updates == [MemoryUpdate(scope="short_term", key="a", value=1, expires_at=1000.0)]
+    replayed = Run(short_term_memory=CountingMemory({"a": 1}, expiry={"a": 5.0}, now_ms=0.0))
+    RecordedAction([], updates).reapply(replayed)
+    assert replayed.short_term_memory.expiry() == {"a": 1000.0}
+
+
+def test_a_journaled_entry_name_with_a_dot_is_reapplied_as_one_entry():
+    run = Run()
+    RecordedAction(
+        [],
+        [
+            MemoryUpdate(scope="short_term", key="a.b", value=1),
+            MemoryUpdate(scope="short_term", key="gone.x", delete=True),
+        ],
+    ).reapply(run)
+    assert run.short_term_memory.snapshot() == {"a.b": 1}

@@ -61,6 +61,7 @@ def test_events_and_memory_writes_come_back_with_their_classes():
     updates = [
         MemoryUpdate(scope="short_term", key="kept", value={"a": [1]}),
         MemoryUpdate(scope="sensory", key="gone", delete=True),
+        MemoryUpdate(scope="short_term", key="brief", value=1, expires_at=1_000_000.0),
     ]
     store = InMemoryActionStateStore()
     store.put(completed_state(RecordedAction(list(EVENTS), updates)))
@@ -70,6 +71,11 @@ def test_events_and_memory_writes_come_back_with_their_classes():
     assert [type(event) for event in back.events] == [type(event) for event in EVENTS]
     assert back.events == EVENTS
     assert back.memory_updates == updates
+
+
+def test_a_write_that_does_not_expire_is_journaled_without_an_expiry():
+    state = completed_state(RecordedAction([], [MemoryUpdate(scope="short_term", key="k")]))
+    assert "expires_at" not in state.memory_updates[0]
 
 
 def test_an_event_is_snapshotted_when_the_state_is_put():

@@ -269,7 +269,7 @@ def test_a_run_has_the_run_id_its_input_was_admitted_with_and_the_key_the_engine
     admitted: list[RunId] = []
 
     class Admitting(DurableCalls):
-        def run_admitted(self, run: RunId, input: Any) -> None:
+        def run_admitted(self, run: RunId, input: Any, admitted_at: float | None = None) -> None:
             admitted.append(run)
 
     async def scenario() -> list[RunId]:

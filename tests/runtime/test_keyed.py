@@ -36,7 +36,7 @@ from flink_agents.runtime.host import EngineHost
 from flink_agents.runtime.keyed import KeyedAgentLogic, SavedKey, Visit
 from flink_agents.runtime.recovery import MarkerClock
 from flink_agents.runtime.state import KeyState
-from tests.sample_agents import EchoAgent, fail_on_negative
+from tests.sample_agents import EchoAgent, fail_on_negative, remembering_agent
 
 WEATHER = compile_agent(build_agent())
 
@@ -313,6 +313,31 @@ def test_long_term_memory_is_saved_with_the_key_and_continues_after_a_restart(mo
         second.send("ada", {"customer": "ada", "text": "Which firmware for my router?"})
         [answer] = second.answers("ada")
     assert answer["output"]["answer"] == "For your XR-500: install firmware 2.4."
+
+
+def test_short_term_memory_expires_by_the_clock_saved_with_each_input(monkeypatch):
+    """An input checkpointed pending runs after the restore with the clock it was admitted
+    with, however late; a new input gets the new clock, and the expired entry is dropped."""
+    plan = compile_agent(remembering_agent())
+    t0 = 1_000_000
+    with Attempt(monkeypatch, None, {}, 0, plan=plan) as first:
+        monkeypatch.setattr(keyed, "now_ms", lambda: float(t0))
+        first.send("k", {"set": {"a": 1}, "ttl": 10})
+        first.answers("k")
+        monkeypatch.setattr(keyed, "now_ms", lambda: float(t0 + 9_000))
+        first.send("k", {"read": ["a"]})
+        checkpoint = dict(first.table)  # the read's input pending, with its clock
+    saved = SavedKey.model_validate_json(checkpoint[json.dumps("k")]).runs
+    assert saved.short_term_expiry == {"a": t0 + 10_000}
+    assert [p.admitted_at for p in saved.pending] == [t0 + 9_000]
+
+    monkeypatch.setattr(keyed, "now_ms", lambda: float(t0 + 3_600_000))
+    with Attempt(monkeypatch, None, checkpoint, 1, plan=plan) as second:
+        assert second.answers("k")[0]["output"] == {"a": 1}  # what the live run saw
+        second.send("k", {"read": ["a"]})
+        assert second.answers("k")[0]["output"] == {"a": None}
+        runs = SavedKey.model_validate_json(second.table[json.dumps("k")]).runs
+    assert (runs.short_term_memory, runs.short_term_expiry) == ({}, {})
 
 
 def test_only_a_key_with_saved_state_is_restored_into_the_engine(monkeypatch):
