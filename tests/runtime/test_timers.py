@@ -19,6 +19,7 @@ from flink_agents.api import Event, InputEvent, OutputEvent, RunnerContext, acti
 from flink_agents.durable.identity import CallIdentity, RunId
 from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime import run_local
 from flink_agents.runtime.keyed import SavedKey
 from flink_agents.runtime.wait_calls import schedule_call
 from flink_agents.testing.plans import agent_plan
@@ -255,3 +256,16 @@ def test_schedule_takes_exactly_one_time_and_no_past_delay():
     later = schedule_call(identity, {"n": 1}, 2.5, None, clock=lambda: 10.0).invoke()
     assert (at.at_ms, later.at_ms) == (1_234, 12_500)
     assert at.schedule_id == later.schedule_id == identity.digest()
+
+
+def test_a_local_run_has_no_clock_its_sleep_pauses_and_its_follow_ups_are_on_the_result():
+    store = StoreConfig(kind="memory")
+    [done] = run_local(PLAN, [{"k": "o-1", "order": "o-1"}], key="k", store=store.build())
+    [follow_up] = done.scheduled
+    assert follow_up.input == {"reminder": True, "order": "o-1"}
+    assert done.output_values == [{"remind_at": follow_up.at_ms}]
+    [asleep] = run_local(
+        PLAN, [{"k": "o-2", "order": "o-2", "sleep_s": 5}], key="k", store=store.build()
+    )
+    assert asleep.paused is not None and asleep.paused.kind == "timer"
+    assert asleep.scheduled == ()  # kept only when the run ends
