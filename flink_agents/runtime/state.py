@@ -64,7 +64,9 @@ class KeyState(BaseModel):
         """When a timer of the key must fire next: its earliest wait deadline or follow-up."""
         times = [s.at_ms for s in self.scheduled]
         deadline = self.waits.next_deadline() if self.waits else None
-        return min([*times, *([] if deadline is None else [deadline])], default=None)
+        if deadline is not None:
+            times.append(deadline)
+        return min(times, default=None)
 
     def take_due(self, now_ms: int) -> list[PendingInput]:
         """The follow-ups due at ``now_ms``, in order of their time, as the key's next inputs
