@@ -11,7 +11,7 @@ from flink_agents.api.events import Event
 from flink_agents.api.memory import Memory, MemoryRef
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.secret_values import scrub_error_text
-from flink_agents.api.waits import Decision, OnTimeout
+from flink_agents.api.waits import Decision, OnTimeout, ScheduledInput
 
 if TYPE_CHECKING:
     from flink_agents.api.long_term_memory import LongTermMemory
@@ -264,4 +264,30 @@ class RunnerContext(ABC):
         :class:`~flink_agents.api.waits.WaitTimedOutError` after ``timeout_s``. An event that
         arrives before the wait registers, while the key has a run to register it, is kept
         for it (docs/waits.md).
+        """
+
+    @abstractmethod
+    async def sleep(self, duration_s: float, *, call_id: str | None = None) -> None:
+        """Pause the run for ``duration_s`` seconds (processing time), durably: a wait of kind
+        ``timer`` that only its time resolves. Nothing is held while it sleeps (the run pauses
+        as for :meth:`wait_for_approval`); when the key's timer fires, the action runs again,
+        its earlier calls handed back, and the sleep returns. Needs an action-state store
+        (docs/waits.md, "Timers").
+        """
+
+    @abstractmethod
+    async def schedule(
+        self,
+        input: Any,
+        *,
+        delay_s: float | None = None,
+        at_ms: int | None = None,
+        call_id: str | None = None,
+    ) -> ScheduledInput:
+        """Ask for ``input`` (any JSON value) to reach this key as a new input -- a run of its
+        own -- after ``delay_s`` seconds or at ``at_ms`` (epoch ms, processing time); exactly
+        one of the two. A durable call: its result, the
+        :class:`~flink_agents.api.waits.ScheduledInput`, is recorded, so a replayed run
+        schedules the same follow-up once. The follow-up takes effect when the run succeeds
+        (like its memory writes) and fires once, after a restore too (docs/waits.md, "Timers").
         """

@@ -1,11 +1,13 @@
 """Durable waits: an action that stops for a person's decision or for an outside event.
 
-``await ctx.wait_for_approval(request, timeout_s=...)`` and ``await ctx.wait_for_event(type,
-match=..., timeout_s=...)`` are durable calls of their own kind (``wait``). While a run waits,
+``await ctx.wait_for_approval(request, timeout_s=...)``, ``await ctx.wait_for_event(type,
+match=..., timeout_s=...)`` and ``await ctx.sleep(duration_s)`` are durable calls of their own
+kind (``wait``). While a run waits,
 nothing of it is held in memory: the run ends its step *paused* (:class:`WaitRequest`, kept in
 the key's state), and when its :class:`Decision` arrives (or its timeout fires) the decision is
 recorded as the wait call's result and the action runs again, its earlier calls handed back
-from their records. See docs/waits.md.
+from their records. ``await ctx.schedule(input, delay_s=...)`` asks for a follow-up input of
+the key later (:class:`ScheduledInput`). See docs/waits.md.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-WaitKind = Literal["approval", "event"]
-"""What a wait is resolved by: a decision addressed to its id, or an event of a type."""
+WaitKind = Literal["approval", "event", "timer"]
+"""What a wait is resolved by: a decision addressed to its id, an event of a type, or its own
+time (``ctx.sleep``)."""
 
-Verdict = Literal["approved", "edited", "rejected", "timed_out", "event"]
-"""How a wait was resolved: a person approved, edited or rejected it, its timeout fired, or the
-event it waited for arrived."""
+Verdict = Literal["approved", "edited", "rejected", "timed_out", "event", "elapsed"]
+"""How a wait was resolved: a person approved, edited or rejected it, its timeout fired, the
+event it waited for arrived, or (a sleep) its time came."""
 
 OnTimeout = Literal["reject", "raise"]
 """What a timed-out approval gives the action: a :class:`Decision` whose verdict is
@@ -62,6 +65,18 @@ class WaitRequest(BaseModel):
     event_type: str | None = None
     match: dict[str, Any] = Field(default_factory=dict)
     timeout_ms: int | None = None
+
+
+class ScheduledInput(BaseModel):
+    """A follow-up input ``ctx.schedule`` asked for: at ``at_ms`` (processing time) the key
+    gets ``input`` as a new input of its own run. ``schedule_id`` is the schedule call's
+    identity digest, so a replayed run schedules the same follow-up, not another."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule_id: str
+    at_ms: int
+    input: Any = None
 
 
 class WaitTimedOutError(RuntimeError):

@@ -17,9 +17,12 @@ from pydantic import BaseModel, Field
 from flink_agents.api.events import Event
 from flink_agents.api.long_term_memory import KeyMemory, MemoryWrite
 from flink_agents.api.memory import Memory
+from flink_agents.api.waits import ScheduledInput
 from flink_agents.durable.identity import ActionInvocation, RunId
 
-MemoryScope = Literal["short_term", "sensory", "long_term"]
+MemoryScope = Literal["short_term", "sensory", "long_term", "scheduled"]
+"""What an action's recorded write changes: a memory, or (``scheduled``) the run's follow-ups
+(``ctx.schedule``), which the run stages like its long-term writes."""
 
 
 class RunMemories(Protocol):
@@ -27,6 +30,7 @@ class RunMemories(Protocol):
 
     short_term_memory: Memory
     sensory_memory: Memory
+    scheduled: list[ScheduledInput]
 
     @property
     def long_term_memory(self) -> KeyMemory:
@@ -37,7 +41,8 @@ class RunMemories(Protocol):
 class MemoryUpdate(BaseModel):
     """One write to a run's memory: set the entry ``key`` to ``value`` (expiring at
     ``expires_at``, epoch ms, if it expires) or (``delete``) remove it; for long-term memory,
-    ``value`` is the :class:`MemoryWrite` (``key``: its set, for readers)."""
+    ``value`` is the :class:`MemoryWrite` (``key``: its set, for readers); for a follow-up, the
+    :class:`ScheduledInput` (``key``: its id)."""
 
     scope: MemoryScope
     key: str
@@ -50,6 +55,9 @@ class MemoryUpdate(BaseModel):
     def apply(self, run: RunMemories) -> None:
         if self.scope == "long_term":
             run.long_term_memory.apply(MemoryWrite.model_validate(self.value))
+            return
+        if self.scope == "scheduled":
+            run.scheduled.append(ScheduledInput.model_validate(self.value))
             return
         memory = run.short_term_memory if self.scope == "short_term" else run.sensory_memory
         if self.delete:
@@ -82,6 +90,7 @@ class MemoryWatch:
         self._run = run
         # Long-term writes are staged in order, never diffed: the new ones are the writes.
         self._long_term_from = len(run.long_term_memory.writes)
+        self._scheduled_from = len(run.scheduled)  # appended in order, like long-term writes
         self._before = {
             "short_term": _snapshot(run.short_term_memory),
             "sensory": _snapshot(run.sensory_memory),
@@ -113,6 +122,10 @@ class MemoryWatch:
         updates += [
             MemoryUpdate(scope="long_term", key=write.set, value=write)
             for write in self._run.long_term_memory.writes[self._long_term_from :]
+        ]
+        updates += [
+            MemoryUpdate(scope="scheduled", key=scheduled.schedule_id, value=scheduled)
+            for scheduled in self._run.scheduled[self._scheduled_from :]
         ]
         return updates
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flink_agents.api.context import (
     IN_DOUBT_POLICIES,
@@ -20,7 +20,7 @@ from flink_agents.api.events import Event
 from flink_agents.api.long_term_memory import LongTermMemory
 from flink_agents.api.memory import Memory
 from flink_agents.api.resources import Resource, ResourceType
-from flink_agents.api.waits import Decision, OnTimeout, WaitTimedOutError
+from flink_agents.api.waits import Decision, OnTimeout, ScheduledInput, WaitKind, WaitTimedOutError
 from flink_agents.durable.call import CallRunner, DurableCall
 from flink_agents.durable.identity import (
     AUTO_CALL_PREFIX,
@@ -34,7 +34,7 @@ from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.keyed_memory import KeyedStateMemory
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.run_bounds import RunBudget
-from flink_agents.runtime.wait_calls import event_data, wait_call
+from flink_agents.runtime.wait_calls import event_data, schedule_call, wait_call
 
 if TYPE_CHECKING:
     import asyncio
@@ -68,6 +68,9 @@ class RunState:
     ``calls``)."""
     long_term_memory: KeyedStateMemory = field(default_factory=KeyedStateMemory)
     """The key's long-term memory with the run's writes staged (shared like ``calls``)."""
+    scheduled: list[ScheduledInput] = field(default_factory=list)
+    """The follow-ups the run's actions scheduled, in order: the key's to keep once the run
+    succeeds (shared like ``calls``)."""
 
 
 class ActionContext(RunnerContext):
@@ -250,10 +253,34 @@ class ActionContext(RunnerContext):
             raise WaitTimedOutError(wait_id)
         return event_data(event_type, decision)
 
+    async def sleep(self, duration_s: float, *, call_id: str | None = None) -> None:
+        if not duration_s > 0:
+            raise ValueError(f"duration_s {duration_s!r}: a sleep must be positive")
+        await self._wait(call_id, "timer", None, None, None, duration_s)
+
+    async def schedule(
+        self,
+        input: Any,
+        *,
+        delay_s: float | None = None,
+        at_ms: int | None = None,
+        call_id: str | None = None,
+    ) -> ScheduledInput:
+        calls = self._run.calls
+        calls.check_open(f"schedule of action {self._action.name!r}")
+        call = schedule_call(self._call_identity(call_id), input, delay_s, at_ms)
+        task = calls.enter()
+        try:
+            scheduled: ScheduledInput = await self._call_runner.run_async(call)
+        finally:
+            calls.leave(task)
+        self._run.scheduled.append(scheduled)
+        return scheduled
+
     async def _wait(
         self,
         call_id: str | None,
-        kind: Literal["approval", "event"],
+        kind: WaitKind,
         request: Any,
         event_type: str | None,
         match: Mapping[str, Any] | None,

@@ -25,7 +25,7 @@ from flink_agents.api.events import ActionFailure, Event, InputEvent, OutputEven
 from flink_agents.api.memory import Memory, MemoryChangedEvent, memory_ttl_seconds
 from flink_agents.api.paused import RunPaused
 from flink_agents.api.secret_values import scrub_exception_chain
-from flink_agents.api.waits import Decision, WaitRequest
+from flink_agents.api.waits import Decision, ScheduledInput, WaitRequest
 from flink_agents.durable.call import CallRunner
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.identity import ActionInvocation, RunId, canonical_json, event_id
@@ -66,6 +66,9 @@ class RunResult:
     """Set when the run did not finish but paused at a wait (docs/waits.md): it has no
     outputs yet, and runs again, with the same ``seq``, once :meth:`RunEngine.resume` hands it
     the wait's decision."""
+    scheduled: tuple[ScheduledInput, ...] = ()
+    """The follow-ups a successful run scheduled (``ctx.schedule``), for its host to deliver
+    to the key as new inputs when they come due (docs/waits.md, "Timers")."""
 
     @property
     def key(self) -> Any:
@@ -448,7 +451,7 @@ class RunEngine:
                 upstream_action=failure.action,
             )
             return RunResult(run.run_id, [*outputs, error_output], failure), None
-        return RunResult(run.run_id, outputs), run
+        return RunResult(run.run_id, outputs, scheduled=tuple(run.scheduled)), run
 
     async def _dispatch(
         self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]
@@ -575,6 +578,7 @@ class RunEngine:
                 budget=run.budget,
                 decisions=run.decisions,
                 long_term_memory=run.long_term_memory,  # the delegating run's key's
+                scheduled=run.scheduled,  # for the delegating run's key
             )
             await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:

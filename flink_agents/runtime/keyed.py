@@ -84,6 +84,9 @@ class Visit:
     wake_at: int | None = None
     """Processing time (ms) of a wait's deadline: a timer to register besides ``poll_at``
     (docs/waits.md); it fires once, after a restore too if it came due meanwhile."""
+    follow_ups_at: Sequence[int] = ()
+    """Processing times (ms) of the follow-ups the key's finished runs scheduled
+    (``ctx.schedule``): a timer each, checkpointed like ``wake_at``."""
 
 
 _NOTHING = Visit()
@@ -161,7 +164,7 @@ class KeyedAgentLogic:
         self._marker_deadline: float | None = None  # set by the first key without a marker
         self._armed: dict[str, int] = {}  # per key, the timer last armed until it fires
         self._pending_states: dict[str, KeyState] = {}  # see _load
-        self._deadlines: dict[str, int] = {}  # per key with waits, its earliest deadline
+        self._deadlines: dict[str, int] = {}  # per key with timed waits or follow-ups, the next
         self.visits = VisitCounts()
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
@@ -332,11 +335,11 @@ class KeyedAgentLogic:
                     self.visits.idle += 1
                     return Visit(poll_at=self._arm(key, max(clock(), timestamp), None))
                 self._recover(None, wait=False)  # the input has ended: nothing more will come
-            if not runs.pending:
+            if not runs.pending and self._deadlines.get(key, timestamp + 1) > timestamp:
                 if not end_of_input:
                     self.visits.idle += 1
                 return _NOTHING
-            host.restore(key, runs)
+            host.restore(key, runs)  # a key with only a follow-up due too
         now = max(clock(), timestamp)
         resumed = self._time_out(key, state, now)
         if end_of_input:
@@ -347,12 +350,13 @@ class KeyedAgentLogic:
         # Most visits find the run still going: they touch neither state nor JSON.
         outputs: list[str] = []
         wake_at: int | None = None
+        follow_ups_at: list[int] = []
         if not completed and progress is not None:
             self.visits.idle += 1
         while completed:
             runs = self._load(key, state)
-            outputs += self._commit(key, runs, completed)
             before = runs.waits.next_deadline()
+            outputs += self._commit(key, runs, completed, follow_ups_at)
             applies = self._register(key, runs, completed, now, outputs)
             after = runs.waits.next_deadline()
             if after is not None and after != before:
@@ -369,17 +373,20 @@ class KeyedAgentLogic:
                 if end_of_input:  # nothing visits the key again: see the resumed runs out
                     completed = host.wait_idle(key)
         if resumed is not None:
-            return Visit(outputs=outputs, poll_at=resumed, wake_at=wake_at)
+            return Visit(outputs, resumed, wake_at=wake_at, follow_ups_at=follow_ups_at)
         if progress is None or not progress.unfinished:
-            return Visit(outputs=outputs, wake_at=wake_at)
+            return Visit(outputs, wake_at=wake_at, follow_ups_at=follow_ups_at)
         poll_at = self._arm(key, now, progress.due)
-        return Visit(outputs=outputs, poll_at=poll_at, wake_at=wake_at)
+        return Visit(outputs, poll_at, wake_at=wake_at, follow_ups_at=follow_ups_at)
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _commit(self, key: str, runs: KeyState, completed: list[CompletedRun]) -> list[str]:
-        """Take the finished runs' outputs and memory into the key state (a paused run's input
-        stays pending); records kept for waits no run is left to register are refused."""
+    def _commit(
+        self, key: str, runs: KeyState, completed: list[CompletedRun], follow_ups_at: list[int]
+    ) -> list[str]:
+        """Take the finished runs' outputs, memory and follow-ups into the key state (a paused
+        run's input stays pending; the follow-ups' times go to ``follow_ups_at``); records kept
+        for waits no run is left to register are refused."""
         outputs: list[str] = []
         for run in completed:
             if run.result.paused is not None:
@@ -390,6 +397,9 @@ class KeyedAgentLogic:
             runs.short_term_expiry = run.short_term_expiry
             runs.spend = run.spend
             runs.long_term_memory = run.long_term_memory
+            if run.result.scheduled:  # in the same state as the input's end: kept once
+                runs.schedule(run.result.scheduled)
+                follow_ups_at.extend(s.at_ms for s in run.result.scheduled)
             outputs.extend(record.to_json() for record in outputs_of(run.result))
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
@@ -415,15 +425,22 @@ class KeyedAgentLogic:
         return applies
 
     def _time_out(self, key: str, state: SavedState, now: int) -> int | None:
-        """Resolve the key's waits whose deadline passed as timed out (a timer of the key fired:
-        a deadline, or a poll); returns the poll timer to arm for the resumed run, if any."""
+        """Resolve the key's waits whose deadline passed (a timer of the key fired: a deadline,
+        a follow-up or a poll) and start its follow-ups that came due, as new inputs; returns
+        the poll timer to arm for the resumed or new runs, if any."""
         deadline = self._deadlines.get(key)
         if deadline is None or deadline > now:
             return None
         runs = self._load(key, state)
-        fired = runs.waits.due(now)
-        self._save(key, state, runs)
-        return self._resumed(key, fired, now) if fired else None
+        fired = runs.waits.due(now) if runs.waits else []
+        follow_ups = runs.take_due(now)
+        self._save(key, state, runs)  # the follow-ups are pending inputs before they start
+        host = self._require_host()
+        for pending in follow_ups:
+            host.submit(key, pending.input, pending.seq)
+        if fired:
+            return self._resumed(key, fired, now)
+        return self._arm(key, now, host.due(key)) if follow_ups else None
 
     def _resumed(self, key: str, applies: list[Apply], now: int) -> int | None:
         """Hand the key's run its decisions; returns the poll timer to arm for it, if any."""
@@ -515,9 +532,9 @@ class KeyedAgentLogic:
             self._pending_states.pop(key, None)
 
     def _note_deadline(self, key: str, runs: KeyState) -> None:
-        """Keep the key's earliest wait deadline, so a timer visit knows without reading the
-        key's state whether a wait of it may be due."""
-        deadline = runs.waits.next_deadline() if runs.waits else None
+        """Keep the key's earliest wait deadline or follow-up, so a timer visit knows without
+        reading the key's state whether one may be due."""
+        deadline = runs.next_wake()
         if deadline is None:
             self._deadlines.pop(key, None)
         else:
@@ -597,7 +614,7 @@ class KeyedAgentLogic:
 
 def _holds_anything(runs: KeyState) -> bool:
     """Whether a key state differs from a new key's (no inputs, no memory, seq 0, no spend, no
-    waits)."""
+    waits, no follow-ups)."""
     return bool(
         runs.pending
         or runs.next_seq
@@ -605,6 +622,7 @@ def _holds_anything(runs: KeyState) -> bool:
         or runs.long_term_memory
         or runs.spend
         or runs.waits
+        or runs.scheduled
     )
 
 

@@ -7,11 +7,13 @@ after a restore.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from flink_agents.api.long_term_memory import StoredMemory
+from flink_agents.api.waits import ScheduledInput
 from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.wait_book import WaitBook
 
@@ -53,3 +55,35 @@ class KeyState(BaseModel):
     waits: WaitBook = Field(default_factory=WaitBook, exclude_if=lambda waits: not waits)
     """The key's waits: open, decided, kept early (docs/waits.md); not written while it holds
     none, so the state of a key that never waited is what it was before waits."""
+    scheduled: list[ScheduledInput] = Field(
+        default_factory=list, exclude_if=lambda scheduled: not scheduled
+    )
+    """Follow-ups of the key's finished runs not yet due (``ctx.schedule``, docs/waits.md):
+    checkpointed with the key, each delivered once as a new input when its time comes."""
+
+    def schedule(self, follow_ups: Sequence[ScheduledInput]) -> None:
+        """Keep a finished run's follow-ups (one already kept, by id, is not kept twice)."""
+        kept = {s.schedule_id for s in self.scheduled}
+        self.scheduled += [s for s in follow_ups if s.schedule_id not in kept]
+
+    def next_wake(self) -> int | None:
+        """When a timer of the key must fire next: its earliest wait deadline or follow-up."""
+        times = [s.at_ms for s in self.scheduled]
+        deadline = self.waits.next_deadline() if self.waits else None
+        if deadline is not None:
+            times.append(deadline)
+        return min(times, default=None)
+
+    def take_due(self, now_ms: int) -> list[PendingInput]:
+        """The follow-ups due at ``now_ms``, in order of their time, as the key's next inputs
+        (each with its own ``seq``); they are no longer scheduled."""
+        due = sorted((s for s in self.scheduled if s.at_ms <= now_ms), key=lambda s: s.at_ms)
+        if not due:
+            return []
+        self.scheduled = [s for s in self.scheduled if s.at_ms > now_ms]
+        taken = []
+        for follow_up in due:
+            taken.append(PendingInput(seq=self.next_seq, input=follow_up.input))
+            self.next_seq += 1
+        self.pending += taken
+        return taken

@@ -8,6 +8,8 @@ logic, under the key -- decides every race by state, not by timing:
 * a record seen before (a source rewound after a failover) is dropped;
 * a decision for a wait that is unknown (and no run of the key could still register it),
   timed out, or already decided is refused with the reason, never applied;
+* a sleep (a wait of kind ``timer``) is resolved by its deadline only: a decision for it is
+  refused;
 * a timeout and a decision: whichever the key's logic handles first resolves the wait; the
   other is refused (a late decision) or does nothing (a late timer).
 """
@@ -85,8 +87,8 @@ class Resume(BaseModel):
     def fits(self, wait: OpenWait) -> bool:
         """Whether this record resolves ``wait``."""
         request = wait.request
-        if self.wait is not None:
-            return self.wait == request.wait_id
+        if self.wait is not None:  # a sleep is resolved by its time only
+            return self.wait == request.wait_id and request.kind != "timer"
         return (
             request.kind == "event"
             and request.event_type == self.event
@@ -146,6 +148,8 @@ class WaitBook(BaseModel):
         for wait in self.open:
             if resume.fits(wait) and wait.decision is None:
                 return self._decide(wait, resume, now_ms)
+        if any(w.request.wait_id == resume.wait and w.request.kind == "timer" for w in self.open):
+            return Refused("the wait is a sleep: only its time ends it", resume)
         if resume.wait is not None:
             how = self.resolved.get(resume.wait) or next(
                 (_how(w.decision) for w in self.open if w.request.wait_id == resume.wait), None
@@ -178,12 +182,13 @@ class WaitBook(BaseModel):
         return True, None
 
     def due(self, now_ms: int) -> list[Apply]:
-        """Resolve the undecided waits whose deadline has passed as timed out."""
+        """Resolve the undecided waits whose deadline has passed: timed out (a sleep: elapsed)."""
         fired: list[Apply] = []
         for wait in self.open:
             deadline = wait.deadline_ms
             if wait.decision is None and deadline is not None and deadline <= now_ms:
-                wait.decision = Decision(verdict="timed_out", at_ms=now_ms)
+                verdict: Verdict = "elapsed" if wait.request.kind == "timer" else "timed_out"
+                wait.decision = Decision(verdict=verdict, at_ms=now_ms)
                 fired.append(Apply(wait.request.wait_id, wait.decision))
         return fired
 

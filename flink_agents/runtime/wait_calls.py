@@ -1,5 +1,6 @@
-"""A wait as a durable call: what ``ctx.wait_for_approval`` and ``ctx.wait_for_event`` hand to
-the durable calls (docs/waits.md).
+"""A wait as a durable call: what ``ctx.wait_for_approval``, ``ctx.wait_for_event`` and
+``ctx.sleep`` hand to the durable calls, and the durable call of ``ctx.schedule``
+(docs/waits.md).
 
 The call's identity is the invocation's next call identity, so its digest -- the wait's id -- is
 derived from the run's durable identity: a replay of the run derives the same id, and a
@@ -10,13 +11,14 @@ recorded like any call's, so a resumed run gets it back from the record on every
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
 from flink_agents.api.paused import WaitCall
-from flink_agents.api.waits import Decision, WaitKind, WaitRequest
+from flink_agents.api.waits import Decision, ScheduledInput, WaitKind, WaitRequest
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import CallIdentity
 
@@ -55,3 +57,27 @@ def event_data(event_type: str | type[Any], decision: Decision) -> Any:
     if isinstance(event_type, type) and issubclass(event_type, BaseModel):
         return event_type.model_validate(decision.data)
     return decision.data
+
+
+def schedule_call(
+    identity: CallIdentity,
+    input: Any,
+    delay_s: float | None,
+    at_ms: int | None,
+    clock: Callable[[], float] = time.time,
+) -> DurableCall:
+    """The durable call of one ``ctx.schedule``: its result, the :class:`ScheduledInput`
+    (id: the call's identity digest; time: ``at_ms``, or ``delay_s`` from when the call is
+    first made), is recorded, so a replay hands back the same follow-up at the same time."""
+    if (delay_s is None) == (at_ms is None):
+        raise ValueError("schedule takes exactly one of delay_s and at_ms")
+    if delay_s is not None and delay_s < 0:
+        raise ValueError(f"delay_s {delay_s!r}: a follow-up cannot be scheduled in the past")
+    asked = {"input": input, "delay_s": delay_s, "at_ms": at_ms}
+    schedule_id = identity.digest()
+
+    def scheduled(asked: dict[str, Any]) -> ScheduledInput:
+        at = at_ms if at_ms is not None else round(clock() * 1000 + (delay_s or 0) * 1000)
+        return ScheduledInput(schedule_id=schedule_id, at_ms=at, input=input)
+
+    return DurableCall(identity, scheduled, (asked,), result_type=ScheduledInput)

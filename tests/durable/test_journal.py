@@ -7,6 +7,7 @@ from typing import Any
 
 from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
 from flink_agents.api.memory import Memory
+from flink_agents.api.waits import ScheduledInput
 from flink_agents.durable.journal import MemoryUpdate, MemoryWatch, RecordedAction
 from flink_agents.runtime.keyed_memory import KeyedStateMemory
 
@@ -28,6 +29,7 @@ class Run:
     short_term_memory: CountingMemory = field(default_factory=CountingMemory)
     sensory_memory: CountingMemory = field(default_factory=CountingMemory)
     long_term_memory: KeyedStateMemory = field(default_factory=KeyedStateMemory)
+    scheduled: list[ScheduledInput] = field(default_factory=list)
 
 
 def test_writes_deletes_and_in_place_mutations_are_updates():
@@ -75,6 +77,18 @@ def test_long_term_writes_are_the_actions_own_in_order_and_reapply():
     replayed = Run()
     RecordedAction(memory_updates=updates).reapply(replayed)
     assert replayed.long_term_memory.writes == run.long_term_memory.writes[1:]
+
+
+def test_follow_ups_scheduled_by_the_action_are_its_writes_and_reapply():
+    run = Run(scheduled=[ScheduledInput(schedule_id="earlier", at_ms=1)])
+    watch = MemoryWatch(run)
+    mine = ScheduledInput(schedule_id="mine", at_ms=2, input={"n": 1})
+    run.scheduled.append(mine)
+    updates = watch.updates()
+    assert updates == [MemoryUpdate(scope="scheduled", key="mine", value=mine)]
+    replayed = Run()
+    RecordedAction(memory_updates=updates).reapply(replayed)
+    assert replayed.scheduled == [mine]
 
 
 def _item(text: str) -> StoredMemory:

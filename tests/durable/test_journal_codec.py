@@ -15,6 +15,7 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
+from flink_agents.api.waits import ScheduledInput
 from flink_agents.durable.journal import MemoryUpdate, RecordedAction
 from flink_agents.durable.journal_codec import read_action, write_action
 from flink_agents.durable.store import ActionState, InMemoryActionStateStore, RecordCodec, RunKey
@@ -62,6 +63,9 @@ def test_events_and_memory_writes_come_back_with_their_classes():
         MemoryUpdate(scope="short_term", key="kept", value={"a": [1]}),
         MemoryUpdate(scope="sensory", key="gone", delete=True),
         MemoryUpdate(scope="short_term", key="brief", value=1, expires_at=1_000_000.0),
+        MemoryUpdate(
+            scope="scheduled", key="f1", value=ScheduledInput(schedule_id="f1", at_ms=5, input=[1])
+        ),
     ]
     store = InMemoryActionStateStore()
     store.put(completed_state(RecordedAction(list(EVENTS), updates)))
