@@ -3,7 +3,8 @@
 Each request goes to the connections of the first of its ``routes`` that matches it (by the
 prompt's estimated size, a field of the request or of its input, or a label a small classifier
 model gives it), asked in order as
-:class:`~flink_agents.providers.fallback.FallbackChatModelConnection` asks its own; a request no route matches goes to ``connections``. The whole request, the
+:class:`~flink_agents.providers.fallback.FallbackChatModelConnection` asks its own; a request
+no route matches goes to ``connections``. The whole request, the
 classifier's call included, is one durable call: its recorded reply names the connection and the
 model that answered, so a replay hands it back without asking the router, the classifier or any
 connection again.
