@@ -101,14 +101,16 @@ class RateLimiter:
         return now
 
     def delay(self, tokens: int) -> tuple[float, str]:
-        """Seconds before an attempt of ``tokens`` may go, and which limit holds it."""
+        """Seconds before an attempt of ``tokens`` may go, and which limit holds it (0 and
+        ``""`` when none does)."""
         now = self._refill()
         waits = [(self._held_until - now, "Retry-After")]
         if self._requests is not None:
             waits.append((self._requests.wait_for(1), "requests per minute"))
         if self._tokens is not None:
             waits.append((self._tokens.wait_for(tokens), "tokens per minute"))
-        return max(waits)
+        seconds, why = max(waits)
+        return (seconds, why) if seconds > 0 else (0.0, "")
 
     def take(self, tokens: int) -> None:
         """Spend one request and ``tokens``."""

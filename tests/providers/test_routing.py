@@ -14,7 +14,7 @@ import pytest
 from flink_agents.api import Agent, ChatMessage, ResourceType
 from flink_agents.api.chat import ChatRequest
 from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.observability import ConnectionNoted, LogRecord
+from flink_agents.observability import ConnectionNoted, LogRecord, MetricsListener
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
@@ -94,7 +94,9 @@ def test_a_field_of_the_input_or_the_request_picks_the_route() -> None:
         plan = routed_plan(
             {"gold": (gold.base_url, "big"), "standard": (standard.base_url, "small")},
             connections=["standard"],
-            routes=[{"field": "input.tier", "one_of": ["gold", "platinum"], "connections": ["gold"]}],
+            routes=[
+                {"field": "input.tier", "one_of": ["gold", "platinum"], "connections": ["gold"]}
+            ],
         )
         questions = [
             {"key": "k", "q": json.dumps({"tier": "gold", "text": "a"})},
@@ -149,10 +151,11 @@ def test_the_primary_failing_moves_calls_down_the_routes_chain_and_says_so() -> 
             {"primary": (primary.base_url, "big"), "spare": (spare.base_url, "small")},
             connections=["primary", "spare"],
         )
-        records = Records()
+        records, metrics = Records(), MetricsListener()
         inputs = [{"key": "k", "q": f"k/{i}"} for i in range(3)]
-        results = run_local(plan, inputs, key="key", listeners=[records])
+        results = run_local(plan, inputs, key="key", listeners=[records, metrics])
     assert outputs(results) == ["big: k/0", "small: k/1", "small: k/2"]
+    assert (metrics.total("connections.routed"), metrics.total("connections.fallbacks")) == (3, 2)
     fallbacks = [n for n in records.notes if n.decision == "fallback"]
     assert [(n.target, n.seq) for n in fallbacks] == [("spare", 1), ("spare", 2)]
     assert "primary failed: ModelCallError" in fallbacks[0].reason
