@@ -11,56 +11,23 @@ from typing import Any
 
 import pytest
 
-from flink_agents.api import Agent, ChatMessage, ResourceType
+from flink_agents.api import ChatMessage
 from flink_agents.api.chat import ChatRequest
-from flink_agents.api.chat_models import ChatModelSetup
-from flink_agents.observability import ConnectionNoted, LogRecord, MetricsListener
+from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.yaml.loader import load_yaml_agents
-from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
-from flink_agents.providers.routing import Classifier, Route, RoutingChatModelConnection
+from flink_agents.providers.routing import Classifier, Route
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.local import run_local
 from flink_agents.testing import Stores
-from tests.budget_samples import UsageServer, ask
+from tests.budget_samples import UsageServer
 from tests.providers.fake_servers import FakeModelServer, RecordedRequest, ScriptedResponse
 from tests.providers.openai_servers import OllamaOpenAIServer, ToolModel, VllmServer, completion
+from tests.providers.routing_samples import Records, routed_plan
 
 ONE_ATTEMPT = {"max_attempts": 1}
-
-
-class Records:
-    """An event-log listener keeping the connection records."""
-
-    def __init__(self) -> None:
-        self.notes: list[ConnectionNoted] = []
-
-    def on_record(self, record: LogRecord) -> None:
-        if isinstance(record, ConnectionNoted):
-            self.notes.append(record)
-
-
-def routed_plan(urls: dict[str, tuple[str, str]], **router: Any) -> AgentPlan:
-    """An agent asking setup ``model`` on connection ``router`` (a RoutingChatModelConnection
-    with ``router``'s arguments) whose connections are ``urls``: name -> (base_url, model)."""
-    agent = Agent(name="routed", error_policy="emit")
-    agent.add_action(ask)
-    for name, (base_url, model) in urls.items():
-        agent.add_resource(
-            name,
-            ResourceType.CHAT_MODEL_CONNECTION,
-            OpenAICompatibleChatModelConnection,
-            base_url=base_url,
-            model=model,
-            retry=ONE_ATTEMPT,
-        )
-    agent.add_resource(
-        "router", ResourceType.CHAT_MODEL_CONNECTION, RoutingChatModelConnection, **router
-    )
-    agent.add_resource("model", ResourceType.CHAT_MODEL, ChatModelSetup, connection="router")
-    return compile_agent(agent)
 
 
 def outputs(results: list[Any]) -> list[Any]:
