@@ -15,10 +15,9 @@ from flink_agents.api import ChatMessage
 from flink_agents.api.chat import ChatRequest
 from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
-from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
-from flink_agents.plan.yaml.loader import load_yaml_agents
-from flink_agents.providers.routing import Classifier, Route
+from flink_agents.plan.yaml.loader import YamlAgentError, load_yaml_agents
+from flink_agents.api.routing import Classifier, Route
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.local import run_local
 from flink_agents.testing import Stores
@@ -191,10 +190,10 @@ agents:
 """
 
 
-def test_yaml_declares_a_router_and_the_plan_names_a_bad_route() -> None:
-    with pytest.raises(PlanValidationError) as refused:
-        Runtime.build(_compiled(ROUTED_YAML)).engine.open_resources()
-    assert "/resources/router/arguments" in str(refused.value)
+def test_yaml_declares_a_router_and_compiling_the_plan_names_a_bad_route() -> None:
+    with pytest.raises(YamlAgentError) as refused:
+        _compiled(ROUTED_YAML)
+    assert "routed.yaml:10:9: agents[0].connections.router: " in str(refused.value)
     assert "routes by label need a classifier" in str(refused.value)
 
     fixed = ROUTED_YAML.replace("            - {label: urgent, connections: [big]}\n", "")
