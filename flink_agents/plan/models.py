@@ -29,7 +29,7 @@ from flink_agents.api.json_values import JsonLimitError, read_json
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import REFERENCE_PATTERN, class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
-from flink_agents.api.routing import RoutingRules
+from flink_agents.api.routing_rules import RoutingRules
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.tools import function_tool_name
 from flink_agents.plan.errors import (

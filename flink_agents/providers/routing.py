@@ -21,7 +21,7 @@ from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.api.connection_notes import ConnectionNote, note_connection
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.resources import ResourceType
-from flink_agents.api.routing import Classifier, Route, check_route_labels
+from flink_agents.api.routing_rules import Classifier, Route, check_route_labels
 from flink_agents.providers.fallback import FallbackChatModelConnection
 
 

@@ -13,11 +13,11 @@ import pytest
 
 from flink_agents.api import ChatMessage
 from flink_agents.api.chat import ChatRequest
+from flink_agents.api.routing_rules import Classifier, Route
 from flink_agents.observability import MetricsListener
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.yaml.loader import YamlAgentError, load_yaml_agents
-from flink_agents.api.routing import Classifier, Route
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.local import run_local
 from flink_agents.testing import Stores
@@ -25,8 +25,6 @@ from tests.budget_samples import UsageServer
 from tests.providers.fake_servers import FakeModelServer, RecordedRequest, ScriptedResponse
 from tests.providers.openai_servers import OllamaOpenAIServer, ToolModel, VllmServer, completion
 from tests.providers.routing_samples import Records, routed_plan
-
-ONE_ATTEMPT = {"max_attempts": 1}
 
 
 def outputs(results: list[Any]) -> list[Any]:
