@@ -103,6 +103,12 @@ class ChatMessage(BaseModel):
         description="The model that answered, on replies of a connection that routes among "
         "others (FallbackChatModelConnection).",
     )
+    connection: str | None = Field(
+        default=None,
+        exclude_if=left_out_while_none,
+        description="The connection that answered (its resource name), on replies of a "
+        "connection that routes among others.",
+    )
 
 
 class ToolSpec(BaseModel):
@@ -137,3 +143,24 @@ class ChatRequest(BaseModel):
         description="JSON schema the reply's content must follow (structured output).",
     )
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+PROMPT_CHARS_PER_TOKEN = 4
+"""Characters a prompt token is estimated to take (no tokenizer)."""
+
+PROMPT_CHARS_PER_MESSAGE = 16
+"""Characters each message adds to a prompt's estimate (its role and framing)."""
+
+
+def estimated_prompt_tokens(request: ChatRequest) -> int:
+    """A prompt's tokens, estimated from its text: messages, tool calls and tools (no
+    tokenizer: the estimate sizes budget reservations, rate-limit waits and routing by input
+    size; the reply's reported usage is what counts)."""
+    chars = 0
+    for message in request.messages:
+        chars += len(message.content) + PROMPT_CHARS_PER_MESSAGE
+        for call in message.tool_calls:
+            chars += len(call.name) + len(call.unparsed_arguments or json.dumps(call.arguments))
+    for tool in request.tools:
+        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    return -(-chars // PROMPT_CHARS_PER_TOKEN)

@@ -19,9 +19,11 @@ from typing import Any, ClassVar, Literal, cast
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage, estimated_prompt_tokens
 from flink_agents.api.compaction import CompactionSettings
+from flink_agents.api.connection_notes import ConnectionNote, note_connection
 from flink_agents.api.prompts import Prompt
+from flink_agents.api.rate_limits import RateLimit, RateLimiter
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.subagents.offers import SubagentOffer, offer_subagents
@@ -38,7 +40,8 @@ class ChatModelConnection(Resource):
 
     ``max_concurrent_calls`` caps the calls in flight through this connection (one resource
     instance: one per operator subtask, shared by every key and run of it). A provider makes each
-    call, or each attempt of it, inside :meth:`call_slot`.
+    call, or each attempt of it, inside :meth:`call_slot`, or inside :meth:`attempt_gate`, which
+    also waits for the connection's ``rate_limit``.
 
     A provider that honours :attr:`ChatRequest.response_schema` sets ``native_schema``, and
     ``native_schema_with_tools`` when the schema does not keep the model from calling tools.
@@ -56,6 +59,11 @@ class ChatModelConnection(Resource):
     structured_output_mode: StructuredOutput = Field(
         default="auto",
         description="How a structured answer is asked for: native, prompt or auto.",
+    )
+    rate_limit: RateLimit | None = Field(
+        default=None,
+        description="Requests and tokens per minute for the whole job, split among its "
+        "subtasks; none: no limit.",
     )
 
     @model_validator(mode="after")
@@ -80,6 +88,7 @@ class ChatModelConnection(Resource):
     # The semaphore belongs to the loop it was made on; the loop itself is kept (not its id,
     # which a later loop may reuse) so a connection used from a new loop gets a new one.
     _slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = PrivateAttr(default=None)
+    _limiter: RateLimiter | None = PrivateAttr(default=None)
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
         raise NotImplementedError
@@ -109,6 +118,60 @@ class ChatModelConnection(Resource):
             self._slots = (loop, asyncio.Semaphore(cap))
         async with self._slots[1]:
             yield
+
+    def describe(self) -> str:
+        """How notes and logs name this connection: its class, and its model if it has one."""
+        model = getattr(self, "model", None)
+        return f"{type(self).__name__} {model}" if model else type(self).__name__
+
+    def limiter(self) -> RateLimiter | None:
+        """The token buckets of ``rate_limit`` (made on first use); None without one."""
+        if self.rate_limit is None:
+            return None
+        if self._limiter is None or self._limiter.limit is not self.rate_limit:
+            self._limiter = RateLimiter(self.rate_limit)
+        return self._limiter
+
+    def attempt_gate(self, request: ChatRequest) -> contextlib.AbstractAsyncContextManager[None]:
+        """Wait for the rate limit to let an attempt of ``request`` go (its request and its
+        :meth:`rate_limit_tokens`), then hold a :meth:`call_slot` for the block. A wait is
+        noted (``rate_limited``). Waiting here is not an attempt."""
+        if self.rate_limit is None:
+            return self.call_slot()
+        return self._limited_slot(request)
+
+    @contextlib.asynccontextmanager
+    async def _limited_slot(self, request: ChatRequest) -> AsyncIterator[None]:
+        limiter = self.limiter()
+        assert limiter is not None
+        waited, why = await limiter.acquire(self.rate_limit_tokens(request))
+        if waited > 0:
+            note_connection(
+                ConnectionNote(
+                    self.describe(), "rate_limited", f"waited for {why}", waited_ms=waited * 1000
+                )
+            )
+        async with self.call_slot():
+            yield
+
+    @staticmethod
+    def rate_limit_tokens(request: ChatRequest) -> int:
+        """What an attempt of ``request`` takes from a tokens-per-minute bucket: its prompt's
+        estimate plus its ``max_tokens`` (the provider's own worst case)."""
+        return estimated_prompt_tokens(request) + (request.max_tokens or 0)
+
+    def rate_limit_settle(self, request: ChatRequest, usage: TokenUsage | None) -> None:
+        """Correct the tokens bucket by what a reply to ``request`` reports it used."""
+        limiter = self.limiter()
+        if limiter is not None and usage is not None:
+            limiter.correct(self.rate_limit_tokens(request), usage.total_tokens)
+
+    def rate_limit_hold(self, retry_after: float | None) -> None:
+        """The provider refused an attempt for its rate limit (HTTP 429): with a
+        ``rate_limit``, hold every attempt of the connection for ``retry_after`` seconds."""
+        limiter = self.limiter()
+        if limiter is not None and retry_after:
+            limiter.hold(retry_after)
 
 
 _NO_CAP: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()

@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
 from flink_agents.api.budgets import CallSpend
+from flink_agents.api.connection_notes import noting_connections
 from flink_agents.api.context import (
     NOT_DONE,
     InDoubtCallError,
@@ -407,13 +408,14 @@ class DurableCalls:
         outcome = _Outcome()
         started = time.perf_counter_ns() if self.listener is not None else 0
         try:
-            if self.store is not None:
-                value = self._drive(call, outcome)
-            elif self._unserved is not None:
-                value = self._recorded_only(call, outcome, None)
-            else:
-                with self._direct(call, outcome), self._metered(call, outcome) as metered:
-                    value = metered(self._invoke(outcome.sent or call, blocking=True))
+            with self._noting(call):
+                if self.store is not None:
+                    value = self._drive(call, outcome)
+                elif self._unserved is not None:
+                    value = self._recorded_only(call, outcome, None)
+                else:
+                    with self._direct(call, outcome), self._metered(call, outcome) as metered:
+                        value = metered(self._invoke(outcome.sent or call, blocking=True))
         except Exception as exc:
             self._finished(call, outcome, started, error=exc)
             raise
@@ -427,13 +429,14 @@ class DurableCalls:
         if self.store is None and self._unserved is None and isinstance(call.function, WaitCall):
             raise WaitNeedsStoreError()
         try:
-            if self.store is not None:
-                value = await self._drive_async(call, outcome)
-            elif self._unserved is not None:
-                value = await _awaited(self._recorded_only(call, outcome, _awaited_watched))
-            else:
-                with self._direct(call, outcome), self._metered(call, outcome) as metered:
-                    value = metered(await _awaited(self._invoke(outcome.sent or call)))
+            with self._noting(call):
+                if self.store is not None:
+                    value = await self._drive_async(call, outcome)
+                elif self._unserved is not None:
+                    value = await _awaited(self._recorded_only(call, outcome, _awaited_watched))
+                else:
+                    with self._direct(call, outcome), self._metered(call, outcome) as metered:
+                        value = metered(await _awaited(self._invoke(outcome.sent or call)))
         except RunPaused:
             # A wait without its decision: no outcome (the call stays PENDING or unrecorded),
             # made again when the run resumes (docs/waits.md).
@@ -443,6 +446,15 @@ class DurableCalls:
             raise
         self._finished(call, outcome, started, value=value)
         return value
+
+    def _noting(self, call: DurableCall) -> contextlib.AbstractContextManager[None]:
+        """While ``call`` runs, its connections' notes (routing, fallbacks, rate-limit waits)
+        go to the listener as records of its run."""
+        listener = self.listener
+        if listener is None:
+            return contextlib.nullcontext()
+        run = call.identity.run
+        return noting_connections(lambda note: listener.connection_noted(run, note))
 
     def taken(self, key: ActionStateKey) -> int:
         """Recorded-only: how many of the invocation ``key``'s recorded calls were asked for."""

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from flink_agents.api.budgets import Budget
 from flink_agents.api.chat import ChatMessage
+from flink_agents.api.connection_notes import ConnectionNote
 from flink_agents.api.events import ActionFailure, Event
 from flink_agents.api.json_values import json_bytes
 from flink_agents.observability.call_refs import CallNamer, CallRef, RunRef, call_kind
@@ -49,6 +50,7 @@ from flink_agents.observability.log_records import (
     BudgetNoted,
     CallFinished,
     CallOutcome,
+    ConnectionNoted,
     EventDropped,
     EventSent,
     LogRecord,
@@ -131,6 +133,10 @@ class EventLog:
         self._started = _teller([counter.on_run_started for counter in self.counters])
         self._finished = _teller([counter.on_run_finished for counter in self.counters])
         self._called = _teller([counter.on_call for counter in self.counters])
+        # Counters that count connection notes (optional: RunCounter does not require it).
+        self._noted_counters = tuple(
+            counter for counter in self.counters if hasattr(counter, "on_connection_note")
+        )
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
@@ -440,6 +446,27 @@ class EventLog:
             "limit": budget.limit,
         }
         self._publish(BudgetNoted, fields, None)
+
+    def connection_noted(self, run: RunRef, note: ConnectionNote) -> None:
+        """Record and count what a connection did to a call of ``run`` (routed it, moved it to
+        a fallback, held it for a rate limit): rare next to calls, built unconditionally."""
+        for counter in self._noted_counters:
+            counter.on_connection_note(note.decision, note.waited_ms)
+        if not self.listeners or (self._sampled and not self.kept(run)):
+            return
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "connection",
+            "connection": note.connection,
+            "decision": note.decision,
+            "reason": note.reason,
+            "target": note.target,
+            "waited_ms": note.waited_ms,
+        }
+        self._publish(ConnectionNoted, fields, None)
 
     # --- durable calls ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from flink_agents.api.chat import TokenUsage
+from flink_agents.api.connection_notes import ConnectionDecision
 from flink_agents.api.json_values import json_bytes
 
 CallKind = Literal["model", "tool", "subagent", "wait", "function"]
@@ -156,6 +157,18 @@ class BudgetNoted(_Record):
     limit: float
 
 
+class ConnectionNoted(_Record):
+    """A chat model connection routed a call, moved it to the next connection after a
+    failure, or held it back for a rate limit (docs/providers.md)."""
+
+    kind: Literal["connection"] = "connection"
+    connection: str = Field(description="The connection that decided.")
+    decision: ConnectionDecision
+    reason: str
+    target: str | None = Field(default=None, description="Where the call was routed or moved.")
+    waited_ms: float | None = Field(default=None, description="A rate-limit wait's length.")
+
+
 LogRecord = Annotated[
     RunAdmitted
     | RunStarted
@@ -165,7 +178,8 @@ LogRecord = Annotated[
     | EventSent
     | EventDropped
     | CallFinished
-    | BudgetNoted,
+    | BudgetNoted
+    | ConnectionNoted,
     Field(discriminator="kind"),
 ]
 """Any record of the event log."""

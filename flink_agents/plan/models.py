@@ -29,6 +29,7 @@ from flink_agents.api.json_values import JsonLimitError, read_json
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import REFERENCE_PATTERN, class_path
 from flink_agents.api.resources import ResourceDescriptor, ResourceType
+from flink_agents.api.routing_rules import RoutingRules
 from flink_agents.api.subagents.delegation import SUBAGENT_TOOL_PREFIX
 from flink_agents.api.tools import function_tool_name
 from flink_agents.plan.errors import (
@@ -88,6 +89,8 @@ class ActionPlan(BaseModel):
 
 
 _PROMPT_CLASS = class_path(Prompt)
+_ROUTER_CLASS = "flink_agents.providers.routing:RoutingChatModelConnection"
+"""The routing connection, whose rules the plan checks (named, not imported: a sibling tier)."""
 
 
 class ResourcePlan(ResourceDescriptor):
@@ -117,6 +120,13 @@ class ResourcePlan(ResourceDescriptor):
                 f"placeholders {self.placeholders} do not match the template's {found}"
             )
         self.placeholders = found
+        return self
+
+    @model_validator(mode="after")
+    def _routing_rules(self) -> ResourcePlan:
+        """A routing connection's routes and classifier are checked when the plan is."""
+        if self.type is ResourceType.CHAT_MODEL_CONNECTION and self.class_path == _ROUTER_CLASS:
+            RoutingRules.model_validate(self.arguments)
         return self
 
 

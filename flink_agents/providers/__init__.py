@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from flink_agents.providers.openai_compatible import OpenAICompatibleChatModelConnection
     from flink_agents.providers.openai_embeddings import OpenAICompatibleEmbeddingModelConnection
     from flink_agents.providers.openai_responses import OpenAIResponsesChatModelConnection
+    from flink_agents.providers.routing import RoutingChatModelConnection
     from flink_agents.providers.scripted import (
         ScriptedChatModelConnection,
         ScriptedModelError,
@@ -67,6 +68,7 @@ _HOME = {
     "OpenAICompatibleChatModelConnection": "flink_agents.providers.openai_compatible",
     "OpenAICompatibleEmbeddingModelConnection": "flink_agents.providers.openai_embeddings",
     "OpenAIResponsesChatModelConnection": "flink_agents.providers.openai_responses",
+    "RoutingChatModelConnection": "flink_agents.providers.routing",
     "ScriptedChatModelConnection": "flink_agents.providers.scripted",
     "ScriptedModelError": "flink_agents.providers.scripted",
     "ScriptedToolCall": "flink_agents.providers.scripted",
@@ -93,6 +95,7 @@ __all__ = [
     "OpenAICompatibleChatModelConnection",
     "OpenAICompatibleEmbeddingModelConnection",
     "OpenAIResponsesChatModelConnection",
+    "RoutingChatModelConnection",
     "ScriptedChatModelConnection",
     "ScriptedModelError",
     "ScriptedToolCall",

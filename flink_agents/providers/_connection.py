@@ -20,6 +20,7 @@ from flink_agents.api.chat import ChatMessage, ChatRequest, TokenUsage
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.providers._endpoint import HttpEndpoint, MissingCredentialError
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
+from flink_agents.providers.retry_loop import AttemptFailure
 
 __all__ = ["HttpChatModelConnection", "MissingCredentialError", "UsageStats"]
 
@@ -59,7 +60,7 @@ class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
             reply = await self.call(
                 lambda client: self._counted_attempt(client, request, model),
                 label,
-                self.call_slot,
+                lambda: self.attempt_gate(request),
             )
         except ModelCallError as error:
             self._stats.failed_calls += 1
@@ -71,7 +72,14 @@ class HttpChatModelConnection(HttpEndpoint, ChatModelConnection):
 
     async def _counted_attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
         self._stats.attempts += 1
-        return await self._attempt(client, request, model)
+        try:
+            reply = await self._attempt(client, request, model)
+        except AttemptFailure as failure:
+            if failure.status == 429:
+                self.rate_limit_hold(failure.retry_after)
+            raise
+        self.rate_limit_settle(request, reply.usage)
+        return reply
 
     async def _attempt(self, client: Any, request: ChatRequest, model: str) -> ChatMessage:
         raise NotImplementedError

@@ -2,13 +2,13 @@
 
 It answers each request with the first of its ``connections`` that does: when one fails for good
 (an error that is final, a timeout or a rate limit after its retries), the next one is asked.
-The reply names the model that answered (``ChatMessage.model``); it is the durable call's
+The reply names the connection and the model that answered (``ChatMessage.connection``,
+``ChatMessage.model``); it is the durable call's
 recorded outcome, so a replay hands back the same answer without asking any connection again.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import cast
 
 from pydantic import Field
@@ -16,10 +16,9 @@ from pydantic import Field
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.chat_models import ChatModelConnection
+from flink_agents.api.connection_notes import ConnectionNote, note_connection
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.resources import ResourceType
-
-logger = logging.getLogger(__name__)
 
 
 class _FallbackAttempts:
@@ -57,8 +56,14 @@ class FallbackChatModelConnection(ChatModelConnection):
             self.get_resource(name, ResourceType.CHAT_MODEL_CONNECTION)
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
-        last = len(self.connections) - 1
-        for index, name in enumerate(self.connections):
+        return await self.ask_in_order(self.connections, request)
+
+    async def ask_in_order(self, names: list[str], request: ChatRequest) -> ChatMessage:
+        """Ask the connections ``names`` in order until one answers; the reply names the
+        connection and the model that answered. Each move to the next is noted
+        (``fallback``)."""
+        last = len(names) - 1
+        for index, name in enumerate(names):
             connection = cast(
                 ChatModelConnection, self.get_resource(name, ResourceType.CHAT_MODEL_CONNECTION)
             )
@@ -73,14 +78,9 @@ class FallbackChatModelConnection(ChatModelConnection):
             except Exception as exc:
                 if index == last:
                     raise
-                logger.warning(
-                    "chat model connection %r failed (%s: %s); asking %r",
-                    name,
-                    type(exc).__name__,
-                    exc,
-                    self.connections[index + 1],
-                )
+                why = f"{name} failed: {type(exc).__name__}: {exc}"
+                note_connection(ConnectionNote(self.describe(), "fallback", why, names[index + 1]))
                 continue
             answered = request.model or getattr(connection, "model", None)
-            return reply.model_copy(update={"model": answered})
-        raise AssertionError("unreachable: connections has at least one")
+            return reply.model_copy(update={"model": answered, "connection": name})
+        raise AssertionError("unreachable: names has at least one")

@@ -140,8 +140,10 @@ class ScriptedChatModelConnection(ChatModelConnection):
             cls._stats.pop(name, None)
 
     async def chat(self, request: ChatRequest) -> ChatMessage:
-        async with self.call_slot():
-            return await self._play(request)
+        async with self.attempt_gate(request):
+            reply = await self._play(request)
+        self.rate_limit_settle(request, reply.usage)
+        return reply
 
     async def _play(self, request: ChatRequest) -> ChatMessage:
         stats = self.stats(self.name)

@@ -22,7 +22,6 @@ says). See docs/budgets.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend, PriceTable
 from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.resources import ResourceType
 from flink_agents.durable.call import DurableCall
@@ -42,11 +42,6 @@ from flink_agents.durable.store import CallResult
 from flink_agents.observability import BudgetDecision
 
 logger = logging.getLogger(__name__)
-
-_CHARS_PER_TOKEN = 4
-"""The prompt estimate's ratio: about four characters of English (or JSON) per token."""
-_MESSAGE_CHARS = 16
-"""What a message adds around its text (its role, the template's markers), in characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,19 +374,6 @@ def _request_of(call: DurableCall) -> tuple[ChatRequest, ChatModelConnection]:
         connection = owner.get_resource(owner.connection, ResourceType.CHAT_MODEL_CONNECTION)
         return owner.request(*call.args, **call.kwargs), cast(ChatModelConnection, connection)
     return cast(ChatRequest, call.args[0]), cast(ChatModelConnection, owner)
-
-
-def _estimated_tokens(request: ChatRequest) -> int:
-    """A prompt's tokens, estimated from its text: messages, tool calls and tools (no
-    tokenizer: the estimate only sizes a reservation, settled with the reported usage)."""
-    chars = 0
-    for message in request.messages:
-        chars += len(message.content) + _MESSAGE_CHARS
-        for call in message.tool_calls:
-            chars += len(call.name) + len(call.unparsed_arguments or json.dumps(call.arguments))
-    for tool in request.tools:
-        chars += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
-    return -(-chars // _CHARS_PER_TOKEN)
 
 
 def _cost(

@@ -47,6 +47,7 @@ from flink_agents.runtime.json_records import (
     outputs_of,
     unkeyed,
 )
+from flink_agents.runtime.rate_split import with_rate_limits_split
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -179,6 +180,7 @@ class KeyedAgentLogic:
         a first one with ``started_from_savepoint``, restores the store before running anything:
         Flink does not tell Python functions whether their state was restored.
         """
+        self._plan = with_rate_limits_split(self._plan, parallelism)
         plan = self._plan
         settings = self._settings
         if settings.store is not None:

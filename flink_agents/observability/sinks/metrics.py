@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Protocol, get_args
 
 from flink_agents.api.chat import TokenUsage
+from flink_agents.api.connection_notes import ConnectionDecision
 from flink_agents.observability.log_records import CallKind, CallOutcome, RunStatus
 
 RUNS_STARTED = "runs.started"
@@ -26,6 +27,15 @@ RUNS_IN_FLIGHT = "runs.in_flight"
 RUNS_QUEUED = "runs.queued"
 RUN_LATENCY = "runs.latency_ms"
 CALL_LATENCY = "calls.latency_ms"
+CONNECTIONS_ROUTED = "connections.routed"
+CONNECTIONS_FALLBACKS = "connections.fallbacks"
+RATE_LIMIT_WAITS = "connections.rate_limit_waits"
+RATE_LIMIT_WAITED_MS = "connections.rate_limit_waited_ms"
+_NOTE_COUNTERS = {
+    "routed": CONNECTIONS_ROUTED,
+    "fallback": CONNECTIONS_FALLBACKS,
+    "rate_limited": RATE_LIMIT_WAITS,
+}
 
 
 def call_counter(kind: CallKind, outcome: CallOutcome) -> str:
@@ -41,6 +51,10 @@ COUNTERS: tuple[str, ...] = (
     *(call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)),
     TOKENS_INPUT,
     TOKENS_OUTPUT,
+    CONNECTIONS_ROUTED,
+    CONNECTIONS_FALLBACKS,
+    RATE_LIMIT_WAITS,
+    RATE_LIMIT_WAITED_MS,
 )
 _CALL_COUNTERS = {
     (k, o): call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)
@@ -64,8 +78,9 @@ class MetricsSink(Protocol):
 
 
 class MetricsListener:
-    """Counts runs, calls by kind and outcome, tokens (live model calls), runs in flight and
-    queued, and samples run and call latencies (ms).
+    """Counts runs, calls by kind and outcome, tokens (live model calls), connections' routing
+    decisions, fallbacks and rate-limit waits, runs in flight and queued, and samples run and
+    call latencies (ms).
 
     One thread counts (the engine's: its hooks are called there) and one publishes, without a
     lock: the counts only grow, and :meth:`publish` pushes the difference between what it reads
@@ -113,6 +128,12 @@ class MetricsListener:
         if usage is not None and outcome == "live":
             self._totals[TOKENS_INPUT] += usage.input_tokens
             self._totals[TOKENS_OUTPUT] += usage.output_tokens
+
+    def on_connection_note(self, decision: ConnectionDecision, waited_ms: float | None) -> None:
+        """A connection routed a call, fell back, or held it for a rate limit (and how long)."""
+        self._totals[_NOTE_COUNTERS[decision]] += 1
+        if waited_ms is not None:
+            self._totals[RATE_LIMIT_WAITED_MS] += round(waited_ms)
 
     def _sample(self, name: str, value: float) -> None:
         if len(self._samples) < _MAX_SAMPLES:

@@ -51,6 +51,7 @@ PROVIDER_ALIASES: dict[str, str] = {
     ),
     "vllm": "flink_agents.providers.vllm:VllmChatModelConnection",
     "fallback": "flink_agents.providers.fallback:FallbackChatModelConnection",
+    "router": "flink_agents.providers.routing:RoutingChatModelConnection",
 }
 """Short names for the built-in connection classes, accepted wherever ``class:`` is."""
 
