@@ -5,8 +5,9 @@ action-state store after a restart -- is :class:`~flink_agents.runtime.keyed.Key
 which knows nothing of Flink. This adapter only connects it to PyFlink: it hands the logic the
 key's ``ValueState`` and the clock, emits the records the logic returns, registers the timers it
 asks for, and reads what only PyFlink tells (attempt number, subtask index, parallelism and max
-parallelism: the store places records by the key's Flink key group, docs/state-store.md). The mechanism
-(measured in ``bench/results/operator-mechanism.md``) is written down in ``docs/flink-runtime.md``:
+parallelism: the store places records by the key's Flink key group, docs/state-store.md). The
+mechanism (measured in ``bench/results/operator-mechanism.md``) is written down in
+``docs/flink-runtime.md``:
 
 * The engine runs on its own asyncio thread; ``process_element`` only records the input in
   keyed state and hands it over, so a slow model call never blocks the operator thread, and a

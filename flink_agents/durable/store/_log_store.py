@@ -374,8 +374,9 @@ class LogStore(abc.ABC):
     def _let_go_of_restored_idle(self) -> None:
         """Drop (without tombstones) the restored runs that never began here.
 
-        They are other subtasks' runs (a restore without key groups loads every key) or runs whose input did not come
-        again within the prune delay; only their owner may tombstone them. Called by `prune`
+        They are other subtasks' runs (a restore without key groups loads every key) or runs
+        whose input did not come again within the prune delay; only their owner may tombstone
+        them. Called by `prune`
         with a marker taken after the restore, that is, at least the prune delay later.
         """
         for run in self._restored_idle:

@@ -162,9 +162,14 @@ class Placement:
         if groups is None or self.max_parallelism is None:
             return list(range(partitions))
         self._check_range(groups)
-        first = groups.first * partitions // self.max_parallelism
-        last = groups.last * partitions // self.max_parallelism
-        return list(range(first, last + 1))
+        # Contiguous when there are no more partitions than key groups; with more, some
+        # partitions hold no key group at all and are skipped.
+        return sorted(
+            {
+                group * partitions // self.max_parallelism
+                for group in range(groups.first, groups.last + 1)
+            }
+        )
 
     def owns(self, groups: KeyGroupRange | None, key: str) -> bool:
         """Whether ``key`` belongs to ``groups`` (every key does when ``groups`` is None)."""
