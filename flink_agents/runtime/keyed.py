@@ -35,6 +35,7 @@ from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.store import (
+    ANY_PLACEMENT,
     CRC32_PLACEMENT,
     ActionStateStore,
     KeyGroupRange,
@@ -582,7 +583,10 @@ class KeyedAgentLogic:
                 "no key with a recovery marker seen since the restart: reading the "
                 "action-state topic's partitions from the start"
             )
-            marker = from_start(host.call(store.recovery_marker))
+            # Nor does it say how the topic's records were placed: read them all, either way.
+            marker = from_start(host.call(store.recovery_marker)).model_copy(
+                update={"placement": ANY_PLACEMENT.name}
+            )
         self._recovered = True
         report = host.call(store.restore, marker, self._key_groups, timeout=None)
         logger.info(

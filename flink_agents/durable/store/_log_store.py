@@ -47,7 +47,7 @@ from flink_agents.durable.store._base import (
 )
 from flink_agents.durable.store._codec import RecordCodec, record_epoch
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES
-from flink_agents.durable.store._placement import CRC32_PLACEMENT, KeyGroupRange, Placement
+from flink_agents.durable.store._placement import ANY, CRC32_PLACEMENT, KeyGroupRange, Placement
 from flink_agents.durable.store._store_errors import (
     CorruptRecordError,
     RecordTooLargeError,
@@ -131,6 +131,9 @@ class LogStore(abc.ABC):
         self._flush_lock = threading.RLock()
         # The first batch lost since the last restore (see `flush`).
         self._lost: BaseException | None = None
+        # During a restore from a marker of unknown placement: records placed by crc32 found.
+        self._placement_unknown = False
+        self._legacy_found = False
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -274,14 +277,7 @@ class LogStore(abc.ABC):
     def _restore(self, marker: RecoveryMarker, key_groups: KeyGroupRange | None) -> RestoreReport:
         if marker.topic != self.topic:
             raise StoreError(f"marker is for topic {marker.topic!r}, store uses {self.topic!r}")
-        if marker.placement != self.placement.name:
-            raise StoreError(
-                f"the recovery marker says the records of topic {self.topic!r} were placed by "
-                f"{marker.placement}, this store places them by {self.placement.name}: set the "
-                "store's placement to the one the topic was written with (`placement: crc32` "
-                "for a topic written before key-group placement), or start afresh on a new topic "
-                "(docs/state-store.md, 'Partitioning')"
-            )
+        self._adopt_placement(marker, key_groups)
         if set(marker.partitions) != set(range(self.partitions)):
             raise StoreError(
                 f"marker covers partitions {sorted(marker.partitions)}, topic {self.topic!r} "
@@ -289,7 +285,13 @@ class LogStore(abc.ABC):
             )
         if self._unsent:
             raise StoreError("restore with unflushed writes")
-        reading = self.placement.partitions_of(key_groups, self.partitions)
+        # A marker of unknown placement (`ANY`): every partition, records of either placement.
+        self._placement_unknown = marker.placement == ANY and self.placement.checked
+        self._legacy_found = False
+        if self._placement_unknown:
+            reading = list(range(self.partitions))
+        else:
+            reading = self.placement.partitions_of(key_groups, self.partitions)
         self._check_not_shorter(marker, reading)
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
         for table in (*tables, self._restored_idle):
@@ -310,6 +312,13 @@ class LogStore(abc.ABC):
             except CorruptRecordError as exc:
                 logger.error("skipping %s", exc)
                 report.corrupt.append(exc)
+        if self._legacy_found:
+            logger.warning(
+                "store topic %r holds records placed by crc32 (written before key-group "
+                "placement): this store goes on placing records so",
+                self.topic,
+            )
+            self.placement = CRC32_PLACEMENT
         # Every run found may be replayed (its input comes again): it stays open, holding the
         # low-water mark, until it ends here or `prune` lets it go (see there).
         self._open.update(open_runs, self._runs)
@@ -330,6 +339,33 @@ class LogStore(abc.ABC):
             len(report.corrupt),
         )
         return report
+
+    def _adopt_placement(self, marker: RecoveryMarker, key_groups: KeyGroupRange | None) -> None:
+        """Place records as the topic was written, which the marker names: a topic written
+        before key-group placement (crc32, or a marker without a placement) keeps crc32 and
+        every subtask reads every partition. A marker of the tools' placement (`ANY`: taken
+        without knowing it) changes nothing here (see `_restore`)."""
+        if marker.placement in (self.placement.name, ANY) or not self.placement.checked:
+            return
+        named = Placement.named(marker.placement)
+        if named.max_parallelism is not None and (
+            key_groups is None or key_groups.max_parallelism != named.max_parallelism
+        ):
+            raise StoreError(
+                f"the recovery marker says the records of topic {self.topic!r} were placed by "
+                f"{marker.placement}, and this subtask's key groups are "
+                f"{'unknown' if key_groups is None else key_groups.max_parallelism}: a job's "
+                "max parallelism is fixed for the life of its store topic"
+            )
+        logger.warning(
+            "store topic %r: its records were placed by %s (the recovery marker says so), "
+            "this store was to place them by %s; it goes on as the topic was written "
+            "(docs/state-store.md, 'Partitioning')",
+            self.topic,
+            marker.placement,
+            self.placement.name,
+        )
+        self.placement = named
 
     def _check_not_shorter(self, marker: RecoveryMarker, reading: list[int]) -> None:
         """A log's end offsets never go back (compaction keeps offsets): a partition ending
@@ -498,10 +534,15 @@ class LogStore(abc.ABC):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
         run = _run_of(record.key)
         if self.placement.checked and self._partition(run) != partition:
-            raise corrupt(
-                f"record is in the wrong partition for its key under {self.placement.name} "
-                "placement"
-            )
+            if self._placement_unknown and CRC32_PLACEMENT.partition(*run[:2], self.partitions) == (
+                partition
+            ):
+                self._legacy_found = True  # a topic written before key-group placement
+            else:
+                raise corrupt(
+                    f"record is in the wrong partition for its key under {self.placement.name} "
+                    "placement"
+                )
         # `open` checked that the record key is the canonical form of the key in the body.
         self._remember(key or b"", run, envelope)
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))

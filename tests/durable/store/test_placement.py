@@ -159,14 +159,38 @@ def test_with_fewer_partitions_than_subtasks_a_shared_partitions_others_are_not_
     assert (report.loaded, report.elsewhere) == (len(mine), len(log.partitions[0]) - len(mine))
 
 
-def test_a_marker_of_another_placement_is_refused_naming_the_fix():
+def test_a_topic_written_before_key_groups_restores_and_stays_crc32():
+    # A job upgraded with its savepoint: its markers say crc32 (or name no placement).
     log, crc32_marker = written(4, CRC32_PLACEMENT)
+    groups = KeyGroupRange.of_subtask(0, 2, 128)
     store = InMemoryActionStateStore(log, placement=Placement(128))
-    with pytest.raises(StoreError, match="placed by crc32, this store places them by key-groups"):
-        store.restore(crc32_marker)
-    # The topic written under crc32 restores with a crc32 store, every partition read.
-    old = InMemoryActionStateStore(log)
-    assert old.restore(crc32_marker, KeyGroupRange.of_subtask(0, 2, 128)).loaded > 0
+    report = store.restore(crc32_marker, groups)
+    mine = [k for k in KEYS if key_group(canonical_json(k), 128) in groups]
+    assert (report.loaded, report.elsewhere, report.corrupt) == (
+        len(mine),
+        len(KEYS) - len(mine),
+        [],
+    )
+    assert store.placement == CRC32_PLACEMENT
+    assert store.recovery_marker().placement == "crc32"  # the next restore reads the same way
+
+
+def test_without_a_marker_the_placement_is_found_from_the_records():
+    # A restart that saw no key with a marker: the store reads every partition.
+    for written_by in (CRC32_PLACEMENT, Placement(128)):
+        log, marker = written(4, written_by)
+        unknown = marker.model_copy(update={"placement": "any"})
+        store = InMemoryActionStateStore(log, placement=Placement(128))
+        report = store.restore(unknown, KeyGroupRange.of_subtask(1, 2, 128))
+        assert report.loaded + report.elsewhere == len(KEYS) and report.corrupt == []
+        assert store.placement == written_by
+
+
+def test_a_marker_of_other_key_groups_is_refused():
+    _, marker = written(4, Placement(64))
+    store = InMemoryActionStateStore(InMemoryLog(4), placement=Placement(128))
+    with pytest.raises(StoreError, match="max parallelism is fixed for the life"):
+        store.restore(marker, KeyGroupRange.of_subtask(0, 1, 128))
 
 
 def test_markers_of_different_placements_do_not_merge():
