@@ -412,8 +412,8 @@ class LogStore(abc.ABC):
 
         They are other subtasks' runs (a restore without key groups loads every key) or runs
         whose input did not come again within the prune delay; only their owner may tombstone
-        them. Called by `prune`
-        with a marker taken after the restore, that is, at least the prune delay later.
+        them. Called by `prune` with a marker taken after the restore, that is, at least the
+        prune delay later.
         """
         for run in self._restored_idle:
             self._open.discard(run)
