@@ -4,8 +4,10 @@ What a key's input or timer does -- its state, its runs, when to come back, rest
 action-state store after a restart -- is :class:`~flink_agents.runtime.keyed.KeyedAgentLogic`,
 which knows nothing of Flink. This adapter only connects it to PyFlink: it hands the logic the
 key's ``ValueState`` and the clock, emits the records the logic returns, registers the timers it
-asks for, and reads what only PyFlink tells (attempt number, subtask index). The mechanism
-(measured in ``bench/results/operator-mechanism.md``) is written down in ``docs/flink-runtime.md``:
+asks for, and reads what only PyFlink tells (attempt number, subtask index, parallelism and max
+parallelism: the store places records by the key's Flink key group, docs/state-store.md). The
+mechanism (measured in ``bench/results/operator-mechanism.md``) is written down in
+``docs/flink-runtime.md``:
 
 * The engine runs on its own asyncio thread; ``process_element`` only records the input in
   keyed state and hands it over, so a slow model call never blocks the operator thread, and a
@@ -113,6 +115,7 @@ class AgentFunction(KeyedProcessFunction):
             attempt=_attempt_number(runtime_context),
             subtask=_subtask_index(runtime_context),
             parallelism=_parallelism(runtime_context),
+            max_parallelism=_max_parallelism(runtime_context),
         )
         # Everything loaded so far (plan, modules, clients) lives as long as the job: keep it
         # out of the collector's scans, which otherwise cost ~10 % of a run's CPU.
@@ -305,6 +308,14 @@ def _parallelism(runtime_context: RuntimeContext) -> int:
         return runtime_context.get_number_of_parallel_subtasks()
     except AttributeError:
         return runtime_context._runtime_context.getTaskInfo().getNumberOfParallelSubtasks()
+
+
+def _max_parallelism(runtime_context: RuntimeContext) -> int:
+    """The job's key groups (its max parallelism), in process and thread mode alike."""
+    try:
+        return runtime_context.get_max_number_of_parallel_subtasks()
+    except AttributeError:
+        return runtime_context._runtime_context.getTaskInfo().getMaxNumberOfParallelSubtasks()
 
 
 def with_cluster_heartbeat(

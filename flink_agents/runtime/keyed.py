@@ -34,7 +34,15 @@ from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
-from flink_agents.durable.store import ActionStateStore, RecoveryMarker, now_ms
+from flink_agents.durable.store import (
+    ANY_PLACEMENT,
+    CRC32_PLACEMENT,
+    ActionStateStore,
+    KeyGroupRange,
+    RecoveryMarker,
+    canonical_json,
+    now_ms,
+)
 from flink_agents.observability import EventLog, Observer, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
@@ -160,6 +168,8 @@ class KeyedAgentLogic:
         self._calls: DurableCalls | None = None  # with a store: ends runs once emitted
         self._restarted = False
         self._parallelism = 1
+        self._key_groups: KeyGroupRange | None = None  # this subtask's, in a Flink job
+        self._placement = CRC32_PLACEMENT
         self._recovered = True
         self._marker: str | None = None
         self._marker_deadline: float | None = None  # set by the first key without a marker
@@ -173,18 +183,30 @@ class KeyedAgentLogic:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def open(self, *, attempt: int, subtask: int, parallelism: int = 1) -> None:
+    def open(
+        self,
+        *,
+        attempt: int,
+        subtask: int,
+        parallelism: int = 1,
+        max_parallelism: int | None = None,
+    ) -> None:
         """Start the engine (and the store) for subtask ``subtask`` of ``parallelism``.
 
         ``attempt`` is the host task's attempt number (0 on a fresh start). A later attempt, or
         a first one with ``started_from_savepoint``, restores the store before running anything:
         Flink does not tell Python functions whether their state was restored.
+        ``max_parallelism``: the job's key groups (a Flink host tells them): the store then
+        places records by key group and a restore reads only this subtask's.
         """
         self._plan = with_rate_limits_split(self._plan, parallelism)
         plan = self._plan
         settings = self._settings
         if settings.store is not None:
-            self._store = settings.store.build()
+            self._store = settings.store.build(max_parallelism)
+            self._placement = settings.store.placement_for(max_parallelism)
+        if max_parallelism is not None:
+            self._key_groups = KeyGroupRange.of_subtask(subtask, parallelism, max_parallelism)
         # A zombie's store writes are fenced at restore (writer epochs); its calls, here, with
         # a store or without.
         self._fence = FreezeFence(self._options.freeze_fence_s)
@@ -257,6 +279,10 @@ class KeyedAgentLogic:
         except BadRecord as exc:
             return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
         host = self._require_host()
+        if self._key_groups is not None and not host.knows(key):
+            # The store's form of the key (its runs' `RunKey.key`) must be in this subtask's
+            # key groups, or a restore here would not read its records.
+            self._placement.check_owner(self._key_groups, canonical_json(json.loads(key)))
         runs = self._load(key, state)
         if self._recovered and not host.knows(key) and _holds_anything(runs):
             # A key new to the job has nothing to restore: its submit makes it known. Most
@@ -554,14 +580,15 @@ class KeyedAgentLogic:
 
         A marker covers the open runs of the subtask that took it. After a rescale from a
         parallelism above 1 to another, this subtask's keys may come from several old subtasks,
-        whose other markers it cannot see: the store then reads its whole topic.
+        whose other markers it cannot see: the store then reads from the start -- under a
+        key-group placement only the partitions of this subtask's key groups, else every one.
         """
         host, store = self._require_host(), self._store
         assert store is not None
         if marker_json is not None and _merges_subtasks(saved_parallelism, self._parallelism):
             logger.warning(
                 "rescaled from parallelism %s to %d: keys of several old subtasks may meet here, "
-                "so the action-state store reads its whole topic",
+                "so the action-state store reads its partitions from the start",
                 saved_parallelism,
                 self._parallelism,
             )
@@ -575,12 +602,15 @@ class KeyedAgentLogic:
             return
         else:
             logger.warning(
-                "no key with a recovery marker seen since the restart: reading the whole "
-                "action-state topic"
+                "no key with a recovery marker seen since the restart: reading the "
+                "action-state topic's partitions from the start"
             )
-            marker = from_start(host.call(store.recovery_marker))
+            # Nor does it say how the topic's records were placed: read them all, either way.
+            marker = from_start(host.call(store.recovery_marker)).model_copy(
+                update={"placement": ANY_PLACEMENT.name}
+            )
         self._recovered = True
-        report = host.call(store.restore, marker, timeout=None)
+        report = host.call(store.restore, marker, self._key_groups, timeout=None)
         logger.info(
             "action-state store restored: %d records, %d skipped, %d corrupt",
             report.loaded,

@@ -173,6 +173,9 @@ class FakeRuntimeContext:
     def get_number_of_parallel_subtasks(self) -> int:
         return 1
 
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return 128
+
 
 class FakeTimers:
     def __init__(self) -> None:

@@ -20,11 +20,16 @@ from examples.weather import build_agent
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
 from flink_agents.durable.store import (
+    CRC32_PLACEMENT,
     ActionState,
     InMemoryActionStateStore,
     InMemoryLog,
+    KeyGroupRange,
+    Placement,
     RecordCodec,
     RecoveryMarker,
+    StoreError,
+    key_group,
 )
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.observability import EventLogConfig
@@ -60,13 +65,24 @@ def now_ms() -> int:
 
 
 class RecordingStore(InMemoryActionStateStore):
-    def __init__(self, log: InMemoryLog, restores: list[RecoveryMarker]) -> None:
-        super().__init__(log)
+    def __init__(
+        self,
+        log: InMemoryLog,
+        restores: list[RecoveryMarker],
+        placement: Placement = CRC32_PLACEMENT,
+        read: list[int] | None = None,
+    ) -> None:
+        super().__init__(log, placement=placement)
         self.restores = restores
+        self.read = [] if read is None else read  # the partitions restores read
 
-    def restore(self, marker: RecoveryMarker):
+    def restore(self, marker: RecoveryMarker, key_groups: KeyGroupRange | None = None):
         self.restores.append(marker)
-        return super().restore(marker)
+        return super().restore(marker, key_groups)
+
+    def _read(self, starts: dict[int, int]):
+        self.read.extend(sorted(starts))
+        return super()._read(starts)
 
 
 class Attempt:
@@ -83,20 +99,32 @@ class Attempt:
         record_arguments: bool = True,
         parallelism: int = 1,
         event_log: EventLogConfig | None = None,
+        max_parallelism: int | None = None,
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
         self.poll_timers: list[int] = []
         self.restores: list[RecoveryMarker] = []
+        self.read: list[int] = []
         store = None
         if log is not None:
-            monkeypatch.setattr(StoreConfig, "build", lambda _: RecordingStore(log, self.restores))
+
+            def build(config: StoreConfig, groups: int | None = None) -> RecordingStore:
+                placement = config.placement_for(groups)
+                return RecordingStore(log, self.restores, placement, self.read)
+
+            monkeypatch.setattr(StoreConfig, "build", build)
             store = StoreConfig(kind="memory", record_arguments=record_arguments)
         settings = RuntimeSettings(
             operator=OperatorOptions(**options), store=store, event_log=event_log
         )
         self.logic = KeyedAgentLogic(plan, settings)
-        self.logic.open(attempt=number, subtask=subtask, parallelism=parallelism)
+        self.logic.open(
+            attempt=number,
+            subtask=subtask,
+            parallelism=parallelism,
+            max_parallelism=max_parallelism,
+        )
 
     def __enter__(self) -> Attempt:
         return self
@@ -263,6 +291,91 @@ def test_after_a_rescale_from_one_subtask_each_subtask_restores_from_the_saved_m
         oslo = split.answers("Oslo")
         assert split.restores == [saved_marker(savepoint, "Oslo")]  # no whole-topic read
         assert [(r["key"], r["seq"]) for r in oslo] == [("Oslo", 0)]
+
+
+KEY_GROUPS = 128
+CITIES = ["Oslo", "Rome", "Lima", "Pune", "Kyiv", "Baku", "Doha", "Riga"]
+
+
+def subtask_of(city: str, parallelism: int) -> int:
+    """The subtask Flink gives the key of ``city`` at ``parallelism`` (of 128 key groups)."""
+    group = key_group(json.dumps(city), KEY_GROUPS)
+    return group * parallelism // KEY_GROUPS
+
+
+def answered_at(
+    monkeypatch: pytest.MonkeyPatch,
+    log: InMemoryLog,
+    savepoint: dict[str, str],
+    parallelism: int,
+    then_ask: bool,
+) -> tuple[dict[str, str], list[dict], list[list[int]]]:
+    """Every city's key on its subtask at ``parallelism``, started from ``savepoint``: the
+    restored runs answered, then (``then_ask``) a new run per city in flight at the savepoint
+    returned, answered after it was taken. Returns the savepoint, the restored runs' answers
+    and the partitions each subtask's restore read."""
+    taken: dict[str, str] = {}
+    answers: list[dict] = []
+    read: list[list[int]] = []
+    for subtask in range(parallelism):
+        mine = [city for city in CITIES if subtask_of(city, parallelism) == subtask]
+        with Attempt(
+            monkeypatch,
+            log,
+            {k: v for k, v in savepoint.items() if json.loads(k) in mine},
+            0,
+            subtask=subtask,
+            parallelism=parallelism,
+            max_parallelism=KEY_GROUPS,
+            started_from_savepoint=bool(savepoint),
+        ) as task:
+            for city in mine:
+                if savepoint:
+                    answers += task.answers(city)
+                if then_ask:
+                    ask(task, city)
+            taken.update(task.table)  # before the new runs' outputs were emitted
+            for city in mine if then_ask else []:
+                task.answers(city)
+            read.append(task.read)
+    return taken, answers, read
+
+
+def test_with_key_group_placement_a_rescale_1_4_2_calls_nothing_again_and_reads_less(
+    monkeypatch,
+):
+    invoked: list[DurableCall] = []
+    invoke = DurableCall.invoke
+    monkeypatch.setattr(DurableCall, "invoke", lambda call: invoked.append(call) or invoke(call))
+    log = InMemoryLog(4)
+    at_one, _, _ = answered_at(monkeypatch, log, {}, 1, then_ask=True)
+    calls_at_one = len(invoked)
+    assert calls_at_one >= len(CITIES)
+    # Split 1 -> 4: subtask i owns key groups 32i..32i+31, which partition i holds alone.
+    at_four, answers, read = answered_at(monkeypatch, log, at_one, 4, then_ask=True)
+    assert sorted((a["key"], a["seq"]) for a in answers) == sorted((c, 0) for c in CITIES)
+    assert read == [[0], [1], [2], [3]]
+    calls_at_four = len(invoked) - calls_at_one
+    assert calls_at_four == calls_at_one  # the new runs' calls only
+    # Merge 4 -> 2: the saved markers are of other subtasks, so each reads its two from 0.
+    _, answers, read = answered_at(monkeypatch, log, at_four, 2, then_ask=False)
+    assert sorted((a["key"], a["seq"]) for a in answers) == sorted((c, 1) for c in CITIES)
+    assert read == [[0, 1], [2, 3]]
+    assert len(invoked) - calls_at_one - calls_at_four == 0  # no restored run called again
+    assert {p for p, records in enumerate(log.partitions) if records} == {0, 1, 2, 3}
+
+
+def test_a_key_flink_gave_another_subtask_by_the_placement_fails_loudly(monkeypatch):
+    # What a Flink hashing keys differently would look like: its records would land where
+    # their owner does not read on restore.
+    city = next(c for c in CITIES if subtask_of(c, 2) == 1)
+    with (
+        Attempt(
+            monkeypatch, InMemoryLog(4), {}, 0, subtask=0, parallelism=2, max_parallelism=128
+        ) as wrong,
+        pytest.raises(StoreError, match="hashes keys differently"),
+    ):
+        ask(wrong, city)
 
 
 def test_an_input_pending_at_the_checkpoint_runs_again_with_its_seq_at_its_first_visit(

@@ -45,6 +45,13 @@ from flink_agents.durable.store._in_memory import InMemoryActionStateStore, InMe
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, check_outcome_fits
 from flink_agents.durable.store._log_store import LogRecord, LogStore
 from flink_agents.durable.store._payload import PICKLE_TAG, decode_payload, encode_payload
+from flink_agents.durable.store._placement import (
+    ANY_PLACEMENT,
+    CRC32_PLACEMENT,
+    KeyGroupRange,
+    Placement,
+    key_group,
+)
 from flink_agents.durable.store._store_errors import (
     CorruptRecordError,
     OutcomeTooLargeError,
@@ -61,6 +68,8 @@ if TYPE_CHECKING:
     from flink_agents.durable.store.store_config import StoreConfig
 
 __all__ = [
+    "ANY_PLACEMENT",
+    "CRC32_PLACEMENT",
     "DEFAULT_MAX_RECORD_BYTES",
     "DEFAULT_SECRET_ENV",
     "MAX_TRACE_BYTES",
@@ -75,12 +84,14 @@ __all__ = [
     "CorruptRecordError",
     "InMemoryActionStateStore",
     "InMemoryLog",
+    "KeyGroupRange",
     "LogRecord",
     "LogStore",
     "OutcomeTooLargeError",
     "PartitionMark",
     "PayloadError",
     "PickleNotAllowedError",
+    "Placement",
     "RecordCodec",
     "RecordTooLargeError",
     "RecoveryMarker",
@@ -100,6 +111,7 @@ __all__ = [
     "decode_payload",
     "digest_arguments",
     "encode_payload",
+    "key_group",
     "now_ms",
     "partition_for",
     "secret_from_env",

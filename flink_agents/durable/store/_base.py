@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import zlib
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from flink_agents.durable.store._action_state import ActionState, ActionStateKey, RunKey
-from flink_agents.durable.store._canonical import canonical_json
+from flink_agents.durable.store._placement import CRC32, CRC32_PLACEMENT, KeyGroupRange, Placement
 from flink_agents.durable.store._store_errors import CorruptRecordError, StoreError
 
 
-def partition_for(run: RunKey, partitions: int) -> int:
-    """Partition of every state of `run`'s Flink key: crc32 of canonical JSON `[agent, key]`.
+def partition_for(run: RunKey, partitions: int, placement: Placement = CRC32_PLACEMENT) -> int:
+    """Partition of every state of `run`'s Flink key under ``placement`` (crc32 of canonical JSON
+    `[agent, key]` by default; see `Placement`).
 
-    crc32 is stable across processes, platforms and Python versions (unlike `hash()`), so all
-    states of one `(agent, key)` land in one partition for the lifetime of the topic.
+    Both placements are stable across processes, platforms and Python versions (unlike `hash()`),
+    so all states of one `(agent, key)` land in one partition for the lifetime of the topic.
     """
-    return partition_of_key(run.agent, run.key, partitions)
-
-
-@functools.lru_cache(maxsize=4096)
-def partition_of_key(agent: str, key: str, partitions: int) -> int:
-    """`partition_for` by the run's agent and (canonical JSON) key; cached, as a store asks for
-    the partition of each write and a key's runs come one after another."""
-    return zlib.crc32(canonical_json([agent, key]).encode("utf-8")) % partitions
+    return placement.partition(run.agent, run.key, partitions)
 
 
 class PartitionMark(BaseModel):
@@ -54,6 +46,12 @@ class RecoveryMarker(BaseModel):
     taken: int
     partitions: dict[int, PartitionMark]
     open_runs: list[RunKey] = Field(default_factory=list)
+    placement: str = Field(
+        default=CRC32,
+        description="How the store that took it placed records (`Placement.name`): a store "
+        "restores only a marker of its own placement. Markers taken before placements were "
+        "recorded were all taken under crc32.",
+    )
 
     def to_json(self) -> str:
         """Serialize for Flink operator state."""
@@ -71,8 +69,10 @@ class RecoveryMarker(BaseModel):
         Takes the lowest `low` and highest `end` per partition and the union of open runs. A
         merged marker can be restored but not used to prune.
         """
-        if not markers or len({m.topic for m in markers}) != 1:
-            raise StoreError("merge needs at least one marker, all for the same topic")
+        if not markers or len({(m.topic, m.placement) for m in markers}) != 1:
+            raise StoreError(
+                "merge needs at least one marker, all for the same topic and placement"
+            )
         parts: dict[int, PartitionMark] = {}
         for marker in markers:
             for p, mark in marker.partitions.items():
@@ -84,7 +84,12 @@ class RecoveryMarker(BaseModel):
                 )
         runs = sorted({r for m in markers for r in m.open_runs}, key=RunKey.canonical)
         return cls(
-            topic=markers[0].topic, store_id="merged", taken=-1, partitions=parts, open_runs=runs
+            topic=markers[0].topic,
+            store_id="merged",
+            taken=-1,
+            partitions=parts,
+            open_runs=runs,
+            placement=markers[0].placement,
         )
 
 
@@ -92,13 +97,16 @@ class RecoveryMarker(BaseModel):
 class RestoreReport:
     """What a restore read: applied records, tombstones, records of runs that had ended
     before the marker (skipped), records written late by a replaced writer (fenced: their
-    key has a record of a newer writer before them), and corrupt records (skipped and
+    key has a record of a newer writer before them), records of keys other subtasks own
+    (elsewhere), and corrupt records (skipped and
     reported)."""
 
     loaded: int = 0
     tombstones: int = 0
     skipped: int = 0
     fenced: int = 0
+    elsewhere: int = 0
+    """Records of keys another subtask owns (in a partition shared with it), not loaded."""
     corrupt: list[CorruptRecordError] = dataclasses.field(default_factory=list)
 
 
@@ -146,9 +154,13 @@ class ActionStateStore(Protocol):
     def recovery_marker(self) -> RecoveryMarker:
         """Flush, then return the marker to store with the current checkpoint."""
 
-    def restore(self, marker: RecoveryMarker) -> RestoreReport:
+    def restore(
+        self, marker: RecoveryMarker, key_groups: KeyGroupRange | None = None
+    ) -> RestoreReport:
         """Discard the in-memory view and rebuild it from the marker (see `RecoveryMarker`);
-        the marker's open runs are open again afterwards."""
+        the marker's open runs are open again afterwards. ``key_groups``: the Flink key groups
+        of the restoring subtask; only their records are loaded, and under a key-group
+        placement only the partitions that can hold them are read (None: every key)."""
 
     def prune(self, marker: RecoveryMarker) -> int:
         """Tombstone states of runs ended before `marker` was taken; returns how many."""

@@ -13,6 +13,7 @@ from typing import Any
 from flink_agents.durable.store._codec import RecordCodec
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES
 from flink_agents.durable.store._log_store import LogRecord, LogStore
+from flink_agents.durable.store._placement import CRC32_PLACEMENT, Placement
 
 
 class InMemoryLog:
@@ -38,6 +39,7 @@ class InMemoryActionStateStore(LogStore):
         secret: bytes | None = None,
         max_pending: int = 10_000,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        placement: Placement = CRC32_PLACEMENT,
     ) -> None:
         self.log = log or InMemoryLog()
         super().__init__(
@@ -46,6 +48,7 @@ class InMemoryActionStateStore(LogStore):
             codec=RecordCodec(secret, scope="memory"),
             max_pending=max_pending,
             max_record_bytes=max_record_bytes,
+            placement=placement,
         )
 
     def _send(self, records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
@@ -54,11 +57,12 @@ class InMemoryActionStateStore(LogStore):
     def _await(self, handles: list[Any], timeout: float | None) -> list[int]:
         return [self.log.append(*handle) for handle in handles]
 
-    def _end_offsets(self) -> dict[int, int]:
-        return {p: len(records) for p, records in enumerate(self.log.partitions)}
+    def _end_offsets(self, partitions: list[int] | None = None) -> dict[int, int]:
+        wanted = range(self.partitions) if partitions is None else partitions
+        return {p: len(self.log.partitions[p]) for p in wanted}
 
     def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
-        ends = self._end_offsets()
+        ends = self._end_offsets(list(starts))
         for p, start in sorted(starts.items()):
             for offset in range(start, ends[p]):
                 key, value = self.log.partitions[p][offset]

@@ -44,10 +44,10 @@ from flink_agents.durable.store._base import (
     PartitionMark,
     RecoveryMarker,
     RestoreReport,
-    partition_of_key,
 )
 from flink_agents.durable.store._codec import RecordCodec, record_epoch
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES
+from flink_agents.durable.store._placement import ANY, CRC32_PLACEMENT, KeyGroupRange, Placement
 from flink_agents.durable.store._store_errors import (
     CorruptRecordError,
     RecordTooLargeError,
@@ -97,6 +97,7 @@ class LogStore(abc.ABC):
         codec: RecordCodec,
         max_pending: int,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        placement: Placement = CRC32_PLACEMENT,
     ):
         if partitions < 1 or max_pending < 1 or max_record_bytes < 1:
             raise ValueError("partitions, max_pending and max_record_bytes must be positive")
@@ -104,6 +105,8 @@ class LogStore(abc.ABC):
         #: The largest record `put` accepts: key and value (signed, if it is), in bytes.
         self.max_record_bytes = max_record_bytes
         self.partitions = partitions
+        #: Where runs' records go (docs/state-store.md, "Partitioning"); fixed for the topic.
+        self.placement = placement
         self._codec = codec
         self._max_pending = max_pending
         self._store_id = uuid.uuid4().hex
@@ -128,6 +131,9 @@ class LogStore(abc.ABC):
         self._flush_lock = threading.RLock()
         # The first batch lost since the last restore (see `flush`).
         self._lost: BaseException | None = None
+        # During a restore from a marker of unknown placement: records placed by crc32 found.
+        self._placement_unknown = False
+        self._legacy_found = False
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -141,12 +147,13 @@ class LogStore(abc.ABC):
         """Wait for `handles`; return their offsets or raise `StoreWriteError`."""
 
     @abc.abstractmethod
-    def _end_offsets(self) -> dict[int, int]:
-        """Current end offset of every partition."""
+    def _end_offsets(self, partitions: list[int] | None = None) -> dict[int, int]:
+        """Current end offset of ``partitions`` (None: every partition)."""
 
     @abc.abstractmethod
     def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
-        """Records from `starts` (per partition) up to the end offsets at call time."""
+        """Records of the partitions in `starts`, from their start offsets up to their end
+        offsets at call time."""
 
     # -- ActionStateStore ---------------------------------------------------------------------
 
@@ -248,20 +255,29 @@ class LogStore(abc.ABC):
             taken=self._markers_taken,
             partitions={p: PartitionMark(low=lows[p], end=ends[p]) for p in ends},
             open_runs=sorted(map(_run_key, self._open), key=RunKey.canonical),
+            placement=self.placement.name,
         )
         self._markers_taken += 1
         return marker
 
-    def restore(self, marker: RecoveryMarker) -> RestoreReport:
-        """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records."""
+    def restore(
+        self, marker: RecoveryMarker, key_groups: KeyGroupRange | None = None
+    ) -> RestoreReport:
+        """Rebuild the view from `marker`'s low offsets; skip (and report) corrupt records.
+
+        ``key_groups``: the restoring subtask's Flink key groups. Only their keys' records are
+        loaded, and under a key-group placement only the partitions that can hold them are read
+        (`Placement.partitions_of`). None: every key, every partition.
+        """
         with self._flush_lock:
-            report = self._restore(marker)
+            report = self._restore(marker, key_groups)
             self._lost = None  # the view was rebuilt from what the log holds
             return report
 
-    def _restore(self, marker: RecoveryMarker) -> RestoreReport:
+    def _restore(self, marker: RecoveryMarker, key_groups: KeyGroupRange | None) -> RestoreReport:
         if marker.topic != self.topic:
             raise StoreError(f"marker is for topic {marker.topic!r}, store uses {self.topic!r}")
+        self._adopt_placement(marker, key_groups)
         if set(marker.partitions) != set(range(self.partitions)):
             raise StoreError(
                 f"marker covers partitions {sorted(marker.partitions)}, topic {self.topic!r} "
@@ -269,13 +285,20 @@ class LogStore(abc.ABC):
             )
         if self._unsent:
             raise StoreError("restore with unflushed writes")
-        self._check_not_shorter(marker)
+        # A marker of unknown placement (`ANY`): every partition, records of either placement.
+        self._placement_unknown = marker.placement == ANY and self.placement.checked
+        self._legacy_found = False
+        if self._placement_unknown:
+            reading = list(range(self.partitions))
+        else:
+            reading = self.placement.partitions_of(key_groups, self.partitions)
+        self._check_not_shorter(marker, reading)
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
         for table in (*tables, self._restored_idle):
             table.clear()
         open_runs = {_run_of(run) for run in marker.open_runs}
         report = RestoreReport()
-        starts = {p: mark.low for p, mark in marker.partitions.items()}
+        starts = {p: marker.partitions[p].low for p in reading}
         epochs: dict[bytes, int] = {}  # per record key, the highest writer epoch read
         for partition, offset, key, value in self._read(starts):
             epoch = 0 if value is None else record_epoch(value)
@@ -285,36 +308,76 @@ class LogStore(abc.ABC):
                     continue
                 epochs[key or b""] = epoch
             try:
-                self._apply(marker, open_runs, partition, offset, key, value, report)
+                self._apply(marker, open_runs, key_groups, partition, offset, key, value, report)
             except CorruptRecordError as exc:
                 logger.error("skipping %s", exc)
                 report.corrupt.append(exc)
+        if self._legacy_found:
+            logger.warning(
+                "store topic %r holds records placed by crc32 (written before key-group "
+                "placement): this store goes on placing records so",
+                self.topic,
+            )
+            self.placement = CRC32_PLACEMENT
         # Every run found may be replayed (its input comes again): it stays open, holding the
         # low-water mark, until it ends here or `prune` lets it go (see there).
         self._open.update(open_runs, self._runs)
         self._restored_idle.update(self._runs)
         self._restored_at = self._markers_taken
         logger.info(
-            "restored %d states from %r (%d records, %d tombstones, %d skipped, %d fenced, "
-            "%d corrupt)",
+            "restored %d states from %r, %d of %d partitions (%d records, %d tombstones, "
+            "%d skipped, %d fenced, %d of other subtasks, %d corrupt)",
             len(self._states),
             self.topic,
+            len(reading),
+            self.partitions,
             report.loaded,
             report.tombstones,
             report.skipped,
             report.fenced,
+            report.elsewhere,
             len(report.corrupt),
         )
         return report
 
-    def _check_not_shorter(self, marker: RecoveryMarker) -> None:
+    def _adopt_placement(self, marker: RecoveryMarker, key_groups: KeyGroupRange | None) -> None:
+        """Place records as the topic was written, which the marker names: a topic written
+        before key-group placement (crc32, or a marker without a placement) keeps crc32 and
+        every subtask reads every partition. A marker of the tools' placement (`ANY`: taken
+        without knowing it) changes nothing here (see `_restore`)."""
+        if marker.placement in (self.placement.name, ANY) or not self.placement.checked:
+            return
+        named = Placement.named(marker.placement)
+        if named.max_parallelism is not None and (
+            key_groups is None or key_groups.max_parallelism != named.max_parallelism
+        ):
+            raise StoreError(
+                f"the recovery marker says the records of topic {self.topic!r} were placed by "
+                f"{marker.placement}, and this subtask's key groups are "
+                f"{'unknown' if key_groups is None else key_groups.max_parallelism}: a job's "
+                "max parallelism is fixed for the life of its store topic"
+            )
+        logger.warning(
+            "store topic %r: its records were placed by %s (the recovery marker says so), "
+            "this store was to place them by %s; it goes on as the topic was written "
+            "(docs/state-store.md, 'Partitioning')",
+            self.topic,
+            marker.placement,
+            self.placement.name,
+        )
+        self.placement = named
+
+    def _check_not_shorter(self, marker: RecoveryMarker, reading: list[int]) -> None:
         """A log's end offsets never go back (compaction keeps offsets): a partition ending
         before the marker's end means the topic was deleted (and created again) since the marker
         was taken. Restoring would find none of the records the marker covers and hand the
-        replay nothing back: every recorded call would silently run again."""
-        ends = self._end_offsets()
+        replay nothing back: every recorded call would silently run again. Checked for the
+        partitions a restore reads (`reading`)."""
+        ends = self._end_offsets(reading)
         shorter = {
-            p: (mark.end, ends[p]) for p, mark in marker.partitions.items() if ends[p] < mark.end
+            p: (marker.partitions[p].end, ends[p])
+            for p in reading
+            if ends[p] < marker.partitions[p].end
         }
         if shorter:
             found = ", ".join(
@@ -347,9 +410,10 @@ class LogStore(abc.ABC):
     def _let_go_of_restored_idle(self) -> None:
         """Drop (without tombstones) the restored runs that never began here.
 
-        They are other subtasks' runs (partitions are shared) or runs whose input did not come
-        again within the prune delay; only their owner may tombstone them. Called by `prune`
-        with a marker taken after the restore, that is, at least the prune delay later.
+        They are other subtasks' runs (a restore without key groups loads every key) or runs
+        whose input did not come again within the prune delay; only their owner may tombstone
+        them. Called by `prune` with a marker taken after the restore, that is, at least the
+        prune delay later.
         """
         for run in self._restored_idle:
             self._open.discard(run)
@@ -399,7 +463,7 @@ class LogStore(abc.ABC):
         self._restored_idle.discard(run)
 
     def _partition(self, run: _Run) -> int:
-        return partition_of_key(run[0], run[1], self.partitions)
+        return self.placement.partition(run[0], run[1], self.partitions)
 
     def _enqueue(self, run: _Run, key: bytes, envelope: bytes | None) -> None:
         with self._pending_lock:  # replaces an unsent earlier write of the same key
@@ -432,6 +496,7 @@ class LogStore(abc.ABC):
         self,
         marker: RecoveryMarker,
         open_runs: set[_Run],
+        key_groups: KeyGroupRange | None,
         partition: int,
         offset: int,
         key: bytes | None,
@@ -450,6 +515,9 @@ class LogStore(abc.ABC):
             state_key = _parse_key(key or b"")
         except (ValueError, RecursionError):
             raise corrupt("record key is not an action-state key") from None
+        if not self.placement.owns(key_groups, state_key.key):
+            report.elsewhere += 1  # another subtask's key, in a partition shared with it
+            return
         if value is None:
             # By the key's canonical form, as states are kept: a tombstone's key may be written
             # in another (equal) JSON form.
@@ -465,8 +533,16 @@ class LogStore(abc.ABC):
         if not isinstance(record, ActionState):
             raise corrupt(f"expected an action_state record, got {type(record).__name__}")
         run = _run_of(record.key)
-        if self._partition(run) != partition:
-            raise corrupt("record is in the wrong partition for its key")
+        if self.placement.checked and self._partition(run) != partition:
+            if self._placement_unknown and CRC32_PLACEMENT.partition(*run[:2], self.partitions) == (
+                partition
+            ):
+                self._legacy_found = True  # a topic written before key-group placement
+            else:
+                raise corrupt(
+                    f"record is in the wrong partition for its key under {self.placement.name} "
+                    "placement"
+                )
         # `open` checked that the record key is the canonical form of the key in the body.
         self._remember(key or b"", run, envelope)
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))

@@ -37,7 +37,13 @@ def open_store(
     # From offset 0 with no run open at the marker: every state on the topic is loaded.
     start = {p: PartitionMark(low=0, end=0) for p in range(store.partitions)}
     report = store.restore(
-        RecoveryMarker(topic=topic, store_id="inspect", taken=-1, partitions=start)
+        RecoveryMarker(
+            topic=topic,
+            store_id="inspect",
+            taken=-1,
+            partitions=start,
+            placement=store.placement.name,
+        )
     )
     return store, len(report.corrupt)
 

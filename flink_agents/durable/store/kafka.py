@@ -5,13 +5,15 @@
   opened for reading (`KafkaActionStateStore.existing`) never creates it: a missing one is an
   error.
 - Record key: canonical JSON of the full `ActionStateKey` (compaction keeps the last record per
-  key, so the key must identify one action's state). Partition: chosen by the store with
-  `partition_for` (crc32 of `[agent, key]`), so one Flink key's states share a partition.
+  key, so the key must identify one action's state). Partition: chosen by the store's
+  `Placement` (the key's Flink key group in a Flink job, else crc32 of `[agent, key]`), so one
+  Flink key's states share a partition.
 - Producer: `acks=all`, idempotent, retried until `delivery_timeout_ms`; `put` only buffers (see
   `LogStore`), `flush` produces the buffered writes, waits for every acknowledgement and raises
   `StoreWriteError` for any that failed. Only a flush produces and flushes run one at a time, so
   `Producer.flush` waits for one batch, never for writes put after it was taken.
-- Restore reads each partition from the marker's low offset to its end at restore time.
+- Restore reads each partition it needs (under a key-group placement, those that can hold the
+  subtask's key groups) from the marker's low offset to its end at restore time.
 
 Why librdkafka: batching, compression, checksums and network I/O run in its own native threads,
 outside the GIL that the engine shares with Flink's operator thread in PyFlink's thread mode
@@ -36,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from flink_agents.durable.store._codec import DEFAULT_SECRET_ENV, RecordCodec, secret_from_env
 from flink_agents.durable.store._limits import DEFAULT_MAX_RECORD_BYTES, RECORD_HEADROOM
 from flink_agents.durable.store._log_store import LogRecord, LogStore
+from flink_agents.durable.store._placement import ANY_PLACEMENT, CRC32_PLACEMENT, Placement
 from flink_agents.durable.store._store_errors import (
     StoreError,
     StoreSecretMissingError,
@@ -77,6 +80,13 @@ class KafkaStoreSettings(BaseModel):
     topic: str = Field(default="flink-agents-action-state", description="Store topic, one per job.")
     partitions: int = Field(
         default=4, ge=1, description="Partition count, fixed for the topic's life."
+    )
+    placement: Literal["key-groups", "crc32"] = Field(
+        default="key-groups",
+        description="Where a Flink job's store puts each key's records, fixed for the topic's "
+        "life. key-groups: by the key's Flink key group, so a restoring subtask reads only the "
+        "partitions of its key groups; crc32: by a hash of agent and key, every subtask reads "
+        "every partition (topics written before key-group placement). Outside Flink: crc32.",
     )
     replication_factor: int = Field(default=1, ge=1, description="For a created topic.")
     min_insync_replicas: int | None = Field(
@@ -171,10 +181,17 @@ class KafkaStoreSettings(BaseModel):
 class KafkaActionStateStore(LogStore):
     """`ActionStateStore` on a compacted Kafka topic (a ``kind: kafka`` `StoreConfig`)."""
 
-    def __init__(self, config: KafkaStoreSettings, *, create_topic: bool = True) -> None:
+    def __init__(
+        self,
+        config: KafkaStoreSettings,
+        *,
+        create_topic: bool = True,
+        placement: Placement = CRC32_PLACEMENT,
+    ) -> None:
         """Open the store of ``config.topic``; ``create_topic=False``: the topic must exist (a
         `StoreError` if not), as for the tools that only read it (see :meth:`existing`), and a
-        missing secret is not refused (records that do not verify are reported)."""
+        missing secret is not refused (records that do not verify are reported).
+        ``placement``: where runs' records go (a Flink job's store places them by key group)."""
         if not config.bootstrap_servers:
             raise ValueError("a Kafka store needs bootstrap_servers")
         self.config = config
@@ -184,6 +201,7 @@ class KafkaActionStateStore(LogStore):
             codec=RecordCodec(config.signing_secret(required=create_topic), scope=config.topic),
             max_pending=config.max_pending,
             max_record_bytes=config.max_record_bytes,
+            placement=placement,
         )
         servers = config.bootstrap_servers
         self._servers = servers if isinstance(servers, str) else ",".join(servers)
@@ -233,7 +251,8 @@ class KafkaActionStateStore(LogStore):
         """The store of the existing ``topic``, for the tools that read one (``store inspect``,
         ``store export``, ``replay``): a missing topic is a `StoreError`, never created (a
         mistyped name would otherwise read as an empty topic). ``partitions``: the count the
-        caller expects (checked); None: the topic's own."""
+        caller expects (checked); None: the topic's own. It reads records of any placement
+        (`ANY_PLACEMENT`) and writes none."""
         settings = KafkaStoreSettings(bootstrap_servers=bootstrap_servers, topic=topic)
         if partitions is None:
             timeout_s = settings.request_timeout_ms / 1000
@@ -241,7 +260,7 @@ class KafkaActionStateStore(LogStore):
         settings = settings.model_copy(
             update={"partitions": partitions, "secret_env": secret_env, "client_id": client_id}
         )
-        return cls(settings, create_topic=False)
+        return cls(settings, create_topic=False, placement=ANY_PLACEMENT)
 
     def _ensure_topic(self) -> None:
         topic_configs = {"cleanup.policy": "compact"}
@@ -336,8 +355,9 @@ class KafkaActionStateStore(LogStore):
             )
         return offsets
 
-    def _end_offsets(self) -> dict[int, int]:
-        return {p: self._end_offset(p) for p in range(self.partitions)}
+    def _end_offsets(self, partitions: list[int] | None = None) -> dict[int, int]:
+        wanted = range(self.partitions) if partitions is None else partitions
+        return {p: self._end_offset(p) for p in wanted}
 
     def _end_offset(self, partition: int) -> int:
         """The partition's high watermark, asked again on errors until the request timeout.
@@ -359,8 +379,8 @@ class KafkaActionStateStore(LogStore):
                 time.sleep(0.1)
 
     def _read(self, starts: dict[int, int]) -> Iterator[LogRecord]:
-        ends = self._end_offsets()
-        todo = {p for p in range(self.partitions) if starts[p] < ends[p]}
+        ends = self._end_offsets(list(starts))
+        todo = {p for p, start in starts.items() if start < ends[p]}
         if not todo:
             return
         reader = self._new_consumer("restore")

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from flink_agents.durable.store._base import ActionStateStore
 from flink_agents.durable.store._in_memory import InMemoryActionStateStore
+from flink_agents.durable.store._placement import CRC32_PLACEMENT, Placement
 from flink_agents.durable.store.kafka import KafkaActionStateStore, KafkaStoreSettings
 
 
@@ -50,10 +51,24 @@ class StoreConfig(KafkaStoreSettings):
         only when a secret is set (pickled payloads need one) and never requires one."""
         return super().signing_secret(required=required and self.kind == "kafka")
 
-    def build(self) -> ActionStateStore:
-        """A new store; the Kafka one creates its topic if absent (compacted, see the docs)."""
+    def build(self, max_parallelism: int | None = None) -> ActionStateStore:
+        """A new store; the Kafka one creates its topic if absent (compacted, see the docs).
+
+        ``max_parallelism``: the Flink job's (its key groups), for ``placement: key-groups``;
+        None (outside Flink): records are placed by crc32.
+        """
+        placement = self.placement_for(max_parallelism)
         if self.kind == "memory":
             return InMemoryActionStateStore(
-                secret=self.signing_secret(), max_record_bytes=self.max_record_bytes
+                secret=self.signing_secret(),
+                max_record_bytes=self.max_record_bytes,
+                placement=placement,
             )
-        return KafkaActionStateStore(self)
+        return KafkaActionStateStore(self, placement=placement)
+
+    def placement_for(self, max_parallelism: int | None) -> Placement:
+        """The placement a store of this configuration uses in a job of ``max_parallelism``
+        key groups (None: not a Flink job)."""
+        if self.placement == "key-groups" and max_parallelism is not None:
+            return Placement(max_parallelism)
+        return CRC32_PLACEMENT
