@@ -42,7 +42,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from bench.crash_oracle import ModelCalls, completed_at, requests_of, terminal_records
 from bench.soak_checker import Happened, Output, Verdict, check_history
 from bench.soak_growth import Growth, Segments, directory_mb, judge_growth, sample_process
-from bench.soak_schedule import Fault, draw_schedule, read_schedule, write_schedule
+from bench.soak_schedule import KINDS, Fault, draw_schedule, read_schedule, write_schedule
 from e2e.fault_harness import FlakyModelServices
 from e2e.test_standalone_failover import (
     AGENT,
@@ -67,6 +67,8 @@ CLIENT_TIMEOUT_S = 12.0
 LATENCY_CAP_S = 4.0
 SLOW_FACTOR = 3.0
 SAMPLE_EVERY_S = 5.0
+#: scripts/flink-cluster.sh's heartbeat.timeout: a lost TaskManager is deregistered after it.
+HEARTBEAT_TIMEOUT_S = 10.0
 
 
 # --- the services: heavy-tailed latency, failing or slow for a while --------------------------
@@ -357,6 +359,9 @@ class Faults:
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        # One fault of a target at a time: a kill whose replacement TaskManager is still starting
+        # (a minute on a loaded machine) holds the next TaskManager fault back.
+        self._targets = {target: threading.Lock() for target, _, _ in KINDS.values()}
 
     def start(self, fault: Fault) -> None:
         thread = threading.Thread(target=self._do, args=(fault,), name=fault.fault_id)
@@ -369,7 +374,8 @@ class Faults:
 
     def _do(self, fault: Fault) -> None:
         try:
-            start, end = getattr(self, "_" + fault.kind.replace("-", "_"))(fault.duration)
+            with self._targets[fault.target]:
+                start, end = getattr(self, "_" + fault.kind.replace("-", "_"))(fault.duration)
         except Exception as exc:  # a fault that could not be done is reported, not fatal
             self.errors.append(f"{fault.fault_id}: {exc}")
             return
@@ -382,7 +388,7 @@ class Faults:
         moment = time.time()
         os.kill(victim, signal.SIGKILL)
         self.cluster.forget(victim)
-        cluster_script(self.cluster, "start-taskmanager")
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S)
         return moment, moment
 
     def _taskmanager_stop(self, duration: float) -> tuple[float, float]:
@@ -395,18 +401,29 @@ class Faults:
             os.kill(victim, signal.SIGCONT)
         end = time.time()
         # Resumed, it registers again or gives up; either way two TaskManagers serve after it.
-        self._top_up(wait_s=30)
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S * 2)
         return start, end
 
     def _top_up(self, wait_s: float) -> None:
-        """Start a TaskManager unless :data:`TASKMANAGERS` are registered within ``wait_s``."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            if self.cluster.registered_taskmanagers() >= TASKMANAGERS:
-                return
-            if time.monotonic() >= deadline:
-                cluster_script(self.cluster, "start-taskmanager")
-                return
+        """Unless :data:`TASKMANAGERS` are registered after ``wait_s`` (a lost one drops out
+        after the heartbeat timeout), start one and wait until it registered. Flink's own
+        ``taskmanager.sh``, not ``flink-cluster.sh start-taskmanager``: that one waits for a free
+        slot, which a restarting job takes at once."""
+        time.sleep(wait_s)
+        if self.cluster.registered_taskmanagers() >= TASKMANAGERS:
+            return
+        taskmanager = Path(self.cluster.env["FLINK_HOME"]) / "bin" / "taskmanager.sh"
+        subprocess.run(
+            ["bash", str(taskmanager), "start"],
+            env=self.cluster.env,
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        deadline = time.monotonic() + 180
+        while self.cluster.registered_taskmanagers() < TASKMANAGERS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {TASKMANAGERS} TaskManagers 180 s after a start")
             time.sleep(1)
 
     def _broker_restart(self, _: float) -> tuple[float, float]:
