@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line
 
 venv: $(PY)
 $(PY):
@@ -76,6 +76,16 @@ bench: install
 # runs one run per kill point (tests/flink/test_crash_matrix.py).
 crash-matrix: install
 	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_matrix --runs 5 --doc docs/reliability.md
+
+# The soak (bench/soak.py, docs/reliability.md "Soak"): the support desk at a steady rate for
+# DURATION on its own broker (9192) and cluster (REST 8181, two TaskManagers), with seeded faults
+# (SEED), then the whole-history checker and the growth bounds; never the shared 9092 or 8081.
+# Not in `make test`. SOAK_ARGS for more (--rate, --mean-gap, --record FILE, --schedule FILE).
+DURATION ?= 5m
+SEED ?= 37
+soak: install
+	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
+	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 # The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
 # local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to

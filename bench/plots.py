@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +11,7 @@ matplotlib.use("Agg")  # no display on CI or a server
 import matplotlib.pyplot as plt
 
 from bench.analysis import Row, of, with_efficiency
+from bench.soak_schedule import KINDS
 from bench.workloads import DEPTH
 
 COLORS = {0.0: "tab:blue", 0.05: "tab:orange", 0.5: "tab:green"}
@@ -137,3 +139,45 @@ def draw_all(rows: list[Row], out: Path) -> list[Path]:
     if of(rows, "rebuild"):
         written.append(_rebuild(rows, out / "rebuild.png"))
     return written
+
+
+FAULT_COLORS = {"taskmanager": "tab:red", "broker": "tab:purple", "model": "tab:olive"}
+
+
+def soak_timeline(
+    samples: list[dict[str, float]], faults: list[dict[str, object]], out: Path
+) -> Path:
+    """A soak over time (bench/soak.py): committed outputs per minute and the largest
+    TaskManager's and the JobManager's RSS, each fault a shaded span (a line for a kill)."""
+    start = samples[0]["t"] if samples else 0.0
+    minutes = [(s["t"] - start) / 60 for s in samples]
+    fig, (rate_ax, rss_ax) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    rates = [0.0] + [
+        (b["outputs"] - a["outputs"]) / (b["t"] - a["t"]) * 60 for a, b in pairwise(samples)
+    ]
+    rate_ax.plot(minutes, rates, color="tab:blue", linewidth=0.8)
+    rate_ax.set_ylabel("outputs / min")
+    rate_ax.set_title("soak: committed outputs and RSS, faults shaded")
+    for role, color in (("taskmanager", "tab:green"), ("jobmanager", "tab:gray")):
+        points = [
+            ((s["t"] - start) / 60, max(v for k, v in s.items() if k.startswith(f"{role}_rss_mb@")))
+            for s in samples
+            if any(k.startswith(f"{role}_rss_mb@") for k in s)
+        ]
+        label = f"{role} RSS" + (" (largest)" if role == "taskmanager" else "")
+        rss_ax.plot([t for t, _ in points], [v for _, v in points], color=color, label=label)
+    rss_ax.set_ylabel("MB")
+    rss_ax.set_xlabel("minutes")
+    for fault in faults:
+        begin = (float(str(fault["start"])) - start) / 60
+        end = (float(str(fault["end"])) - start) / 60
+        color = FAULT_COLORS[KINDS[str(fault["kind"])][0]]
+        for ax in (rate_ax, rss_ax):
+            if end - begin > 0.01:
+                ax.axvspan(begin, end, color=color, alpha=0.2)
+            else:
+                ax.axvline(begin, color=color, alpha=0.6, linewidth=0.8)
+    for target, color in FAULT_COLORS.items():
+        rss_ax.plot([], [], color=color, alpha=0.5, linewidth=6, label=f"{target} fault")
+    rss_ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, out)

@@ -1,0 +1,780 @@
+"""The soak: the support desk at a steady rate for a long while, with seeded faults mixed in.
+
+``make soak DURATION=5m`` (or ``python -m bench.soak --duration 5m``) starts its own Kafka
+broker and its own standalone Flink cluster with two TaskManagers of one slot each, on ports of
+its own (9192, REST 8181, RPC 6223 by default: never a developer's 9092 or 8081), submits the
+support desk (``jobs/support_desk``: a ReAct desk delegating to an internal ReAct researcher with
+an HTTP tool and to an external billing sub-agent) with the Kafka action-state store and the
+exactly-once Kafka sink, writes tickets to its input topic at ``--rate`` per second, and does the
+faults of a schedule drawn from ``--seed`` (:mod:`bench.soak_schedule`; written out, and
+``--schedule FILE`` repeats one). The model, tool and billing services answer with a heavy-tailed
+latency and count every request (the witness). Meanwhile it samples what must not grow
+(:mod:`bench.soak_growth`). At the end it drains, reads the store topic and the committed
+outputs, and checks the whole history (:mod:`bench.soak_checker`). It exits 1 on any violation
+or growth beyond its bound, and stops the services it started (it kills TaskManagers only by the
+pids in its own cluster's pid folder).
+
+Output in ``.cache/soak/<run>/``: ``schedule.json``, ``samples.jsonl``, ``verdict.json``;
+``--record FILE`` also writes the summary (markdown) and a plot beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, Producer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from bench.crash_oracle import ModelCalls, completed_at, requests_of, terminal_records
+from bench.soak_checker import Happened, Output, Verdict, check_history
+from bench.soak_growth import Growth, Segments, directory_mb, judge_growth, sample_process
+from bench.soak_schedule import KINDS, Fault, draw_schedule, read_schedule, write_schedule
+from e2e.fault_harness import FlakyModelServices
+from e2e.test_standalone_failover import (
+    AGENT,
+    TICKETS,
+    cancel,
+    cluster_script,
+    expected_outputs,
+    job_running,
+    rest,
+    submit,
+    write_spec,
+)
+from flink_agents.durable.store.kafka import KafkaStoreSettings
+
+REPO = Path(__file__).resolve().parents[1]
+KAFKA_SCRIPT = REPO / "scripts" / "kafka.sh"
+CLUSTER_SCRIPT = REPO / "scripts" / "flink-cluster.sh"
+TASKMANAGERS = 2
+#: The client's timeout per model, tool or billing request; latencies stay below it (a slow
+#: answer past it would be sent again by the client, not by a fault).
+CLIENT_TIMEOUT_S = 12.0
+LATENCY_CAP_S = 4.0
+SLOW_FACTOR = 3.0
+SAMPLE_EVERY_S = 5.0
+#: scripts/flink-cluster.sh's heartbeat.timeout: a lost TaskManager is deregistered after it.
+HEARTBEAT_TIMEOUT_S = 10.0
+
+
+# --- the services: heavy-tailed latency, failing or slow for a while --------------------------
+
+
+class SoakServices(FlakyModelServices):
+    """The example services (the witness) with a Pareto latency per request (most answers
+    quick, a few up to :data:`LATENCY_CAP_S`), :meth:`slow_for` multiplying it, and the model
+    endpoint failing while :meth:`fail_for` is in effect."""
+
+    def __init__(self, port: int, seed: int, scale_s: float) -> None:
+        self._rng = random.Random(seed)
+        self.slow_until = 0.0
+        super().__init__(port, scale_s, hang_seconds=3.0)
+
+    @property  # type: ignore[override]
+    def latency_seconds(self) -> float:
+        """One draw per request (the handler sleeps this long before answering)."""
+        draw = min(self._scale * self._rng.paretovariate(1.6), LATENCY_CAP_S)
+        return draw * SLOW_FACTOR if time.time() < self.slow_until else draw
+
+    @latency_seconds.setter
+    def latency_seconds(self, scale: float) -> None:
+        self._scale = scale
+
+    def slow_for(self, seconds: float) -> None:
+        self.slow_until = time.time() + seconds
+
+
+def soak_agent(run_dir: Path, services_url: str) -> Path:
+    """The support desk reaching the services at ``services_url``, with the client timeout and
+    a retry budget that outlasts the longest model failure of the schedule."""
+    agent = yaml.safe_load(AGENT.read_text())
+    desk = agent["agents"][0]
+    connections = [desk["connections"], desk["subagents"]["researcher"]["agent"]["connections"]]
+    for connection in connections:
+        arguments = connection["services"]["arguments"]
+        arguments["base_url"] = f"{services_url}/v1"
+        arguments["timeout_seconds"] = CLIENT_TIMEOUT_S
+        arguments["retry"] = {"max_attempts": 10, "initial_backoff_seconds": 0.5}
+    desk["subagents"]["billing"]["arguments"]["url"] = f"{services_url}/billing"
+    path = run_dir / "support_desk.yaml"
+    path.write_text(yaml.safe_dump(agent, sort_keys=False))
+    return path
+
+
+# --- the own services: broker and cluster on the soak's ports ----------------------------------
+
+
+@dataclass
+class SoakCluster:
+    """The soak's own standalone cluster (what the e2e helpers take: ``rest_url``, ``env``)."""
+
+    rest_url: str
+    env: dict[str, str]
+
+    @property
+    def pid_dir(self) -> Path:
+        return Path(self.env["FLINK_PID_DIR"])
+
+    def taskmanager_pids(self) -> list[int]:
+        return [
+            int(word)
+            for pid_file in self.pid_dir.glob("*taskexecutor*.pid")
+            for word in pid_file.read_text().split()
+        ]
+
+    def jobmanager_pid(self) -> int | None:
+        found = [
+            int(word)
+            for pid_file in self.pid_dir.glob("*standalonesession*.pid")
+            for word in pid_file.read_text().split()
+        ]
+        return found[0] if found else None
+
+    def forget(self, pid: int) -> None:
+        """Drop a killed TaskManager from the pid files (flink-cluster.sh stops what is left)."""
+        for pid_file in self.pid_dir.glob("*taskexecutor*.pid"):
+            kept = [word for word in pid_file.read_text().split() if word != str(pid)]
+            pid_file.write_text("".join(f"{word}\n" for word in kept))
+
+    def registered_taskmanagers(self) -> int:
+        return len(rest(self, "/taskmanagers")["taskmanagers"])
+
+
+@dataclass
+class Ports:
+    kafka: int
+    rest: int
+    rpc: int
+    services: int
+
+    def refuse_shared(self) -> None:
+        """The soak kills and restarts what it uses: never the shared defaults."""
+        if self.kafka == 9092 or self.rest == 8081:
+            sys.exit("bench.soak: 9092 and 8081 are the shared broker and cluster; use others")
+
+
+def script_env(ports: Ports) -> dict[str, str]:
+    """What the scripts start the soak's services with; the store secret the TaskManagers sign
+    with is this process's too (it reads the store topic at the end)."""
+    if not os.environ.get("FLINK_AGENTS_STORE_SECRET"):
+        secret = run_script(REPO / "scripts" / "store-secret.sh", "", dict(os.environ)).strip()
+        os.environ["FLINK_AGENTS_STORE_SECRET"] = secret
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_")},
+        "KAFKA_PORT": str(ports.kafka),
+        # The broker's data beside the soak's runs (deleted topics and all), not in a shared cache.
+        "KAFKA_DATA_DIR": str(REPO / ".cache" / "soak" / f"kafka-data-{ports.kafka}"),
+        "FLINK_REST_PORT": str(ports.rest),
+        "FLINK_RPC_PORT": str(ports.rpc),
+        "FLINK_TM_SLOTS": "1",
+        # The researcher's tool (examples/support_desk.py) runs in the TaskManagers.
+        "FLINK_AGENTS_EXAMPLE_SERVICES": f"http://127.0.0.1:{ports.services}",
+    }
+
+
+def run_script(script: Path, command: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        ["bash", str(script), *([command] if command else [])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{script.name} {command} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def start_cluster(env: dict[str, str], rest_port: int) -> SoakCluster:
+    """Start the soak's cluster (a JobManager and :data:`TASKMANAGERS` TaskManagers)."""
+    run_script(CLUSTER_SCRIPT, "start", env)
+    exported = run_script(CLUSTER_SCRIPT, "env", env)
+    cluster_env = dict(env)
+    for assignment in exported.removeprefix("export ").split():
+        name, _, value = assignment.partition("=")
+        cluster_env[name] = value
+    cluster = SoakCluster(f"http://127.0.0.1:{rest_port}", cluster_env)
+    for _ in range(TASKMANAGERS - len(cluster.taskmanager_pids())):
+        cluster_script(cluster, "start-taskmanager")
+    deadline = time.monotonic() + 120
+    while cluster.registered_taskmanagers() < TASKMANAGERS:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {TASKMANAGERS} TaskManagers after 120 s")
+        time.sleep(1)
+    return cluster
+
+
+# --- the workload: tickets in, answers out ------------------------------------------------------
+
+
+def ticket_line(n: int, questions: list[str], customers: int) -> str:
+    """The ``n``-th ticket: customers in turn, the support desk's questions in turn."""
+    return json.dumps(
+        {
+            "ticket": f"T-{100000 + n}",
+            "customer": f"soak-{n % customers}",
+            "question": questions[n % len(questions)],
+        }
+    )
+
+
+@dataclass
+class Workload:
+    """Writes tickets at ``rate`` per second until stopped (an idempotent producer: a broker
+    fault delays tickets, never loses or doubles one)."""
+
+    bootstrap: str
+    topic: str
+    rate: float
+    customers: int
+    lines: list[str] = field(default_factory=list)
+    acknowledged: list[float] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Workload:
+        self._thread = threading.Thread(target=self._run, name="soak-tickets", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        questions = [json.loads(line)["question"] for line in TICKETS.read_text().splitlines()]
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "enable.idempotence": True,
+                "log_level": 3,  # errors only: a broker fault is expected here
+                "delivery.timeout.ms": 600_000,
+                "linger.ms": 0,
+            }
+        )
+        began = time.monotonic()
+        while not self._stop.is_set():
+            line = ticket_line(len(self.lines), questions, self.customers)
+            self.lines.append(line)
+            producer.produce(self.topic, line.encode(), on_delivery=self._delivered)
+            producer.poll(0)
+            # Steady: the n-th ticket at n / rate, however long a produce() took.
+            self._stop.wait(max(0.0, began + len(self.lines) / self.rate - time.monotonic()))
+        if producer.flush(600) > 0:
+            raise RuntimeError("tickets not acknowledged within 600 s of the end")
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            raise RuntimeError(f"ticket not written: {error}")
+        self.acknowledged.append(time.time())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=660)
+
+
+@dataclass
+class CommittedOutputs:
+    """Every output of the topic as a downstream reader of the exactly-once sink sees it
+    (``read_committed``), with when it was read."""
+
+    bootstrap: str
+    topic: str
+    outputs: list[Output] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> CommittedOutputs:
+        self._thread = threading.Thread(target=self._run, name="soak-outputs", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"soak-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "log_level": 3,
+            }
+        )
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.3)
+                if message is None or message.error():
+                    continue
+                body = json.loads(message.value())
+                with self._lock:
+                    self.outputs.append(Output(body["key"], body["seq"], time.time(), body))
+        finally:
+            consumer.close()
+
+    def snapshot(self) -> list[Output]:
+        with self._lock:
+            return list(self.outputs)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+# --- the faults --------------------------------------------------------------------------------
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return -1
+    return int(fields[11]) + int(fields[12])
+
+
+def busiest(pids: list[int]) -> int:
+    """The TaskManager using the most CPU over a second: the one running the job."""
+    before = {pid: cpu_ticks(pid) for pid in pids}
+    time.sleep(1)
+    return max(pids, key=lambda pid: cpu_ticks(pid) - before[pid])
+
+
+class Faults:
+    """Does the faults of a schedule on the soak's own cluster, broker and services."""
+
+    def __init__(
+        self, cluster: SoakCluster, env: dict[str, str], services: SoakServices, broker_pid: Path
+    ) -> None:
+        self.cluster, self.env, self.services, self.broker_pid = cluster, env, services, broker_pid
+        self.happened: list[Happened] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        # One fault of a target at a time: a kill whose replacement TaskManager is still starting
+        # (a minute on a loaded machine) holds the next TaskManager fault back.
+        self._targets = {target: threading.Lock() for target, _, _ in KINDS.values()}
+
+    def start(self, fault: Fault) -> None:
+        thread = threading.Thread(target=self._do, args=(fault,), name=fault.fault_id)
+        thread.start()
+        self._threads.append(thread)
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+    def _do(self, fault: Fault) -> None:
+        try:
+            with self._targets[fault.target]:
+                start, end = getattr(self, "_" + fault.kind.replace("-", "_"))(fault.duration)
+        except Exception as exc:  # a fault that could not be done is reported, not fatal
+            self.errors.append(f"{fault.fault_id}: {exc}")
+            return
+        with self._lock:
+            self.happened.append(Happened(fault.fault_id, fault.kind, start, end))
+        print(f"soak: {fault.fault_id} done ({end - start:.1f} s)", flush=True)
+
+    def _taskmanager_kill(self, _: float) -> tuple[float, float]:
+        victim = busiest(self.cluster.taskmanager_pids())
+        moment = time.time()
+        os.kill(victim, signal.SIGKILL)
+        self.cluster.forget(victim)
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S)
+        return moment, moment
+
+    def _taskmanager_stop(self, duration: float) -> tuple[float, float]:
+        victim = busiest(self.cluster.taskmanager_pids())
+        start = time.time()
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            time.sleep(duration)
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        end = time.time()
+        # Resumed, it registers again or gives up; either way two TaskManagers serve after it.
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S * 2)
+        return start, end
+
+    def _top_up(self, wait_s: float) -> None:
+        """Unless :data:`TASKMANAGERS` are registered after ``wait_s`` (a lost one drops out
+        after the heartbeat timeout), start one and wait until it registered. Flink's own
+        ``taskmanager.sh``, not ``flink-cluster.sh start-taskmanager``: that one waits for a free
+        slot, which a restarting job takes at once."""
+        time.sleep(wait_s)
+        if self.cluster.registered_taskmanagers() >= TASKMANAGERS:
+            return
+        taskmanager = Path(self.cluster.env["FLINK_HOME"]) / "bin" / "taskmanager.sh"
+        subprocess.run(
+            ["bash", str(taskmanager), "start"],
+            env=self.cluster.env,
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        deadline = time.monotonic() + 180
+        while self.cluster.registered_taskmanagers() < TASKMANAGERS:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {TASKMANAGERS} TaskManagers 180 s after a start")
+            time.sleep(1)
+
+    def _broker_restart(self, _: float) -> tuple[float, float]:
+        start = time.time()
+        try:
+            run_script(KAFKA_SCRIPT, "stop", self.env)
+        finally:
+            run_script(KAFKA_SCRIPT, "start", self.env)
+        return start, time.time()
+
+    def _broker_outage(self, duration: float) -> tuple[float, float]:
+        pid = int(self.broker_pid.read_text())
+        start = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(duration)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return start, time.time()
+
+    def _model_failing(self, duration: float) -> tuple[float, float]:
+        start = time.time()
+        self.services.fail_for(duration)
+        time.sleep(duration)
+        return start, time.time()
+
+    def _model_slow(self, duration: float) -> tuple[float, float]:
+        start = time.time()
+        self.services.slow_for(duration)
+        time.sleep(duration)
+        return start, time.time()
+
+
+# --- growth ---------------------------------------------------------------------------------
+
+
+class Sampler:
+    """Every :data:`SAMPLE_EVERY_S`: processes, checkpoint size, store topic on disk, answers."""
+
+    def __init__(
+        self,
+        cluster: SoakCluster,
+        job_id: str,
+        store_dir: Path,
+        outputs: CommittedOutputs,
+        path: Path,
+    ) -> None:
+        self.cluster, self.job_id, self.store_dir, self.outputs = (
+            cluster,
+            job_id,
+            store_dir,
+            outputs,
+        )
+        self.path = path
+        self.samples: list[dict[str, float]] = []
+        self._stop = threading.Event()
+
+    def start(self) -> Sampler:
+        self._thread = threading.Thread(target=self._run, name="soak-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        with self.path.open("w") as out:
+            while not self._stop.wait(SAMPLE_EVERY_S):
+                sample = self.sample()
+                self.samples.append(sample)
+                out.write(json.dumps(sample) + "\n")
+                out.flush()
+
+    def sample(self) -> dict[str, float]:
+        """One row: ``metric@pid`` per process, ``metric`` for the run's."""
+        row: dict[str, float] = {"t": time.time(), "outputs": len(self.outputs.snapshot())}
+        jobmanager = self.cluster.jobmanager_pid()
+        roles = [("taskmanager", pid) for pid in self.cluster.taskmanager_pids()]
+        for role, pid in roles + ([("jobmanager", jobmanager)] if jobmanager else []):
+            found = sample_process(pid)
+            if found is not None:
+                row[f"{role}_rss_mb@{pid}"] = found.rss_mb
+                row[f"{role}_fds@{pid}"] = found.fds
+                row[f"{role}_threads@{pid}"] = found.threads
+        try:
+            latest = rest(self.cluster, f"/jobs/{self.job_id}/checkpoints")["latest"]["completed"]
+            if latest:
+                row["checkpoint_kb"] = latest["state_size"] / 1024
+        except OSError:
+            pass  # the JobManager busy with a failover: no checkpoint figure this time
+        row["store_topic_mb"] = directory_mb(self.store_dir)
+        return row
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def series(self) -> dict[str, Segments]:
+        """Per metric, its segments: one per process (``metric@pid``), or ``""``."""
+        found: dict[str, Segments] = {}
+        for sample in self.samples:
+            for name, value in sample.items():
+                if name != "t":
+                    metric, _, segment = name.partition("@")
+                    found.setdefault(metric, {}).setdefault(segment, []).append(
+                        (sample["t"], value)
+                    )
+        return found
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``5m``, ``1h`` or plain seconds."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smh]?)", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 5m, 1h)")
+    return float(found.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[found.group(2)]
+
+
+def create_topics(bootstrap: str, topics: dict[str, str]) -> None:
+    """Input and output with one partition each (a customer's seq follows the file order); the
+    store topic as the store would create it, plus short segments so compaction acts within a
+    run, and the broker's append time as each record's timestamp (when it became durable)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    store_config = {
+        "cleanup.policy": "compact",
+        "segment.ms": "60000",
+        "min.cleanable.dirty.ratio": "0.1",
+        "delete.retention.ms": "60000",
+        "message.timestamp.type": "LogAppendTime",
+    }
+    try:
+        admin.create_topics(
+            [
+                NewTopic(topics["input"], num_partitions=1, replication_factor=1),
+                NewTopic(topics["output"], num_partitions=1, replication_factor=1),
+                NewTopic(
+                    topics["store"],
+                    num_partitions=1,
+                    replication_factor=1,
+                    topic_configs=store_config,
+                ),
+            ]
+        )
+    finally:
+        admin.close()
+
+
+def soak(args: argparse.Namespace) -> int:
+    ports = Ports(args.kafka_port, args.rest_port, args.rpc_port, args.services_port)
+    ports.refuse_shared()
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
+    run_dir = REPO / ".cache" / "soak" / run_id
+    run_dir.mkdir(parents=True)
+    faults = (
+        read_schedule(args.schedule)
+        if args.schedule
+        else draw_schedule(args.seed, args.duration, args.mean_gap)
+    )
+    write_schedule(run_dir / "schedule.json", args.seed, faults)
+    print(f"soak {run_id}: {args.duration:.0f} s, {len(faults)} faults, output in {run_dir}")
+
+    env = script_env(ports)
+    try:
+        return run_soak(args, run_id, run_dir, faults, env, ports)
+    finally:
+        if not args.keep_services:
+            run_script(CLUSTER_SCRIPT, "stop", env)
+            run_script(KAFKA_SCRIPT, "stop", env)
+
+
+def run_soak(
+    args: argparse.Namespace,
+    run_id: str,
+    run_dir: Path,
+    faults: list[Fault],
+    env: dict[str, str],
+    ports: Ports,
+) -> int:
+    """The soak on the services of ``env`` (started here if they are not running)."""
+    bootstrap = f"127.0.0.1:{ports.kafka}"
+    run_script(KAFKA_SCRIPT, "start", env)
+    cluster = start_cluster(env, ports.rest)
+    spec, topics = write_spec(run_dir, bootstrap, run_id.replace("-", ""))
+    create_topics(bootstrap, topics)
+    services = SoakServices(ports.services, args.seed, args.latency_scale).start()
+    settings = yaml.safe_load(spec.read_text())
+    settings["agent"] = str(soak_agent(run_dir, services.url))
+    settings["sink"]["delivery"] = "exactly-once"
+    settings["checkpointing"] = {"interval_ms": 2000, "dir": str(run_dir / "ckpt")}
+    settings["restart_strategy"] = {"type": "fixed-delay", "attempts": 100_000, "delay_ms": 2000}
+    spec.write_text(yaml.safe_dump(settings, sort_keys=False))
+    outputs = CommittedOutputs(bootstrap, topics["output"]).start()
+    broker_pid = REPO / ".cache" / "kafka" / f"run-{ports.kafka}" / "kafka.pid"
+    store_dir = Path(env["KAFKA_DATA_DIR"]) / f"{topics['store']}-0"
+    doer = Faults(cluster, env, services, broker_pid)
+    sampler = Sampler(cluster, "", store_dir, outputs, run_dir / "samples.jsonl")
+    workload = Workload(bootstrap, topics["input"], args.rate, args.customers)
+    job_id = ""
+    try:
+        job_id = sampler.job_id = submit(cluster, spec)
+        deadline = time.monotonic() + 180
+        while not job_running(cluster, job_id):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job {job_id} not running after 180 s")
+            time.sleep(1)
+        sampler.start()
+        workload.start()
+        began = time.monotonic()
+        for fault in faults:
+            time.sleep(max(0.0, began + fault.at - time.monotonic()))
+            print(f"soak: +{fault.at:.0f} s {fault.fault_id} ({fault.duration:g} s)", flush=True)
+            doer.start(fault)
+        time.sleep(max(0.0, began + args.duration - time.monotonic()))
+        workload.stop()
+        doer.join()
+        expected = expected_outputs(workload.lines)
+        drain_until = time.monotonic() + args.drain
+        while time.monotonic() < drain_until:
+            if len({(o.key, o.seq) for o in outputs.snapshot()}) >= len(expected):
+                break
+            time.sleep(2)
+        time.sleep(5)  # late duplicates, if any, arrive too
+        sampler.stop()
+    finally:
+        if job_id:
+            cancel(cluster, job_id)
+        outputs.stop()
+        services.shutdown()
+        services.server_close()
+    store = KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topics["store"], partitions=1)
+    verdict = check_history(
+        requests_of(services),
+        completed_at(terminal_records(store), ModelCalls(services)),
+        doer.happened,
+        expected,
+        outputs.snapshot(),
+    )
+    growth = judge_growth(sampler.series(), sampler.samples[0]["t"], sampler.samples[-1]["t"])
+    summary = summarize(args, run_id, faults, doer, verdict, growth, sampler, workload)
+    (run_dir / "verdict.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    print_summary(summary)
+    if args.record:
+        record(args.record, summary, sampler, doer.happened)
+    return 0 if verdict.ok and all(g.ok for g in growth) and not doer.errors else 1
+
+
+def summarize(
+    args: argparse.Namespace,
+    run_id: str,
+    faults: list[Fault],
+    doer: Faults,
+    verdict: Verdict,
+    growth: list[Growth],
+    sampler: Sampler,
+    workload: Workload,
+) -> dict[str, Any]:
+    kinds: dict[str, int] = {}
+    for happened in doer.happened:
+        kinds[happened.kind] = kinds.get(happened.kind, 0) + 1
+    overlapping = sum(
+        1
+        for a in doer.happened
+        for b in doer.happened
+        if a.fault_id < b.fault_id and a.start <= b.end and b.start <= a.end
+    )
+    return {
+        "run": run_id,
+        "seed": args.seed,
+        "duration_s": args.duration,
+        "rate_per_s": args.rate,
+        "inputs": len(workload.lines),
+        "outputs_read": verdict.outputs,
+        "requests": verdict.requests,
+        "calls": verdict.calls,
+        "resends": verdict.resends,
+        "faults_scheduled": len(faults),
+        "faults_done": len(doer.happened),
+        "faults_by_kind": dict(sorted(kinds.items())),
+        "overlapping_pairs": overlapping,
+        "fault_errors": doer.errors,
+        "checks": verdict.counts(),
+        "violations": [v.line() for v in verdict.violations[:50]],
+        "growth": [asdict(g) | {"ok": g.ok} for g in growth],
+        "samples": len(sampler.samples),
+        "faults": [asdict(h) for h in doer.happened],
+    }
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    for name in ("inputs", "outputs_read", "requests", "calls", "resends", "faults_by_kind"):
+        print(f"soak: {name}: {summary[name]}")
+    print(f"soak: checks: {summary['checks']}")
+    for line in summary["violations"]:
+        print(f"soak: VIOLATION {line}")
+    for error in summary["fault_errors"]:
+        print(f"soak: FAULT NOT DONE {error}")
+    for g in summary["growth"]:
+        verdict = "ok" if g["ok"] else "ABOVE BOUND"
+        print(
+            f"soak: growth {g['metric']}: {g['slope']:+.1f} {g['unit']} "
+            f"(bound {g['bound']:g}) {verdict}"
+        )
+
+
+def record(path: Path, summary: dict[str, Any], sampler: Sampler, happened: list[Happened]) -> None:
+    """The summary as markdown at ``path`` and the timeline plot beside it."""
+    from bench.plots import soak_timeline  # matplotlib: only when a run is recorded
+
+    plot = soak_timeline(sampler.samples, [asdict(h) for h in happened], path.with_suffix(".png"))
+    growth = "\n".join(
+        f"| {g['metric']} | {g['slope']:+.1f} {g['unit']} | {g['bound']:g} | "
+        f"{'ok' if g['ok'] else 'above'} |"
+        for g in summary["growth"]
+    )
+    checks = "\n".join(f"| {name} | {n} |" for name, n in summary["checks"].items())
+    kinds = ", ".join(f"{kind} {n}" for kind, n in summary["faults_by_kind"].items())
+    path.write_text(
+        f"# Soak run {summary['run']}\n\n"
+        f"Written by `python -m bench.soak --record {path}`; raw figures in "
+        f"`.cache/soak/{summary['run']}/`.\n\n"
+        f"- duration {summary['duration_s'] / 60:.0f} min, seed {summary['seed']}, "
+        f"{summary['rate_per_s']:g} tickets/s: {summary['inputs']} inputs, "
+        f"{summary['outputs_read']} committed outputs read\n"
+        f"- {summary['requests']} service requests over {summary['calls']} calls, "
+        f"{summary['resends']} sent again\n"
+        f"- {summary['faults_done']} faults ({kinds}); {summary['overlapping_pairs']} "
+        f"overlapping pairs; not done: {len(summary['fault_errors'])}\n\n"
+        f"| check | violations |\n|---|---|\n{checks}\n\n"
+        f"| growth over the last half | slope | bound | |\n|---|---|---|---|\n{growth}\n\n"
+        f"![throughput and RSS over time, faults marked]({plot.name})\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=parse_duration, default=parse_duration("5m"))
+    parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--schedule", type=Path, help="repeat a schedule.json of an earlier run")
+    parser.add_argument("--mean-gap", type=float, default=60.0, help="s between faults of a target")
+    parser.add_argument("--rate", type=float, default=1.0, help="tickets per second")
+    parser.add_argument("--customers", type=int, default=40)
+    parser.add_argument("--latency-scale", type=float, default=0.08, help="Pareto scale, s")
+    parser.add_argument("--drain", type=float, default=240.0, help="s to wait for the last answers")
+    parser.add_argument("--kafka-port", type=int, default=9192)
+    parser.add_argument("--rest-port", type=int, default=8181)
+    parser.add_argument("--rpc-port", type=int, default=6223)
+    parser.add_argument("--services-port", type=int, default=8865)
+    parser.add_argument("--record", type=Path, help="write the summary (markdown) and plot here")
+    parser.add_argument("--keep-services", action="store_true", help="leave broker and cluster up")
+    sys.exit(soak(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Growth over a soak: samples of what must not grow, the slope over the last half, the bounds.
+
+Processes are read from /proc (Linux): resident memory, open file descriptors, threads. A
+TaskManager killed by a fault is replaced by a fresh one, which warms up (its JVM heap and the
+Python interpreter of thread mode grow for a minute or two): so each metric is a set of
+**segments**, one per process (one for a metric of the whole run, such as the store topic), and
+its slope is the pooled least-squares slope of its segments over the last half of the run, each
+segment's first :data:`WARMUP_S` left out. A leak shows in every segment that lives long enough;
+a replacement's warm-up shows in none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: metric -> the largest slope over the last half of a run that passes, per hour, with its unit.
+BOUNDS: dict[str, tuple[float, str]] = {
+    "taskmanager_rss_mb": (120.0, "MB/h"),
+    "jobmanager_rss_mb": (120.0, "MB/h"),
+    "taskmanager_fds": (200.0, "fds/h"),
+    "taskmanager_threads": (120.0, "threads/h"),
+    "jobmanager_threads": (120.0, "threads/h"),
+    "checkpoint_kb": (2048.0, "KB/h"),
+    "store_topic_mb": (200.0, "MB/h"),
+}
+
+
+#: Seconds after a segment's first sample that do not count (a fresh JVM's warm-up).
+WARMUP_S = 120.0
+
+Segments = dict[str, list[tuple[float, float]]]
+"""Per process (or ``""`` for the whole run), the ``(epoch seconds, value)`` samples."""
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    rss_mb: float
+    fds: int
+    threads: int
+
+
+def sample_process(pid: int) -> ProcessSample | None:
+    """RSS, open descriptors and threads of ``pid`` (None when it is gone or stopped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if fields.get("State", "").strip().startswith(("T", "Z")):  # stopped by a fault, or dead
+        return None
+    return ProcessSample(
+        rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
+        fds=fds,
+        threads=int(fields["Threads"]),
+    )
+
+
+def directory_mb(path: Path) -> float:
+    """Bytes on disk under ``path`` in MB (0.0 where it is missing)."""
+    total = 0
+    for file in path.rglob("*"):
+        try:
+            total += file.stat().st_size if file.is_file() else 0
+        except OSError:
+            continue  # a segment deleted by the cleaner while we looked
+    return total / 2**20
+
+
+def slope_per_hour(segments: Segments, start: float, end: float) -> float:
+    """The pooled least-squares slope per hour of ``segments`` (one intercept each) over the
+    last half of ``start``..``end``, each without its first :data:`WARMUP_S`; 0.0 when no
+    segment has 3 points there."""
+    middle = (start + end) / 2
+    covariance = spread = 0.0
+    for points in segments.values():
+        if not points:
+            continue
+        born = min(t for t, _ in points)
+        kept = [(t, v) for t, v in points if t >= middle and t >= born + WARMUP_S]
+        if len(kept) < 3:
+            continue
+        mean_t = sum(t for t, _ in kept) / len(kept)
+        mean_v = sum(v for _, v in kept) / len(kept)
+        covariance += sum((t - mean_t) * (v - mean_v) for t, v in kept)
+        spread += sum((t - mean_t) ** 2 for t, _ in kept)
+    return covariance / spread * 3600 if spread else 0.0
+
+
+@dataclass(frozen=True)
+class Growth:
+    metric: str
+    slope: float
+    bound: float
+    unit: str
+
+    @property
+    def ok(self) -> bool:
+        return self.slope <= self.bound
+
+
+def judge_growth(series: dict[str, Segments], start: float, end: float) -> list[Growth]:
+    """Each bounded metric's slope over the last half of ``start``..``end`` against
+    :data:`BOUNDS` (a metric never sampled: 0.0)."""
+    return [
+        Growth(metric, slope_per_hour(series.get(metric, {}), start, end), bound, unit)
+        for metric, (bound, unit) in BOUNDS.items()
+    ]
