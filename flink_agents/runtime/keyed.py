@@ -250,7 +250,8 @@ class KeyedAgentLogic:
             if key == "null":
                 raise unkeyed(value)
         except BadRecord as exc:
-            return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
+            bad = bad_input_record(self._plan.name, None, str(exc), input=value)
+            return Visit(outputs=[bad.to_json()])
         host = self._require_host()
         runs = self._load(key, state)
         if self._recovered and not host.knows(key) and _holds_anything(runs):
@@ -384,11 +385,13 @@ class KeyedAgentLogic:
             if run.result.paused is not None:
                 continue
             seq = run.result.run_id.seq
+            taken = [p.input for p in runs.pending if p.seq == seq]
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
             runs.spend = run.spend
             runs.long_term_memory = run.long_term_memory
-            outputs.extend(record.to_json() for record in outputs_of(run.result))
+            run_input = taken[0] if taken else None
+            outputs.extend(record.to_json() for record in outputs_of(run.result, run_input))
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
                     outputs.append(refused_record(self._plan.name, record_key(key), refused))
