@@ -41,11 +41,11 @@ from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
 from flink_agents.durable.store import StoreConfig
+from flink_agents.flink.answer_split import DEAD_LETTERS, SplitOutputs
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
 from flink_agents.flink.resume_input import tagger, united_selector
-from flink_agents.flink.typed_outputs import DEAD_LETTERS, SplitOutputs
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.checks import check_for_workers
 from flink_agents.plan.compile import compile_agent

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import load_yaml_model
 from flink_agents.runtime.settings import RuntimeSettings
+from flink_agents.runtime.typed_outputs import JsonSchemaOutputType
 
 PROCESS_MODE_BUNDLE_SIZE = "1"
 """``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a
@@ -132,6 +133,18 @@ SourceSpec = Annotated[ListSourceSpec | KafkaSourceSpec, Field(discriminator="ki
 SinkSpec = Annotated[StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec, Field(discriminator="kind")]
 
 
+def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` if it is a JSON Schema (so a bad one is named with the spec's file and line)."""
+    try:
+        JsonSchemaOutputType(schema)
+    except Exception as exc:  # jsonschema's SchemaError: pydantic reports ValueErrors
+        raise ValueError(f"not a JSON Schema: {str(exc).splitlines()[0]}") from None
+    return schema
+
+
+OutputSchema = Annotated[dict[str, Any], AfterValidator(_json_schema)]
+
+
 class StageSpec(_Spec):
     """A next agent of the job, fed with the answers of the one before it (docs/pipelines.md)."""
 
@@ -140,7 +153,7 @@ class StageSpec(_Spec):
     )
     agent_name: str | None = Field(default=None, description="Which agent of a YAML file.")
     key: str = Field(description="Field of each answer of the stage before that keys its runs.")
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: OutputSchema | None = Field(
         default=None,
         description="JSON Schema of this stage's outputs: one that does not fit is a dead letter.",
     )
@@ -190,7 +203,7 @@ class JobSpec(RuntimeSettings):
         description="Where decisions and events for the runs' waits come from, keyed by the "
         "same key field (docs/waits.md).",
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: OutputSchema | None = Field(
         default=None,
         description="JSON Schema of the agent's outputs. With it (or with `then`) the sink gets "
         "the answers as JSON records and failures go to dead_letter, not the envelopes.",
