@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 
+from examples.demo import read_outputs
 from flink_agents.flink.job import load_job
 from flink_agents.flink.job_runner import build, environment
 from tests.flink.review_pipeline import reviews
@@ -90,16 +91,6 @@ def _assert_answers_and_dead_letters(answers: list[Any], dead: list[Any]) -> Non
     assert all(d["input"]["stars"] == 0 for d in dead)
 
 
-def _lines(folder: Path) -> list[Any]:
-    return [
-        json.loads(line)
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-        for line in path.read_text().splitlines()
-        if line
-    ]
-
-
 def _topic(bootstrap: str, topic: str) -> list[Any]:
     consumer = KafkaConsumer(
         topic,
@@ -137,7 +128,9 @@ def test_answers_to_kafka_and_dead_letters_to_files(tmp_path, kafka_bootstrap) -
     topic = f"test-pipeline-answers-{uuid.uuid4().hex[:12]}"
     sink = f"{{kind: kafka, topic: {topic}, bootstrap_servers: '{kafka_bootstrap}'}}"
     _run_here(_job(tmp_path, sink, f"{{kind: file, path: {tmp_path / 'dead'}}}"))
-    _assert_answers_and_dead_letters(_topic(kafka_bootstrap, topic), _lines(tmp_path / "dead"))
+    _assert_answers_and_dead_letters(
+        _topic(kafka_bootstrap, topic), read_outputs(tmp_path / "dead")
+    )
 
 
 @pytest.mark.kafka
@@ -146,4 +139,4 @@ def test_answers_to_files_and_dead_letters_to_a_kafka_topic(tmp_path, kafka_boot
     # The dead_letter form of envelope jobs (a topic, no kind) works for typed outputs too.
     dead_letter = f"{{topic: {topic}, bootstrap_servers: '{kafka_bootstrap}'}}"
     _run_here(_job(tmp_path, f"{{kind: file, path: {tmp_path / 'out'}}}", dead_letter))
-    _assert_answers_and_dead_letters(_lines(tmp_path / "out"), _topic(kafka_bootstrap, topic))
+    _assert_answers_and_dead_letters(read_outputs(tmp_path / "out"), _topic(kafka_bootstrap, topic))

@@ -17,6 +17,7 @@ import pytest
 from pyflink.common import Encoder, Types
 from pyflink.datastream.connectors.file_system import FileSink
 
+from examples.demo import read_outputs
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from flink_agents.flink.environment import as_json_text
@@ -35,16 +36,6 @@ pytestmark = [pytest.mark.flink]
 REVIEWS = 21  # three unreadable (every seventh)
 RECORDED_WITHIN_S = 1.0
 """A call the witness saw this long before the crash had its outcome recorded by then."""
-
-
-def _read_lines(folder: Path) -> list[str]:
-    return [
-        line
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-        for line in path.read_text().splitlines()
-        if line
-    ]
 
 
 def _file_sink(folder: Path) -> FileSink:
@@ -83,11 +74,11 @@ def test_two_agents_chained_give_typed_answers_and_dead_letters_apart(
     dead_letters.sink_to(_file_sink(tmp_path / "dead"))
     fresh_flink_env.execute("typed-chain")
 
-    answers = [json.loads(line) for line in _read_lines(tmp_path / "answers")]
+    answers = read_outputs(tmp_path / "answers")
     assert {kind for kind, *_ in answers} == {ProductNote.__name__}
     assert {tuple(rest) for _, *rest in answers} == _expected_notes()
     assert len(answers) == len(_expected_notes())
-    dead = [json.loads(line) for line in _read_lines(tmp_path / "dead")]
+    dead = read_outputs(tmp_path / "dead")
     assert sorted(d["key"] for d in dead) == ["r006", "r013", "r020"]
     assert {d["agent"] for d in dead} == {"review_analysis"}
     assert {d["error_type"] for d in dead} == {"ValueError"}
@@ -133,7 +124,7 @@ def test_a_crash_in_the_second_stage_reinvokes_no_completed_call(
         env.execute(f"pipeline-{name}")
         notes = {
             (n["product"], n["review_id"], n["note"])
-            for n in map(json.loads, _read_lines(tmp_path / f"{name}-out"))
+            for n in read_outputs(tmp_path / f"{name}-out")
         }
         return notes, witness
 
