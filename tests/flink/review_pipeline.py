@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 from flink_agents.api import (
@@ -29,6 +30,12 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.events import ChatRequestEvent, ChatResponseEvent
 from flink_agents.durable.faults import KillPoint, KillPointReached
 from flink_agents.providers.scripted import ScriptedChatModelConnection
+
+SLOW = pytest.mark.skipif(
+    os.environ.get("FLINK_AGENTS_SLOW_PIPELINES") != "1",
+    reason="slow (minutes): runs from `make pipelines`",
+)
+"""Marks the pipeline scenarios that run only from `make pipelines`."""
 
 WITNESS_ENV = "REVIEW_PIPELINE_WITNESS"
 CRASH_ENV = "REVIEW_PIPELINE_CRASH"

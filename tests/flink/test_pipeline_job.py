@@ -19,7 +19,7 @@ from kafka import KafkaConsumer
 from examples.demo import read_outputs
 from flink_agents.flink.job import load_job
 from flink_agents.flink.job_runner import build, environment
-from tests.flink.review_pipeline import reviews
+from tests.flink.review_pipeline import SLOW, reviews
 
 pytestmark = [pytest.mark.flink]
 
@@ -105,6 +105,7 @@ def _topic(bootstrap: str, topic: str) -> list[Any]:
         consumer.close()
 
 
+@SLOW
 def test_answers_and_dead_letters_printed_apart(tmp_path) -> None:
     job = _job(tmp_path, "{kind: stdout}", None)
     done = subprocess.run(
@@ -133,6 +134,7 @@ def test_answers_to_kafka_and_dead_letters_to_files(tmp_path, kafka_bootstrap) -
     )
 
 
+@SLOW
 @pytest.mark.kafka
 def test_answers_to_files_and_dead_letters_to_a_kafka_topic(tmp_path, kafka_bootstrap) -> None:
     topic = f"test-pipeline-dead-{uuid.uuid4().hex[:12]}"

@@ -24,6 +24,7 @@ from flink_agents.flink.environment import as_json_text
 from tests.flink.conftest import job_spec_settings
 from tests.flink.review_pipeline import (
     CRASH_ENV,
+    SLOW,
     WITNESS_ENV,
     ProductNote,
     product_notes,
@@ -89,6 +90,7 @@ def _witnessed(path: Path) -> list[list[Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@SLOW
 @pytest.mark.kafka
 @pytest.mark.timeout(600)
 def test_a_crash_in_the_second_stage_reinvokes_no_completed_call(
