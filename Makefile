@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines
 
 venv: $(PY)
 $(PY):
@@ -86,6 +86,11 @@ SEED ?= 37
 soak: install
 	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
 	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
+
+# Typed outputs and chained agents (docs/pipelines.md): every sink of a job spec, and a crash in
+# the second of two agents with the Kafka store; a few minutes. `make test` runs one of each.
+pipelines: install
+	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py $(PYTEST_ARGS)
 
 # The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
 # local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to

@@ -139,8 +139,12 @@ class Agent:
         config: Mapping[str, Any] | None = None,
         error_policy: ErrorPolicy = "fail",
         description: str | None = None,
+        output_type: Any = None,
     ) -> None:
         self.name = name or type(self).__name__
+        # What its outputs are (a pydantic model, a dataclass...): a pipeline's typed answers
+        # (docs/pipelines.md). Not part of the plan: a job spec declares an output_schema.
+        self.output_type: Any = output_type
         self.description = description
         self.config: dict[str, Any] = dict(config or {})
         self.error_policy: ErrorPolicy = error_policy

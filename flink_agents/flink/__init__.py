@@ -22,6 +22,7 @@ from flink_agents.flink.job import (
     KafkaSourceSpec,
     ListSourceSpec,
     RestartStrategySpec,
+    StageSpec,
     StdoutSinkSpec,
     load_job,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ListSourceSpec",
     "OperatorOptions",
     "RestartStrategySpec",
+    "StageSpec",
     "StdoutSinkSpec",
     "build_job",
     "job_environment",

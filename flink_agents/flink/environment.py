@@ -6,8 +6,14 @@
 
 Records are JSON text, or Python records (dicts, pydantic models, dataclasses) that become JSON
 at the boundary; a key is a field name or a function of the record
-(``key=lambda r: r.customer``). Each output is a JSON string with the run's agent, key, seq and
-either ``output`` or ``error`` (see :class:`~flink_agents.runtime.json_records.OutputRecord`).
+(``key=lambda r: r.customer``).
+
+An agent with a declared output type (``apply(agent, output_type=Review)``, or an ``output_type``
+attribute on the agent) gives objects of that type from ``to_datastream()``, and its failures
+from ``dead_letters()``; ``then(key=...)`` feeds the answers to a next agent (docs/pipelines.md).
+Without one, each output is a JSON envelope with the run's agent, key, seq and either
+``output`` or ``error`` (see :class:`~flink_agents.runtime.json_records.OutputRecord`), as
+``to_envelopes()`` always gives.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pyflink.java_gateway import get_gateway
 
 from flink_agents.api.agent import Agent
 from flink_agents.durable.store import StoreConfig
+from flink_agents.flink.answer_split import DEAD_LETTERS, SplitOutputs
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction, OutputTimestamps
@@ -53,6 +60,7 @@ from flink_agents.runtime.json_records import (
 )
 from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.settings import RuntimeSettings
+from flink_agents.runtime.typed_outputs import JsonOutputs, OutputType, PythonOutputType
 
 logger = logging.getLogger(__name__)
 
@@ -380,6 +388,10 @@ class AgentInput:
     python_records: bool = False
     record_type: type | None = None
     _outputs: DataStream | None = field(default=None, init=False)
+    _answers: DataStream | None = field(default=None, init=False)
+    _typed: bool = field(default=False, init=False)
+    _output_check: OutputType = field(default_factory=JsonOutputs, init=False)
+    _plan_name: str = field(default="", init=False)
     _decisions: AgentInput | None = field(default=None, init=False)
 
     def with_decisions(self, decisions: AgentInput) -> AgentInput:
@@ -391,8 +403,26 @@ class AgentInput:
         self._decisions = decisions
         return self
 
-    def apply(self, agent: Agent | AgentPlan) -> AgentInput:
-        """Run ``agent`` (or a compiled plan) for every record, one run per key at a time."""
+    def apply(
+        self,
+        agent: Agent | AgentPlan,
+        *,
+        output_type: Any = None,
+        output_check: OutputType | None = None,
+    ) -> AgentInput:
+        """Run ``agent`` (or a compiled plan) for every record, one run per key at a time.
+
+        ``output_type`` (else the agent's ``output_type`` attribute, if it has one): a pydantic
+        model, dataclass or other type its outputs are validated into; :meth:`to_datastream`
+        then gives objects of it, and failed runs, unusable inputs and outputs that do not fit
+        go to :meth:`dead_letters`. ``output_check`` is the same for any
+        :class:`~flink_agents.runtime.typed_outputs.OutputType` (a job spec's JSON Schema).
+        """
+        if output_type is None:
+            output_type = getattr(agent, "output_type", None)
+        if output_check is None and output_type is not None:
+            output_check = PythonOutputType(output_type)
+        self._typed = output_check is not None
         plan = check_for_workers(agent if isinstance(agent, AgentPlan) else compile_agent(agent))
         _timer_safe_bundles(self.agents.env)
         settings = self.agents.settings
@@ -418,21 +448,66 @@ class AgentInput:
         self._outputs = outputs.assign_timestamps_and_watermarks(
             WatermarkStrategy.no_watermarks().with_timestamp_assigner(OutputTimestamps())
         )
+        self._output_check = output_check or JsonOutputs()
+        self._plan_name = plan.name
         return self
 
     def to_datastream(self) -> DataStream:
-        """The outputs: one JSON string per output of each run."""
+        """The outputs: objects of the declared output type, failures left out (they are
+        :meth:`dead_letters`); without a declared type, the JSON envelopes (:meth:`to_envelopes`).
+        """
+        return self._require_answers() if self._typed else self.to_envelopes()
+
+    def answers(self) -> DataStream:
+        """The successful outputs: objects of the declared output type, else their JSON values
+        (dicts, lists, strings...); failures are :meth:`dead_letters`."""
+        return self._require_answers()
+
+    def dead_letters(self) -> DataStream:
+        """One JSON string per failure: a run that failed (error policy ``emit``), an input that
+        could not be run, an output that does not fit the output type (see
+        :class:`~flink_agents.runtime.typed_outputs.DeadLetter`)."""
+        return self._require_answers().get_side_output(DEAD_LETTERS)
+
+    def to_envelopes(self) -> DataStream:
+        """Every output as a JSON envelope (agent, key, seq, ``output`` or ``error``), errors
+        included: what ``to_datastream`` gave before output types."""
         if self._outputs is None:
             raise RuntimeError("apply(agent) before to_datastream()")
         return self._outputs
 
+    def then(self, key: KeySpec) -> AgentInput:
+        """The answers as the input of a next agent, keyed by ``key`` (a field, or a function
+        of the answer: ``key=lambda review: review.product``)."""
+        return self.agents.from_datastream(self.answers(), key)
+
+    def _require_answers(self) -> DataStream:
+        # Made on first use: a job reading only the envelopes gets no extra operator.
+        if self._answers is None:
+            self._answers = (
+                self.to_envelopes()
+                .process(SplitOutputs(self._output_check), output_type=Types.PICKLED_BYTE_ARRAY())
+                .name(f"answers:{self._plan_name}")
+                .uid(self.agents.uid(f"answers:{self._plan_name}"))
+            )
+        return self._answers
+
     def to_kafka(
         self, topic: str, *, bootstrap_servers: str, exactly_once: ExactlyOnce | None = None
     ) -> None:
-        """Write the outputs to a Kafka topic (see :meth:`AgentsExecutionEnvironment.to_kafka`)."""
+        """Write the outputs to a Kafka topic (see :meth:`AgentsExecutionEnvironment.to_kafka`):
+        typed answers as their JSON text, else the envelopes."""
+        outputs = self.to_datastream()
+        if self._typed:
+            outputs = as_json_text(outputs)
         self.agents.to_kafka(
-            self.to_datastream(),
+            outputs,
             topic,
             bootstrap_servers=bootstrap_servers,
             exactly_once=exactly_once,
         )
+
+
+def as_json_text(stream: DataStream) -> DataStream:
+    """A stream of Python records (typed answers) as canonical JSON text, for a sink of strings."""
+    return stream.map(encode_input, output_type=Types.STRING()).name("as JSON")

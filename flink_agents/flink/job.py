@@ -12,15 +12,16 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
 from flink_agents.plan.yaml.loader import load_yaml_model
 from flink_agents.runtime.settings import RuntimeSettings
+from flink_agents.runtime.typed_outputs import JsonSchemaOutputType
 
 PROCESS_MODE_BUNDLE_SIZE = "1"
 """``python.fn-execution.bundle.size`` for process mode. PyFlink 2.2 registers the timers a
@@ -121,7 +122,8 @@ class KafkaSinkSpec(_Spec):
 class DeadLetterSpec(_Spec):
     """A Kafka topic that also receives every error record: a run that failed under the agent's
     ``emit`` error policy (a poison input: its action fails on every attempt) and an input that
-    could not be read. They stay in the job's outputs too."""
+    could not be read. They stay in the job's outputs too (a job with typed outputs writes dead
+    letters here instead, see docs/pipelines.md)."""
 
     topic: str
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -129,6 +131,32 @@ class DeadLetterSpec(_Spec):
 
 SourceSpec = Annotated[ListSourceSpec | KafkaSourceSpec, Field(discriminator="kind")]
 SinkSpec = Annotated[StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec, Field(discriminator="kind")]
+
+
+def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` if it is a JSON Schema (so a bad one is named with the spec's file and line)."""
+    try:
+        JsonSchemaOutputType(schema)
+    except Exception as exc:  # jsonschema's SchemaError: pydantic reports ValueErrors
+        raise ValueError(f"not a JSON Schema: {str(exc).splitlines()[0]}") from None
+    return schema
+
+
+OutputSchema = Annotated[dict[str, Any], AfterValidator(_json_schema)]
+
+
+class StageSpec(_Spec):
+    """A next agent of the job, fed with the answers of the one before it (docs/pipelines.md)."""
+
+    agent: str = Field(
+        description="A YAML agents file or plan JSON (relative to the job spec), or module:attr."
+    )
+    agent_name: str | None = Field(default=None, description="Which agent of a YAML file.")
+    key: str = Field(description="Field of each answer of the stage before that keys its runs.")
+    output_schema: OutputSchema | None = Field(
+        default=None,
+        description="JSON Schema of this stage's outputs: one that does not fit is a dead letter.",
+    )
 
 
 class CheckpointingSpec(_Spec):
@@ -175,9 +203,21 @@ class JobSpec(RuntimeSettings):
         description="Where decisions and events for the runs' waits come from, keyed by the "
         "same key field (docs/waits.md).",
     )
+    output_schema: OutputSchema | None = Field(
+        default=None,
+        description="JSON Schema of the agent's outputs. With it (or with `then`) the sink gets "
+        "the answers as JSON records and failures go to dead_letter, not the envelopes.",
+    )
+    then: list[StageSpec] = Field(
+        default_factory=list,
+        description="Agents chained after this one, each fed with the answers of the one "
+        "before, keyed by its own key field; the sink gets the last one's answers.",
+    )
     sink: SinkSpec = Field(default_factory=lambda: StdoutSinkSpec(kind="stdout"))
-    dead_letter: DeadLetterSpec | None = Field(
-        default=None, description="Also write error records to this Kafka topic."
+    dead_letter: DeadLetterSpec | SinkSpec | None = Field(
+        default=None,
+        description="Envelope outputs: also write error records to this Kafka topic. Typed "
+        "outputs: where dead letters go (a sink; default: stdout, prefixed 'dead letter').",
     )
     parallelism: int = Field(default=1, ge=1)
     max_parallelism: int = Field(
@@ -249,10 +289,19 @@ class JobSpec(RuntimeSettings):
 
     def plan(self) -> AgentPlan:
         """The agent's plan (compiled from YAML or Python, or read from plan JSON)."""
-        agent = self.agent
+        return self.stage_plan(self.agent, self.agent_name)
+
+    def stage_plan(self, agent: str, agent_name: str | None) -> AgentPlan:
+        """The plan of ``agent`` (the spec's or a stage's), with the spec's call caps."""
         if not _is_reference(agent):
             agent = str(self.resolve(agent))
-        return self.capped(load_plan(agent, self.agent_name))
+        return self.capped(load_plan(agent, agent_name))
+
+    @property
+    def typed(self) -> bool:
+        """Whether the sink gets typed answers (``output_schema`` or ``then`` is set) rather
+        than the envelopes."""
+        return self.output_schema is not None or bool(self.then)
 
     @property
     def settings(self) -> RuntimeSettings:
@@ -286,6 +335,8 @@ class JobSpec(RuntimeSettings):
             found["event_log.path"] = Path(log.path)
         if isinstance(self.sink, FileSinkSpec):
             found["sink.path"] = self.resolve(self.sink.path).resolve()
+        if isinstance(self.dead_letter, FileSinkSpec):
+            found["dead_letter.path"] = self.resolve(self.dead_letter.path).resolve()
         return found
 
     def flink_config(self) -> dict[str, str]:

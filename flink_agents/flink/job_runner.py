@@ -20,22 +20,31 @@ if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpat
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pyflink.common import Configuration, Encoder, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSink
 
 import flink_agents
-from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironment, ExactlyOnce
+from flink_agents.flink.environment import (
+    AgentInput,
+    AgentsExecutionEnvironment,
+    ExactlyOnce,
+    as_json_text,
+)
 from flink_agents.flink.job import (
+    DeadLetterSpec,
     JobSpec,
     KafkaSinkSpec,
     KafkaSourceSpec,
     ListSourceSpec,
+    SinkSpec,
     SourceSpec,
     load_job,
 )
 from flink_agents.runtime.json_records import is_error_record
+from flink_agents.runtime.typed_outputs import JsonOutputs, JsonSchemaOutputType, OutputType
 
 
 def environment(
@@ -94,7 +103,7 @@ OutputTransform = Callable[[DataStream], DataStream]
 def build(
     spec: JobSpec, env: StreamExecutionEnvironment, before_sink: OutputTransform | None = None
 ) -> None:
-    """Add the spec's pipeline (source -> agent -> sink) to ``env``.
+    """Add the spec's pipeline (source -> agent(s) -> sink) to ``env``.
 
     ``before_sink`` may transform the outputs on their way to the sink (the demo uses it to
     inject a failure).
@@ -103,10 +112,53 @@ def build(
     agent_input = _input(spec, agents)
     if spec.decisions is not None:  # decisions and events for waits (docs/waits.md)
         agent_input.with_decisions(_input(spec, agents, spec.decisions))
-    outputs = agent_input.apply(spec.plan()).to_datastream()
+    if spec.typed:
+        outputs, errors = _typed_stages(spec, agent_input)
+    else:
+        outputs = agent_input.apply(spec.plan()).to_envelopes()
+        errors = outputs.filter(is_error_record).name("error records")
     if before_sink is not None:
         outputs = before_sink(outputs)
-    sink = spec.sink
+    _sink(spec, agents, outputs, spec.sink, exactly_once(spec))
+    if spec.dead_letter is not None:
+        dead_letter = spec.dead_letter
+        if isinstance(dead_letter, DeadLetterSpec):
+            dead_letter = KafkaSinkSpec(
+                kind="kafka",
+                topic=dead_letter.topic,
+                bootstrap_servers=dead_letter.bootstrap_servers,
+            )
+        _sink(spec, agents, errors, dead_letter, None)
+    elif spec.typed:
+        errors.print("dead letter")
+
+
+def _typed_stages(spec: JobSpec, first: AgentInput) -> tuple[DataStream, DataStream]:
+    """Run the spec's agent and its ``then`` stages; the last one's answers (JSON text) and
+    every stage's dead letters."""
+    stage = first.apply(spec.plan(), output_check=_schema(spec.output_schema))
+    dead_letters = stage.dead_letters()
+    for next_stage in spec.then:
+        plan = spec.stage_plan(next_stage.agent, next_stage.agent_name)
+        stage = stage.then(next_stage.key).apply(
+            plan, output_check=_schema(next_stage.output_schema)
+        )
+        dead_letters = dead_letters.union(stage.dead_letters())
+    return as_json_text(stage.answers()), dead_letters
+
+
+def _schema(schema: dict[str, Any] | None) -> OutputType:
+    return JsonOutputs() if schema is None else JsonSchemaOutputType(schema)
+
+
+def _sink(
+    spec: JobSpec,
+    agents: AgentsExecutionEnvironment,
+    outputs: DataStream,
+    sink: SinkSpec,
+    exactly: ExactlyOnce | None,
+) -> None:
+    """Write ``outputs`` (JSON text) to ``sink``."""
     if sink.kind == "stdout":
         outputs.print()
     elif sink.kind == "file":
@@ -117,15 +169,7 @@ def build(
         )
     else:
         agents.to_kafka(
-            outputs,
-            sink.topic,
-            bootstrap_servers=sink.bootstrap_servers,
-            exactly_once=exactly_once(spec),
-        )
-    if spec.dead_letter is not None:
-        errors = outputs.filter(is_error_record).name("error records")
-        agents.to_kafka(
-            errors, spec.dead_letter.topic, bootstrap_servers=spec.dead_letter.bootstrap_servers
+            outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers, exactly_once=exactly
         )
 
 

@@ -18,10 +18,12 @@ from flink_agents.runtime.options import OperatorOptions
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
+from flink_agents.runtime.typed_outputs import DeadLetter
 
 __all__ = [
     "ActionContext",
     "ActionError",
+    "DeadLetter",
     "DuplicateCallIdError",
     "KeyState",
     "OperatorOptions",

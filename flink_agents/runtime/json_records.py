@@ -38,6 +38,8 @@ class OutputRecord(BaseModel):
     seq: int
     output: Any = None
     error: dict[str, Any] | None = None
+    input: Any = None
+    """The run's input, on error records only (a dead letter carries it)."""
 
     def to_json(self) -> str:
         return canonical_json(self.model_dump(exclude_none=True))
@@ -134,8 +136,9 @@ def _selector(field: KeySpec, prepare: Callable[[Any], Any]) -> Callable[[Any], 
     return select
 
 
-def outputs_of(result: RunResult) -> list[OutputRecord]:
-    """Sink records for a finished run: one per OutputEvent (errors included)."""
+def outputs_of(result: RunResult, input: Any = None) -> list[OutputRecord]:
+    """Sink records for a finished run: one per OutputEvent (errors included, with the run's
+    ``input`` when given)."""
     run = result.run_id
     return [
         OutputRecord(
@@ -144,15 +147,21 @@ def outputs_of(result: RunResult) -> list[OutputRecord]:
             seq=run.seq,
             output=event.output if event.error is None else None,
             error=_error(event.error),
+            input=None if event.error is None else input,
         )
         for event in result.outputs
     ]
 
 
-def bad_input_record(agent: str, key: Any, problem: str) -> OutputRecord:
-    """The output reporting an input that could not be run (the job keeps going)."""
+def bad_input_record(agent: str, key: Any, problem: str, input: Any = None) -> OutputRecord:
+    """The output reporting an input that could not be run (the job keeps going); ``input`` is
+    the record as it came, when it is known."""
     return OutputRecord(
-        agent=agent, key=key, seq=-1, error={"error_type": "BadRecord", "message": problem}
+        agent=agent,
+        key=key,
+        seq=-1,
+        error={"error_type": "BadRecord", "message": problem},
+        input=input,
     )
 
 

@@ -277,7 +277,8 @@ class KeyedAgentLogic:
             if key == "null":
                 raise unkeyed(value)
         except BadRecord as exc:
-            return Visit(outputs=[bad_input_record(self._plan.name, None, str(exc)).to_json()])
+            bad = bad_input_record(self._plan.name, None, str(exc), input=value)
+            return Visit(outputs=[bad.to_json()])
         host = self._require_host()
         if self._key_groups is not None and not host.knows(key):
             # The store's form of the key (its runs' `RunKey.key`) must be in this subtask's
@@ -420,6 +421,7 @@ class KeyedAgentLogic:
             if run.result.paused is not None:
                 continue
             seq = run.result.run_id.seq
+            taken = [p.input for p in runs.pending if p.seq == seq]
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
             runs.short_term_expiry = run.short_term_expiry
@@ -428,7 +430,8 @@ class KeyedAgentLogic:
             if run.result.scheduled:  # in the same state as the input's end: kept once
                 runs.schedule(run.result.scheduled)
                 follow_ups_at.extend(s.at_ms for s in run.result.scheduled)
-            outputs.extend(record.to_json() for record in outputs_of(run.result))
+            run_input = taken[0] if taken else None
+            outputs.extend(record.to_json() for record in outputs_of(run.result, run_input))
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
                     outputs.append(refused_record(self._plan.name, record_key(key), refused))

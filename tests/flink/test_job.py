@@ -260,3 +260,39 @@ def test_store_settings_of_a_job_spec_reach_the_producer_and_the_topic(
     topic_config = admin.describe_configs([resource])[resource].result(timeout=30)
     assert topic_config["retention.ms"].value == "3600000"
     assert topic_config["cleanup.policy"].value == "compact,delete"
+
+
+def test_a_job_with_an_output_schema_or_stages_is_typed_and_loads_every_stages_plan(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: chain\nagent: tests.flink.review_pipeline:REVIEW_ANALYSIS\nkey: review_id\n"
+        "then:\n  - {agent: tests.flink.review_pipeline:PRODUCT_NOTES, key: product}\n"
+        "source: {kind: list, path: in.jsonl}\n"
+        "dead_letter: {kind: file, path: dead}\n"
+    )
+    spec = load_job(job)
+    assert spec.typed
+    (stage,) = spec.then
+    assert spec.stage_plan(stage.agent, stage.agent_name).name == "product_notes"
+    assert spec.output_paths()["dead_letter.path"] == (tmp_path / "dead").resolve()
+    job.write_text(
+        "name: one\nagent: tests.flink.review_pipeline:REVIEW_ANALYSIS\nkey: review_id\n"
+        "source: {kind: list, path: in.jsonl}\n"
+        "dead_letter: {topic: errors}\n"
+    )
+    assert not load_job(job).typed  # envelopes, errors copied to the topic as before
+
+
+def test_an_output_schema_that_is_not_json_schema_is_named_with_file_and_line(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nkey: k\nsource: {kind: list, path: in.jsonl}\n"
+        "then:\n  - agent: b.yaml\n    key: product\n    output_schema: {type: 7}\n"
+    )
+    with pytest.raises(YamlAgentError, match="not a JSON Schema") as error:
+        load_job(job)
+    assert f"{job}:8:" in str(error.value) and "output_schema" in str(error.value)
