@@ -67,7 +67,6 @@ clean: services-stop
 # The benchmark suite on the mini-cluster (bench/README.md); results and plots in bench/results/.
 # BENCH_ARGS=--quick for a smoke run. matplotlib is a bench-only dependency, installed here.
 bench: install
-	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
 	scripts/with-services.sh --kafka-only $(PY) -m bench.suite $(BENCH_ARGS)
 
 
@@ -84,7 +83,6 @@ crash-matrix: install
 DURATION ?= 5m
 SEED ?= 37
 soak: install
-	$(PY) -c "import matplotlib" 2>/dev/null || $(VENV)/bin/pip install -q matplotlib
 	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 # Typed outputs and chained agents (docs/pipelines.md): every sink of a job spec, and a crash in
