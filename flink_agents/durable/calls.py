@@ -298,7 +298,7 @@ class DurableCalls:
     def run_admitted(self, run: RunId, input: Any) -> None:
         """The run's ``input`` is queued to execute (first time or replay)."""
         if self.meter is not None:
-            self.meter.run_admitted(run)
+            self.meter.run_admitted(run, input)
         if self.store is None:
             return
         state = self._run(run)
