@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers
+.PHONY: install venv test test-unit lint run example bench crash-matrix kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line
 
 venv: $(PY)
 $(PY):
@@ -40,6 +40,12 @@ lint: install
 # The example job end to end on the mini-cluster with a real Kafka store and one injected failure.
 run example: install
 	scripts/with-services.sh --kafka-only $(PY) -m examples.demo
+
+# The mini-cluster suite on another Flink line than the pinned one (its own virtualenv under
+# .cache/flink-lines/): make flink-line FLINK_LINE=2.3.0 (or 1.20.5). Not part of `make test`.
+FLINK_LINE ?= 2.3.0
+flink-line:
+	scripts/flink-line.sh $(FLINK_LINE) $(PYTEST_ARGS)
 
 kafka-start:
 	scripts/kafka.sh start
