@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines
 
 venv: $(PY)
 $(PY):
@@ -15,7 +15,7 @@ $(PY):
 # protobuf that Beam (under apache-flink) forbids.
 install: $(STAMP)
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[test,providers,gemini,bedrock,mcp,retrieval,otel,console]"
+	$(PY) -m pip install -q -e ".[test,providers,gemini,bedrock,mcp,retrieval,ledger,otel,console]"
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -55,11 +55,15 @@ chroma-start: install
 	scripts/chroma.sh start
 chroma-stop:
 	scripts/chroma.sh stop
+redis-start:
+	scripts/redis.sh start
+redis-stop:
+	scripts/redis.sh stop
 flink-start: install
 	scripts/flink-cluster.sh start
 flink-stop:
 	scripts/flink-cluster.sh stop
-services-stop: kafka-stop chroma-stop flink-stop
+services-stop: kafka-stop chroma-stop redis-stop flink-stop
 
 clean: services-stop
 	rm -rf $(VENV) .cache .pytest_cache

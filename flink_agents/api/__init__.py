@@ -11,6 +11,8 @@ from flink_agents.api.agent import Agent, ErrorPolicy, ResourceDeclaration, acti
 from flink_agents.api.budgets import (
     Budget,
     BudgetExceeded,
+    BudgetLedgerConfig,
+    BudgetLedgerUnavailable,
     Budgets,
     CallSpend,
     ModelPrice,
@@ -73,6 +75,8 @@ __all__ = [
     "Agent",
     "Budget",
     "BudgetExceeded",
+    "BudgetLedgerConfig",
+    "BudgetLedgerUnavailable",
     "Budgets",
     "CallSpend",
     "ChatMessage",

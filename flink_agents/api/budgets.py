@@ -9,7 +9,8 @@ compiled into its plan:
 * :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day`` or
   ``total``), in tokens or money, with what happens when it is exhausted (``fail``: the call
   fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper connection) and a soft
-  threshold that warns.
+  threshold that warns. A budget with ``scope: tenant`` or ``scope: job`` counts across keys,
+  in an external ledger (:class:`BudgetLedgerConfig`, a Redis server).
 
 This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
 refuses.
@@ -18,6 +19,7 @@ refuses.
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -29,6 +31,16 @@ OnExhausted = Literal["fail", "fallback"]
 """What a new call that does not fit a budget does: ``fail`` (the call fails with
 :class:`BudgetExceeded`, and the run's error policy applies) or ``fallback`` (the call goes
 to the budget's ``fallback`` chat model connection)."""
+
+BudgetScope = Literal["key", "tenant", "job"]
+"""Whose spend a budget counts: each key's (in the key's Flink state), a tenant's (the keys
+whose runs name one tenant, by :attr:`Budget.tenant_field`) or the whole job's; the last two
+in the ledger (:class:`BudgetLedgerConfig`)."""
+
+OnLedgerUnreachable = Literal["fail", "allow"]
+"""What a new call under a cross-key budget does when the ledger does not answer: ``fail``
+(fail closed: the call fails with :class:`BudgetLedgerUnavailable`) or ``allow`` (the call goes
+uncounted by that budget, with a warning)."""
 
 DEFAULT_MAX_TOKENS = 1024
 """The output tokens a call without ``max_tokens`` is reserved for (see
@@ -53,6 +65,11 @@ class BudgetExceeded(RuntimeError):
             f"budget {budget!r} exhausted: {_amount(spent, unit)} spent or reserved, this call "
             f"may need {_amount(needed, unit)}, the limit is {_amount(limit, unit)}"
         )
+
+
+class BudgetLedgerUnavailable(RuntimeError):
+    """The ledger of a cross-key budget did not answer, and ``on_unreachable`` is ``fail``: the
+    new call is refused (fail closed), recorded as its failed outcome like a refusal."""
 
 
 def _amount(value: float, unit: str) -> str:
@@ -133,11 +150,36 @@ class Budget(BaseModel):
         description="The chat model connection a call goes to when this budget is exhausted "
         "(on_exhausted: fallback); it answers with its own model.",
     )
+    scope: BudgetScope = Field(
+        default="key",
+        description="Whose spend it counts: each key's, a tenant's or the job's (the last two "
+        "in the budgets' ledger).",
+    )
+    tenant_field: str | None = Field(
+        default=None,
+        min_length=1,
+        description="scope tenant: the field of the run's input (else of its key, when the key "
+        "is an object) whose value names the tenant.",
+    )
 
     @model_validator(mode="after")
     def _one_limit(self) -> Budget:
         if (self.tokens is None) == (self.cost is None):
             raise ValueError(f"budget {self.name!r}: give exactly one of tokens and cost")
+        if (self.scope == "tenant") != (self.tenant_field is not None):
+            raise ValueError(
+                f"budget {self.name!r}: tenant_field names the tenant of scope 'tenant', and "
+                f"only of it (scope is {self.scope!r})"
+            )
+        if self.scope != "key" and self.window == "run":
+            raise ValueError(
+                f"budget {self.name!r}: a run belongs to one key; scope {self.scope!r} counts "
+                "over window 'day' or 'total'"
+            )
+        if self.scope != "key" and self.on_exhausted != "fail":
+            raise ValueError(
+                f"budget {self.name!r}: scope {self.scope!r} supports on_exhausted 'fail' only"
+            )
         if self.on_exhausted == "fallback" and not self.fallback:
             raise ValueError(
                 f"budget {self.name!r}: on_exhausted 'fallback' needs fallback (a chat model "
@@ -159,6 +201,48 @@ class Budget(BaseModel):
         return float(self.tokens if self.tokens is not None else self.cost or 0)
 
 
+class BudgetLedgerConfig(BaseModel):
+    """Where cross-key budgets (``scope`` ``tenant`` or ``job``) count: a Redis server
+    (``scripts/redis.sh``; docs/budgets.md). Reservations and settlements are atomic there (one
+    Lua script each) and keyed by the call's idempotency key, so a replayed or re-sent call is
+    never reserved or counted twice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="The Redis server (redis:// or rediss://), without a password.",
+    )
+    password_env: str | None = Field(
+        default=None, description="The environment variable holding the server's password."
+    )
+    namespace: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Prefix of the ledger's keys; jobs of one namespace share their budgets "
+        "(default: the agent's name).",
+    )
+    on_unreachable: OnLedgerUnreachable = "fail"
+    timeout_s: float = Field(default=2.0, gt=0, description="Connect and answer timeout.")
+    reservation_ttl_s: int = Field(
+        default=600,
+        ge=1,
+        description="A reservation neither settled nor released (its process died and the call "
+        "never came back) is freed after this long.",
+    )
+
+    @model_validator(mode="after")
+    def _no_secret(self) -> BudgetLedgerConfig:
+        if urlsplit(self.url).scheme not in ("redis", "rediss"):
+            raise ValueError(f"ledger url {self.url!r}: give a redis:// or rediss:// URL")
+        if urlsplit(self.url).password is not None:
+            raise ValueError(
+                "ledger url: a password does not belong in a plan; put it in an environment "
+                "variable and name it in password_env"
+            )
+        return self
+
+
 class Budgets(BaseModel):
     """An agent's budgets and the prices its calls are costed by."""
 
@@ -166,6 +250,9 @@ class Budgets(BaseModel):
 
     prices: PriceTable | None = None
     limits: list[Budget] = Field(default_factory=list)
+    ledger: BudgetLedgerConfig | None = Field(
+        default=None, description="Where budgets of scope tenant or job count."
+    )
     assumed_max_tokens: int = Field(
         default=DEFAULT_MAX_TOKENS,
         ge=1,
@@ -181,4 +268,10 @@ class Budgets(BaseModel):
         priced = [budget.name for budget in self.limits if budget.cost is not None]
         if priced and self.prices is None:
             raise ValueError(f"budgets {priced} limit cost: they need prices (a price table)")
+        shared = [budget.name for budget in self.limits if budget.scope != "key"]
+        if shared and self.ledger is None:
+            raise ValueError(
+                f"budgets {shared} count across keys: they need a ledger (ledger: {{url: "
+                "redis://...}})"
+            )
         return self

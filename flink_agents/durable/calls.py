@@ -300,7 +300,7 @@ class DurableCalls:
         """The run's ``input`` is queued to execute (first time or replay); ``admitted_at``
         (epoch ms, now if None) is recorded with it: the run's clock (docs/memory.md)."""
         if self.meter is not None:
-            self.meter.run_admitted(run)
+            self.meter.run_admitted(run, input)
         if self.store is None:
             return
         state = self._run(run)

@@ -37,8 +37,9 @@ class Reservation(Protocol):
 class CallMeter(Protocol):
     """Counts what calls spend per run and key, and checks new calls against budgets."""
 
-    def run_admitted(self, run: RunId) -> None:
-        """``run`` starts (first time or replay): its own spend starts from nothing."""
+    def run_admitted(self, run: RunId, input: Any) -> None:
+        """``run`` of ``input`` starts (first time or replay): its own spend starts from
+        nothing."""
 
     def run_finished(self, run: RunId) -> None:
         """``run`` ended with a result (outputs or an error output): its spend is the key's."""

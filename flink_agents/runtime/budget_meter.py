@@ -15,6 +15,10 @@
   held from before the call is sent until it is settled with its usage or released, so
   concurrent calls of one key cannot together overshoot a budget.
 
+Budgets of ``scope: tenant`` or ``scope: job`` count across keys, in the budgets' ledger
+(runtime/budget_ledger.py): a new call is reserved there too, by its idempotency key, and
+settled or released there with the key's own reservation.
+
 Only new calls are checked (a recorded call was paid: it replays whatever today's budget
 says). See docs/budgets.md.
 """
@@ -31,7 +35,14 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flink_agents.api.budgets import Budget, BudgetExceeded, Budgets, CallSpend, PriceTable
+from flink_agents.api.budgets import (
+    Budget,
+    BudgetExceeded,
+    BudgetLedgerUnavailable,
+    Budgets,
+    CallSpend,
+    PriceTable,
+)
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
@@ -40,6 +51,7 @@ from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
 from flink_agents.durable.store import CallResult
 from flink_agents.observability import BudgetDecision
+from flink_agents.runtime.budget_ledger import BudgetLedger, LedgerAccount, RedisBudgetLedger
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +113,12 @@ _NO_SPEND = KeySpend()
 @dataclass
 class _RunSpend:
     """A running run's spend (its calls', settled or replayed), by the day they were recorded;
-    ``token`` is its key's canonical JSON (the meter's per-key dicts are keyed by it)."""
+    ``token`` is its key's canonical JSON (the meter's per-key dicts are keyed by it), ``key``
+    and ``input`` what a tenant is read from."""
 
     token: str
+    key: Any
+    input: Any = None
     by_day: dict[str, Amount] = field(default_factory=dict)
 
     def add(self, day: str, amount: Amount) -> None:
@@ -130,7 +145,8 @@ class BudgetMeter:
     """Counts model calls' spend per run and key and checks new calls against ``budgets``
     (see the module docstring). ``clock`` (seconds since the epoch) dates new calls for the
     ``day`` window; ``on_record`` (the event log's ``budget_noted``) is told refusals,
-    fallbacks and soft thresholds reached."""
+    fallbacks and soft thresholds reached. ``ledger`` counts the budgets of scope tenant and
+    job (default: a :class:`RedisBudgetLedger` of ``budgets.ledger``)."""
 
     def __init__(
         self,
@@ -138,10 +154,16 @@ class BudgetMeter:
         *,
         clock: Callable[[], float] = time.time,
         on_record: Callable[[RunId, BudgetDecision, Budget, float], None] | None = None,
+        ledger: BudgetLedger | None = None,
     ) -> None:
         self.budgets = budgets
         self._clock = clock
         self._on_record = on_record
+        self._local = [budget for budget in budgets.limits if budget.scope == "key"]
+        self._shared = [budget for budget in budgets.limits if budget.scope != "key"]
+        if ledger is None and self._shared and budgets.ledger is not None:
+            ledger = RedisBudgetLedger(budgets.ledger)
+        self._ledger = ledger
         self._keys: dict[str, KeySpend] = {}  # by the key's canonical JSON
         self._runs: dict[RunId, _RunSpend] = {}
         self._reserved: dict[str, Amount] = {}
@@ -163,8 +185,8 @@ class BudgetMeter:
 
     # --- CallMeter -------------------------------------------------------------------------
 
-    def run_admitted(self, run: RunId) -> None:
-        self._runs[run] = _RunSpend(canonical_json(run.key))
+    def run_admitted(self, run: RunId, input: Any) -> None:
+        self._runs[run] = _RunSpend(canonical_json(run.key), run.key, input)
 
     def run_finished(self, run: RunId) -> None:
         spend = self._runs.pop(run, None)
@@ -187,33 +209,134 @@ class BudgetMeter:
         today = self._today()
         priced = self._priced(call)
         fallback: Budget | None = None
-        for budget in self.budgets.limits:
+        for budget in self._local:
             if budget.on_exhausted == "fallback" and not self._fits(budget, run, today, priced):
                 fallback = budget
                 priced = self._priced(self._fallback_call(call, budget))
                 break
-        for budget in self.budgets.limits:
+        for budget in self._local:
             if budget.on_exhausted == "fail" and not self._fits(budget, run, today, priced):
                 spent = self._window(budget, run, today).plus(self._reserved.get(token, _NOTHING))
-                refused = BudgetExceeded(
-                    budget.name,
-                    self._unit_name(budget),
-                    spent.of(budget),
-                    priced.worst.of(budget),
-                    budget.limit,
-                )
-                logger.warning("run %s: %s", run, refused)
-                self._record("refused", run, budget, spent.of(budget))
-                raise refused
+                self._refuse(run, budget, spent.of(budget), priced)
+        holds = self._hold_shared(call, today, priced)
         if fallback is not None:
             logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
             self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
         self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
-        return _Reservation(self, run, token, today, priced)
+        return _Reservation(self, run, token, today, priced, holds)
+
+    # --- budgets across keys (the ledger) --------------------------------------------------
+
+    def _hold_shared(self, call: DurableCall, today: str, priced: _Priced) -> list[_Hold]:
+        """Reserve ``priced``'s worst case in the ledger under every cross-key budget; raises
+        (the holds taken so far released) when one does not fit or its ledger is down."""
+        run = call.identity.run
+        holds: list[_Hold] = []
+        try:
+            for budget in self._shared:
+                hold = _Hold(budget, self._account(budget, run, today), call.identity.digest())
+                needed = priced.worst.of(budget)
+                try:
+                    admission = self._ledger_of().reserve(
+                        hold.account, hold.call, needed, budget.limit
+                    )
+                except BudgetLedgerUnavailable as down:
+                    self._unreachable(run, budget, down)
+                    continue
+                if not admission.admitted:
+                    self._refuse(run, budget, admission.held, priced)
+                holds.append(hold)
+        except BaseException:
+            self._drop(holds)
+            raise
+        return holds
+
+    def _account(self, budget: Budget, run: RunId, today: str) -> LedgerAccount:
+        assert self.budgets.ledger is not None  # a cross-key budget needs one (Budgets checks)
+        namespace = self.budgets.ledger.namespace or run.agent
+        window = today if budget.window == "day" else "total"
+        if budget.tenant_field is None:
+            return LedgerAccount(namespace, budget.name, "job", window)
+        tenant = _tenant_of(budget, self._run(run))
+        return LedgerAccount(namespace, budget.name, f"tenant:{canonical_json(tenant)}", window)
+
+    def _ledger_of(self) -> BudgetLedger:
+        assert self._ledger is not None  # built with the meter when a budget is cross-key
+        return self._ledger
+
+    def _unreachable(self, run: RunId, budget: Budget, down: BudgetLedgerUnavailable) -> None:
+        """The ledger did not answer a reservation: fail closed (raise), or let the call go
+        uncounted by ``budget`` when its ledger says ``on_unreachable: allow``."""
+        assert self.budgets.ledger is not None
+        if self.budgets.ledger.on_unreachable == "fail":
+            raise BudgetLedgerUnavailable(
+                f"budget {budget.name!r}: {down}; the call is refused (ledger.on_unreachable: fail)"
+            ) from down
+        logger.warning(
+            "run %s: budget %r: %s; the call goes uncounted by it (ledger.on_unreachable: allow)",
+            run,
+            budget.name,
+            down,
+        )
+
+    def _settle_shared(self, reservation: _Reservation, spend: CallSpend | None) -> None:
+        """The ledger's holds of ``reservation`` replaced by what the call spent (released
+        when it reported nothing); a ledger down now leaves the hold to its lease."""
+        if spend is None:
+            self._drop(reservation.holds)
+            return
+        for hold in reservation.holds:
+            budget = hold.budget
+            try:
+                before, after = self._ledger_of().settle(
+                    hold.account, hold.call, Amount.spent(spend).of(budget)
+                )
+            except BudgetLedgerUnavailable as down:
+                logger.error(
+                    "run %s: budget %r: %s; the call's spend is not counted there (its "
+                    "reservation holds until its lease ends)",
+                    reservation.run,
+                    budget.name,
+                    down,
+                )
+                continue
+            threshold = (budget.soft or 1.0) * budget.limit
+            if budget.soft is not None and before < threshold <= after:
+                logger.warning(
+                    "run %s: budget %r at %s of %s",
+                    reservation.run,
+                    budget.name,
+                    after,
+                    budget.limit,
+                )
+                self._record("soft_limit", reservation.run, budget, after)
+
+    def _drop(self, holds: list[_Hold]) -> None:
+        """Release ``holds`` in the ledger (a ledger down leaves them to their lease)."""
+        for hold in holds:
+            try:
+                self._ledger_of().release(hold.account, hold.call)
+            except BudgetLedgerUnavailable as down:
+                logger.warning(
+                    "budget %r: %s; its hold ends with its lease", hold.budget.name, down
+                )
+
+    def _refuse(self, run: RunId, budget: Budget, spent: float, priced: _Priced) -> None:
+        refused = BudgetExceeded(
+            budget.name, self._unit_name(budget), spent, priced.worst.of(budget), budget.limit
+        )
+        logger.warning("run %s: %s", run, refused)
+        self._record("refused", run, budget, spent)
+        raise refused
 
     # --- helpers ---------------------------------------------------------------------------
 
     def _settle(self, reservation: _Reservation, value: Any) -> CallSpend | None:
+        spend = self._settle_key(reservation, value)
+        self._settle_shared(reservation, spend)
+        return spend
+
+    def _settle_key(self, reservation: _Reservation, value: Any) -> CallSpend | None:
         self._release(reservation)
         usage = value.usage if isinstance(value, ChatMessage) else None
         if usage is None:
@@ -231,7 +354,7 @@ class BudgetMeter:
             day=reservation.day,
         )
         run, day = reservation.run, reservation.day
-        soft = [(b, self._window(b, run, day)) for b in self.budgets.limits if b.soft is not None]
+        soft = [(b, self._window(b, run, day)) for b in self._local if b.soft is not None]
         self._run(run).add(day, Amount.spent(spend))
         for budget, before in soft:
             self._warn_at_soft(budget, run, before, day)
@@ -287,7 +410,7 @@ class BudgetMeter:
     def _run(self, run: RunId) -> _RunSpend:
         spend = self._runs.get(run)
         if spend is None:  # a host that does not admit runs (calls made directly)
-            spend = self._runs[run] = _RunSpend(canonical_json(run.key))
+            spend = self._runs[run] = _RunSpend(canonical_json(run.key), run.key)
         return spend
 
     def _today(self) -> str:
@@ -329,19 +452,37 @@ class BudgetMeter:
         )
 
 
-class _Reservation:
-    """A new call's reserved worst case (durable/meter.py's ``Reservation``)."""
+@dataclass(frozen=True)
+class _Hold:
+    """A call's reservation in the ledger: under ``budget``, in ``account``, by ``call`` (its
+    idempotency key)."""
 
-    __slots__ = ("_meter", "day", "done", "priced", "run", "token")
+    budget: Budget
+    account: LedgerAccount
+    call: str
+
+
+class _Reservation:
+    """A new call's reserved worst case (durable/meter.py's ``Reservation``): the key's, and
+    its ``holds`` in the ledger."""
+
+    __slots__ = ("_meter", "day", "done", "holds", "priced", "run", "token")
 
     def __init__(
-        self, meter: BudgetMeter, run: RunId, token: str, day: str, priced: _Priced
+        self,
+        meter: BudgetMeter,
+        run: RunId,
+        token: str,
+        day: str,
+        priced: _Priced,
+        holds: list[_Hold],
     ) -> None:
         self._meter = meter
         self.run = run
         self.token = token
         self.day = day
         self.priced = priced
+        self.holds = holds
         self.done = False
 
     @property
@@ -358,6 +499,20 @@ class _Reservation:
         if not self.done:
             self.done = True
             self._meter._release(self)
+            self._meter._drop(self.holds)
+
+
+def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
+    """The tenant a run counts under for ``budget``: the value of its ``tenant_field`` in the
+    run's input, else in its key (an object)."""
+    field_name = budget.tenant_field
+    for source in (run.input, run.key):
+        if isinstance(source, dict) and field_name in source:
+            return source[field_name]
+    raise ValueError(
+        f"budget {budget.name!r} counts per tenant by field {field_name!r}, but neither the "
+        f"run's input nor its key {canonical_json(run.key)} has it"
+    )
 
 
 def _is_model_call(call: DurableCall) -> bool:

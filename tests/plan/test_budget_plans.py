@@ -57,6 +57,25 @@ def test_yaml_budgets_compile_into_the_plan(tmp_path: Path) -> None:
     assert AgentPlan.from_dict(plan.to_dict()) == plan  # the plan's JSON keeps them
 
 
+def test_yaml_cross_key_budgets_compile_with_their_ledger(tmp_path: Path) -> None:
+    plan = compile_yaml(
+        _yaml(
+            tmp_path,
+            """\
+            ledger: {url: "redis://127.0.0.1:6379/0", password_env: LEDGER_PASSWORD}
+            limits:
+              - {name: per-tenant, scope: tenant, tenant_field: org, window: day, tokens: 50000}
+              - {name: whole-job, scope: job, tokens: 1000000}
+            """,
+        )
+    )
+    assert plan.budgets is not None and plan.budgets.ledger is not None
+    tenant, job = plan.budgets.limits
+    assert (tenant.scope, tenant.tenant_field, job.scope) == ("tenant", "org", "job")
+    assert plan.budgets.ledger.on_unreachable == "fail"  # fail closed unless told otherwise
+    assert AgentPlan.from_dict(plan.to_dict()) == plan
+
+
 def test_python_budgets_compile_into_the_plan() -> None:
     prices = PriceTable(version="v1", models={"big": ModelPrice(input=1, output=2)})
     plan = budgeted_plan("http://127.0.0.1:1/v1", Budget(name="b", cost=1.0), prices=prices)
@@ -101,6 +120,31 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
             "limits: [{name: b, window: week, tokens: 10}]",
             "agents[0].budgets.limits[0].window",
             "'run', 'day' or 'total'",
+        ),
+        (
+            "limits: [{name: b, scope: tenant, tokens: 10}]",
+            "agents[0].budgets.limits[0]",
+            "tenant_field names the tenant of scope 'tenant', and only of it",
+        ),
+        (
+            "limits: [{name: b, scope: job, tenant_field: org, tokens: 10}]",
+            "agents[0].budgets.limits[0]",
+            "tenant_field names the tenant of scope 'tenant', and only of it",
+        ),
+        (
+            "limits: [{name: b, scope: job, window: run, tokens: 10}]",
+            "agents[0].budgets.limits[0]",
+            "a run belongs to one key; scope 'job' counts over window 'day' or 'total'",
+        ),
+        (
+            "limits: [{name: b, scope: job, tokens: 10}]",
+            "agents[0].budgets",
+            "budgets ['b'] count across keys: they need a ledger",
+        ),
+        (
+            "{ledger: {url: 'redis://:hunter2@127.0.0.1:6379/0'}}",
+            "agents[0].budgets.ledger",
+            "a password does not belong in a plan",
         ),
     ],
 )
