@@ -661,7 +661,10 @@ def run_soak(
         expected,
         outputs.snapshot(),
     )
-    growth = judge_growth(sampler.series(), sampler.samples[0]["t"], sampler.samples[-1]["t"])
+    restarts = [h.end for h in doer.happened if KINDS[h.kind][0] != "model"]  # the job restarted
+    growth = judge_growth(
+        sampler.series(), sampler.samples[0]["t"], sampler.samples[-1]["t"], restarts
+    )
     summary = summarize(args, run_id, faults, doer, verdict, growth, sampler, workload)
     (run_dir / "verdict.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print_summary(summary)

@@ -5,12 +5,15 @@ TaskManager killed by a fault is replaced by a fresh one, which warms up (its JV
 Python interpreter of thread mode grow for a minute or two): so each metric is a set of
 **segments**, one per process (one for a metric of the whole run, such as the store topic), and
 its slope is the pooled least-squares slope of its segments over the last half of the run, each
-segment's first :data:`WARMUP_S` left out. A leak shows in every segment that lives long enough;
-a replacement's warm-up shows in none.
+segment's first :data:`WARMUP_S` left out. A fault that restarts the job (a TaskManager lost, the
+broker gone) makes the surviving processes load the job again too, so a segment is cut at each
+restart and each piece's first :data:`WARMUP_S` left out as well. A leak shows in every piece
+that lives long enough; a warm-up shows in none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +29,10 @@ BOUNDS: dict[str, tuple[float, str]] = {
 }
 
 
-#: Seconds after a segment's first sample that do not count (a fresh JVM's warm-up).
-WARMUP_S = 120.0
+#: Seconds after a segment's first sample, or a restart of the job, that do not count (a fresh
+#: JVM's warm-up, then the job's interpreter and state loading: up to about 3.4 minutes in the
+#: recorded run on the loaded machine).
+WARMUP_S = 210.0
 
 Segments = dict[str, list[tuple[float, float]]]
 """Per process (or ``""`` for the whole run), the ``(epoch seconds, value)`` samples."""
@@ -68,17 +73,17 @@ def directory_mb(path: Path) -> float:
     return total / 2**20
 
 
-def slope_per_hour(segments: Segments, start: float, end: float) -> float:
-    """The pooled least-squares slope per hour of ``segments`` (one intercept each) over the
-    last half of ``start``..``end``, each without its first :data:`WARMUP_S`; 0.0 when no
-    segment has 3 points there."""
+def slope_per_hour(
+    segments: Segments, start: float, end: float, restarts: Sequence[float] = ()
+) -> float:
+    """The pooled least-squares slope per hour of ``segments`` (one intercept per piece) over
+    the last half of ``start``..``end``: each segment cut into pieces at ``restarts`` (epoch
+    seconds), each piece without its first :data:`WARMUP_S`; 0.0 when no piece has 3 points
+    there."""
     middle = (start + end) / 2
     covariance = spread = 0.0
-    for points in segments.values():
-        if not points:
-            continue
-        born = min(t for t, _ in points)
-        kept = [(t, v) for t, v in points if t >= middle and t >= born + WARMUP_S]
+    for kept in _pieces(segments, sorted(restarts)):
+        kept = [(t, v) for t, v in kept if t >= middle]
         if len(kept) < 3:
             continue
         mean_t = sum(t for t, _ in kept) / len(kept)
@@ -86,6 +91,21 @@ def slope_per_hour(segments: Segments, start: float, end: float) -> float:
         covariance += sum((t - mean_t) * (v - mean_v) for t, v in kept)
         spread += sum((t - mean_t) ** 2 for t, _ in kept)
     return covariance / spread * 3600 if spread else 0.0
+
+
+def _pieces(segments: Segments, restarts: list[float]) -> list[list[tuple[float, float]]]:
+    """Each segment's samples split at ``restarts`` (sorted), each piece without the samples of
+    its first :data:`WARMUP_S` (counted from the segment's first sample or the restart)."""
+    pieces: list[list[tuple[float, float]]] = []
+    for points in segments.values():
+        if not points:
+            continue
+        born = min(t for t, _ in points)
+        cuts = [born] + [r for r in restarts if r > born]
+        for index, cut in enumerate(cuts):
+            until = cuts[index + 1] if index + 1 < len(cuts) else float("inf")
+            pieces.append([(t, v) for t, v in points if cut + WARMUP_S <= t < until])
+    return pieces
 
 
 @dataclass(frozen=True)
@@ -100,10 +120,12 @@ class Growth:
         return self.slope <= self.bound
 
 
-def judge_growth(series: dict[str, Segments], start: float, end: float) -> list[Growth]:
-    """Each bounded metric's slope over the last half of ``start``..``end`` against
-    :data:`BOUNDS` (a metric never sampled: 0.0)."""
+def judge_growth(
+    series: dict[str, Segments], start: float, end: float, restarts: Sequence[float] = ()
+) -> list[Growth]:
+    """Each bounded metric's slope over the last half of ``start``..``end`` (cut at the job's
+    ``restarts``) against :data:`BOUNDS` (a metric never sampled: 0.0)."""
     return [
-        Growth(metric, slope_per_hour(series.get(metric, {}), start, end), bound, unit)
+        Growth(metric, slope_per_hour(series.get(metric, {}), start, end, restarts), bound, unit)
         for metric, (bound, unit) in BOUNDS.items()
     ]

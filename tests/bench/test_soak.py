@@ -122,6 +122,16 @@ def test_growth_is_the_pooled_slope_of_the_processes_over_the_last_half_per_hour
     assert slope_per_hour({"101": first[:3]}, 0.0, 1200.0) == 0.0  # nothing in the last half
 
 
+def test_a_restart_cuts_every_process_and_its_warm_up_does_not_count() -> None:
+    # One TaskManager all along, flat at 500 MB, jumping to 900 MB as it loads the job again
+    # after a restart at 16 min: the jump is a warm-up, not growth. A leak after it still shows.
+    flat = {"101": [(t * 60.0, 900.0 if t >= 17 else 500.0) for t in range(31)]}
+    assert slope_per_hour(flat, 0.0, 1800.0) > 0  # without the restart the jump reads as growth
+    assert slope_per_hour(flat, 0.0, 1800.0, restarts=[960.0]) == 0.0
+    leaking = {"101": [(t * 60.0, 500.0 + (t if t >= 17 else 0)) for t in range(31)]}
+    assert slope_per_hour(leaking, 0.0, 1800.0, restarts=[960.0]) == pytest.approx(60.0)
+
+
 def test_growth_above_its_bound_fails_and_an_unsampled_metric_passes() -> None:
     bound, _ = BOUNDS["taskmanager_rss_mb"]
     leaking = {"101": [(t * 60.0, 500.0 + t * bound / 30) for t in range(21)]}  # twice the bound
