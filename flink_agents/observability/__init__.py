@@ -34,6 +34,8 @@ from flink_agents.observability.log_records import (
     RunFinished,
     RunStarted,
     RunStatus,
+    WaitChange,
+    WaitNoted,
     parse_record,
 )
 from flink_agents.observability.payloads import PayloadWriter
@@ -75,6 +77,8 @@ __all__ = [
     "RunStarted",
     "RunStatus",
     "TracesConfig",
+    "WaitChange",
+    "WaitNoted",
     "build_event_log",
     "call_kind",
     "parse_record",

@@ -28,6 +28,7 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.connection_notes import ConnectionNote
 from flink_agents.api.events import ActionFailure, Event
 from flink_agents.api.json_values import json_bytes
+from flink_agents.api.waits import Decision, WaitRequest
 from flink_agents.observability.call_refs import CallNamer, CallRef, RunRef, call_kind
 from flink_agents.observability.lines import (
     LineListener,
@@ -58,6 +59,8 @@ from flink_agents.observability.log_records import (
     RunFinished,
     RunStarted,
     RunStatus,
+    WaitChange,
+    WaitNoted,
     _Record,
     construct,
     record_json,
@@ -136,6 +139,10 @@ class EventLog:
         # Counters that count connection notes (optional: RunCounter does not require it).
         self._noted_counters = tuple(
             counter for counter in self.counters if hasattr(counter, "on_connection_note")
+        )
+        # Counters that count paused and resumed waits (optional too).
+        self._wait_counters = tuple(
+            counter for counter in self.counters if hasattr(counter, "on_wait")
         )
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
@@ -467,6 +474,41 @@ class EventLog:
             "waited_ms": note.waited_ms,
         }
         self._publish(ConnectionNoted, fields, None)
+
+    # --- waits ----------------------------------------------------------------------------------
+
+    def wait_noted(
+        self,
+        run: RunRef,
+        change: WaitChange,
+        request: WaitRequest,
+        deadline_ms: int | None,
+        decision: Decision | None = None,
+    ) -> None:
+        """Record and count that ``run`` paused at the wait ``request`` (``paused``), or that
+        ``decision`` resolved it (``resumed``): rare next to calls, built unconditionally. The
+        decision's message and an edit's arguments are left out (a decider's free text);
+        the request is a payload, as on the run's ``waiting`` output record."""
+        verdict = None if decision is None else decision.verdict
+        for counter in self._wait_counters:
+            counter.on_wait(change, verdict)
+        if not self.listeners or (self._sampled and not self.kept(run)):
+            return
+        fields = {
+            "time": time.time(),
+            "agent": run.agent,
+            "key": run.key,
+            "seq": run.seq,
+            "kind": "wait",
+            "wait_id": request.wait_id,
+            "wait_kind": request.kind,
+            "change": change,
+            "deadline_ms": deadline_ms,
+            "verdict": verdict,
+            "by": None if decision is None else decision.by,
+        }
+        asked = request.request if change == "paused" else None
+        self._publish(WaitNoted, fields, {"request": asked})
 
     # --- durable calls ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from flink_agents.api.chat import TokenUsage
 from flink_agents.api.connection_notes import ConnectionDecision
 from flink_agents.api.json_values import json_bytes
+from flink_agents.api.waits import Verdict, WaitKind
 
 CallKind = Literal["model", "tool", "subagent", "wait", "function"]
 """What a durable call called: a chat model, a tool, a sub-agent, or any other function."""
@@ -169,6 +170,29 @@ class ConnectionNoted(_Record):
     waited_ms: float | None = Field(default=None, description="A rate-limit wait's length.")
 
 
+WaitChange = Literal["paused", "resumed"]
+"""What happened to a wait: a run paused at it (registered), or its decision, event, timeout or
+time resumed the run."""
+
+
+class WaitNoted(_Record):
+    """A run paused at a durable wait, or its wait was resolved and the run resumes
+    (docs/waits.md). A ``resumed`` record carries the verdict and who decided, never the
+    decider's message nor an edit's arguments; a ``paused`` one carries what the run's
+    ``waiting`` output record shows (the request, as a payload)."""
+
+    kind: Literal["wait"] = "wait"
+    wait_id: str
+    wait_kind: WaitKind
+    change: WaitChange
+    deadline_ms: int | None = Field(default=None, description="When the wait times out (ms).")
+    verdict: Verdict | None = Field(
+        default=None, description="How the wait was resolved (``resumed``)."
+    )
+    by: str | None = Field(default=None, description="Who decided (a decision's ``by``).")
+    request: Any = Field(default=None, description="What the wait asks (``paused``).")
+
+
 LogRecord = Annotated[
     RunAdmitted
     | RunStarted
@@ -179,7 +203,8 @@ LogRecord = Annotated[
     | EventDropped
     | CallFinished
     | BudgetNoted
-    | ConnectionNoted,
+    | ConnectionNoted
+    | WaitNoted,
     Field(discriminator="kind"),
 ]
 """Any record of the event log."""

@@ -30,10 +30,12 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from flink_agents.api.json_values import json_bytes
+from flink_agents.api.waits import Decision
 from flink_agents.durable import faults
 from flink_agents.durable.calls import DurableCalls
 from flink_agents.durable.faults import KillPoint
 from flink_agents.durable.freeze_fence import FreezeFence
+from flink_agents.durable.identity import RunId
 from flink_agents.durable.store import (
     ANY_PLACEMENT,
     CRC32_PLACEMENT,
@@ -43,7 +45,7 @@ from flink_agents.durable.store import (
     canonical_json,
     now_ms,
 )
-from flink_agents.observability import EventLog, Observer, build_event_log
+from flink_agents.observability import EventLog, Observer, WaitChange, build_event_log
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.engine import RunEngine
@@ -59,7 +61,7 @@ from flink_agents.runtime.rate_split import with_rate_limits_split
 from flink_agents.runtime.recovery import MarkerClock, compact, from_start
 from flink_agents.runtime.settings import RuntimeSettings
 from flink_agents.runtime.state import KeyState, PendingInput
-from flink_agents.runtime.wait_book import Apply, Refused, Resume
+from flink_agents.runtime.wait_book import Apply, OpenWait, Refused, Resume
 from flink_agents.runtime.wait_records import (
     bad_resume_record,
     record_key,
@@ -323,6 +325,7 @@ class KeyedAgentLogic:
         self._save(key, state, runs)
         if not isinstance(offer, Apply):
             return _NOTHING  # kept for its wait
+        self._note_resumed(key, runs, [offer])
         host = self._require_host()
         if host.knows(key):
             return Visit(poll_at=self._resumed(key, [offer], clock()))
@@ -448,9 +451,12 @@ class KeyedAgentLogic:
             if request is None:
                 continue
             new, apply = runs.waits.register(request, run.result.run_id.seq, now)
-            if new:
+            if new:  # a replay registering it again after a restore was recorded before
                 wait = next(w for w in runs.waits.open if w.request.wait_id == request.wait_id)
                 outputs.append(waiting_record(self._plan.name, record_key(key), wait))
+                self._note_wait(key, "paused", wait)
+                if apply is not None:  # a decision kept early: the run resumes at once
+                    self._note_resumed(key, runs, [apply])
             if apply is not None:
                 applies.append(apply)
         return applies
@@ -469,6 +475,7 @@ class KeyedAgentLogic:
         host = self._require_host()
         for pending in follow_ups:
             host.submit(key, pending.input, pending.seq)
+        self._note_resumed(key, runs, fired)
         if fired:
             return self._resumed(key, fired, now)
         return self._arm(key, now, host.due(key)) if follow_ups else None
@@ -481,6 +488,24 @@ class KeyedAgentLogic:
         for apply in applies:
             host.resume(key, apply.wait_id, apply.decision)
         return self._arm(key, now, host.due(key))
+
+    def _note_resumed(self, key: str, runs: KeyState, applies: list[Apply]) -> None:
+        """Record that the key's waits were resolved (a decision, an event, a deadline)."""
+        for apply in applies:
+            wait = next(w for w in runs.waits.open if w.request.wait_id == apply.wait_id)
+            self._note_wait(key, "resumed", wait, apply.decision)
+
+    def _note_wait(
+        self, key: str, change: WaitChange, wait: OpenWait, decision: Decision | None = None
+    ) -> None:
+        """Tell the event log (its records and the metrics) of a wait's change, on the
+        engine's thread, where its listeners are called (before the run it resumes goes on)."""
+        if self._event_log is None:
+            return
+        run = RunId(self._plan.name, record_key(key), wait.seq)
+        self._require_host().post(
+            self._event_log.wait_noted, run, change, wait.request, wait.deadline_ms, decision
+        )
 
     def _end_emitted(self, completed: list[CompletedRun]) -> None:
         """End the runs just emitted in the store, now that the key's state no longer holds their

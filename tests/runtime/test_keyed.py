@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from flink_agents.durable.store import (
     key_group,
 )
 from flink_agents.durable.store.store_config import StoreConfig
-from flink_agents.observability import EventLogConfig
+from flink_agents.observability import EventLogConfig, Observer
 from flink_agents.observability.sinks import queued
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -100,6 +101,7 @@ class Attempt:
         parallelism: int = 1,
         event_log: EventLogConfig | None = None,
         max_parallelism: int | None = None,
+        listeners: Sequence[Observer] = (),
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
@@ -118,7 +120,7 @@ class Attempt:
         settings = RuntimeSettings(
             operator=OperatorOptions(**options), store=store, event_log=event_log
         )
-        self.logic = KeyedAgentLogic(plan, settings)
+        self.logic = KeyedAgentLogic(plan, settings, listeners=listeners)
         self.logic.open(
             attempt=number,
             subtask=subtask,

@@ -82,9 +82,10 @@ class Waits(Attempt):
         n: int,
         plan: AgentPlan = PLAN,
         store: StoreConfig | None = None,
+        **observed: Any,
     ) -> None:
-        if store is None:
-            super().__init__(monkeypatch, log, table, n, plan=plan)
+        if store is None:  # observed: Attempt's event_log and listeners
+            super().__init__(monkeypatch, log, table, n, plan=plan, **observed)
         else:  # as Attempt, with the store as configured
             self.table, self.poll_timers, self.restores = dict(table), [], []
             self.logic = KeyedAgentLogic(plan, RuntimeSettings(store=store))

@@ -15,7 +15,8 @@ from typing import Protocol, get_args
 
 from flink_agents.api.chat import TokenUsage
 from flink_agents.api.connection_notes import ConnectionDecision
-from flink_agents.observability.log_records import CallKind, CallOutcome, RunStatus
+from flink_agents.api.waits import Verdict
+from flink_agents.observability.log_records import CallKind, CallOutcome, RunStatus, WaitChange
 
 RUNS_STARTED = "runs.started"
 RUNS_FINISHED = "runs.finished"
@@ -31,6 +32,10 @@ CONNECTIONS_ROUTED = "connections.routed"
 CONNECTIONS_FALLBACKS = "connections.fallbacks"
 RATE_LIMIT_WAITS = "connections.rate_limit_waits"
 RATE_LIMIT_WAITED_MS = "connections.rate_limit_waited_ms"
+WAITS_PAUSED = "waits.paused"
+WAITS_RESUMED = "waits.resumed"
+WAITS_TIMED_OUT = "waits.timed_out"
+WAITS_OPEN = "waits.open"
 _NOTE_COUNTERS = {
     "routed": CONNECTIONS_ROUTED,
     "fallback": CONNECTIONS_FALLBACKS,
@@ -55,11 +60,14 @@ COUNTERS: tuple[str, ...] = (
     CONNECTIONS_FALLBACKS,
     RATE_LIMIT_WAITS,
     RATE_LIMIT_WAITED_MS,
+    WAITS_PAUSED,
+    WAITS_RESUMED,
+    WAITS_TIMED_OUT,
 )
 _CALL_COUNTERS = {
     (k, o): call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)
 }
-GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED)
+GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED, WAITS_OPEN)
 DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY)
 _MAX_SAMPLES = 10_000  # between two publishes; later samples are dropped
 
@@ -79,8 +87,8 @@ class MetricsSink(Protocol):
 
 class MetricsListener:
     """Counts runs, calls by kind and outcome, tokens (live model calls), connections' routing
-    decisions, fallbacks and rate-limit waits, runs in flight and queued, and samples run and
-    call latencies (ms).
+    decisions, fallbacks and rate-limit waits, runs in flight and queued, durable waits paused,
+    resumed and timed out and the runs paused now, and samples run and call latencies (ms).
 
     One thread counts (the engine's: its hooks are called there) and one publishes, without a
     lock: the counts only grow, and :meth:`publish` pushes the difference between what it reads
@@ -98,6 +106,8 @@ class MetricsListener:
         self._samples: list[tuple[str, int]] = []
         self.in_flight = 0
         self.queued = 0
+        self.waiting = 0
+        """Runs paused at a wait (registered here, not yet resumed)."""
         self._sink: MetricsSink | None = None
 
     def on_run_admitted(self) -> None:
@@ -135,6 +145,18 @@ class MetricsListener:
         if waited_ms is not None:
             self._totals[RATE_LIMIT_WAITED_MS] += round(waited_ms)
 
+    def on_wait(self, change: WaitChange, verdict: Verdict | None) -> None:
+        """A run paused at a wait, or its wait was resolved (a timeout among them)."""
+        if change == "paused":
+            self._totals[WAITS_PAUSED] += 1
+            self.waiting += 1
+            return
+        self._totals[WAITS_RESUMED] += 1
+        if self.waiting:  # a wait paused before a restore was not counted here
+            self.waiting -= 1
+        if verdict == "timed_out":
+            self._totals[WAITS_TIMED_OUT] += 1
+
     def _sample(self, name: str, value: float) -> None:
         if len(self._samples) < _MAX_SAMPLES:
             self._samples.append((name, round(value)))
@@ -152,6 +174,7 @@ class MetricsListener:
                 sink.increment(name, 0)
             sink.register_gauge(RUNS_IN_FLIGHT, lambda: self.in_flight)
             sink.register_gauge(RUNS_QUEUED, lambda: self.queued)
+            sink.register_gauge(WAITS_OPEN, lambda: self.waiting)
         totals = self._totals.copy()  # one C call: the counting thread cannot add in between
         for name, value in totals.items():
             if value != self._pushed[name]:
