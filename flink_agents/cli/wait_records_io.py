@@ -10,6 +10,7 @@ from typing import Any
 
 from flink_agents.api.json_values import read_json
 from flink_agents.durable.identity import canonical_json, digest
+from flink_agents.observability import LogRecord, WaitNoted
 from flink_agents.runtime.wait_book import Resume
 
 
@@ -94,6 +95,32 @@ def open_waits(lines: Iterable[str], key: Any | None = None) -> list[OpenWaitLin
             if isinstance(waiting, dict) and "wait_id" in waiting
             else None
         )
+    return [wait for wait in latest.values() if wait is not None]
+
+
+def open_waits_in_event_log(
+    records: Iterable[LogRecord], key: Any | None = None
+) -> list[OpenWaitLine]:
+    """The waits still open according to a job's event log: each wait whose latest ``wait``
+    record says its run ``paused`` (a ``resumed`` one closes it), in the order they paused.
+    ``key`` keeps only that key's waits."""
+    latest: dict[tuple[str, str, int, str], OpenWaitLine | None] = {}
+    for record in records:
+        if not isinstance(record, WaitNoted) or (
+            key is not None and canonical_json(record.key) != canonical_json(key)
+        ):
+            continue
+        wait = (record.agent, canonical_json(record.key), record.seq, record.wait_id)
+        if record.change == "resumed":
+            latest[wait] = None
+            continue
+        waiting = {
+            "wait_id": record.wait_id,
+            "kind": record.wait_kind,
+            "request": record.request,
+            "deadline_ms": record.deadline_ms,
+        }
+        latest.setdefault(wait, OpenWaitLine(record.agent, record.key, record.seq, waiting))
     return [wait for wait in latest.values() if wait is not None]
 
 

@@ -4,6 +4,7 @@ flink-agents waits approve WAIT_ID --key K --key-field F (--topic T | --file F) 
     [--message M] [--arguments JSON]        (with --arguments: an edit)
 flink-agents waits reject WAIT_ID --key K --key-field F (--topic T | --file F) [--by] [--message]
 flink-agents waits list (--file OUTPUTS.jsonl | --topic OUTPUT_TOPIC) [--key K]
+flink-agents waits list --event-log (--file EVENTS.jsonl | --topic EVENT_LOG_TOPIC) [--key K]
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_agents.api.json_values import read_json
-from flink_agents.cli.conventions import EXIT_TOPIC, add_bootstrap_option
+from flink_agents.cli.conventions import EXIT_TOPIC, EXIT_USAGE, add_bootstrap_option
 
 # Kafka and the runtime load in the handlers: building the command line must not load them.
 
@@ -45,6 +46,11 @@ def add_command(commands: Any) -> None:
         list_parser, "the job's output", "read the job's output records from this file"
     )
     list_parser.add_argument("--key", help="only this key's waits (a JSON value, else text)")
+    list_parser.add_argument(
+        "--event-log",
+        action="store_true",
+        help="--file / --topic is the job's event log (its `wait` records), not its outputs",
+    )
     list_parser.set_defaults(handler=cmd_list)
 
 
@@ -124,6 +130,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from flink_agents.cli.wait_records_io import key_value, open_waits
 
     key = None if args.key is None else key_value(args.key)
+    if args.event_log:
+        return _list_from_event_log(args, key)
     try:
         if args.file is not None:
             with Path(args.file).open(encoding="utf-8") as lines:
@@ -138,6 +146,32 @@ def cmd_list(args: argparse.Namespace) -> int:
     # Said every time: a run that finished without any output leaves no trace of its end.
     print(
         f"{len(waits)} open waits: `waiting` records with no later record of the same run",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _list_from_event_log(args: argparse.Namespace, key: Any) -> int:
+    """Print the open waits of a job's event log (file or topic), one line each."""
+    from flink_agents.cli.wait_records_io import open_waits_in_event_log
+    from flink_agents.observability import KafkaEventLogConfig, read_records
+
+    try:
+        if args.file is not None:
+            waits = open_waits_in_event_log(read_records(args.file), key)
+        else:
+            from flink_agents.observability.sinks.kafka_log import read_topic
+
+            config = KafkaEventLogConfig(topic=args.topic, bootstrap_servers=args.bootstrap_servers)
+            waits = open_waits_in_event_log(read_topic(config), key)
+    except (OSError, ValueError) as exc:  # no file or topic; a line that is no record
+        print(f"flink-agents waits: {exc}", file=sys.stderr)
+        return EXIT_TOPIC if args.topic is not None else EXIT_USAGE
+    for wait in waits:
+        print(wait.render())
+    print(
+        f"{len(waits)} open waits: `wait` records of runs that paused and did not resume "
+        "(a sampled event log holds only its sampled runs)",
         file=sys.stderr,
     )
     return 0

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from flink_agents.cli import EXIT_USAGE, json_topic, main
 from flink_agents.cli.conventions import EXIT_TOPIC
 from flink_agents.durable.store import InMemoryLog
+from flink_agents.observability import EventLogConfig
 from flink_agents.runtime import run_local
 from tests.runtime.test_local_waits import MEMORY
 from tests.runtime.test_waits import CALLS, PLAN, Waits, waiting
@@ -118,6 +119,33 @@ def test_list_shows_each_runs_latest_wait_and_filters_by_key(tmp_path, capsys):
     assert main(["waits", "list", "--file", str(path), "--key", "17"]) == 0
     [line] = capsys.readouterr().out.splitlines()
     assert line == 'key=17  wait=w2  request={"n":0}  deadline_ms=9'
+
+
+def test_list_reads_the_open_waits_from_the_jobs_event_log(monkeypatch, tmp_path, capsys):
+    events = tmp_path / "events.jsonl"
+    observed = {"event_log": EventLogConfig(path=str(events))}
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, **observed) as job:
+        job.send("a", {"amount": 30, "timeout_s": 60})
+        open_wait = waiting(job, "a")
+        job.send(17, {"amount": 5})
+        job.decide(17, {"wait": waiting(job, 17)["wait_id"], "verdict": "approve"})
+        job.answers(17)
+    assert main(["waits", "list", "--event-log", "--file", str(events)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line == (
+        f'key="a"  wait={open_wait["wait_id"]}  request={{"amount":30}}  '
+        f"deadline_ms={open_wait['deadline_ms']}"
+    )
+    assert main(["waits", "list", "--event-log", "--file", str(events), "--key", "17"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_list_of_an_event_log_that_is_not_one_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "outputs.jsonl"
+    path.write_text("\n".join(OUTPUTS) + "\n")  # a job's outputs, not its event log
+    assert main(["waits", "list", "--event-log", "--file", str(path)]) == EXIT_USAGE
+    [error] = capsys.readouterr().err.splitlines()
+    assert error.startswith("flink-agents waits: ") and "not an event log record" in error
 
 
 def test_list_skips_output_lines_nested_too_deeply_or_with_nan(tmp_path, capsys):

@@ -18,6 +18,7 @@ from flink_agents.observability.log_records import (
     RunAdmitted,
     RunFinished,
     RunStarted,
+    WaitNoted,
     construct,
     parse_record,
     record_json,
@@ -56,6 +57,28 @@ EXAMPLES: list[tuple[type[Any], dict[str, Any]]] = [
             "latency_ms": 3.0,
             "usage": TokenUsage(input_tokens=4, output_tokens=2),
             "result": {"content": "ok"},
+        },
+    ),
+    (
+        WaitNoted,
+        {
+            **RUN,
+            "wait_id": "w1",
+            "wait_kind": "approval",
+            "change": "paused",
+            "deadline_ms": 1_796_245_301_000,
+            "request": {"amount": 30},
+        },
+    ),
+    (
+        WaitNoted,
+        {
+            **RUN,
+            "wait_id": "w1",
+            "wait_kind": "approval",
+            "change": "resumed",
+            "verdict": "edited",
+            "by": "ann",
         },
     ),
 ]

@@ -99,3 +99,23 @@ def test_publishing_while_the_engine_counts_loses_nothing_and_pushes_nothing_twi
     metrics.publish(sink)
     assert (sink.counters["runs.started"], sink.counters["runs.finished"]) == (runs, runs)
     assert len(sink.samples["runs.latency_ms"]) == runs
+
+
+def test_paused_resumed_and_timed_out_waits_are_counted_and_the_runs_paused_now_gauged():
+    metrics, sink = MetricsListener(), RecordingSink()
+    metrics.publish(sink)
+    assert sink.gauges["waits.open"]() == 0
+    for _ in range(3):
+        metrics.on_wait("paused", None)
+    metrics.on_wait("resumed", "approved")
+    metrics.on_wait("resumed", "timed_out")
+    metrics.publish(sink)
+    assert sink.gauges["waits.open"]() == 1
+    assert [sink.counters[f"waits.{name}"] for name in ("paused", "resumed", "timed_out")] == [
+        3,
+        2,
+        1,
+    ]
+    metrics.on_wait("resumed", "elapsed")  # a sleep's end: resumed, not a timeout
+    metrics.on_wait("resumed", "approved")  # a wait paused before a restore: not counted here
+    assert metrics.waiting == 0 and metrics.total("waits.timed_out") == 1
