@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from flink_agents.cli import EXIT_USAGE, json_topic, main
 from flink_agents.cli.conventions import EXIT_TOPIC
 from flink_agents.durable.store import InMemoryLog
-from flink_agents.observability import EventLogConfig
+from flink_agents.observability import EventLogConfig, KafkaEventLogConfig
 from flink_agents.runtime import run_local
 from tests.runtime.test_local_waits import MEMORY
 from tests.runtime.test_waits import CALLS, PLAN, Waits, waiting
@@ -218,3 +218,18 @@ def test_a_decision_goes_to_the_decisions_topic_and_list_reads_an_output_topic(
         "wait=w2",
     ]
     admin.delete_topics([decisions, outputs])
+
+
+@pytest.mark.kafka
+def test_list_reads_the_open_waits_from_an_event_log_topic(monkeypatch, kafka_bootstrap, capsys):
+    topic = f"test-waits-log-{uuid.uuid4().hex[:12]}"
+    kafka = KafkaEventLogConfig(topic=topic, bootstrap_servers=kafka_bootstrap, partitions=2)
+    with Waits(monkeypatch, InMemoryLog(), {}, 0, event_log=EventLogConfig(kafka=kafka)) as job:
+        job.send("a", {"amount": 30})
+        wait_id = waiting(job, "a")["wait_id"]
+    # The event log's producer has every record acknowledged when the job closes.
+    servers = ["--bootstrap-servers", kafka_bootstrap]
+    assert main(["waits", "list", "--event-log", "--topic", topic, *servers]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f'key="a"  wait={wait_id}  request={{"amount":30}}')
+    AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([topic])
