@@ -77,12 +77,28 @@ def _amount(value: float, unit: str) -> str:
 
 
 class ModelPrice(BaseModel):
-    """What one model costs, per million tokens."""
+    """What one model costs, per million tokens: a chat model's ``input`` and ``output``, an
+    embedding model's ``embedding`` (the tokens of the texts it embeds)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    input: float = Field(ge=0, description="Price of a million input (prompt) tokens.")
-    output: float = Field(ge=0, description="Price of a million output tokens.")
+    input: float | None = Field(
+        default=None, ge=0, description="Price of a million input (prompt) tokens."
+    )
+    output: float | None = Field(
+        default=None, ge=0, description="Price of a million output tokens."
+    )
+    embedding: float | None = Field(
+        default=None, ge=0, description="Price of a million tokens embedded."
+    )
+
+    @model_validator(mode="after")
+    def _priced(self) -> ModelPrice:
+        if (self.input is None) != (self.output is None):
+            raise ValueError("a chat model's price gives both input and output")
+        if self.input is None and self.embedding is None:
+            raise ValueError("a price gives input and output (a chat model) or embedding")
+        return self
 
 
 class PriceTable(BaseModel):
@@ -97,15 +113,24 @@ class PriceTable(BaseModel):
     )
 
     def cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float | None:
-        """What ``input_tokens`` and ``output_tokens`` of ``model`` cost; None: no price."""
+        """What ``input_tokens`` and ``output_tokens`` of chat model ``model`` cost; None: no
+        chat price."""
         price = self.models.get(model or "")
-        if price is None:
+        if price is None or price.input is None or price.output is None:
             return None
         return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
 
+    def embedding_cost(self, model: str | None, tokens: int) -> float | None:
+        """What embedding ``tokens`` with ``model`` cost; None: no embedding price."""
+        price = self.models.get(model or "")
+        if price is None or price.embedding is None:
+            return None
+        return tokens * price.embedding / 1_000_000
+
 
 class CallSpend(BaseModel):
-    """What one model call spent, recorded with its outcome (``CallResult.spend``).
+    """What one model or embedding call spent, recorded with its outcome (``CallResult.spend``;
+    an embedding call's tokens are all input).
 
     ``cost`` is computed from the price table of ``price_version`` when the call was recorded
     (None: no price table, or no price for ``model``); a replay reads it, never re-prices.

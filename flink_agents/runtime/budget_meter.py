@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,9 +43,10 @@ from flink_agents.api.budgets import (
     CallSpend,
     PriceTable,
 )
-from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat import PROMPT_CHARS_PER_TOKEN, ChatMessage, ChatRequest
 from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
 from flink_agents.api.resources import ResourceType
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
@@ -132,11 +133,17 @@ class _RunSpend:
         return total
 
 
+CallKind = Literal["chat", "embedding"]
+"""The calls a meter counts: a chat model's and an embedding model's."""
+
+
 @dataclass(frozen=True)
 class _Priced:
-    """A model call about to be sent: what is sent, to which model, and its worst case."""
+    """A metered call about to be sent: what is sent, of which kind, to which model, and its
+    worst case."""
 
     call: DurableCall
+    kind: CallKind
     model: str | None
     worst: Amount
 
@@ -202,20 +209,23 @@ class BudgetMeter:
             self._run(run).add(_day_of(spend, recorded), Amount.spent(spend))
 
     def reserve(self, call: DurableCall) -> _Reservation | None:
-        if not _is_model_call(call):
+        kind = _kind_of(call)
+        if kind is None:
             return None
         run = call.identity.run
         token = self._run(run).token
         today = self._today()
-        priced = self._priced(call)
+        priced = self._priced(call, kind)
         fallback: Budget | None = None
-        for budget in self._local:
-            if budget.on_exhausted == "fallback" and not self._fits(budget, run, today, priced):
+        # A fallback is a chat connection: an embedding call over a budget is refused.
+        falls_back = [b for b in self._local if b.on_exhausted == "fallback" and kind == "chat"]
+        for budget in falls_back:
+            if not self._fits(budget, run, today, priced):
                 fallback = budget
-                priced = self._priced(self._fallback_call(call, budget))
+                priced = self._priced(self._fallback_call(call, budget), kind)
                 break
         for budget in self._local:
-            if budget.on_exhausted == "fail" and not self._fits(budget, run, today, priced):
+            if budget not in falls_back and not self._fits(budget, run, today, priced):
                 spent = self._window(budget, run, today).plus(self._reserved.get(token, _NOTHING))
                 self._refuse(run, budget, spent.of(budget), priced)
         holds = self._hold_shared(call, today, priced)
@@ -338,13 +348,17 @@ class BudgetMeter:
 
     def _settle_key(self, reservation: _Reservation, value: Any) -> CallSpend | None:
         self._release(reservation)
-        usage = value.usage if isinstance(value, ChatMessage) else None
+        usage = value.usage if isinstance(value, ChatMessage | Embeddings) else None
         if usage is None:
             return None
         prices = self.budgets.prices
-        # The model that answered, where a routing connection names it; else the one asked.
-        model = value.model or reservation.priced.model
-        cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
+        if reservation.priced.kind == "embedding":
+            model = reservation.priced.model
+            cost = _embedding_cost(prices, model, usage.input_tokens)
+        else:
+            # The model that answered, where a routing connection names it; else the one asked.
+            model = value.model or reservation.priced.model
+            cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
         spend = CallSpend(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -416,22 +430,34 @@ class BudgetMeter:
     def _today(self) -> str:
         return datetime.fromtimestamp(self._clock(), timezone.utc).date().isoformat()
 
-    def _priced(self, call: DurableCall) -> _Priced:
-        """The call's model and worst case: its prompt's estimated tokens and its output
-        tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``), priced."""
-        request, connection = _request_of(call)
-        model = request.model or cast(str | None, getattr(connection, "model", None))
-        prompt = _estimated_tokens(request)
-        output = request.max_tokens or self.budgets.assumed_max_tokens
+    def _priced(self, call: DurableCall, kind: CallKind) -> _Priced:
+        """The call's model and worst case, priced: a chat call's prompt's estimated tokens
+        and its output tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``); an
+        embedding call's texts' estimated tokens."""
         prices = self.budgets.prices
-        cost = _cost(prices, model, prompt, output)
+        if kind == "embedding":
+            setup, texts = _embedding_of(call)
+            connection = setup.get_resource(
+                setup.connection, ResourceType.EMBEDDING_MODEL_CONNECTION
+            )
+            model = setup.model or cast(str | None, getattr(connection, "model", None))
+            tokens = -(-sum(len(text) for text in texts) // PROMPT_CHARS_PER_TOKEN)
+            cost = _embedding_cost(prices, model, tokens)
+        else:
+            request, chat_connection = _request_of(call)
+            model = request.model or cast(str | None, getattr(chat_connection, "model", None))
+            prompt = _estimated_tokens(request)
+            tokens = prompt + (request.max_tokens or self.budgets.assumed_max_tokens)
+            cost = _cost(prices, model, prompt, tokens - prompt)
         if cost is None and any(b.unit == "cost" for b in self.budgets.limits):
             assert prices is not None  # a cost budget needs prices (Budgets checks)
+            price = "embedding price" if kind == "embedding" else "price"
             raise ValueError(
-                f"model {model!r} has no price in price table {prices.version!r}, and a budget "
-                f"limits cost: add it to budgets.prices.models (priced: {sorted(prices.models)})"
+                f"model {model!r} has no {price} in price table {prices.version!r}, and a "
+                f"budget limits cost: add it to budgets.prices.models (priced: "
+                f"{sorted(prices.models)})"
             )
-        return _Priced(call, model, Amount(tokens=prompt + output, cost=cost or 0.0))
+        return _Priced(call, kind, model, Amount(tokens=tokens, cost=cost or 0.0))
 
     def _fallback_call(self, call: DurableCall, budget: Budget) -> DurableCall:
         """``call`` sent to ``budget``'s fallback connection, which answers with its own model.
@@ -515,11 +541,30 @@ def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
     )
 
 
-def _is_model_call(call: DurableCall) -> bool:
+def _kind_of(call: DurableCall) -> CallKind | None:
+    """``chat`` for a call of a chat model's ``chat``, ``embedding`` for one of an embedding
+    model's ``embed_batch`` (bound, or its class's with the setup as first argument); None
+    for the calls a meter does not count."""
+    name = getattr(call.function, "__name__", None)
     owner = getattr(call.function, "__self__", None)
-    return isinstance(owner, ChatModelSetup | ChatModelConnection) and (
-        call.function.__name__ == "chat"
-    )
+    if name == "chat" and isinstance(owner, ChatModelSetup | ChatModelConnection):
+        return "chat"
+    if name == "embed_batch" and isinstance(owner or _first(call.args), EmbeddingModelSetup):
+        return "embedding"
+    return None
+
+
+def _first(args: tuple[Any, ...]) -> Any:
+    return args[0] if args else None
+
+
+def _embedding_of(call: DurableCall) -> tuple[EmbeddingModelSetup, list[str]]:
+    """The setup an embedding call goes through and the texts it embeds."""
+    owner = getattr(call.function, "__self__", None)
+    args = call.args if owner is not None else call.args[1:]
+    setup = cast(EmbeddingModelSetup, owner if owner is not None else call.args[0])
+    texts = args[0] if args else call.kwargs["texts"]
+    return setup, [str(text) for text in texts]
 
 
 def _request_of(call: DurableCall) -> tuple[ChatRequest, ChatModelConnection]:
@@ -544,6 +589,11 @@ def _cost(
         (prices.cost(name, input_tokens, output_tokens) or 0.0 for name in prices.models),
         default=None,
     )
+
+
+def _embedding_cost(prices: PriceTable | None, model: str | None, tokens: int) -> float | None:
+    """What embedding ``tokens`` cost by ``prices`` (None: no table, or no embedding price)."""
+    return prices.embedding_cost(model, tokens) if prices is not None else None
 
 
 def _day_of(spend: CallSpend, recorded: CallResult) -> str:
