@@ -6,10 +6,10 @@ compiled into its plan:
 * :class:`PriceTable` -- a versioned table of model prices (per million tokens). A call's cost
   is computed when the call is recorded and stored with it (:class:`CallSpend`), so a replay
   never re-prices history;
-* :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day`` or
-  ``total``), in tokens or money, with what happens when it is exhausted (``fail``: the call
-  fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper connection) and a soft
-  threshold that warns. A budget with ``scope: tenant`` or ``scope: job`` counts across keys,
+* :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day``,
+  ``sliding`` or ``total``), in tokens or money, with what happens when it is exhausted
+  (``fail``: the call fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper
+  connection) and a soft threshold that warns. A budget with ``scope: tenant`` or ``scope: job`` counts across keys,
   in an external ledger (:class:`BudgetLedgerConfig`, a Redis server).
 
 This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
@@ -23,9 +23,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-BudgetWindow = Literal["run", "day", "total"]
+BudgetWindow = Literal["run", "day", "sliding", "total"]
 """Over what a budget counts a key's spend: each run on its own, each UTC day (by the day a
-call was recorded), or everything the key ever spent."""
+call was recorded), the last ``period_s`` seconds (by the second a call was recorded), or
+everything the key ever spent."""
 
 OnExhausted = Literal["fail", "fallback"]
 """What a new call that does not fit a budget does: ``fail`` (the call fails with
@@ -146,6 +147,11 @@ class CallSpend(BaseModel):
     day: str | None = Field(
         default=None, description="The UTC day (ISO date) it counts on for daily budgets."
     )
+    at: int | None = Field(
+        default=None,
+        ge=0,
+        description="The second (since the epoch) it counts at for sliding windows.",
+    )
 
     @property
     def tokens(self) -> int:
@@ -164,6 +170,11 @@ class Budget(BaseModel):
 
     name: str = Field(min_length=1)
     window: BudgetWindow = "total"
+    period_s: int | None = Field(
+        default=None,
+        ge=1,
+        description="window sliding: how far back it counts, in seconds (3600: the last hour).",
+    )
     tokens: int | None = Field(default=None, ge=1, description="Limit in tokens (in + out).")
     cost: float | None = Field(default=None, gt=0, description="Limit in money.")
     soft: float | None = Field(
@@ -196,10 +207,20 @@ class Budget(BaseModel):
                 f"budget {self.name!r}: tenant_field names the tenant of scope 'tenant', and "
                 f"only of it (scope is {self.scope!r})"
             )
+        if (self.window == "sliding") != (self.period_s is not None):
+            raise ValueError(
+                f"budget {self.name!r}: period_s is the length of window 'sliding', and only of "
+                f"it (window is {self.window!r})"
+            )
         if self.scope != "key" and self.window == "run":
             raise ValueError(
                 f"budget {self.name!r}: a run belongs to one key; scope {self.scope!r} counts "
                 "over window 'day' or 'total'"
+            )
+        if self.scope != "key" and self.window == "sliding":
+            raise ValueError(
+                f"budget {self.name!r}: window 'sliding' counts a key's spend only; scope "
+                f"{self.scope!r} counts over window 'day' or 'total'"
             )
         if self.scope != "key" and self.on_exhausted != "fail":
             raise ValueError(

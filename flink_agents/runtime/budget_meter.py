@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
@@ -83,29 +83,43 @@ _NOTHING = Amount()
 
 
 class KeySpend(BaseModel):
-    """What a key's finished runs spent: in total, and on the latest UTC day any call of them
-    was recorded (``day``, ISO date). Saved with the key's state."""
+    """What a key's finished runs spent: in total, on the latest UTC day any call of them
+    was recorded (``day``, ISO date), and, for sliding windows, by the second their calls were
+    recorded (``recent``: only the seconds the longest sliding window may still reach, so at
+    most its ``period_s`` entries). Saved with the key's state."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     total: Amount = Field(default_factory=Amount)
     day: str | None = None
     on_day: Amount = Field(default_factory=Amount)
+    recent: dict[int, Amount] = Field(default_factory=dict, exclude_if=lambda recent: not recent)
 
-    def with_run(self, by_day: dict[str, Amount]) -> KeySpend:
-        """This spend with a finished run's, given by the day its calls were recorded."""
+    def with_run(self, run: _RunSpend, since: int | None) -> KeySpend:
+        """This spend with a finished ``run``'s; ``recent`` keeps the seconds after ``since``
+        (None: no sliding window, nothing kept)."""
         total, day, on_day = self.total, self.day, self.on_day
-        for when in sorted(by_day):
-            amount = by_day[when]
+        for when in sorted(run.by_day):
+            amount = run.by_day[when]
             total = total.plus(amount)
             if day is None or when > day:
                 day, on_day = when, amount
             elif when == day:
                 on_day = on_day.plus(amount)
-        return KeySpend(total=total, day=day, on_day=on_day)
+        recent: dict[int, Amount] = {}
+        if since is not None:
+            recent = {at: amount for at, amount in self.recent.items() if at > since}
+            for at, amount in run.by_second.items():
+                if at > since:
+                    recent[at] = recent.get(at, _NOTHING).plus(amount)
+        return KeySpend(total=total, day=day, on_day=on_day, recent=recent)
 
     def on(self, day: str) -> Amount:
         return self.on_day if self.day == day else _NOTHING
+
+    def after(self, since: int) -> Amount:
+        """What the calls recorded after second ``since`` spent."""
+        return _sum(amount for at, amount in self.recent.items() if at > since)
 
 
 _NO_SPEND = KeySpend()
@@ -121,16 +135,26 @@ class _RunSpend:
     key: Any
     input: Any = None
     by_day: dict[str, Amount] = field(default_factory=dict)
+    by_second: dict[int, Amount] = field(default_factory=dict)
 
-    def add(self, day: str, amount: Amount) -> None:
+    def add(self, day: str, at: int, amount: Amount) -> None:
         self.by_day[day] = self.by_day.get(day, _NOTHING).plus(amount)
+        self.by_second[at] = self.by_second.get(at, _NOTHING).plus(amount)
 
     @property
     def total(self) -> Amount:
-        total = _NOTHING
-        for amount in self.by_day.values():
-            total = total.plus(amount)
-        return total
+        return _sum(self.by_day.values())
+
+    def after(self, since: int) -> Amount:
+        """What the run's calls recorded after second ``since`` spent."""
+        return _sum(amount for at, amount in self.by_second.items() if at > since)
+
+
+def _sum(amounts: Iterable[Amount]) -> Amount:
+    total = _NOTHING
+    for amount in amounts:
+        total = total.plus(amount)
+    return total
 
 
 CallKind = Literal["chat", "embedding"]
@@ -167,6 +191,8 @@ class BudgetMeter:
         self._clock = clock
         self._on_record = on_record
         self._local = [budget for budget in budgets.limits if budget.scope == "key"]
+        # How far back a key's finished runs' spend is kept by second (None: no sliding window).
+        self._longest = max((b.period_s or 0 for b in self._local), default=0) or None
         self._shared = [budget for budget in budgets.limits if budget.scope != "key"]
         if ledger is None and self._shared and budgets.ledger is not None:
             ledger = RedisBudgetLedger(budgets.ledger)
@@ -199,14 +225,17 @@ class BudgetMeter:
         spend = self._runs.pop(run, None)
         if spend is None or not spend.by_day:
             return
-        self._keys[spend.token] = self._keys.get(spend.token, KeySpend()).with_run(spend.by_day)
+        since = int(self._clock()) - self._longest if self._longest is not None else None
+        committed = self._keys.get(spend.token, _NO_SPEND)
+        self._keys[spend.token] = committed.with_run(spend, since)
 
     def replayed(self, run: RunId, recorded: CallResult) -> None:
         # Only what was recorded with the call: a call recorded before the agent had budgets
         # carries no spend and counts nothing (docs/budgets.md).
         spend = recorded.spend
         if spend is not None:
-            self._run(run).add(_day_of(spend, recorded), Amount.spent(spend))
+            day, at = _recorded_when(spend, recorded)
+            self._run(run).add(day, at, Amount.spent(spend))
 
     def reserve(self, call: DurableCall) -> _Reservation | None:
         kind = _kind_of(call)
@@ -214,7 +243,8 @@ class BudgetMeter:
             return None
         run = call.identity.run
         token = self._run(run).token
-        today = self._today()
+        now = self._clock()
+        today = datetime.fromtimestamp(now, timezone.utc).date().isoformat()
         priced = self._priced(call, kind)
         fallback: Budget | None = None
         # A fallback is a chat connection: an embedding call over a budget is refused.
@@ -233,7 +263,7 @@ class BudgetMeter:
             logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
             self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
         self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
-        return _Reservation(self, run, token, today, priced, holds)
+        return _Reservation(self, run, token, (today, int(now)), priced, holds)
 
     # --- budgets across keys (the ledger) --------------------------------------------------
 
@@ -366,10 +396,11 @@ class BudgetMeter:
             cost=cost,
             price_version=prices.version if cost is not None and prices else None,
             day=reservation.day,
+            at=reservation.at,
         )
         run, day = reservation.run, reservation.day
         soft = [(b, self._window(b, run, day)) for b in self._local if b.soft is not None]
-        self._run(run).add(day, Amount.spent(spend))
+        self._run(run).add(day, reservation.at, Amount.spent(spend))
         for budget, before in soft:
             self._warn_at_soft(budget, run, before, day)
         return spend
@@ -419,6 +450,10 @@ class BudgetMeter:
         committed = self._keys.get(running.token, _NO_SPEND)
         if budget.window == "day":
             return committed.on(today).plus(running.by_day.get(today, _NOTHING))
+        if budget.window == "sliding":
+            assert budget.period_s is not None  # a sliding window has one (Budget checks)
+            since = int(self._clock()) - budget.period_s
+            return committed.after(since).plus(running.after(since))
         return committed.total.plus(running.total)
 
     def _run(self, run: RunId) -> _RunSpend:
@@ -426,9 +461,6 @@ class BudgetMeter:
         if spend is None:  # a host that does not admit runs (calls made directly)
             spend = self._runs[run] = _RunSpend(canonical_json(run.key), run.key)
         return spend
-
-    def _today(self) -> str:
-        return datetime.fromtimestamp(self._clock(), timezone.utc).date().isoformat()
 
     def _priced(self, call: DurableCall, kind: CallKind) -> _Priced:
         """The call's model and worst case, priced: a chat call's prompt's estimated tokens
@@ -492,21 +524,21 @@ class _Reservation:
     """A new call's reserved worst case (durable/meter.py's ``Reservation``): the key's, and
     its ``holds`` in the ledger."""
 
-    __slots__ = ("_meter", "day", "done", "holds", "priced", "run", "token")
+    __slots__ = ("_meter", "at", "day", "done", "holds", "priced", "run", "token")
 
     def __init__(
         self,
         meter: BudgetMeter,
         run: RunId,
         token: str,
-        day: str,
+        when: tuple[str, int],
         priced: _Priced,
         holds: list[_Hold],
     ) -> None:
         self._meter = meter
         self.run = run
         self.token = token
-        self.day = day
+        self.day, self.at = when  # the UTC day and the second the call counts on
         self.priced = priced
         self.holds = holds
         self.done = False
@@ -596,9 +628,9 @@ def _embedding_cost(prices: PriceTable | None, model: str | None, tokens: int) -
     return prices.embedding_cost(model, tokens) if prices is not None else None
 
 
-def _day_of(spend: CallSpend, recorded: CallResult) -> str:
-    """The UTC day a recorded call counts on: the one recorded with it, else its finish."""
-    if spend.day is not None:
-        return spend.day
-    finished = recorded.finished_at or recorded.started_at or 0.0
-    return datetime.fromtimestamp(finished / 1000, timezone.utc).date().isoformat()
+def _recorded_when(spend: CallSpend, recorded: CallResult) -> tuple[str, int]:
+    """The UTC day and the second a recorded call counts on: those recorded with it, else its
+    finish (a call recorded before they were)."""
+    finished = (recorded.finished_at or recorded.started_at or 0.0) / 1000
+    day = spend.day or datetime.fromtimestamp(finished, timezone.utc).date().isoformat()
+    return day, spend.at if spend.at is not None else int(finished)

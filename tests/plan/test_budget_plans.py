@@ -119,7 +119,7 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
         (
             "limits: [{name: b, window: week, tokens: 10}]",
             "agents[0].budgets.limits[0].window",
-            "'run', 'day' or 'total'",
+            "'run', 'day', 'sliding' or 'total'",
         ),
         (
             "limits: [{name: b, scope: tenant, tokens: 10}]",
