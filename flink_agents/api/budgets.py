@@ -9,8 +9,9 @@ compiled into its plan:
 * :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day``,
   ``sliding`` or ``total``), in tokens or money, with what happens when it is exhausted
   (``fail``: the call fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper
-  connection) and a soft threshold that warns. A budget with ``scope: tenant`` or ``scope: job`` counts across keys,
-  in an external ledger (:class:`BudgetLedgerConfig`, a Redis server).
+  connection) and a soft threshold that warns. A budget with ``scope: tenant`` or
+  ``scope: job`` counts across keys, in an external ledger (:class:`BudgetLedgerConfig`, a
+  Redis server).
 
 This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
 refuses.
