@@ -1,4 +1,5 @@
-"""The budget meter: what each key's model calls spent, and whether a new call may go.
+"""The budget meter: what each key's model and embedding calls spent, and whether a new call
+may go.
 
 :class:`BudgetMeter` is the :class:`~flink_agents.durable.meter.CallMeter` of an agent with
 ``budgets`` (runtime/assembly.py builds it). Its counters are derived, never kept on the side:
@@ -157,7 +158,7 @@ def _sum(amounts: Iterable[Amount]) -> Amount:
     return total
 
 
-CallKind = Literal["chat", "embedding"]
+MeteredKind = Literal["chat", "embedding"]
 """The calls a meter counts: a chat model's and an embedding model's."""
 
 
@@ -167,7 +168,7 @@ class _Priced:
     worst case."""
 
     call: DurableCall
-    kind: CallKind
+    kind: MeteredKind
     model: str | None
     worst: Amount
 
@@ -462,7 +463,7 @@ class BudgetMeter:
             spend = self._runs[run] = _RunSpend(canonical_json(run.key), run.key)
         return spend
 
-    def _priced(self, call: DurableCall, kind: CallKind) -> _Priced:
+    def _priced(self, call: DurableCall, kind: MeteredKind) -> _Priced:
         """The call's model and worst case, priced: a chat call's prompt's estimated tokens
         and its output tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``); an
         embedding call's texts' estimated tokens."""
@@ -573,7 +574,7 @@ def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
     )
 
 
-def _kind_of(call: DurableCall) -> CallKind | None:
+def _kind_of(call: DurableCall) -> MeteredKind | None:
     """``chat`` for a call of a chat model's ``chat``, ``embedding`` for one of an embedding
     model's ``embed_batch`` (bound, or its class's with the setup as first argument); None
     for the calls a meter does not count."""
