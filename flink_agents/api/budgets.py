@@ -6,11 +6,12 @@ compiled into its plan:
 * :class:`PriceTable` -- a versioned table of model prices (per million tokens). A call's cost
   is computed when the call is recorded and stored with it (:class:`CallSpend`), so a replay
   never re-prices history;
-* :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day`` or
-  ``total``), in tokens or money, with what happens when it is exhausted (``fail``: the call
-  fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper connection) and a soft
-  threshold that warns. A budget with ``scope: tenant`` or ``scope: job`` counts across keys,
-  in an external ledger (:class:`BudgetLedgerConfig`, a Redis server).
+* :class:`Budget` -- one limit of one key's spend over a window (``run``, ``day``,
+  ``sliding`` or ``total``), in tokens or money, with what happens when it is exhausted
+  (``fail``: the call fails with :class:`BudgetExceeded`; ``fallback``: it goes to a cheaper
+  connection) and a soft threshold that warns. A budget with ``scope: tenant`` or
+  ``scope: job`` counts across keys, in an external ledger (:class:`BudgetLedgerConfig`, a
+  Redis server).
 
 This module declares; the runtime (``flink_agents.runtime.budget_meter``) counts, reserves and
 refuses.
@@ -23,9 +24,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-BudgetWindow = Literal["run", "day", "total"]
+BudgetWindow = Literal["run", "day", "sliding", "total"]
 """Over what a budget counts a key's spend: each run on its own, each UTC day (by the day a
-call was recorded), or everything the key ever spent."""
+call was recorded), the last ``period_s`` seconds (by the second a call was recorded), or
+everything the key ever spent."""
 
 OnExhausted = Literal["fail", "fallback"]
 """What a new call that does not fit a budget does: ``fail`` (the call fails with
@@ -77,12 +79,28 @@ def _amount(value: float, unit: str) -> str:
 
 
 class ModelPrice(BaseModel):
-    """What one model costs, per million tokens."""
+    """What one model costs, per million tokens: a chat model's ``input`` and ``output``, an
+    embedding model's ``embedding`` (the tokens of the texts it embeds)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    input: float = Field(ge=0, description="Price of a million input (prompt) tokens.")
-    output: float = Field(ge=0, description="Price of a million output tokens.")
+    input: float | None = Field(
+        default=None, ge=0, description="Price of a million input (prompt) tokens."
+    )
+    output: float | None = Field(
+        default=None, ge=0, description="Price of a million output tokens."
+    )
+    embedding: float | None = Field(
+        default=None, ge=0, description="Price of a million tokens embedded."
+    )
+
+    @model_validator(mode="after")
+    def _priced(self) -> ModelPrice:
+        if (self.input is None) != (self.output is None):
+            raise ValueError("a chat model's price gives both input and output")
+        if self.input is None and self.embedding is None:
+            raise ValueError("a price gives input and output (a chat model) or embedding")
+        return self
 
 
 class PriceTable(BaseModel):
@@ -97,15 +115,24 @@ class PriceTable(BaseModel):
     )
 
     def cost(self, model: str | None, input_tokens: int, output_tokens: int) -> float | None:
-        """What ``input_tokens`` and ``output_tokens`` of ``model`` cost; None: no price."""
+        """What ``input_tokens`` and ``output_tokens`` of chat model ``model`` cost; None: no
+        chat price."""
         price = self.models.get(model or "")
-        if price is None:
+        if price is None or price.input is None or price.output is None:
             return None
         return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
 
+    def embedding_cost(self, model: str | None, tokens: int) -> float | None:
+        """What embedding ``tokens`` with ``model`` cost; None: no embedding price."""
+        price = self.models.get(model or "")
+        if price is None or price.embedding is None:
+            return None
+        return tokens * price.embedding / 1_000_000
+
 
 class CallSpend(BaseModel):
-    """What one model call spent, recorded with its outcome (``CallResult.spend``).
+    """What one model or embedding call spent, recorded with its outcome (``CallResult.spend``;
+    an embedding call's tokens are all input).
 
     ``cost`` is computed from the price table of ``price_version`` when the call was recorded
     (None: no price table, or no price for ``model``); a replay reads it, never re-prices.
@@ -120,6 +147,11 @@ class CallSpend(BaseModel):
     price_version: str | None = None
     day: str | None = Field(
         default=None, description="The UTC day (ISO date) it counts on for daily budgets."
+    )
+    at: int | None = Field(
+        default=None,
+        ge=0,
+        description="The second (since the epoch) it counts at for sliding windows.",
     )
 
     @property
@@ -139,6 +171,11 @@ class Budget(BaseModel):
 
     name: str = Field(min_length=1)
     window: BudgetWindow = "total"
+    period_s: int | None = Field(
+        default=None,
+        ge=1,
+        description="window sliding: how far back it counts, in seconds (3600: the last hour).",
+    )
     tokens: int | None = Field(default=None, ge=1, description="Limit in tokens (in + out).")
     cost: float | None = Field(default=None, gt=0, description="Limit in money.")
     soft: float | None = Field(
@@ -171,10 +208,20 @@ class Budget(BaseModel):
                 f"budget {self.name!r}: tenant_field names the tenant of scope 'tenant', and "
                 f"only of it (scope is {self.scope!r})"
             )
+        if (self.window == "sliding") != (self.period_s is not None):
+            raise ValueError(
+                f"budget {self.name!r}: period_s is the length of window 'sliding', and only of "
+                f"it (window is {self.window!r})"
+            )
         if self.scope != "key" and self.window == "run":
             raise ValueError(
                 f"budget {self.name!r}: a run belongs to one key; scope {self.scope!r} counts "
                 "over window 'day' or 'total'"
+            )
+        if self.scope != "key" and self.window == "sliding":
+            raise ValueError(
+                f"budget {self.name!r}: window 'sliding' counts a key's spend only; scope "
+                f"{self.scope!r} counts over window 'day' or 'total'"
             )
         if self.scope != "key" and self.on_exhausted != "fail":
             raise ValueError(

@@ -19,9 +19,28 @@ from typing import ClassVar, cast
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from flink_agents.api.chat import TokenUsage
 from flink_agents.api.resources import Resource, ResourceType
 
 Vector = list[float]
+
+
+class Embeddings(list[Vector]):
+    """The vectors of one batch, with what embedding them spent: a list of vectors like any
+    other, plus the ``usage`` the provider reported (None: it reported none) and the ``model``
+    that embedded them. Budgets count the usage (docs/budgets.md); a replay hands back the
+    recorded vectors as a plain list and counts the spend recorded with the call."""
+
+    def __init__(
+        self,
+        vectors: Sequence[Vector] = (),
+        *,
+        usage: TokenUsage | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(vectors)
+        self.usage = usage
+        self.model = model
 
 
 class EmbeddingDimensionError(ValueError):
@@ -37,7 +56,8 @@ class EmbeddingModelConnection(Resource):
         self, texts: list[str], model: str | None, dimensions: int | None
     ) -> list[Vector]:
         """One vector per text, in order. ``dimensions`` is passed on to models that can shorten
-        their vectors; the setup checks the result either way."""
+        their vectors; the setup checks the result either way. A connection whose provider
+        reports usage returns :class:`Embeddings` carrying it."""
         raise NotImplementedError
 
 
@@ -72,8 +92,9 @@ class EmbeddingModelSetup(Resource):
         """``texts`` cut into the batches :meth:`embed_batch` takes, in order."""
         return [list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
 
-    async def embed_batch(self, texts: list[str]) -> list[Vector]:
-        """Vectors of one batch (at most ``batch_size`` texts), their count and length checked."""
+    async def embed_batch(self, texts: list[str]) -> Embeddings:
+        """Vectors of one batch (at most ``batch_size`` texts), their count and length checked,
+        with the usage the connection reported (:class:`Embeddings`)."""
         if len(texts) > self.batch_size:
             raise ValueError(f"a batch holds at most {self.batch_size} texts, got {len(texts)}")
         connection = cast(
@@ -86,7 +107,10 @@ class EmbeddingModelSetup(Resource):
         checked = check_vectors(vectors, len(texts), expected, self.model or self.connection)
         if expected is None and checked:
             self._first_reply_dimensions = len(checked[0])
-        return checked
+        usage = vectors.usage if isinstance(vectors, Embeddings) else None
+        return Embeddings(
+            checked, usage=usage, model=self.model or getattr(connection, "model", None)
+        )
 
 
 def check_vectors(

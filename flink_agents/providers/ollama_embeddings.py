@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from flink_agents.api.embeddings import Vector
+from flink_agents.api.chat import TokenUsage
+from flink_agents.api.embeddings import Embeddings
 from flink_agents.providers._endpoint import HttpEmbeddingEndpoint
 from flink_agents.providers._http_errors import AttemptFailure
 from flink_agents.providers.ollama import ollama_client, post_json
@@ -21,13 +22,17 @@ def ollama_embed_body(texts: list[str], model: str, dimensions: int | None) -> d
     return body
 
 
-def from_ollama_embed(data: Any) -> list[Vector]:
-    """The vectors of an ``/api/embed`` reply, in the order of the texts."""
+def from_ollama_embed(data: Any) -> Embeddings:
+    """The vectors of an ``/api/embed`` reply, in the order of the texts, with its usage (its
+    ``prompt_eval_count``, when it sends one)."""
     try:
-        vectors = data["embeddings"]
-        return [[float(x) for x in vector] for vector in vectors]
+        vectors = [[float(x) for x in vector] for vector in data["embeddings"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise AttemptFailure.malformed(f"not an /api/embed reply: missing or bad {exc}") from None
+    tokens = data.get("prompt_eval_count")
+    usage = TokenUsage(input_tokens=tokens) if isinstance(tokens, int) else None
+    model = data.get("model")
+    return Embeddings(vectors, usage=usage, model=model if isinstance(model, str) else None)
 
 
 class OllamaEmbeddingModelConnection(HttpEmbeddingEndpoint):
@@ -42,6 +47,6 @@ class OllamaEmbeddingModelConnection(HttpEmbeddingEndpoint):
 
     async def _embed_attempt(
         self, client: httpx.AsyncClient, texts: list[str], model: str, dimensions: int | None
-    ) -> list[Vector]:
+    ) -> Embeddings:
         body = ollama_embed_body(texts, model, dimensions)
         return from_ollama_embed(await post_json(client, "/api/embed", body))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from flink_agents.api.embeddings import Vector
+from flink_agents.api.chat import TokenUsage
+from flink_agents.api.embeddings import Embeddings
 from flink_agents.providers._endpoint import HttpEmbeddingEndpoint
 from flink_agents.providers._http_errors import AttemptFailure, sdk_call, what_was_sent
 from flink_agents.providers._sdk import sdk_from_extra
@@ -16,15 +17,20 @@ with sdk_from_extra("openai"):
     import openai
 
 
-def from_openai_embeddings(reply: Any) -> list[Vector]:
-    """The vectors of an embeddings reply, put back in the order of the texts (by ``index``)."""
+def from_openai_embeddings(reply: Any) -> Embeddings:
+    """The vectors of an embeddings reply, put back in the order of the texts (by ``index``),
+    with the reply's ``usage`` (its ``prompt_tokens``: an embedding has no output tokens)."""
     try:
         items = sorted(reply.data, key=lambda item: item.index)
-        return [[float(x) for x in item.embedding] for item in items]
+        vectors = [[float(x) for x in item.embedding] for item in items]
     except (AttributeError, TypeError, ValueError) as exc:
         raise AttemptFailure.malformed(
             f"not an embeddings reply ({exc}); the server sent {what_was_sent(reply)}"
         ) from None
+    usage = getattr(reply, "usage", None)
+    tokens = getattr(usage, "prompt_tokens", None)
+    reported = TokenUsage(input_tokens=tokens) if isinstance(tokens, int) else None
+    return Embeddings(vectors, usage=reported, model=getattr(reply, "model", None))
 
 
 class OpenAICompatibleEmbeddingModelConnection(HttpEmbeddingEndpoint):
@@ -39,7 +45,7 @@ class OpenAICompatibleEmbeddingModelConnection(HttpEmbeddingEndpoint):
 
     async def _embed_attempt(
         self, client: openai.AsyncOpenAI, texts: list[str], model: str, dimensions: int | None
-    ) -> list[Vector]:
+    ) -> Embeddings:
         options: dict[str, Any] = {"dimensions": dimensions} if dimensions is not None else {}
         reply = await sdk_call(
             client.embeddings.create(model=model, input=texts, encoding_format="float", **options),

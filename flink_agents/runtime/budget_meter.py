@@ -1,4 +1,5 @@
-"""The budget meter: what each key's model calls spent, and whether a new call may go.
+"""The budget meter: what each key's model and embedding calls spent, and whether a new call
+may go.
 
 :class:`BudgetMeter` is the :class:`~flink_agents.durable.meter.CallMeter` of an agent with
 ``budgets`` (runtime/assembly.py builds it). Its counters are derived, never kept on the side:
@@ -28,10 +29,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,9 +44,10 @@ from flink_agents.api.budgets import (
     CallSpend,
     PriceTable,
 )
-from flink_agents.api.chat import ChatMessage, ChatRequest
+from flink_agents.api.chat import PROMPT_CHARS_PER_TOKEN, ChatMessage, ChatRequest
 from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
+from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
 from flink_agents.api.resources import ResourceType
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
@@ -82,29 +84,43 @@ _NOTHING = Amount()
 
 
 class KeySpend(BaseModel):
-    """What a key's finished runs spent: in total, and on the latest UTC day any call of them
-    was recorded (``day``, ISO date). Saved with the key's state."""
+    """What a key's finished runs spent: in total, on the latest UTC day any call of them
+    was recorded (``day``, ISO date), and, for sliding windows, by the second their calls were
+    recorded (``recent``: only the seconds the longest sliding window may still reach, so at
+    most its ``period_s`` entries). Saved with the key's state."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     total: Amount = Field(default_factory=Amount)
     day: str | None = None
     on_day: Amount = Field(default_factory=Amount)
+    recent: dict[int, Amount] = Field(default_factory=dict, exclude_if=lambda recent: not recent)
 
-    def with_run(self, by_day: dict[str, Amount]) -> KeySpend:
-        """This spend with a finished run's, given by the day its calls were recorded."""
+    def with_run(self, run: _RunSpend, since: int | None) -> KeySpend:
+        """This spend with a finished ``run``'s; ``recent`` keeps the seconds after ``since``
+        (None: no sliding window, nothing kept)."""
         total, day, on_day = self.total, self.day, self.on_day
-        for when in sorted(by_day):
-            amount = by_day[when]
+        for when in sorted(run.by_day):
+            amount = run.by_day[when]
             total = total.plus(amount)
             if day is None or when > day:
                 day, on_day = when, amount
             elif when == day:
                 on_day = on_day.plus(amount)
-        return KeySpend(total=total, day=day, on_day=on_day)
+        recent: dict[int, Amount] = {}
+        if since is not None:
+            recent = {at: amount for at, amount in self.recent.items() if at > since}
+            for at, amount in run.by_second.items():
+                if at > since:
+                    recent[at] = recent.get(at, _NOTHING).plus(amount)
+        return KeySpend(total=total, day=day, on_day=on_day, recent=recent)
 
     def on(self, day: str) -> Amount:
         return self.on_day if self.day == day else _NOTHING
+
+    def after(self, since: int) -> Amount:
+        """What the calls recorded after second ``since`` spent."""
+        return _sum(amount for at, amount in self.recent.items() if at > since)
 
 
 _NO_SPEND = KeySpend()
@@ -120,23 +136,39 @@ class _RunSpend:
     key: Any
     input: Any = None
     by_day: dict[str, Amount] = field(default_factory=dict)
+    by_second: dict[int, Amount] = field(default_factory=dict)
 
-    def add(self, day: str, amount: Amount) -> None:
+    def add(self, day: str, at: int, amount: Amount) -> None:
         self.by_day[day] = self.by_day.get(day, _NOTHING).plus(amount)
+        self.by_second[at] = self.by_second.get(at, _NOTHING).plus(amount)
 
     @property
     def total(self) -> Amount:
-        total = _NOTHING
-        for amount in self.by_day.values():
-            total = total.plus(amount)
-        return total
+        return _sum(self.by_day.values())
+
+    def after(self, since: int) -> Amount:
+        """What the run's calls recorded after second ``since`` spent."""
+        return _sum(amount for at, amount in self.by_second.items() if at > since)
+
+
+def _sum(amounts: Iterable[Amount]) -> Amount:
+    total = _NOTHING
+    for amount in amounts:
+        total = total.plus(amount)
+    return total
+
+
+MeteredKind = Literal["chat", "embedding"]
+"""The calls a meter counts: a chat model's and an embedding model's."""
 
 
 @dataclass(frozen=True)
 class _Priced:
-    """A model call about to be sent: what is sent, to which model, and its worst case."""
+    """A metered call about to be sent: what is sent, of which kind, to which model, and its
+    worst case."""
 
     call: DurableCall
+    kind: MeteredKind
     model: str | None
     worst: Amount
 
@@ -160,6 +192,8 @@ class BudgetMeter:
         self._clock = clock
         self._on_record = on_record
         self._local = [budget for budget in budgets.limits if budget.scope == "key"]
+        # How far back a key's finished runs' spend is kept by second (None: no sliding window).
+        self._longest = max((b.period_s or 0 for b in self._local), default=0) or None
         self._shared = [budget for budget in budgets.limits if budget.scope != "key"]
         if ledger is None and self._shared and budgets.ledger is not None:
             ledger = RedisBudgetLedger(budgets.ledger)
@@ -192,30 +226,37 @@ class BudgetMeter:
         spend = self._runs.pop(run, None)
         if spend is None or not spend.by_day:
             return
-        self._keys[spend.token] = self._keys.get(spend.token, KeySpend()).with_run(spend.by_day)
+        since = int(self._clock()) - self._longest if self._longest is not None else None
+        committed = self._keys.get(spend.token, _NO_SPEND)
+        self._keys[spend.token] = committed.with_run(spend, since)
 
     def replayed(self, run: RunId, recorded: CallResult) -> None:
         # Only what was recorded with the call: a call recorded before the agent had budgets
         # carries no spend and counts nothing (docs/budgets.md).
         spend = recorded.spend
         if spend is not None:
-            self._run(run).add(_day_of(spend, recorded), Amount.spent(spend))
+            day, at = _recorded_when(spend, recorded)
+            self._run(run).add(day, at, Amount.spent(spend))
 
     def reserve(self, call: DurableCall) -> _Reservation | None:
-        if not _is_model_call(call):
+        kind = _kind_of(call)
+        if kind is None:
             return None
         run = call.identity.run
         token = self._run(run).token
-        today = self._today()
-        priced = self._priced(call)
+        now = self._clock()
+        today = datetime.fromtimestamp(now, timezone.utc).date().isoformat()
+        priced = self._priced(call, kind)
         fallback: Budget | None = None
-        for budget in self._local:
-            if budget.on_exhausted == "fallback" and not self._fits(budget, run, today, priced):
+        # A fallback is a chat connection: an embedding call over a budget is refused.
+        falls_back = [b for b in self._local if b.on_exhausted == "fallback" and kind == "chat"]
+        for budget in falls_back:
+            if not self._fits(budget, run, today, priced):
                 fallback = budget
-                priced = self._priced(self._fallback_call(call, budget))
+                priced = self._priced(self._fallback_call(call, budget), kind)
                 break
         for budget in self._local:
-            if budget.on_exhausted == "fail" and not self._fits(budget, run, today, priced):
+            if budget not in falls_back and not self._fits(budget, run, today, priced):
                 spent = self._window(budget, run, today).plus(self._reserved.get(token, _NOTHING))
                 self._refuse(run, budget, spent.of(budget), priced)
         holds = self._hold_shared(call, today, priced)
@@ -223,7 +264,7 @@ class BudgetMeter:
             logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
             self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
         self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
-        return _Reservation(self, run, token, today, priced, holds)
+        return _Reservation(self, run, token, (today, int(now)), priced, holds)
 
     # --- budgets across keys (the ledger) --------------------------------------------------
 
@@ -338,13 +379,17 @@ class BudgetMeter:
 
     def _settle_key(self, reservation: _Reservation, value: Any) -> CallSpend | None:
         self._release(reservation)
-        usage = value.usage if isinstance(value, ChatMessage) else None
+        usage = value.usage if isinstance(value, ChatMessage | Embeddings) else None
         if usage is None:
             return None
         prices = self.budgets.prices
-        # The model that answered, where a routing connection names it; else the one asked.
-        model = value.model or reservation.priced.model
-        cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
+        if reservation.priced.kind == "embedding":
+            model = reservation.priced.model
+            cost = _embedding_cost(prices, model, usage.input_tokens)
+        else:
+            # The model that answered, where a routing connection names it; else the one asked.
+            model = value.model or reservation.priced.model
+            cost = _cost(prices, model, usage.input_tokens, usage.output_tokens)
         spend = CallSpend(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -352,10 +397,11 @@ class BudgetMeter:
             cost=cost,
             price_version=prices.version if cost is not None and prices else None,
             day=reservation.day,
+            at=reservation.at,
         )
         run, day = reservation.run, reservation.day
         soft = [(b, self._window(b, run, day)) for b in self._local if b.soft is not None]
-        self._run(run).add(day, Amount.spent(spend))
+        self._run(run).add(day, reservation.at, Amount.spent(spend))
         for budget, before in soft:
             self._warn_at_soft(budget, run, before, day)
         return spend
@@ -405,6 +451,10 @@ class BudgetMeter:
         committed = self._keys.get(running.token, _NO_SPEND)
         if budget.window == "day":
             return committed.on(today).plus(running.by_day.get(today, _NOTHING))
+        if budget.window == "sliding":
+            assert budget.period_s is not None  # a sliding window has one (Budget checks)
+            since = int(self._clock()) - budget.period_s
+            return committed.after(since).plus(running.after(since))
         return committed.total.plus(running.total)
 
     def _run(self, run: RunId) -> _RunSpend:
@@ -413,25 +463,34 @@ class BudgetMeter:
             spend = self._runs[run] = _RunSpend(canonical_json(run.key), run.key)
         return spend
 
-    def _today(self) -> str:
-        return datetime.fromtimestamp(self._clock(), timezone.utc).date().isoformat()
-
-    def _priced(self, call: DurableCall) -> _Priced:
-        """The call's model and worst case: its prompt's estimated tokens and its output
-        tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``), priced."""
-        request, connection = _request_of(call)
-        model = request.model or cast(str | None, getattr(connection, "model", None))
-        prompt = _estimated_tokens(request)
-        output = request.max_tokens or self.budgets.assumed_max_tokens
+    def _priced(self, call: DurableCall, kind: MeteredKind) -> _Priced:
+        """The call's model and worst case, priced: a chat call's prompt's estimated tokens
+        and its output tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``); an
+        embedding call's texts' estimated tokens."""
         prices = self.budgets.prices
-        cost = _cost(prices, model, prompt, output)
+        if kind == "embedding":
+            setup, texts = _embedding_of(call)
+            connection = setup.get_resource(
+                setup.connection, ResourceType.EMBEDDING_MODEL_CONNECTION
+            )
+            model = setup.model or cast(str | None, getattr(connection, "model", None))
+            tokens = -(-sum(len(text) for text in texts) // PROMPT_CHARS_PER_TOKEN)
+            cost = _embedding_cost(prices, model, tokens)
+        else:
+            request, chat_connection = _request_of(call)
+            model = request.model or cast(str | None, getattr(chat_connection, "model", None))
+            prompt = _estimated_tokens(request)
+            tokens = prompt + (request.max_tokens or self.budgets.assumed_max_tokens)
+            cost = _cost(prices, model, prompt, tokens - prompt)
         if cost is None and any(b.unit == "cost" for b in self.budgets.limits):
             assert prices is not None  # a cost budget needs prices (Budgets checks)
+            price = "embedding price" if kind == "embedding" else "price"
             raise ValueError(
-                f"model {model!r} has no price in price table {prices.version!r}, and a budget "
-                f"limits cost: add it to budgets.prices.models (priced: {sorted(prices.models)})"
+                f"model {model!r} has no {price} in price table {prices.version!r}, and a "
+                f"budget limits cost: add it to budgets.prices.models (priced: "
+                f"{sorted(prices.models)})"
             )
-        return _Priced(call, model, Amount(tokens=prompt + output, cost=cost or 0.0))
+        return _Priced(call, kind, model, Amount(tokens=tokens, cost=cost or 0.0))
 
     def _fallback_call(self, call: DurableCall, budget: Budget) -> DurableCall:
         """``call`` sent to ``budget``'s fallback connection, which answers with its own model.
@@ -466,21 +525,21 @@ class _Reservation:
     """A new call's reserved worst case (durable/meter.py's ``Reservation``): the key's, and
     its ``holds`` in the ledger."""
 
-    __slots__ = ("_meter", "day", "done", "holds", "priced", "run", "token")
+    __slots__ = ("_meter", "at", "day", "done", "holds", "priced", "run", "token")
 
     def __init__(
         self,
         meter: BudgetMeter,
         run: RunId,
         token: str,
-        day: str,
+        when: tuple[str, int],
         priced: _Priced,
         holds: list[_Hold],
     ) -> None:
         self._meter = meter
         self.run = run
         self.token = token
-        self.day = day
+        self.day, self.at = when  # the UTC day and the second the call counts on
         self.priced = priced
         self.holds = holds
         self.done = False
@@ -515,11 +574,30 @@ def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
     )
 
 
-def _is_model_call(call: DurableCall) -> bool:
+def _kind_of(call: DurableCall) -> MeteredKind | None:
+    """``chat`` for a call of a chat model's ``chat``, ``embedding`` for one of an embedding
+    model's ``embed_batch`` (bound, or its class's with the setup as first argument); None
+    for the calls a meter does not count."""
+    name = getattr(call.function, "__name__", None)
     owner = getattr(call.function, "__self__", None)
-    return isinstance(owner, ChatModelSetup | ChatModelConnection) and (
-        call.function.__name__ == "chat"
-    )
+    if name == "chat" and isinstance(owner, ChatModelSetup | ChatModelConnection):
+        return "chat"
+    if name == "embed_batch" and isinstance(owner or _first(call.args), EmbeddingModelSetup):
+        return "embedding"
+    return None
+
+
+def _first(args: tuple[Any, ...]) -> Any:
+    return args[0] if args else None
+
+
+def _embedding_of(call: DurableCall) -> tuple[EmbeddingModelSetup, list[str]]:
+    """The setup an embedding call goes through and the texts it embeds."""
+    owner = getattr(call.function, "__self__", None)
+    args = call.args if owner is not None else call.args[1:]
+    setup = cast(EmbeddingModelSetup, owner if owner is not None else call.args[0])
+    texts = args[0] if args else call.kwargs["texts"]
+    return setup, [str(text) for text in texts]
 
 
 def _request_of(call: DurableCall) -> tuple[ChatRequest, ChatModelConnection]:
@@ -546,9 +624,14 @@ def _cost(
     )
 
 
-def _day_of(spend: CallSpend, recorded: CallResult) -> str:
-    """The UTC day a recorded call counts on: the one recorded with it, else its finish."""
-    if spend.day is not None:
-        return spend.day
-    finished = recorded.finished_at or recorded.started_at or 0.0
-    return datetime.fromtimestamp(finished / 1000, timezone.utc).date().isoformat()
+def _embedding_cost(prices: PriceTable | None, model: str | None, tokens: int) -> float | None:
+    """What embedding ``tokens`` cost by ``prices`` (None: no table, or no embedding price)."""
+    return prices.embedding_cost(model, tokens) if prices is not None else None
+
+
+def _recorded_when(spend: CallSpend, recorded: CallResult) -> tuple[str, int]:
+    """The UTC day and the second a recorded call counts on: those recorded with it, else its
+    finish (a call recorded before they were)."""
+    finished = (recorded.finished_at or recorded.started_at or 0.0) / 1000
+    day = spend.day or datetime.fromtimestamp(finished, timezone.utc).date().isoformat()
+    return day, spend.at if spend.at is not None else int(finished)

@@ -35,8 +35,8 @@ class KeyState(BaseModel):
     ``pending`` lists unfinished inputs in order, the running one first: after a restore they run
     again with the same ``seq`` (hence the same run and call ids). ``short_term_memory`` is the
     memory as of the last finished run; a run's writes are committed only when it succeeds.
-    ``spend`` is what the key's finished runs spent on model calls (with an error output too),
-    kept for its budgets (docs/budgets.md).
+    ``spend`` is what the key's finished runs spent on model and embedding calls (with an error
+    output too), kept for its budgets (docs/budgets.md).
     ``long_term_memory`` is the key's memory sets (set -> item id -> item with its vector), the
     keyed-state backend of long-term memory (runtime/keyed_memory.py), committed the same way.
     """

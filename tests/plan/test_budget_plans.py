@@ -119,7 +119,7 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
         (
             "limits: [{name: b, window: week, tokens: 10}]",
             "agents[0].budgets.limits[0].window",
-            "'run', 'day' or 'total'",
+            "'run', 'day', 'sliding' or 'total'",
         ),
         (
             "limits: [{name: b, scope: tenant, tokens: 10}]",
@@ -140,6 +140,16 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
             "limits: [{name: b, scope: job, tokens: 10}]",
             "agents[0].budgets",
             "budgets ['b'] count across keys: they need a ledger",
+        ),
+        (
+            "{prices: {version: v1, models: {e: {input: 1.0}}}}",
+            "agents[0].budgets.prices.models.e",
+            "a chat model's price gives both input and output",
+        ),
+        (
+            "{prices: {version: v1, models: {e: {}}}}",
+            "agents[0].budgets.prices.models.e",
+            "a price gives input and output (a chat model) or embedding",
         ),
         (
             "{ledger: {url: 'redis://:hunter2@127.0.0.1:6379/0'}}",

@@ -35,7 +35,7 @@ def openai_embeddings_reply(vectors: list[list[float]]) -> dict[str, object]:
 
 
 def ollama_embed_reply(vectors: list[list[float]]) -> dict[str, object]:
-    return {"model": "fake-embed", "embeddings": vectors}
+    return {"model": "fake-embed", "embeddings": vectors, "prompt_eval_count": 1}
 
 
 Provider = tuple[
@@ -106,6 +106,28 @@ def test_batches_are_sent_in_order_and_vectors_come_back_in_text_order(
     ]
     assert all(r.json()["model"] == "fake-embed" for r in server.requests)
     assert all("dimensions" not in r.json() for r in server.requests)
+
+
+def test_a_batch_carries_the_usage_the_server_reported(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    """What budgets count (docs/budgets.md): OpenAI's ``usage.prompt_tokens``, Ollama's
+    ``prompt_eval_count``; a reply without it reports nothing."""
+    _, connect, reply, _ = provider
+    server.fallback = lambda request: ScriptedResponse(body=reply(vectors_for(request, 2)))
+    setup = setup_on(connect(server.url), model="fake-embed", dimensions=2)
+    batch = asyncio.run(setup.embed_batch(["text 0"]))
+    assert batch.usage is not None and batch.usage.input_tokens == 1
+    assert batch.model == "fake-embed"
+
+    def without_usage(request: RecordedRequest) -> ScriptedResponse:
+        body = dict(reply(vectors_for(request, 2)))
+        body.pop("usage", None)
+        body.pop("prompt_eval_count", None)
+        return ScriptedResponse(body=body)
+
+    server.fallback = without_usage
+    assert asyncio.run(setup.embed_batch(["text 1"])).usage is None
 
 
 def test_a_reply_of_the_wrong_dimension_is_a_clear_error(
