@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,20 @@ def screenshot(driver: object, name: str) -> Path:
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     driver.set_window_size(1280, 900)  # type: ignore[attr-defined]
     return path
+
+
+def message_says(driver: Any, text: str, timeout_s: float = 30.0) -> None:
+    """Wait until the page's ``#message`` holds ``text``. A click submits a form: the message
+    read before the next page replaced the old one is the old page's, or goes stale."""
+    errors = pytest.importorskip("selenium.common.exceptions")
+    by = pytest.importorskip("selenium.webdriver.common.by").By
+    gone = (errors.StaleElementReferenceException, errors.NoSuchElementException)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if text in driver.find_element(by.ID, "message").text:
+                return
+        except gone:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the page's message did not say {text!r} within {timeout_s:g} s")

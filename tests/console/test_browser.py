@@ -9,7 +9,7 @@ import json
 import pytest
 
 from flink_agents.console import build_app
-from tests.console.conftest import Served, screenshot
+from tests.console.conftest import Served, message_says, screenshot
 from tests.console.samples import FAILOVER_KEY, refunds_sample
 
 # selenium is in the test extra; without it these are skipped like without chromium.
@@ -65,13 +65,10 @@ def test_an_approval_clicked_without_the_token_is_refused_and_with_it_written(
     browser.get(server.url + "/waits")  # its screenshot: the real job's (test_console_on_a_job)
     first = browser.find_elements(By.CSS_SELECTOR, "section.wait")[0]
     click_decision(browser, first, "approve", "")
-    assert (
-        "refused: a decision needs the console's token"
-        in browser.find_element(By.ID, "message").text
-    )
+    message_says(browser, "refused: a decision needs the console's token")
     assert not sample.decisions.exists()
     first = browser.find_elements(By.CSS_SELECTOR, "section.wait")[0]
     click_decision(browser, first, "approve", TOKEN)
-    assert "approve of wait" in browser.find_element(By.ID, "message").text
+    message_says(browser, "approve of wait")
     [record] = [json.loads(line) for line in sample.decisions.read_text().splitlines()]
     assert record["verdict"] == "approve" and record["by"] == "ann"

@@ -30,7 +30,7 @@ from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.job_status import free_local_port, local_rest_settings, local_rest_url
 from flink_agents.observability import EventLogConfig
 from flink_agents.runtime import RuntimeSettings
-from tests.console.conftest import Served, screenshot
+from tests.console.conftest import Served, message_says, screenshot
 from tests.flink.conftest import filesystem_checkpoints
 from tests.flink.support_desk_run import SupportDeskRun
 from tests.flink.test_support_desk_observed import flink_agents, parse_trace
@@ -175,12 +175,12 @@ def test_an_approval_clicked_on_the_page_resumes_the_waiting_run_which_finishes(
         screenshot(browser, "waits")
         wait.find_element(By.NAME, "by").send_keys("ann")
         wait.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
-        assert "needs the console's token" in browser.find_element(By.ID, "message").text
+        message_says(browser, "needs the console's token")
         [wait] = browser.find_elements(By.CSS_SELECTOR, "section.wait")
         wait.find_element(By.NAME, "by").send_keys("ann")
         wait.find_element(By.NAME, "token").send_keys(TOKEN)
         wait.find_element(By.CSS_SELECTOR, "button[value=approve]").click()
-        assert "approve of wait" in browser.find_element(By.ID, "message").text
+        message_says(browser, "approve of wait")
         try:
             _wait_for(lambda: '"output"' in outputs.read_text(), "the run's answer")
             browser.get(server.url + "/health")
