@@ -239,13 +239,7 @@ class EventLog:
         if self._admitted is not None:
             self._admitted()
         if self.listeners and (not self._sampled or self.kept(run)):
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "run_admitted",
-            }
+            fields = _record_head(run, "run_admitted")
             if self._records:
                 self._publish(RunAdmitted, fields, None)
             else:
@@ -290,13 +284,7 @@ class EventLog:
 
     def _run_started(self, start: _RunStart) -> None:
         run = start.run
-        fields = {
-            "time": start.time,
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "run_started",
-        }
+        fields = _record_head(run, "run_started", at=start.time)
         if self._records:
             self._publish(RunStarted, fields, {"input": start.input})
         else:
@@ -320,17 +308,14 @@ class EventLog:
         if not start.kept:
             self._run_started(start)
         run = start.run
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "run_finished",
-            "status": status,
-            "latency_ms": latency_ms,
-            "outputs": outputs,
-            "error": error,
-        }
+        fields = _record_head(
+            run,
+            "run_finished",
+            status=status,
+            latency_ms=latency_ms,
+            outputs=outputs,
+            error=error,
+        )
         if self._records:
             self._publish(RunFinished, fields, None)
         else:
@@ -343,16 +328,13 @@ class EventLog:
         the run is not kept."""
         if not self._actions_wanted or (self._sampled and not self.kept(run)):
             return None
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "action_started",
-            "action": action,
-            "event_id": event.id,
-            "event_type": event.type,
-        }
+        fields = _record_head(
+            run,
+            "action_started",
+            action=action,
+            event_id=event.id,
+            event_type=event.type,
+        )
         if self._action_records:
             self._publish(ActionStarted, fields, None)
         else:
@@ -382,35 +364,29 @@ class EventLog:
             return
         records = self._action_records
         for item in sent:
-            fields = {
-                "time": time.time(),
-                "agent": run.agent,
-                "key": run.key,
-                "seq": run.seq,
-                "kind": "event_sent",
-                "event_id": item.id,
-                "event_type": item.type,
-                "upstream_id": item.upstream_id,
-                "action": item.upstream_action,
-            }
+            fields = _record_head(
+                run,
+                "event_sent",
+                event_id=item.id,
+                event_type=item.type,
+                upstream_id=item.upstream_id,
+                action=item.upstream_action,
+            )
             if records:
                 self._publish(EventSent, fields, {"payload": item})
             else:
                 self._line(render_line(fields, self._payload_json, (_PAYLOAD, item)))
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "action_finished",
-            "action": action,
-            "event_id": event.id,
-            "event_type": event.type,
-            "latency_ms": _ms_since(started),
-            "replayed": replayed,
-            "events_sent": len(sent),
-            "error": None if error is None else self._error(error),
-        }
+        fields = _record_head(
+            run,
+            "action_finished",
+            action=action,
+            event_id=event.id,
+            event_type=event.type,
+            latency_ms=_ms_since(started),
+            replayed=replayed,
+            events_sent=len(sent),
+            error=None if error is None else self._error(error),
+        )
         if records:
             self._publish(ActionFinished, fields, None)
         else:
@@ -420,17 +396,14 @@ class EventLog:
         """Record that ``event`` was dropped: no action listens to it (rare: no cost per event)."""
         if not self._actions_wanted or (self._sampled and not self.kept(run)):
             return
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "event_dropped",
-            "event_id": event.id,
-            "event_type": event.type,
-            "upstream_id": event.upstream_id,
-            "action": event.upstream_action,
-        }
+        fields = _record_head(
+            run,
+            "event_dropped",
+            event_id=event.id,
+            event_type=event.type,
+            upstream_id=event.upstream_id,
+            action=event.upstream_action,
+        )
         if self._action_records:
             self._publish(EventDropped, fields, None)
         else:
@@ -440,18 +413,15 @@ class EventLog:
         self, run: RunRef, decision: BudgetDecision, budget: Budget, spent: float
     ) -> None:
         """Record what a budget did to a new model call (rare: no cost per call)."""
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "budget",
-            "budget": budget.name,
-            "decision": decision,
-            "unit": budget.unit,
-            "spent": spent,
-            "limit": budget.limit,
-        }
+        fields = _record_head(
+            run,
+            "budget",
+            budget=budget.name,
+            decision=decision,
+            unit=budget.unit,
+            spent=spent,
+            limit=budget.limit,
+        )
         self._publish(BudgetNoted, fields, None)
 
     def connection_noted(self, run: RunRef, note: ConnectionNote) -> None:
@@ -461,18 +431,15 @@ class EventLog:
             counter.on_connection_note(note.decision, note.waited_ms)
         if not self.listeners or (self._sampled and not self.kept(run)):
             return
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "connection",
-            "connection": note.connection,
-            "decision": note.decision,
-            "reason": note.reason,
-            "target": note.target,
-            "waited_ms": note.waited_ms,
-        }
+        fields = _record_head(
+            run,
+            "connection",
+            connection=note.connection,
+            decision=note.decision,
+            reason=note.reason,
+            target=note.target,
+            waited_ms=note.waited_ms,
+        )
         self._publish(ConnectionNoted, fields, None)
 
     # --- waits ----------------------------------------------------------------------------------
@@ -494,19 +461,16 @@ class EventLog:
             counter.on_wait(change, verdict)
         if not self.listeners or (self._sampled and not self.kept(run)):
             return
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "wait",
-            "wait_id": request.wait_id,
-            "wait_kind": request.kind,
-            "change": change,
-            "deadline_ms": deadline_ms,
-            "verdict": verdict,
-            "by": None if decision is None else decision.by,
-        }
+        fields = _record_head(
+            run,
+            "wait",
+            wait_id=request.wait_id,
+            wait_kind=request.kind,
+            change=change,
+            deadline_ms=deadline_ms,
+            verdict=verdict,
+            by=None if decision is None else decision.by,
+        )
         asked = request.request if change == "paused" else None
         self._publish(WaitNoted, fields, {"request": asked})
 
@@ -537,25 +501,22 @@ class EventLog:
         identity = call.identity
         target, function = self._names.names(call.function, kind)
         run = identity.run
-        fields = {
-            "time": time.time(),
-            "agent": run.agent,
-            "key": run.key,
-            "seq": run.seq,
-            "kind": "call",
-            "event_id": identity.event_id,
-            "action": identity.action,
-            "call_id": identity.call_id,
-            "call_kind": target.kind,
-            "function": function,
-            "target": target.name,
-            "provider": target.provider,
-            "outcome": outcome,
-            "attempts": attempts,
-            "latency_ms": latency_ms,
-            "usage": usage,
-            "error": None if error is None else self._error(error),
-        }
+        fields = _record_head(
+            run,
+            "call",
+            event_id=identity.event_id,
+            action=identity.action,
+            call_id=identity.call_id,
+            call_kind=target.kind,
+            function=function,
+            target=target.name,
+            provider=target.provider,
+            outcome=outcome,
+            attempts=attempts,
+            latency_ms=latency_ms,
+            usage=usage,
+            error=None if error is None else self._error(error),
+        )
         payloads = {
             "arguments": {"args": call.args, "kwargs": call.kwargs},
             "result": value if error is None else None,
@@ -635,3 +596,16 @@ def _ms_since(started: int) -> float:
     float ``round(seconds * 1000, 3)`` gave, from integers (that ``round`` of a float cost
     ~2,600 instructions a call)."""
     return (time.perf_counter_ns() - started + 500) // 1000 / 1000
+
+
+def _record_head(run: RunRef, kind: str, at: float | None = None, **rest: Any) -> dict[str, Any]:
+    """A record's fields: the head every record starts with (when, which run, what kind), then
+    ``rest`` in the order given (a line record keeps it)."""
+    return {
+        "time": time.time() if at is None else at,
+        "agent": run.agent,
+        "key": run.key,
+        "seq": run.seq,
+        "kind": kind,
+        **rest,
+    }
