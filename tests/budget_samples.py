@@ -26,12 +26,12 @@ MAX_TOKENS = 16
 CALL_TOKENS, so a cap of n calls' tokens lets exactly n calls through."""
 
 
-class UsageServer:
+class UsageServer(FakeModelServer):
     """A fake chat-completions server: every answer reports :data:`CALL_TOKENS` and names the
     model asked for; requests are counted by the key their question names (``key/i``)."""
 
     def __init__(self, answers: int | None = None, refusal: int = 429) -> None:
-        self.server = FakeModelServer(self._answer)
+        super().__init__(self._answer)
         self.by_key: Counter[str] = Counter()
         self.by_model: Counter[str] = Counter()
         self.answers = answers  # how many requests it answers before it refuses every one
@@ -52,17 +52,6 @@ class UsageServer:
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
         reply = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"]}
         return ScriptedResponse(body={**reply, "choices": [choice], "usage": usage})
-
-    def __enter__(self) -> UsageServer:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.stop()
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.server.url}/v1"
 
 
 @action(InputEvent)

@@ -35,6 +35,7 @@ from flink_agents.providers.mcp import IDEMPOTENCY_KEY_META, McpServer
 from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from tests.flink.conftest import job_spec_settings
+from tests.flink.failover_counts import recorded_before
 from tests.providers.mcp_servers import HttpServer
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -44,9 +45,6 @@ RECORDS_PER_SECOND = 5  # inputs spread over 6 s: calls end well before the fail
 FAIL_AFTER = 15  # outputs before the injected failure
 TOOL_SECONDS = 0.3  # so that calls are in flight when the job fails
 RESTART_DELAY_S = 0.5
-# A call answered this long before the failure has had its outcome recorded in the store (the
-# tool-call action waits for the store's acknowledgement, a few ms on a local broker).
-RECORDED_WITHIN_S = 1.0
 
 
 @dataclass
@@ -197,7 +195,7 @@ def test_a_job_failure_reinvokes_no_completed_mcp_call(
     assert max(times_invoked.values()) <= 2, times_invoked
 
     def recorded_before_failure(call: Invocation) -> bool:
-        return call.ended is not None and call.ended < failed_at - RECORDED_WITHIN_S
+        return recorded_before(failed_at, call.ended)
 
     def in_flight_at_failure(call: Invocation) -> bool:
         # Started by the failed attempt (the new one starts after the restart delay) and not

@@ -22,6 +22,7 @@ from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from flink_agents.flink.environment import as_json_text
 from tests.flink.conftest import job_spec_settings
+from tests.flink.failover_counts import recorded_before
 from tests.flink.review_pipeline import (
     CRASH_ENV,
     SLOW,
@@ -35,8 +36,6 @@ from tests.flink.review_pipeline import (
 pytestmark = [pytest.mark.flink]
 
 REVIEWS = 21  # three unreadable (every seventh)
-RECORDED_WITHIN_S = 1.0
-"""A call the witness saw this long before the crash had its outcome recorded by then."""
 
 
 def _file_sink(folder: Path) -> FileSink:
@@ -145,7 +144,7 @@ def test_a_crash_in_the_second_stage_reinvokes_no_completed_call(
     reinvoked = {
         call: seen
         for call, seen in times.items()
-        if len(seen) > 1 and seen[0] < crashed_at - RECORDED_WITHIN_S
+        if len(seen) > 1 and recorded_before(crashed_at, seen[0])
     }
     assert not reinvoked, f"completed calls re-invoked: {reinvoked}"
     assert {stage for stage, *_ in times} == {"review_analysis", "product_notes"}

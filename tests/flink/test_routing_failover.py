@@ -27,6 +27,7 @@ from examples.demo import FailOnce, read_outputs
 from flink_agents.durable.store.store_config import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from tests.flink.conftest import job_spec_settings
+from tests.flink.failover_counts import recorded_before
 from tests.providers.fake_servers import FakeModelServer, RecordedRequest, ScriptedResponse
 from tests.providers.openai_servers import completion
 from tests.providers.routing_samples import routed_plan
@@ -39,7 +40,6 @@ PRIMARY_ANSWERS = 8  # then the primary refuses every request: rate-limited mid-
 FAIL_AFTER = 16  # outputs before the injected failure
 ANSWER_SECONDS = 0.2  # so that calls are in flight when the job fails
 RESTART_DELAY_S = 0.5
-RECORDED_WITHIN_S = 1.0  # an answer this long before the failure has its outcome recorded
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Request:
     status: int
 
 
-class LoggingServer:
+class LoggingServer(FakeModelServer):
     """A chat-completions server answering ``{model}: {question}``; after ``answers`` answers
     it refuses every request with a 429 and ``Retry-After: 1``. Every request is logged."""
 
@@ -57,12 +57,12 @@ class LoggingServer:
         self.model = model
         self.answers = answers
         self.log: list[Request] = []
-        self._lock = threading.Lock()
-        self.server = FakeModelServer(self._answer)
+        self._log_lock = threading.Lock()
+        super().__init__(self._answer)
 
     def _answer(self, request: RecordedRequest) -> ScriptedResponse:
         question = request.json()["messages"][-1]["content"]
-        with self._lock:
+        with self._log_lock:
             answered = sum(1 for r in self.log if r.status == 200)
             refuse = self.answers is not None and answered >= self.answers
             self.log.append(Request(question, time.time(), 429 if refuse else 200))
@@ -88,11 +88,11 @@ def test_a_rate_limited_primary_moves_calls_to_the_fallback_and_a_failover_repla
     make_flink_env: Any, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
     primary, spare = LoggingServer("big", answers=PRIMARY_ANSWERS), LoggingServer("small")
-    with primary.server, spare.server:
+    with primary, spare:
         plan = routed_plan(
             {
-                "primary": (f"{primary.server.url}/v1", "big"),
-                "spare": (f"{spare.server.url}/v1", "small"),
+                "primary": (primary.base_url, "big"),
+                "spare": (spare.base_url, "small"),
             },
             connections=["primary", "spare"],
         )
@@ -143,14 +143,11 @@ def test_a_rate_limited_primary_moves_calls_to_the_fallback_and_a_failover_repla
 
     # Calls answered well before the failure: handed back from the store after it, so no
     # request for them reached either server, and the output is the recorded model's answer.
-    def recorded_before_failure(answered_at: float | None) -> bool:
-        return answered_at is not None and answered_at < failed_at - RECORDED_WITHIN_S
-
     completed = {
         question
         for question in (f"q{i}" for i in range(INPUTS))
-        if recorded_before_failure(by_primary.get(question))
-        or recorded_before_failure(by_spare.get(question))
+        if recorded_before(failed_at, by_primary.get(question))
+        or recorded_before(failed_at, by_spare.get(question))
     }
     asked_again = (primary.asked_after(failed_at) | spare.asked_after(failed_at)) & completed
     output_of = {f"q{line['key']}": line["output"] for line in answers}

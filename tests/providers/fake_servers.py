@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -93,6 +93,11 @@ class FakeModelServer:
         return f"http://{host}:{port}"
 
     @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL (``/v1`` under :attr:`url`)."""
+        return f"{self.url}/v1"
+
+    @property
     def request_count(self) -> int:
         with self._lock:
             return len(self.requests)
@@ -102,7 +107,7 @@ class FakeModelServer:
         with self._lock:
             self._queue.extend(responses)
 
-    def start(self) -> FakeModelServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -110,7 +115,7 @@ class FakeModelServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> FakeModelServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

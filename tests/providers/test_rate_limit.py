@@ -72,7 +72,7 @@ def test_tokens_per_minute_hold_the_call_that_does_not_fit_its_reported_usage_co
         )
         for i in range(4):
             ask(connection, notes, f"k/{i}")
-        assert server.server.request_count == 4
+        assert server.request_count == 4
     # Three calls' reported usage (100 each) empty the bucket: the fourth waits for its
     # worst case (prompt estimate + max_tokens) at 5 tokens a second.
     [note] = notes
@@ -86,7 +86,7 @@ def test_tokens_per_minute_hold_the_call_that_does_not_fit_its_reported_usage_co
 def test_a_429s_retry_after_holds_every_attempt_of_the_connection(clock: Clock) -> None:
     notes: list[ConnectionNote] = []
     with UsageServer() as server:
-        server.server.enqueue(
+        server.enqueue(
             ScriptedResponse(
                 status=429,
                 headers={"Retry-After": "7"},

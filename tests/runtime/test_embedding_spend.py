@@ -31,12 +31,12 @@ BATCH_TOKENS = 50
 """What the fake server reports for every batch it embeds."""
 
 
-class EmbeddingServer:
+class EmbeddingServer(FakeModelServer):
     """A fake OpenAI-compatible embeddings server reporting :data:`BATCH_TOKENS` of usage per
     request, counting requests by the key their first text names (``key/i``)."""
 
     def __init__(self) -> None:
-        self.server = FakeModelServer(self._answer)
+        super().__init__(self._answer)
         self.by_key: Counter[str] = Counter()
 
     def _answer(self, request: RecordedRequest) -> ScriptedResponse:
@@ -47,17 +47,6 @@ class EmbeddingServer:
         ]
         usage = {"prompt_tokens": BATCH_TOKENS, "total_tokens": BATCH_TOKENS}
         return ScriptedResponse(body={"object": "list", "data": data, "model": "e", "usage": usage})
-
-    def __enter__(self) -> EmbeddingServer:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.server.stop()
-
-    @property
-    def base_url(self) -> str:
-        return f"{self.server.url}/v1"
 
 
 @action(InputEvent)
