@@ -44,6 +44,13 @@ def _on_vector_store(resolved: ResolvedPlan) -> list[str]:
     ]
 
 
+def _cannot_keep_memory(set_name: str, store: str, class_name: str) -> str:
+    return (
+        f"memory set {set_name!r}: vector store {store!r} ({class_name}) cannot keep long-term "
+        "memory (it has no memory_namespace); use a Chroma store"
+    )
+
+
 class MemoryBackends:
     """The agent's memory sets on vector stores, and their stores (opened on first use)."""
 
@@ -58,6 +65,11 @@ class MemoryBackends:
         self._resources = resources
         self.external = tuple(_on_vector_store(resolved))
         """The sets on a vector store (every other set is in the key's state)."""
+        for set_name in self.external:  # refused when built, not at the first write
+            store = resolved.plan.resources[set_name].arguments.get("vector_store")
+            store_class = resolved.resource_classes.get(str(store))
+            if store_class is not None and not hasattr(store_class, "memory_namespace"):
+                raise TypeError(_cannot_keep_memory(set_name, str(store), store_class.__name__))
         self._stores: dict[str, MemoryNamespaces] = {}
 
     def store(self, set_name: str) -> MemoryNamespaces:
@@ -72,9 +84,7 @@ class MemoryBackends:
             resource = self._resources.get(setup.vector_store, ResourceType.VECTOR_STORE)
             if not isinstance(resource, MemoryNamespaces):
                 raise TypeError(
-                    f"memory set {set_name!r}: vector store {setup.vector_store!r} "
-                    f"({type(resource).__name__}) cannot keep long-term memory (it has no "
-                    "memory_namespace); use a Chroma store"
+                    _cannot_keep_memory(set_name, setup.vector_store, type(resource).__name__)
                 )
             store = self._stores[set_name] = resource
         return store
