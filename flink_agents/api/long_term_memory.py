@@ -258,8 +258,11 @@ class MemorySet:
             raise ValueError("a memory item needs a non-empty id")
         memory = self._owner.memory
         max_items = self.setup.max_items
-        new = memory.get(self.name, id) is None
-        if max_items is not None and new and memory.count(self.name) >= max_items:
+        if (  # the lookups only when bounded: each is a request on a vector-store backend
+            max_items is not None
+            and memory.get(self.name, id) is None
+            and memory.count(self.name) >= max_items
+        ):
             raise MemorySetFullError(
                 f"memory set {self.name!r} holds {max_items} items for this key "
                 "(max_items); delete some before adding more"
