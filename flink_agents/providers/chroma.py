@@ -35,7 +35,7 @@ RETRIEVAL_EXTRA = "flink-agents-py[retrieval]"
 with sdk_from_extra("chromadb", RETRIEVAL_EXTRA):
     import chromadb
 
-from flink_agents.providers.chroma_memory import ChromaCollections, ChromaMemoryNamespace
+    from flink_agents.providers.chroma_memory import ChromaCollections, ChromaMemoryNamespace
 
 DEFAULT_PATH = ".cache/chroma/embedded"
 

@@ -15,6 +15,7 @@ after a rescale) is fetched again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -74,10 +75,8 @@ class ChromaCollections:
     def dropped(self, name: str) -> None:
         """Delete the collection ``name`` if there is one."""
         self._handles.pop(name, None)
-        try:
+        with contextlib.suppress(NotFoundError):
             self._client().delete_collection(name)
-        except NotFoundError:
-            pass
 
     def forget(self, name: str) -> None:
         """Drop the kept handle of ``name`` (its collection was deleted elsewhere)."""
