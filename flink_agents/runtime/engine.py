@@ -117,13 +117,17 @@ class RunEngine:
         environ: Mapping[str, str] | None = None,
         event_log: EventLog | None = None,
         meter: BudgetMeter | None = None,
+        vector_store_memory: bool = True,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
-        self._memory_backends = MemoryBackends(self._resolved, self._root.resources)
+        # False: memory sets on a vector store are kept in the key's state (offline replay).
+        self._memory_backends = MemoryBackends(
+            self._resolved, self._root.resources, vector_stores=vector_store_memory
+        )
         self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)

@@ -54,7 +54,11 @@ def _cannot_keep_memory(set_name: str, store: str, class_name: str) -> str:
 class MemoryBackends:
     """The agent's memory sets on vector stores, and their stores (opened on first use)."""
 
-    def __init__(self, resolved: ResolvedPlan, resources: ResourceRegistry) -> None:
+    def __init__(
+        self, resolved: ResolvedPlan, resources: ResourceRegistry, *, vector_stores: bool = True
+    ) -> None:
+        """``vector_stores`` False: every set is kept in the key's state, whatever its backend
+        (the offline replayer's engine, which must not write to the job's stores)."""
         for scope, child in resolved.scopes.items():
             nested = _on_vector_store(child)
             if nested:
@@ -63,7 +67,7 @@ class MemoryBackends:
                     "declare a vector-store memory set on the agent itself"
                 )
         self._resources = resources
-        self.external = tuple(_on_vector_store(resolved))
+        self.external = tuple(_on_vector_store(resolved)) if vector_stores else ()
         """The sets on a vector store (every other set is in the key's state)."""
         for set_name in self.external:  # refused when built, not at the first write
             store = resolved.plan.resources[set_name].arguments.get("vector_store")

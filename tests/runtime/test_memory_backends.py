@@ -223,3 +223,27 @@ def test_a_vector_store_backend_needs_its_store() -> None:
         LongTermMemorySetup(embedding_model="e", backend="vector_store")
     with pytest.raises(ValueError, match="not 'keyed_state'"):
         LongTermMemorySetup(embedding_model="e", vector_store="s")
+
+
+def test_an_engine_for_offline_replay_keeps_vector_store_sets_in_the_keys_state(
+    tmp_path: Path,
+) -> None:
+    """The offline replayer's engine (``vector_store_memory=False``) never writes to the job's
+    Chroma: the replayed runs' items are kept in the key's state."""
+    plan = memory_plan(remember_or_forget, store=chroma(tmp_path))
+    run_keyed(plan, [("ada", {"facts": ["live"]})])
+
+    async def replayed() -> Any:
+        engine = Runtime.build(plan, vector_store_memory=False).engine
+        engine.submit("ada", {"facts": ["replayed"]})
+        engine.submit("ada", {"forget": True})
+        engine.submit("ada", {"facts": ["after"]})
+        await engine.drain()
+        state = engine.snapshot_key("ada")
+        await engine.close()
+        return state
+
+    state = asyncio.run(replayed())
+
+    assert list(items(tmp_path, "ada").values()) == ["live"]  # untouched, not deleted
+    assert [item.text for item in state.long_term_memory["facts"].values()] == ["after"]
