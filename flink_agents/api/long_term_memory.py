@@ -16,9 +16,10 @@ What makes it safe to replay:
 * each text is embedded by a durable call (its vector is recorded) and each search is a durable
   call whose hits are recorded, so a replay hands the model the context the live run saw even
   if the set has grown since;
-* writes are staged in the run and committed with the key's state when the run succeeds (a
-  failed run's writes are dropped, like short-term memory); an action's writes are journaled
-  with its completion, so an action that is not run again on replay still writes them.
+* on the keyed-state backend, writes are staged in the run and committed with the key's state
+  when the run succeeds (a failed run's writes are dropped, like short-term memory); on a vector
+  store they are made at the call. Either way an action's writes are journaled with its
+  completion, so an action that is not run again on replay still writes them.
 
 The store behind the sets is a :class:`KeyMemory` (the backend interface); the engine provides
 the keyed-state one (``flink_agents.runtime.keyed_memory``) and routes a set declared with
