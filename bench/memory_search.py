@@ -19,6 +19,12 @@ Then ``--runs`` runs over 20 keys through ``run_local`` with the in-memory actio
 an agent that makes no call, one that makes two no-op durable calls (as many as memory makes
 below) and one that searches and adds one item per run: runs/s of each.
 
+With ``--chroma URL`` (a Chroma server: ``CHROMA_PORT=8500 scripts/chroma.sh start``), the same
+sets on the Chroma backend, side by side: the key's collection is loaded in batches, then
+searched through the backend (``warm`` and ``filtered``, p50/p99), ``write``: single upserts
+through the backend as a run makes them (p50/p99), and ``--chroma-runs`` runs of the search-and-
+add agent with the set on Chroma.
+
     .venv/bin/python -m bench.memory_search --write bench/results/memory_search.md
 """
 
@@ -29,8 +35,10 @@ import platform
 import random
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench.retrieval import vocabulary
 from bench.stats import percentile
@@ -39,10 +47,12 @@ from flink_agents.api import (
     Agent,
     InputEvent,
     OutputEvent,
+    ResourceDescriptor,
     RunnerContext,
     action,
 )
 from flink_agents.api.long_term_memory import MemoryWrite, StoredMemory
+from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import InMemoryActionStateStore, InMemoryLog
 from flink_agents.plan import compile_agent
 from flink_agents.runtime import KeyState, run_local
@@ -161,8 +171,57 @@ async def with_reads_and_writes(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=len(hits)))
 
 
-def runs_per_second(fn: object, runs: int, words: list[str]) -> float:
-    agent = with_memory(Agent(name="bench_memory"))
+def measure_chroma(url: str, size: int, queries: int, words: list[str]) -> dict[str, float]:
+    """Search and write latencies of one key's set of ``size`` items on the Chroma backend."""
+    import chromadb
+
+    from flink_agents.providers.chroma import ChromaVectorStore
+
+    store = ChromaVectorStore(collection=f"bench-{uuid.uuid4().hex[:8]}", url=url)
+    namespace = store.memory_namespace("facts", canonical_json(f"key-{size}"))
+    parts = urlsplit(url)
+    client = chromadb.HttpClient(host=parts.hostname or "127.0.0.1", port=parts.port or 8000)
+    collection = client.get_or_create_collection(
+        namespace.collection, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
+    items = list(committed(size, words)["facts"].items())
+    for start in range(0, len(items), 1000):  # loaded in batches: the bench measures search
+        batch = items[start : start + 1000]
+        collection.upsert(
+            ids=[item_id for item_id, _ in batch],
+            embeddings=[item.embedding for _, item in batch],
+            documents=[item.text for _, item in batch],
+            metadatas=[dict(item.metadata) for _, item in batch],
+        )
+    rng = random.Random(-size)
+    vectors = [dense_vector(rng) for _ in range(queries)]
+    namespace.search(vectors[0], TOP_K, None)  # the first search loads the index
+    warm = sorted(timed_ms(lambda v=v: namespace.search(v, TOP_K, None)) for v in vectors)
+    where = {"bucket": 3}
+    filtered = sorted(timed_ms(lambda v=v: namespace.search(v, TOP_K, where)) for v in vectors)
+    writes = sorted(
+        timed_ms(
+            lambda i=i: namespace.upsert(
+                f"new-{i}", StoredMemory(text=f"new {i}", embedding=dense_vector(rng))
+            )
+        )
+        for i in range(min(queries, 100))
+    )
+    namespace.clear()
+    return {
+        "warm_p50": percentile(warm, 0.5),
+        "warm_p99": percentile(warm, 0.99),
+        "filtered_p50": percentile(filtered, 0.5),
+        "filtered_p99": percentile(filtered, 0.99),
+        "write_p50": percentile(writes, 0.5),
+        "write_p99": percentile(writes, 0.99),
+    }
+
+
+def runs_per_second(
+    fn: object, runs: int, words: list[str], store: ResourceDescriptor | None = None
+) -> float:
+    agent = with_memory(Agent(name="bench_memory"), store=store)
     agent.add_action(fn)
     plan = compile_agent(agent)
     inputs = [{"key": f"k{i % 20}", "text": t} for i, t in enumerate(texts(runs, words, 3))]
@@ -181,15 +240,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--chroma", default=None, help="a Chroma server's URL: bench it too")
+    parser.add_argument("--chroma-runs", type=int, default=200)
     args = parser.parse_args()
     words = vocabulary()
+    sizes = [int(s) for s in args.sizes.split(",")]
     lines = [
         "| items per key | first search ms | next run ms | warm p50 / p99 ms "
         "| filtered p50 / p99 ms | 10 staged p50 / p99 ms | key state MB | state encode ms |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for size in (int(s) for s in args.sizes.split(",")):
-        r = measure_size(size, args.queries, args.repeats, words)
+    keyed: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        r = keyed[size] = measure_size(size, args.queries, args.repeats, words)
         lines.append(
             f"| {size:,} | {r['first']:.1f} | {r['next_run']:.1f} "
             f"| {r['warm_p50']:.2f} / {r['warm_p99']:.2f} "
@@ -197,6 +260,35 @@ def main() -> None:
             f"| {r['staged_p50']:.2f} / {r['staged_p99']:.2f} "
             f"| {r['state_mb']:.1f} | {r['encode_ms']:.0f} |"
         )
+    chroma_line: list[str] = []
+    if args.chroma is not None:
+        from flink_agents.providers.chroma import ChromaVectorStore
+
+        lines += [
+            "",
+            "| items per key | keyed state warm p50 / p99 ms | Chroma warm p50 / p99 ms "
+            "| keyed state filtered p50 / p99 ms | Chroma filtered p50 / p99 ms "
+            "| Chroma write p50 / p99 ms |",
+            "|---|---|---|---|---|---|",
+        ]
+        for size in sizes:
+            k, c = keyed[size], measure_chroma(args.chroma, size, args.queries, words)
+            lines.append(
+                f"| {size:,} | {k['warm_p50']:.2f} / {k['warm_p99']:.2f} "
+                f"| {c['warm_p50']:.2f} / {c['warm_p99']:.2f} "
+                f"| {k['filtered_p50']:.2f} / {k['filtered_p99']:.2f} "
+                f"| {c['filtered_p50']:.2f} / {c['filtered_p99']:.2f} "
+                f"| {c['write_p50']:.2f} / {c['write_p99']:.2f} |"
+            )
+        chroma = ResourceDescriptor.of(
+            ChromaVectorStore, collection=f"bench-runs-{uuid.uuid4().hex[:8]}", url=args.chroma
+        )
+        chroma_rate = runs_per_second(with_reads_and_writes, args.chroma_runs, words, chroma)
+        chroma_line = [
+            "",
+            f"runs/s over 20 keys ({args.chroma_runs:,} runs, in-memory store), one search and "
+            f"one add with the set on Chroma: {chroma_rate:,.1f}",
+        ]
     plain_rate = runs_per_second(plain, args.runs, words)
     calls_rate = runs_per_second(two_calls, args.runs, words)
     memory_rate = runs_per_second(with_reads_and_writes, args.runs, words)
@@ -205,6 +297,7 @@ def main() -> None:
         f"runs/s over 20 keys ({args.runs:,} runs, in-memory store): no call "
         f"{plain_rate:,.0f}; two no-op durable calls {calls_rate:,.0f}; one search and one "
         f"add (two durable calls, embedding included) {memory_rate:,.0f}",
+        *chroma_line,
         "",
         f"python {platform.python_version()}, {platform.machine()}, "
         f"{DIMENSIONS} dimensions, top {TOP_K}, {args.queries} queries",

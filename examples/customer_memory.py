@@ -83,9 +83,16 @@ async def answer_ticket(event: InputEvent, ctx: RunnerContext) -> None:
     )
 
 
-def with_memory(agent: Agent, dimensions: int = DIMENSIONS, max_items: int | None = None) -> Agent:
+def with_memory(
+    agent: Agent,
+    dimensions: int = DIMENSIONS,
+    max_items: int | None = None,
+    store: ResourceDescriptor | None = None,
+) -> Agent:
     """``agent`` with the local hashing embedding (``embedding_model``) and the long-term memory
-    set ``facts`` over it, holding at most ``max_items`` items per key."""
+    set ``facts`` over it, holding at most ``max_items`` items per key: in the key's state, or
+    with ``store`` (a vector store's descriptor, declared as ``memory_store``: Chroma) in a
+    namespace per key of that store."""
     agent.add_resource(
         "embedding_connection",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
@@ -98,12 +105,17 @@ def with_memory(agent: Agent, dimensions: int = DIMENSIONS, max_items: int | Non
             EmbeddingModelSetup, connection="embedding_connection", dimensions=dimensions
         ),
     )
+    backend: dict[str, str] = {}
+    if store is not None:
+        agent.add_resource("memory_store", ResourceType.VECTOR_STORE, store)
+        backend = {"backend": "vector_store", "vector_store": "memory_store"}
     agent.add_resource(
         "facts",
         ResourceType.LONG_TERM_MEMORY,
         ResourceDescriptor.of(
             LongTermMemorySetup,
             embedding_model="embedding_model",
+            **backend,
             **({} if max_items is None else {"max_items": max_items}),
         ),
     )

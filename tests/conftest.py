@@ -162,3 +162,34 @@ settings.register_profile(
     "thorough", max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck)
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+CHROMA_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "chroma.sh"
+
+
+def _chroma(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHROMA_SCRIPT), command], env=env, capture_output=True, text=True, timeout=90
+    )
+
+
+@pytest.fixture(scope="session")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Chroma server on CHROMA_PORT (default 8000): the running one, or one started here (with
+    its data in a temporary folder) and stopped afterwards."""
+    port = os.environ.get("CHROMA_PORT", "8000")
+    env = {
+        **os.environ,
+        "CHROMA_PORT": port,
+        "CHROMA_BIN": str(Path(sys.executable).parent / "chroma"),
+        "CHROMA_DATA_DIR": str(tmp_path_factory.mktemp("chroma-data")),
+    }
+    started = _chroma("status", env).returncode != 0
+    if started:
+        done = _chroma("start", env)
+        assert done.returncode == 0, done.stderr
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if started:
+            _chroma("stop", env)

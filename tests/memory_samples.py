@@ -8,7 +8,14 @@ import json
 from typing import Any
 
 from examples.customer_memory import with_memory
-from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api import (
+    Agent,
+    InputEvent,
+    OutputEvent,
+    ResourceDescriptor,
+    RunnerContext,
+    action,
+)
 from flink_agents.durable.identity import canonical_json
 from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
@@ -17,9 +24,15 @@ from flink_agents.runtime import KeyState, RunResult, Runtime
 DIMENSIONS = 64
 
 
-def memory_plan(*actions: Any, max_items: int | None = None, **options: Any) -> AgentPlan:
-    """The plan of an agent ``memory`` made of ``actions``, with the ``facts`` set."""
-    agent = with_memory(Agent(name="memory", **options), DIMENSIONS, max_items)
+def memory_plan(
+    *actions: Any,
+    max_items: int | None = None,
+    store: ResourceDescriptor | None = None,
+    **options: Any,
+) -> AgentPlan:
+    """The plan of an agent ``memory`` made of ``actions``, with the ``facts`` set (in the key's
+    state, or on the vector store ``store``)."""
+    agent = with_memory(Agent(name="memory", **options), DIMENSIONS, max_items, store)
     for fn in actions:
         agent.add_action(fn)
     return compile_agent(agent)

@@ -16,12 +16,15 @@ What makes it safe to replay:
 * each text is embedded by a durable call (its vector is recorded) and each search is a durable
   call whose hits are recorded, so a replay hands the model the context the live run saw even
   if the set has grown since;
-* writes are staged in the run and committed with the key's state when the run succeeds (a
-  failed run's writes are dropped, like short-term memory); an action's writes are journaled
-  with its completion, so an action that is not run again on replay still writes them.
+* on the keyed-state backend, writes are staged in the run and committed with the key's state
+  when the run succeeds (a failed run's writes are dropped, like short-term memory); on a vector
+  store they are made at the call. Either way an action's writes are journaled with its
+  completion, so an action that is not run again on replay still writes them.
 
 The store behind the sets is a :class:`KeyMemory` (the backend interface); the engine provides
-the keyed-state one (``flink_agents.runtime.keyed_memory``).
+the keyed-state one (``flink_agents.runtime.keyed_memory``) and routes a set declared with
+``backend="vector_store"`` to a :class:`MemoryNamespace` of the vector store it names (Chroma:
+a collection per set and key), written at the call rather than with the key's state.
 """
 
 from __future__ import annotations
@@ -31,9 +34,16 @@ import functools
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
 from flink_agents.api.resources import Resource, ResourceType
@@ -55,14 +65,29 @@ class LongTermMemorySetup(Resource):
     resource_type: ClassVar[ResourceType] = ResourceType.LONG_TERM_MEMORY
 
     embedding_model: str = Field(description="Name of an embedding_model resource.")
-    backend: Literal["keyed_state"] = Field(
+    backend: Literal["keyed_state", "vector_store"] = Field(
         default="keyed_state",
         description="Where items live: 'keyed_state' keeps them (with their vectors) in the "
-        "key's Flink state, checkpointed with the run and rescaled with the key groups.",
+        "key's Flink state, checkpointed with the run and rescaled with the key groups; "
+        "'vector_store' in a namespace per key of the vector store named by 'vector_store' "
+        "(Chroma), written when the action writes.",
+    )
+    vector_store: str | None = Field(
+        default=None,
+        description="Name of a vector_store resource that keeps a namespace per key "
+        "(backend 'vector_store' only).",
     )
     max_items: int | None = Field(
         default=None, ge=1, description="Items one key may hold in this set; a write past it fails."
     )
+
+    @model_validator(mode="after")
+    def _store_with_its_backend(self) -> LongTermMemorySetup:
+        if self.backend == "vector_store" and not self.vector_store:
+            raise ValueError("backend 'vector_store' needs 'vector_store': a vector_store resource")
+        if self.backend == "keyed_state" and self.vector_store is not None:
+            raise ValueError("'vector_store' is for backend 'vector_store', not 'keyed_state'")
+        return self
 
 
 class MemoryItem(BaseModel):
@@ -127,10 +152,10 @@ class MemoryWrite(BaseModel):
 class KeyMemory(Protocol):
     """The long-term memory of one key as one run sees it: the backend interface.
 
-    Reads see the committed items and the run's own writes; :meth:`apply` stages a write (the
-    backend commits the run's :attr:`writes` when the run succeeds). The keyed-state backend
-    keeps everything in the key's state; a vector-store backend would read a namespace per key
-    and upsert the staged writes at commit.
+    Reads see the committed items and the run's own writes; :meth:`apply` makes a write. The
+    keyed-state backend stages it and commits the run's :attr:`writes` with the key's state
+    when the run succeeds; a set on a vector store (:class:`MemoryNamespace`) is written at
+    once, under the write's deterministic id (so a replayed write replaces, never adds).
     """
 
     @property
@@ -152,6 +177,40 @@ class KeyMemory(Protocol):
     ) -> list[MemoryHit]:
         """The ``k`` items of ``set_name`` nearest to ``vector`` among those matching ``where``,
         nearest first (ties by id)."""
+
+
+class MemoryNamespace(Protocol):
+    """The items of one memory set of one key in an external store (a vector store's
+    namespace for the key): written at once, read back by the key's later runs."""
+
+    def get(self, item_id: str) -> StoredMemory | None:
+        """Item ``item_id``, or None."""
+
+    def count(self) -> int:
+        """How many items the namespace holds."""
+
+    def search(self, vector: Vector, k: int, where: MetadataFilter | None) -> list[MemoryHit]:
+        """The ``k`` items nearest to ``vector`` (cosine) among those matching ``where``,
+        nearest first (ties by id)."""
+
+    def upsert(self, item_id: str, item: StoredMemory) -> None:
+        """Store ``item`` under ``item_id``, replacing an item with that id."""
+
+    def delete(self, item_id: str) -> None:
+        """Delete item ``item_id`` (nothing if there is none)."""
+
+    def clear(self) -> None:
+        """Delete every item of the namespace."""
+
+
+@runtime_checkable
+class MemoryNamespaces(Protocol):
+    """A vector store that can keep long-term memory: a namespace per memory set and key."""
+
+    def memory_namespace(self, set_name: str, key: str) -> MemoryNamespace:
+        """The namespace of ``set_name``'s items for ``key`` (the key's canonical JSON, so
+        ``1`` and ``"1"`` are two keys)."""
+        ...
 
 
 async def search_memory_set(
@@ -200,8 +259,11 @@ class MemorySet:
             raise ValueError("a memory item needs a non-empty id")
         memory = self._owner.memory
         max_items = self.setup.max_items
-        new = memory.get(self.name, id) is None
-        if max_items is not None and new and memory.count(self.name) >= max_items:
+        if (  # the lookups only when bounded: each is a request on a vector-store backend
+            max_items is not None
+            and memory.get(self.name, id) is None
+            and memory.count(self.name) >= max_items
+        ):
             raise MemorySetFullError(
                 f"memory set {self.name!r} holds {max_items} items for this key "
                 "(max_items); delete some before adding more"

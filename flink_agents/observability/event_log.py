@@ -144,6 +144,10 @@ class EventLog:
         self._wait_counters = tuple(
             counter for counter in self.counters if hasattr(counter, "on_wait")
         )
+        # Counters of long-term memory's work (optional too).
+        self._memory_counters = tuple(
+            counter for counter in self.counters if hasattr(counter, "on_memory")
+        )
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
@@ -441,6 +445,20 @@ class EventLog:
             waited_ms=note.waited_ms,
         )
         self._publish(ConnectionNoted, fields, None)
+
+    # --- long-term memory ------------------------------------------------------------------------
+
+    @property
+    def counts_memory(self) -> bool:
+        """Whether a counter counts memory's work (:meth:`memory_noted` then has a reader)."""
+        return bool(self._memory_counters)
+
+    def memory_noted(
+        self, searches: int, writes: int, deletes: int, bytes_written: int, items: list[int]
+    ) -> None:
+        """Count a run's long-term memory work (metrics only: no record)."""
+        for counter in self._memory_counters:
+            counter.on_memory(searches, writes, deletes, bytes_written, items)
 
     # --- waits ----------------------------------------------------------------------------------
 

@@ -49,7 +49,10 @@ CHAT_MODEL_REFERENCES: dict[str, ResourceType] = {
 
 _REFERENCES: dict[ResourceType, dict[str, ResourceType]] = {
     ResourceType.CHAT_MODEL: CHAT_MODEL_REFERENCES,
-    ResourceType.LONG_TERM_MEMORY: {"embedding_model": ResourceType.EMBEDDING_MODEL},
+    ResourceType.LONG_TERM_MEMORY: {
+        "embedding_model": ResourceType.EMBEDDING_MODEL,
+        "vector_store": ResourceType.VECTOR_STORE,
+    },
 }
 """Per resource type, its arguments that name other resources, and the type they name."""
 

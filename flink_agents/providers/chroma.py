@@ -6,6 +6,9 @@ so Chroma's default embedding function, which downloads a model when first used,
 
 Chroma's client is synchronous; each call runs in a worker thread so the event loop (other keys'
 runs) is not blocked.
+
+The same store can keep long-term memory (a memory set's ``vector_store``): a collection per
+set and key, named from ``collection`` (:mod:`flink_agents.providers.chroma_memory`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ RETRIEVAL_EXTRA = "flink-agents-py[retrieval]"
 
 with sdk_from_extra("chromadb", RETRIEVAL_EXTRA):
     import chromadb
+
+    from flink_agents.providers.chroma_memory import ChromaCollections, ChromaMemoryNamespace
 
 DEFAULT_PATH = ".cache/chroma/embedded"
 
@@ -70,6 +75,7 @@ class ChromaVectorStore(VectorStore):
     url: str | None = Field(default=None, description="A Chroma server; overrides ``path``.")
 
     _collection: Any = PrivateAttr(default=None)
+    _memory: ChromaCollections | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _one_location(self) -> ChromaVectorStore:
@@ -100,6 +106,14 @@ class ChromaVectorStore(VectorStore):
                 configuration={"hnsw": {"space": "cosine"}},
             )
         return self._collection
+
+    def memory_namespace(self, set_name: str, key: str) -> ChromaMemoryNamespace:
+        """The collection of a memory set's items for ``key`` (long-term memory on Chroma;
+        ``collection`` is the prefix of its name). The store's own collection is not used."""
+        if self._memory is None:
+            client = self._client()
+            self._memory = ChromaCollections(lambda: client)
+        return ChromaMemoryNamespace(self._memory, self.collection, set_name, key, chroma_where)
 
     async def upsert(self, records: list[VectorRecord]) -> int:
         if not records:

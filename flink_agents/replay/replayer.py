@@ -207,7 +207,9 @@ async def _replay_one(
     calls = DurableCalls(
         agent=resolved.plan.name, mode="recorded-only", records=states, unserved=book
     )
-    engine = Runtime.build(resolved, calls=calls).engine
+    # Memory sets on a vector store are replayed in the key's state: a replay never writes to
+    # (or deletes from) the job's store.
+    engine = Runtime.build(resolved, calls=calls, vector_store_memory=False).engine
     key = run.run_id.key
     # The clock its memory expired by: the admission the store recorded with its input.
     pending = PendingInput(

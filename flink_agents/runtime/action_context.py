@@ -31,7 +31,7 @@ from flink_agents.durable.identity import (
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime import delegated_calls
 from flink_agents.runtime.call_scope import CallScope
-from flink_agents.runtime.keyed_memory import KeyedStateMemory
+from flink_agents.runtime.memory_backends import RunLongTermMemory
 from flink_agents.runtime.resource_registry import ResourceRegistry
 from flink_agents.runtime.run_bounds import RunBudget
 from flink_agents.runtime.wait_calls import event_data, schedule_call, wait_call
@@ -66,7 +66,7 @@ class RunState:
     decisions: Mapping[str, Decision] = field(default_factory=dict)
     """The decisions the host handed the run for its waits, by wait id (shared like
     ``calls``)."""
-    long_term_memory: KeyedStateMemory = field(default_factory=KeyedStateMemory)
+    long_term_memory: RunLongTermMemory = field(default_factory=RunLongTermMemory)
     """The key's long-term memory with the run's writes staged (shared like ``calls``)."""
     scheduled: list[ScheduledInput] = field(default_factory=list)
     """The follow-ups the run's actions scheduled, in order: the key's to keep once the run

@@ -47,6 +47,7 @@ class Runtime:
         on_result: Callable[[RunResult], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         environ: Mapping[str, str] | None = None,
+        vector_store_memory: bool = True,
     ) -> Runtime:
         """An engine for ``plan`` and its :class:`DurableCalls`, built from ``settings``.
 
@@ -58,8 +59,9 @@ class Runtime:
         are made, nothing recorded) and ``event_log`` (told every call's outcome, and every
         run's records). ``fence``, ``probe`` and ``ends_runs_when_emitted`` go to the calls (see
         :class:`DurableCalls`); ``calls`` replaces them with calls built elsewhere (a caller's
-        own :class:`CallRunner`; then no store, fence or probe). ``on_result``, ``on_failure``
-        and ``environ`` go to the :class:`RunEngine`.
+        own :class:`CallRunner`; then no store, fence or probe). ``on_result``, ``on_failure``,
+        ``environ`` and ``vector_store_memory`` (False: memory sets on a vector store are kept in
+        the key's state, as the offline replayer needs) go to the :class:`RunEngine`.
         """
         settings = settings or RuntimeSettings()
         if settings.store is not None and store is None and calls is None:
@@ -104,6 +106,7 @@ class Runtime:
             environ=environ,
             event_log=event_log,
             meter=meter,
+            vector_store_memory=vector_store_memory,
         )
         return cls(engine, calls)
 

@@ -37,7 +37,8 @@ from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
 from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
-from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory, MemorySets
+from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
+from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
 from flink_agents.runtime.memory_changes import MemoryChanges
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
@@ -116,12 +117,17 @@ class RunEngine:
         environ: Mapping[str, str] | None = None,
         event_log: EventLog | None = None,
         meter: BudgetMeter | None = None,
+        vector_store_memory: bool = True,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self._resolved = plan if isinstance(plan, ResolvedPlan) else resolve_plan(plan)
         self._plan = self._resolved.plan
         self._root = Scope.build(self._resolved, environ)
+        # False: memory sets on a vector store are kept in the key's state (offline replay).
+        self._memory_backends = MemoryBackends(
+            self._resolved, self._root.resources, vector_stores=vector_store_memory
+        )
         self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
@@ -338,7 +344,7 @@ class RunEngine:
                 ),
                 budget=RunBudget.from_config(self._plan.config),
                 decisions=slot.decisions,
-                long_term_memory=KeyedStateMemory(slot.long_term),
+                long_term_memory=self._memory_backends.for_run(token, slot.long_term),
             )
             work = self._execute(run, slot.queue[0])
             if self._log is not None:
@@ -369,6 +375,8 @@ class RunEngine:
                 slot.memory = run.short_term_memory.snapshot()
                 slot.expiry = run.short_term_memory.expiry()
                 slot.long_term = run.long_term_memory.commit()
+                if self._log is not None and self._log.counts_memory:
+                    self._note_memory(run.long_term_memory)
             self._call_runner.run_finished(result.run_id)
             self._mark_ready(token)
         self._finished.append(result)
@@ -380,6 +388,20 @@ class RunEngine:
                 return
         self._start_ready()
         self._signal_progress()
+
+    def _note_memory(self, memory: RunLongTermMemory) -> None:
+        """Count what a finished run did with long-term memory (a run that did nothing with
+        it costs this check only)."""
+        activity = memory.activity
+        if activity.searches or activity.writes or activity.deletes:
+            assert self._log is not None
+            self._log.memory_noted(
+                activity.searches,
+                activity.writes,
+                activity.deletes,
+                activity.bytes_written,
+                list(memory.items_written().values()),
+            )
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +21,7 @@ from flink_agents.flink.job import load_job
 pytest.importorskip("chromadb")
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "chroma.sh"
 CORPUS = Path(__file__).parent / "data" / "docs"
-
-
-def _chroma(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), command], env=env, capture_output=True, text=True, timeout=90
-    )
-
-
-@pytest.fixture(scope="module")
-def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Chroma server on CHROMA_PORT (default 8000): the running one, or one started here (with
-    its data in a temporary folder) and stopped afterwards."""
-    port = os.environ.get("CHROMA_PORT", "8000")
-    env = {
-        **os.environ,
-        "CHROMA_PORT": port,
-        "CHROMA_BIN": str(Path(sys.executable).parent / "chroma"),
-        "CHROMA_DATA_DIR": str(tmp_path_factory.mktemp("chroma-data")),
-    }
-    started = _chroma("status", env).returncode != 0
-    if started:
-        done = _chroma("start", env)
-        assert done.returncode == 0, done.stderr
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if started:
-            _chroma("stop", env)
 
 
 def _job(tmp_path: Path, name: str, source: str, out: Path) -> Path:

@@ -58,3 +58,39 @@ def test_a_memory_set_naming_no_embedding_model_is_refused_at_compile(tmp_path: 
         compile_yaml(path)
     assert f"{path}:8:" in str(error.value)
     assert "no resource named 'embedder'" in str(error.value)
+
+
+ON_CHROMA = """\
+agents:
+  - name: remembering
+    embedding_connections:
+      embedding_connection: {class: hashing, arguments: {dimensions: 32}}
+    embedding_models:
+      embedding_model: {connection: embedding_connection, dimensions: 32}
+    vector_stores:
+      memory_store: {class: chroma, arguments: {collection: memory, url: "http://127.0.0.1:8000"}}
+    memory_sets:
+      facts: {embedding_model: embedding_model, backend: vector_store, vector_store: %s}
+    actions:
+      - function: tests.memory_samples:remember
+"""
+
+
+def test_a_memory_set_on_a_vector_store_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text(ON_CHROMA % "memory_store")
+    plan = compile_yaml(path)
+    assert plan.resources["facts"].arguments == {
+        "embedding_model": "embedding_model",
+        "backend": "vector_store",
+        "vector_store": "memory_store",
+    }
+    assert plan.resources["memory_store"].type == ResourceType.VECTOR_STORE
+
+
+def test_a_memory_set_naming_no_vector_store_is_refused_at_compile(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text(ON_CHROMA % "elsewhere")
+    with pytest.raises(YamlAgentError) as error:
+        compile_yaml(path)
+    assert "no resource named 'elsewhere'" in str(error.value)

@@ -36,6 +36,11 @@ WAITS_PAUSED = "waits.paused"
 WAITS_RESUMED = "waits.resumed"
 WAITS_TIMED_OUT = "waits.timed_out"
 WAITS_OPEN = "waits.open"
+MEMORY_SEARCHES = "memory.searches"
+MEMORY_WRITES = "memory.writes"
+MEMORY_DELETES = "memory.deletes"
+MEMORY_BYTES_WRITTEN = "memory.bytes_written"
+MEMORY_ITEMS = "memory.items"
 _NOTE_COUNTERS = {
     "routed": CONNECTIONS_ROUTED,
     "fallback": CONNECTIONS_FALLBACKS,
@@ -63,12 +68,16 @@ COUNTERS: tuple[str, ...] = (
     WAITS_PAUSED,
     WAITS_RESUMED,
     WAITS_TIMED_OUT,
+    MEMORY_SEARCHES,
+    MEMORY_WRITES,
+    MEMORY_DELETES,
+    MEMORY_BYTES_WRITTEN,
 )
 _CALL_COUNTERS = {
     (k, o): call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)
 }
 GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED, WAITS_OPEN)
-DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY)
+DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY, MEMORY_ITEMS)
 _MAX_SAMPLES = 10_000  # between two publishes; later samples are dropped
 
 
@@ -88,7 +97,9 @@ class MetricsSink(Protocol):
 class MetricsListener:
     """Counts runs, calls by kind and outcome, tokens (live model calls), connections' routing
     decisions, fallbacks and rate-limit waits, runs in flight and queued, durable waits paused,
-    resumed and timed out and the runs paused now, and samples run and call latencies (ms).
+    resumed and timed out and the runs paused now, long-term memory's searches, writes, deletes
+    and bytes written, and samples run and call latencies (ms) and the items a memory set holds
+    for a key after a run wrote it.
 
     One thread counts (the engine's: its hooks are called there) and one publishes, without a
     lock: the counts only grow, and :meth:`publish` pushes the difference between what it reads
@@ -156,6 +167,19 @@ class MetricsListener:
             self.waiting -= 1
         if verdict == "timed_out":
             self._totals[WAITS_TIMED_OUT] += 1
+
+    def on_memory(
+        self, searches: int, writes: int, deletes: int, bytes_written: int, items: list[int]
+    ) -> None:
+        """A run's long-term memory work: searches made (not handed back), items written and
+        deleted, bytes written, and the items of each set it wrote, for its key, after it."""
+        totals = self._totals
+        totals[MEMORY_SEARCHES] += searches
+        totals[MEMORY_WRITES] += writes
+        totals[MEMORY_DELETES] += deletes
+        totals[MEMORY_BYTES_WRITTEN] += bytes_written
+        for count in items:
+            self._sample(MEMORY_ITEMS, count)
 
     def _sample(self, name: str, value: float) -> None:
         if len(self._samples) < _MAX_SAMPLES:

@@ -286,8 +286,13 @@ class MemorySetSpec(_Strict):
 
     class_path: str = _setup_class("flink_agents.api.long_term_memory:LongTermMemorySetup")
     embedding_model: str = Field(description="Name of an embedding model.")
-    backend: Literal["keyed_state"] | None = Field(
-        default=None, description="Where items live (default keyed_state: the key's state)."
+    backend: Literal["keyed_state", "vector_store"] | None = Field(
+        default=None,
+        description="Where items live (default keyed_state: the key's state; vector_store: a "
+        "namespace per key of the store named by vector_store).",
+    )
+    vector_store: str | None = Field(
+        default=None, description="Name of a vector store (Chroma) for backend vector_store."
     )
     max_items: int | None = Field(default=None, ge=1, description="Items one key may hold.")
     arguments: dict[str, Any] = Field(
