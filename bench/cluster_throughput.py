@@ -79,6 +79,11 @@ def submit(spec: Path, jobmanager: str) -> str:
         timeout=300,
         cwd=REPO,
     )
+    return submitted_job(done)
+
+
+def submitted_job(done: subprocess.CompletedProcess[str]) -> str:
+    """The JobID that a finished ``flink-agents submit --detached`` printed."""
     output = done.stdout + done.stderr
     if done.returncode != 0:
         raise RuntimeError(f"flink-agents submit failed ({done.returncode}):\n{output}")
@@ -86,6 +91,43 @@ def submit(spec: Path, jobmanager: str) -> str:
         if len(word) == 32 and all(c in "0123456789abcdef" for c in word):
             return word
     raise RuntimeError(f"no JobID in the submit output:\n{output}")
+
+
+def create_topics(bootstrap: str, topics: dict[str, str], parallelism: int) -> None:
+    """The input topic with a partition per subtask and a one-partition output topic (the
+    store creates its own)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    created = admin.create_topics(
+        [
+            NewTopic(topics["input"], num_partitions=parallelism, replication_factor=1),
+            NewTopic(topics["output"], num_partitions=1, replication_factor=1),
+        ]
+    )
+    for future in created.values():
+        future.result()
+
+
+def job_spec(
+    run: str,
+    plan: str,
+    bootstrap: str,
+    topics: dict[str, str],
+    parallelism: int,
+    checkpoint_dir: str,
+) -> dict[str, object]:
+    """The one-call job: Kafka in and out, thread mode, the Kafka store, checkpoints every s."""
+    kafka = {"kind": "kafka", "bootstrap_servers": bootstrap}
+    return {
+        "name": f"bench-cluster-{run}",
+        "agent": plan,
+        "source": {**kafka, "topic": topics["input"], "group_id": f"bench-{run}"},
+        "key": "k",
+        "sink": {**kafka, "topic": topics["output"]},
+        "parallelism": parallelism,
+        "execution_mode": "thread",
+        "checkpointing": {"interval_ms": 1000, "dir": checkpoint_dir},
+        "store": {**kafka, "topic": topics["store"]},
+    }
 
 
 def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> list[float]:
@@ -110,6 +152,17 @@ def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> l
     return sorted(times)
 
 
+def middle_rate(times: list[float]) -> float:
+    """Outputs per second between the 10th and the 90th percentile of the sorted output times
+    (start-up and drain left out); nan when they span no time."""
+    n = len(times)
+    if n < 2:
+        return float("nan")
+    first, last = n // 10, (9 * n) // 10
+    seconds = times[last] - times[first]
+    return (last - first) / seconds if seconds > 0 else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", type=int, default=20_000)
@@ -122,32 +175,13 @@ def main() -> None:
 
     run = uuid.uuid4().hex[:8]
     topics = {name: f"bench-cluster-{name}-{run}" for name in ("input", "output", "store")}
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    created = admin.create_topics(
-        [
-            NewTopic(topics["input"], num_partitions=args.parallelism, replication_factor=1),
-            NewTopic(topics["output"], num_partitions=1, replication_factor=1),
-        ]
-    )
-    for future in created.values():
-        future.result()
+    create_topics(args.bootstrap, topics, args.parallelism)
     fill(args.bootstrap, topics["input"], args.inputs, args.keys)
 
     work = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=REPO / ".cache"))
     plan = work / "one_call.plan.json"
     plan.write_text(compile_agent(one_call(args.latency)).to_json())
-    kafka = {"kind": "kafka", "bootstrap_servers": args.bootstrap}
-    spec = {
-        "name": f"bench-cluster-{run}",
-        "agent": str(plan),
-        "source": {**kafka, "topic": topics["input"], "group_id": f"bench-{run}"},
-        "key": "k",
-        "sink": {**kafka, "topic": topics["output"]},
-        "parallelism": args.parallelism,
-        "execution_mode": "thread",
-        "checkpointing": {"interval_ms": 1000, "dir": str(work / "ckpt")},
-        "store": {**kafka, "topic": topics["store"]},
-    }
+    spec = job_spec(run, str(plan), args.bootstrap, topics, args.parallelism, str(work / "ckpt"))
     spec_path = work / "job.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
 
@@ -158,8 +192,7 @@ def main() -> None:
     finally:
         rest(args.rest, f"/jobs/{job}?mode=cancel", method="PATCH")
     n = len(times)
-    lo, hi = times[n // 10], times[(9 * n) // 10]
-    rate = ((9 * n) // 10 - n // 10) / (hi - lo) if hi > lo else float("nan")
+    rate = middle_rate(times)
     print(
         json.dumps(
             {
