@@ -10,8 +10,12 @@ TaskManagers as the parallelism, then run this script:
 
 It fills an input topic, submits the one-call agent (thread mode, Kafka store on) with
 ``flink-agents submit``, reads the answers back, takes the rate from the output records'
-timestamps (the time the sink produced them) over the middle 80 %, and cancels the job. Prints
-one JSON line.
+timestamps over the middle 80 %, and cancels the job. Prints one JSON line.
+
+The output topic stamps each record with the time the broker appended it (``LogAppendTime``):
+the sink's own timestamps are the inputs' (an answer emitted while its input's element is
+processed keeps that element's timestamp, see ``flink_agents.flink.operator.OutputTimestamps``),
+which are the times the input topic was filled, not when the answer came out.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import uuid
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,13 +98,14 @@ def submitted_job(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def create_topics(bootstrap: str, topics: dict[str, str], parallelism: int) -> None:
-    """The input topic with a partition per subtask and a one-partition output topic (the
-    store creates its own)."""
+    """The input topic with a partition per subtask and a one-partition output topic whose
+    records the broker stamps as it appends them (the store creates its own topic)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    appended = {"message.timestamp.type": "LogAppendTime"}
     created = admin.create_topics(
         [
             NewTopic(topics["input"], num_partitions=parallelism, replication_factor=1),
-            NewTopic(topics["output"], num_partitions=1, replication_factor=1),
+            NewTopic(topics["output"], num_partitions=1, replication_factor=1, config=appended),
         ]
     )
     for future in created.values():
@@ -131,7 +136,7 @@ def job_spec(
 
 
 def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> list[float]:
-    """Timestamps (s) of the output records, once `expected` arrived or at the timeout."""
+    """Broker timestamps (s) of the output records, once `expected` arrived or at the timeout."""
     reader = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -146,7 +151,10 @@ def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> l
         while len(times) < expected and time.monotonic() < deadline:
             for message in reader.consume(num_messages=1000, timeout=0.5):
                 if message.error() is None:
-                    times.append(message.timestamp()[1] / 1000)
+                    kind, stamp = message.timestamp()
+                    if kind != TIMESTAMP_LOG_APPEND_TIME:
+                        raise RuntimeError(f"{topic} is not stamped by the broker ({kind})")
+                    times.append(stamp / 1000)
     finally:
         reader.close()
     return sorted(times)

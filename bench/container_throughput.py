@@ -15,7 +15,7 @@ thread mode, the Kafka store, checkpoints every second. Parallelism p runs p sub
 TaskManager (one slot each), so parallelism 1 runs on 1 TaskManager and parallelism 2 on 2; the
 REST API's placement of the job's subtasks is recorded with each row. The input topic is filled
 before the job is submitted (from a container of the image, ``containers.sh submit``); the rate
-is taken from the output records' timestamps over the middle 80 %, then the job is cancelled
+is taken from the output records' broker timestamps over the middle 80 %, then the job is cancelled
 and its topics deleted.
 
 An unrecorded warm-up job at the highest parallelism first (every TaskManager's interpreter
@@ -239,14 +239,14 @@ def measure(args: argparse.Namespace) -> None:
     """Bring the cluster up if needed, warm it up, run the rounds into ``args.out``."""
     slots = max(args.parallelisms)
     up_here = containers(slots, "status").returncode != 0
-    if up_here:
-        started = time.monotonic()
-        done = containers(slots, "up")
-        if done.returncode != 0:
-            raise RuntimeError(f"containers.sh up failed:\n{done.stdout}{done.stderr}")
-        print(f"[bench] cluster up in {time.monotonic() - started:.0f} s", flush=True)
-    image = image_id()
     try:
+        if up_here:
+            started = time.monotonic()
+            done = containers(slots, "up")
+            if done.returncode != 0:
+                raise RuntimeError(f"containers.sh up failed:\n{done.stdout}{done.stderr}")
+            print(f"[bench] cluster up in {time.monotonic() - started:.0f} s", flush=True)
+        image = image_id()
         if args.warmup_inputs:
             warm = argparse.Namespace(**{**vars(args), "inputs": args.warmup_inputs})
             print(f"[bench] warm-up {json.dumps(measure_job(slots, warm, slots))}", flush=True)

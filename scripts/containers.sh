@@ -58,9 +58,12 @@ run() {  # run -d a container of the cluster: NAME, then engine run options and 
     -e "FLINK_IDENT_STRING=$container" -e FLINK_AGENTS_STORE_SECRET "$@" >/dev/null
 }
 
+# pekko.startup-timeout: the RPC system's start may take longer than its default 10 s on a busy
+# machine (seen at a load average of 21 on 2 cores: the JobManager exited, "Could not create actor
+# system").
 flink_settings=(
   -D jobmanager.rpc.address=127.0.0.1 -D "jobmanager.rpc.port=$rpc_port"
-  -D heartbeat.timeout=10000 -D heartbeat.interval=2000
+  -D heartbeat.timeout=10000 -D heartbeat.interval=2000 -D pekko.startup-timeout=60s
 )
 
 start_broker() {
