@@ -112,7 +112,7 @@ cluster-down:
 e2e-containers: install image
 	FLINK_AGENTS_CONTAINERS=1 $(PY) -m pytest e2e/test_containers_failover.py --timeout 900 $(PYTEST_ARGS)
 
-# Throughput of the one-call job on that cluster at 1 and 2 TaskManagers, side by side, 3 rounds
+# Throughput of the one-call job on that cluster at 1 and 2 TaskManagers, side by side, 5 rounds
 # (bench/container_throughput.py; bench/results/container-throughput.md); about 15 min, not in
 # `make test`. Brings the cluster up and down unless it is up already. CONTAINER_BENCH_ARGS for more.
 bench-containers: install image

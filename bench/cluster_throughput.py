@@ -160,15 +160,18 @@ def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> l
     return sorted(times)
 
 
-def middle_rate(times: list[float]) -> float:
-    """Outputs per second between the 10th and the 90th percentile of the sorted output times
-    (start-up and drain left out); nan when they span no time."""
+def middle_window(times: list[float]) -> tuple[float, float, int]:
+    """The 10th and the 90th percentile of the sorted output times (start-up and drain left
+    out), and the number of outputs between them."""
     n = len(times)
-    if n < 2:
-        return float("nan")
     first, last = n // 10, (9 * n) // 10
-    seconds = times[last] - times[first]
-    return (last - first) / seconds if seconds > 0 else float("nan")
+    return (times[first], times[last], last - first) if n >= 2 else (0.0, 0.0, 0)
+
+
+def middle_rate(times: list[float]) -> float:
+    """Outputs per second over :func:`middle_window`; nan when it spans no time."""
+    start, end, outputs = middle_window(times)
+    return outputs / (end - start) if end > start else float("nan")
 
 
 def main() -> None:

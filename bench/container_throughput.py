@@ -1,6 +1,6 @@
 """Throughput of the one-call job on the cluster of containers, at 1 and 2 TaskManagers.
 
-    make image && make bench-containers        # python -m bench.container_throughput --rounds 3
+    make image && make bench-containers        # python -m bench.container_throughput
 
 The cluster is ``scripts/containers.sh``'s (a broker, a JobManager and TaskManagers of one slot
 each, all containers of the project image on the host network), brought up here with as many
@@ -50,10 +50,12 @@ from bench.cluster_throughput import (  # noqa: E402
     fill,
     job_spec,
     middle_rate,
+    middle_window,
     output_times,
     rest,
     submitted_job,
 )
+from bench.container_cpu import CpuSampler, engine  # noqa: E402
 from bench.report import fmt, table  # noqa: E402
 from bench.workloads import one_call  # noqa: E402
 from flink_agents.plan.compile import compile_agent  # noqa: E402
@@ -61,7 +63,10 @@ from flink_agents.plan.compile import compile_agent  # noqa: E402
 Row = dict[str, Any]
 CLUSTER_SCRIPT = REPO / "scripts" / "containers.sh"
 KAFKA_PORT = int(os.environ.get("CLUSTER_KAFKA_PORT", "19092"))
-REST_URL = f"http://127.0.0.1:{os.environ.get('CLUSTER_REST_PORT', '18081')}"
+REST_PORT = os.environ.get("CLUSTER_REST_PORT", "18081")
+REST_URL = f"http://127.0.0.1:{REST_PORT}"
+CONTAINER = f"flink-agents-{REST_PORT}-"
+"""The cluster's containers' names: this, then broker, jobmanager, taskmanager-N (containers.sh)."""
 IMAGE = os.environ.get("IMAGE", "flink-agents:0.1.0")
 
 
@@ -80,13 +85,8 @@ def containers(
 
 
 def image_id() -> str:
-    """``IMAGE``'s ID (12 digits) and build date, from the container engine the scripts pick."""
-    engine = f'source "{REPO}/scripts/container-engine.sh" && container_engine_pick "{REPO}"'
-    inspect = '"${engine[@]}" image inspect --format "{{.Id}} {{.Created}}" "$0"'
-    done = subprocess.run(
-        ["bash", "-c", f"{engine} && {inspect}", IMAGE], capture_output=True, text=True
-    )
-    fields = done.stdout.split()
+    """``IMAGE``'s ID (12 digits) and build date."""
+    fields = engine("image", "inspect", "--format", "{{.Id}} {{.Created}}", IMAGE).split()
     return f"{fields[0][:12]} built {fields[1]} {fields[2][:8]}" if len(fields) > 2 else "?"
 
 
@@ -164,14 +164,25 @@ def measure_job(parallelism: int, args: argparse.Namespace, slots: int) -> Row:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "load_before": load(),
     }
+    roles = ["broker", "jobmanager", *(f"taskmanager-{n}" for n in range(1, slots + 1))]
     ticks, started = cpu_ticks(), time.monotonic()
-    job = submitted_job(containers(slots, "submit", str(work / "job.yaml"), "--detached"))
-    row["submit_s"] = round(time.monotonic() - started, 1)
-    try:
-        times = output_times(bootstrap, topics["output"], args.inputs, timeout=600)
-        row["taskmanagers_used"] = len(taskmanagers_of(job))
-    finally:
-        rest(REST_URL, f"/jobs/{job}?mode=cancel", method="PATCH")
+    with CpuSampler([CONTAINER + role for role in roles]) as sampler:
+        job = submitted_job(containers(slots, "submit", str(work / "job.yaml"), "--detached"))
+        row["submit_s"] = round(time.monotonic() - started, 1)
+        try:
+            times = output_times(bootstrap, topics["output"], args.inputs, timeout=600)
+            row["taskmanagers_used"] = len(taskmanagers_of(job))
+        finally:
+            rest(REST_URL, f"/jobs/{job}?mode=cancel", method="PATCH")
+    # The cores each container used while the rate was measured (the middle 80 % of outputs).
+    window_start, window_end, _ = middle_window(times)
+    cores = {
+        name.removeprefix(CONTAINER): used
+        for name, used in sampler.cores(window_start, window_end).items()
+    }
+    row["cores"] = cores
+    taskmanagers = [used for role, used in cores.items() if role.startswith("taskmanager")]
+    row["taskmanager_cores"] = round(sum(taskmanagers), 2) if taskmanagers else None
     row["wall_s"] = round(time.monotonic() - started, 1)
     row["cpu_busy"] = round(busy_share(ticks, cpu_ticks()), 2)
     row["load_after"] = load()
@@ -190,16 +201,29 @@ def order(parallelisms: list[int], round_index: int) -> list[int]:
 
 SUMMARY_HEADERS = (
     "parallelism", "TaskManagers used", "jobs", "runs/s", "median runs/s", "over the lowest",
-    "CPU busy (median)",
+    "TaskManager cores (median)", "runs per TaskManager CPU-second (median)",
+    "machine CPU busy (median)",
 )  # fmt: skip
 JOB_HEADERS = (
     "round", "parallelism", "started (UTC)", "runs/s", "outputs", "submit s", "wall s",
-    "load before", "load after", "CPU busy",
+    "load before", "load after", "machine CPU busy", "TaskManager cores",
 )  # fmt: skip
 
 
+def median_of(values: list[float | None]) -> float | None:
+    """The median of the values measured (None: not measured), or None."""
+    measured = [v for v in values if v is not None]
+    return statistics.median(measured) if measured else None
+
+
+def per_core(row: Row) -> float | None:
+    cores = row.get("taskmanager_cores")
+    return row["runs_per_s"] / cores if cores else None
+
+
 def report(rows: list[Row]) -> str:
-    """Medians per parallelism with the speed-up over the lowest, then every job with its load."""
+    """Medians per parallelism with the gain over the lowest and the cores the TaskManagers
+    got, then every job with the load it ran under."""
     by_p: dict[int, list[Row]] = {}
     for r in rows:
         by_p.setdefault(r["parallelism"], []).append(r)
@@ -213,6 +237,8 @@ def report(rows: list[Row]) -> str:
             ", ".join(fmt(r["runs_per_s"], 1) for r in rs),
             f"**{fmt(medians[p], 1)}**",
             f"{medians[p] / lowest:.2f}x",
+            fmt(median_of([r.get("taskmanager_cores") for r in rs]), 2),
+            fmt(median_of([per_core(r) for r in rs]), 1),
             fmt(statistics.median(r["cpu_busy"] for r in rs), 2),
         ]
         for p, rs in sorted(by_p.items())
@@ -229,6 +255,7 @@ def report(rows: list[Row]) -> str:
             r["load_before"],
             r["load_after"],
             fmt(r["cpu_busy"], 2),
+            fmt(r.get("taskmanager_cores"), 2),
         ]
         for r in rows
     ]
@@ -236,7 +263,8 @@ def report(rows: list[Row]) -> str:
 
 
 def measure(args: argparse.Namespace) -> None:
-    """Bring the cluster up if needed, warm it up, run the rounds into ``args.out``."""
+    """Bring the cluster up if needed, warm it up, run the rounds into ``args.out`` (after its
+    rounds, numbered on from them, with ``--append``)."""
     slots = max(args.parallelisms)
     up_here = containers(slots, "status").returncode != 0
     try:
@@ -250,8 +278,10 @@ def measure(args: argparse.Namespace) -> None:
         if args.warmup_inputs:
             warm = argparse.Namespace(**{**vars(args), "inputs": args.warmup_inputs})
             print(f"[bench] warm-up {json.dumps(measure_job(slots, warm, slots))}", flush=True)
-        with args.out.open("w") as out:
-            for round_index in range(args.rounds):
+        earlier = rows_in(args.out) if args.append and args.out.exists() else []
+        first = max((r["round"] for r in earlier), default=-1) + 1
+        with args.out.open("a" if args.append else "w") as out:
+            for round_index in range(first, first + args.rounds):
                 for parallelism in order(args.parallelisms, round_index):
                     row = measure_job(parallelism, args, slots)
                     row = {"round": round_index, **row, "image": f"{IMAGE} {image}"}
@@ -262,15 +292,20 @@ def measure(args: argparse.Namespace) -> None:
             containers(slots, "down")
 
 
+def rows_in(path: Path) -> list[Row]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--parallelisms", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--inputs", type=int, default=20_000)
+    parser.add_argument("--inputs", type=int, default=10_000)
     parser.add_argument("--warmup-inputs", type=int, default=3_000, help="0: no warm-up job")
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=REPO / ".cache" / "container-throughput.jsonl")
+    parser.add_argument("--append", action="store_true", help="more rounds after --out's")
     parser.add_argument("--report-only", action="store_true", help="the tables from --out")
     args = parser.parse_args()
     if not args.report_only:
@@ -278,8 +313,7 @@ def main() -> None:
         started, load_start = time.time(), load()
         measure(args)
         print(f"wall {(time.time() - started) / 60:.1f} min; load {load_start} -> {load()}")
-    rows = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
-    print(report(rows))
+    print(report(rows_in(args.out)))
 
 
 if __name__ == "__main__":
