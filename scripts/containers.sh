@@ -149,12 +149,16 @@ up() {
 }
 
 down() {
-  local ids
-  ids=$("${engine[@]}" ps -aq --filter "label=$label")
-  if [ -n "$ids" ]; then
+  local ids attempt
+  # Twice: podman refuses to remove a container that exited while it was being killed
+  # ("container state improper: stopped") and removes it the second time.
+  for attempt in 1 2; do
+    ids=$("${engine[@]}" ps -aq --filter "label=$label")
+    [ -n "$ids" ] || break
     # shellcheck disable=SC2086  # one id per word
-    "${engine[@]}" rm -f -t 5 $ids >/dev/null
-  fi
+    "${engine[@]}" rm -f -t 5 $ids >/dev/null && break
+    [ "$attempt" = 1 ] || exit 1
+  done
   rm -rf "$base"
   log "down: no container labelled $label left"
 }
