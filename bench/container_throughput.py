@@ -20,9 +20,12 @@ and its topics deleted.
 
 An unrecorded warm-up job at the highest parallelism first (every TaskManager's interpreter
 loads the package once), then ``--rounds`` rounds, the parallelisms in reverse order every
-other round. One JSON row per job goes to ``--out``, with the load average and the machine's CPU
-busy share while it ran; the table of medians is printed at the end (``--report-only`` redraws
-it from ``--out``).
+other round. One JSON row per job goes to ``--out`` (``--append``: after its rows), with the load
+average and the machine's CPU busy share while it ran, and the cores each container of the
+cluster used while the rate was measured (from its cgroup, ``bench/container_cpu.py``): on a
+shared machine the containers get what the scheduler gives their cgroups, whatever the number of
+TaskManagers. The table of medians is printed at the end (``--report-only`` redraws it from
+``--out``).
 """
 
 from __future__ import annotations
