@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers bench-containers flink-line pipelines
 
 venv: $(PY)
 $(PY):
@@ -111,3 +111,9 @@ cluster-down:
 # `make test`): brings the cluster up and down unless it is up already.
 e2e-containers: install image
 	FLINK_AGENTS_CONTAINERS=1 $(PY) -m pytest e2e/test_containers_failover.py --timeout 900 $(PYTEST_ARGS)
+
+# Throughput of the one-call job on that cluster at 1 and 2 TaskManagers, side by side, 5 rounds
+# (bench/container_throughput.py; bench/results/container-throughput.md); about 15 min, not in
+# `make test`. Brings the cluster up and down unless it is up already. CONTAINER_BENCH_ARGS for more.
+bench-containers: install image
+	$(PY) -m bench.container_throughput $(CONTAINER_BENCH_ARGS)

@@ -10,8 +10,12 @@ TaskManagers as the parallelism, then run this script:
 
 It fills an input topic, submits the one-call agent (thread mode, Kafka store on) with
 ``flink-agents submit``, reads the answers back, takes the rate from the output records'
-timestamps (the time the sink produced them) over the middle 80 %, and cancels the job. Prints
-one JSON line.
+timestamps over the middle 80 %, and cancels the job. Prints one JSON line.
+
+The output topic stamps each record with the time the broker appended it (``LogAppendTime``):
+the sink's own timestamps are the inputs' (an answer emitted while its input's element is
+processed keeps that element's timestamp, see ``flink_agents.flink.operator.OutputTimestamps``),
+which are the times the input topic was filled, not when the answer came out.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import uuid
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +83,11 @@ def submit(spec: Path, jobmanager: str) -> str:
         timeout=300,
         cwd=REPO,
     )
+    return submitted_job(done)
+
+
+def submitted_job(done: subprocess.CompletedProcess[str]) -> str:
+    """The JobID that a finished ``flink-agents submit --detached`` printed."""
     output = done.stdout + done.stderr
     if done.returncode != 0:
         raise RuntimeError(f"flink-agents submit failed ({done.returncode}):\n{output}")
@@ -88,8 +97,46 @@ def submit(spec: Path, jobmanager: str) -> str:
     raise RuntimeError(f"no JobID in the submit output:\n{output}")
 
 
+def create_topics(bootstrap: str, topics: dict[str, str], parallelism: int) -> None:
+    """The input topic with a partition per subtask and a one-partition output topic whose
+    records the broker stamps as it appends them (the store creates its own topic)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    appended = {"message.timestamp.type": "LogAppendTime"}
+    created = admin.create_topics(
+        [
+            NewTopic(topics["input"], num_partitions=parallelism, replication_factor=1),
+            NewTopic(topics["output"], num_partitions=1, replication_factor=1, config=appended),
+        ]
+    )
+    for future in created.values():
+        future.result()
+
+
+def job_spec(
+    run: str,
+    plan: str,
+    bootstrap: str,
+    topics: dict[str, str],
+    parallelism: int,
+    checkpoint_dir: str,
+) -> dict[str, object]:
+    """The one-call job: Kafka in and out, thread mode, the Kafka store, checkpoints every s."""
+    kafka = {"kind": "kafka", "bootstrap_servers": bootstrap}
+    return {
+        "name": f"bench-cluster-{run}",
+        "agent": plan,
+        "source": {**kafka, "topic": topics["input"], "group_id": f"bench-{run}"},
+        "key": "k",
+        "sink": {**kafka, "topic": topics["output"]},
+        "parallelism": parallelism,
+        "execution_mode": "thread",
+        "checkpointing": {"interval_ms": 1000, "dir": checkpoint_dir},
+        "store": {**kafka, "topic": topics["store"]},
+    }
+
+
 def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> list[float]:
-    """Timestamps (s) of the output records, once `expected` arrived or at the timeout."""
+    """Broker timestamps (s) of the output records, once `expected` arrived or at the timeout."""
     reader = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -104,10 +151,27 @@ def output_times(bootstrap: str, topic: str, expected: int, timeout: float) -> l
         while len(times) < expected and time.monotonic() < deadline:
             for message in reader.consume(num_messages=1000, timeout=0.5):
                 if message.error() is None:
-                    times.append(message.timestamp()[1] / 1000)
+                    kind, stamp = message.timestamp()
+                    if kind != TIMESTAMP_LOG_APPEND_TIME:
+                        raise RuntimeError(f"{topic} is not stamped by the broker ({kind})")
+                    times.append(stamp / 1000)
     finally:
         reader.close()
     return sorted(times)
+
+
+def middle_window(times: list[float]) -> tuple[float, float, int]:
+    """The 10th and the 90th percentile of the sorted output times (start-up and drain left
+    out), and the number of outputs between them."""
+    n = len(times)
+    first, last = n // 10, (9 * n) // 10
+    return (times[first], times[last], last - first) if n >= 2 else (0.0, 0.0, 0)
+
+
+def middle_rate(times: list[float]) -> float:
+    """Outputs per second over :func:`middle_window`; nan when it spans no time."""
+    start, end, outputs = middle_window(times)
+    return outputs / (end - start) if end > start else float("nan")
 
 
 def main() -> None:
@@ -122,32 +186,13 @@ def main() -> None:
 
     run = uuid.uuid4().hex[:8]
     topics = {name: f"bench-cluster-{name}-{run}" for name in ("input", "output", "store")}
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    created = admin.create_topics(
-        [
-            NewTopic(topics["input"], num_partitions=args.parallelism, replication_factor=1),
-            NewTopic(topics["output"], num_partitions=1, replication_factor=1),
-        ]
-    )
-    for future in created.values():
-        future.result()
+    create_topics(args.bootstrap, topics, args.parallelism)
     fill(args.bootstrap, topics["input"], args.inputs, args.keys)
 
     work = Path(tempfile.mkdtemp(prefix="bench-cluster-", dir=REPO / ".cache"))
     plan = work / "one_call.plan.json"
     plan.write_text(compile_agent(one_call(args.latency)).to_json())
-    kafka = {"kind": "kafka", "bootstrap_servers": args.bootstrap}
-    spec = {
-        "name": f"bench-cluster-{run}",
-        "agent": str(plan),
-        "source": {**kafka, "topic": topics["input"], "group_id": f"bench-{run}"},
-        "key": "k",
-        "sink": {**kafka, "topic": topics["output"]},
-        "parallelism": args.parallelism,
-        "execution_mode": "thread",
-        "checkpointing": {"interval_ms": 1000, "dir": str(work / "ckpt")},
-        "store": {**kafka, "topic": topics["store"]},
-    }
+    spec = job_spec(run, str(plan), args.bootstrap, topics, args.parallelism, str(work / "ckpt"))
     spec_path = work / "job.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
 
@@ -158,8 +203,7 @@ def main() -> None:
     finally:
         rest(args.rest, f"/jobs/{job}?mode=cancel", method="PATCH")
     n = len(times)
-    lo, hi = times[n // 10], times[(9 * n) // 10]
-    rate = ((9 * n) // 10 - n // 10) / (hi - lo) if hi > lo else float("nan")
+    rate = middle_rate(times)
     print(
         json.dumps(
             {

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A cluster of containers from the project image (scripts/image.sh) on the host network: a Kafka
-# broker, a Flink JobManager and two TaskManagers of one slot each.
+# broker, a Flink JobManager and TaskManagers of one slot each (two, or CLUSTER_TASKMANAGERS).
 #
-#   scripts/containers.sh up                   start the four containers; waits until both slots are free
+#   scripts/containers.sh up                   start the containers; waits until every slot is free
 #   scripts/containers.sh down                 remove every container of the cluster and its folder
-#   scripts/containers.sh status               exit 0 when the REST API answers with 2 TaskManagers
-#   scripts/containers.sh kill-taskmanager N   kill -9 TaskManager N (1 or 2): the container stops
+#   scripts/containers.sh status               exit 0 when the REST API answers with all TaskManagers
+#   scripts/containers.sh kill-taskmanager N   kill -9 TaskManager N (1, 2, ...): the container stops
 #   scripts/containers.sh start-taskmanager N  start TaskManager N's container again
 #   scripts/containers.sh pid N                the host PID of TaskManager N's JVM (the container's init)
 #   scripts/containers.sh submit SPEC [ARGS]   `flink-agents submit SPEC --jobmanager ... ARGS` in a
@@ -14,7 +14,8 @@
 # The ports are not the defaults, so the cluster runs beside a broker on 9092 and a standalone
 # Flink cluster on 8081/6123. Environment: CLUSTER_KAFKA_PORT (19092; its controller one above),
 # CLUSTER_REST_PORT (18081), CLUSTER_RPC_PORT (16123; the JobManager's blob server one above,
-# TaskManager N's RPC and data ports at +2N, +2N+1), IMAGE (flink-agents:0.1.0), CONTAINER_ENGINE.
+# TaskManager N's RPC and data ports at +2N, +2N+1), CLUSTER_TASKMANAGERS (2; each of one slot),
+# IMAGE (flink-agents:0.1.0), CONTAINER_ENGINE. Give the same CLUSTER_* to every command of a cluster.
 # Checkpoints are on a folder every container mounts at /flink-data; logs in its log/.
 set -euo pipefail
 
@@ -29,6 +30,11 @@ image=${IMAGE:-flink-agents:0.1.0}
 kafka_port=${CLUSTER_KAFKA_PORT:-19092}
 rest_port=${CLUSTER_REST_PORT:-18081}
 rpc_port=${CLUSTER_RPC_PORT:-16123}
+taskmanagers=${CLUSTER_TASKMANAGERS:-2}
+case "$taskmanagers" in
+  [1-9] | [1-9][0-9]) ;;
+  *) echo "containers.sh: CLUSTER_TASKMANAGERS is a number from 1 to 99, not '$taskmanagers'" >&2; exit 2 ;;
+esac
 cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/containers/cluster-$rest_port"
 name="flink-agents-$rest_port"   # container names: $name-broker, -jobmanager, -taskmanager-N
@@ -52,9 +58,12 @@ run() {  # run -d a container of the cluster: NAME, then engine run options and 
     -e "FLINK_IDENT_STRING=$container" -e FLINK_AGENTS_STORE_SECRET "$@" >/dev/null
 }
 
+# pekko.startup-timeout: the RPC system's start may take longer than its default 10 s on a busy
+# machine (seen at a load average of 21 on 2 cores: the JobManager exited, "Could not create actor
+# system").
 flink_settings=(
   -D jobmanager.rpc.address=127.0.0.1 -D "jobmanager.rpc.port=$rpc_port"
-  -D heartbeat.timeout=10000 -D heartbeat.interval=2000
+  -D heartbeat.timeout=10000 -D heartbeat.interval=2000 -D pekko.startup-timeout=60s
 )
 
 start_broker() {
@@ -130,36 +139,47 @@ up() {
   chmod -R a+rwx "$base"   # the image's user (uid 9999) writes there
   start_broker
   start_jobmanager
-  start_new_taskmanager 1
-  start_new_taskmanager 2
+  local n
+  for n in $(seq 1 "$taskmanagers"); do start_new_taskmanager "$n"; done
   wait_until "the broker on 127.0.0.1:$kafka_port" 120 broker_ready
-  wait_until "two free TaskManager slots on http://127.0.0.1:$rest_port" 180 slots_free 2
+  wait_until "$taskmanagers free TaskManager slots on http://127.0.0.1:$rest_port" 180 \
+    slots_free "$taskmanagers"
   log "up in $((SECONDS - started)) s: broker 127.0.0.1:$kafka_port, REST/Web UI" \
-    "http://127.0.0.1:$rest_port, 2 TaskManagers (1 slot each); logs in $base/log"
+    "http://127.0.0.1:$rest_port, $taskmanagers TaskManagers (1 slot each); logs in $base/log"
 }
 
 down() {
-  local ids
-  ids=$("${engine[@]}" ps -aq --filter "label=$label")
-  if [ -n "$ids" ]; then
+  local ids attempt
+  # Twice: podman refuses to remove a container that exited while it was being killed
+  # ("container state improper: stopped") and removes it the second time.
+  for attempt in 1 2; do
+    ids=$("${engine[@]}" ps -aq --filter "label=$label")
+    [ -n "$ids" ] || break
     # shellcheck disable=SC2086  # one id per word
-    "${engine[@]}" rm -f -t 5 $ids >/dev/null
-  fi
+    "${engine[@]}" rm -f -t 5 $ids >/dev/null && break
+    [ "$attempt" = 1 ] || exit 1
+  done
   rm -rf "$base"
   log "down: no container labelled $label left"
 }
 
 status() {
-  local taskmanagers
-  taskmanagers=$(overview taskmanagers)
+  local registered
+  registered=$(overview taskmanagers)
   "${engine[@]}" ps -a --filter "label=$label" --format '{{.Names}} {{.Status}}'
-  [ "$taskmanagers" = 2 ] && broker_ready && { echo "up: 2 TaskManagers"; return 0; }
-  echo "not up (TaskManagers registered: ${taskmanagers:-none})"
+  [ "$registered" = "$taskmanagers" ] && broker_ready \
+    && { echo "up: $taskmanagers TaskManagers"; return 0; }
+  echo "not up (TaskManagers registered: ${registered:-none} of $taskmanagers)"
   return 1
 }
 
 taskmanager_number() {
-  case "${1:-}" in 1 | 2) echo "$1" ;; *) log "which TaskManager: 1 or 2"; exit 2 ;; esac
+  if [[ "${1:-}" =~ ^[1-9][0-9]?$ ]] && [ "$1" -le "$taskmanagers" ]; then
+    echo "$1"
+  else
+    log "which TaskManager: 1 to $taskmanagers"
+    exit 2
+  fi
 }
 
 submit() {
