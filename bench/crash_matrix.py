@@ -260,9 +260,11 @@ def run_in_subprocess(
     return RunReport(**run_subprocess("bench.crash_matrix", arguments, log))
 
 
-def run_subprocess(module: str, arguments: list[str], log: Path) -> dict[str, Any]:
+def run_subprocess(
+    module: str, arguments: list[str], log: Path, timeout_s: float = RUN_TIMEOUT_S
+) -> dict[str, Any]:
     """``python -m module *arguments --out REPORT`` in a fresh interpreter and JVM (its output
-    in ``log``): the JSON report the run wrote."""
+    in ``log``), stopped after ``timeout_s``: the JSON report the run wrote."""
     out = log.with_suffix(".json")
     command = [sys.executable, "-m", module, *arguments, "--out", str(out)]
     # PyFlink marks a process that ran Python functions in loopback mode (a test process, if
@@ -276,11 +278,11 @@ def run_subprocess(module: str, arguments: list[str], log: Path) -> dict[str, An
                 env=env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
-                timeout=RUN_TIMEOUT_S,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             raise RuntimeError(
-                f"run {log.stem} did not finish within {RUN_TIMEOUT_S} s: see {log}; "
+                f"run {log.stem} did not finish within {timeout_s} s: see {log}; "
                 f"continue the matrix with --resume {log.parent}"
             ) from None
     if not out.exists():
