@@ -14,7 +14,8 @@ job's outputs:
 
 * **re-invoked**: refund requests made after a crash for a refund whose outcome was on the
   store's topic before it (:func:`bench.crash_oracle.judge`); **sent again / in flight** as in
-  the support-desk matrix;
+  the support-desk matrix; **unmatched**: refund requests without any recorded outcome (the
+  join of requests to records is broken: must be 0);
 * **gated run twice**: orders refunded under more than one idempotency key; **unapproved**:
   refund requests for an order the person did not approve, or with another amount than the
   approved (or edited) one;
@@ -73,6 +74,9 @@ class WaitsVerdict:
     reinvoked: int
     sent_again: int
     in_flight: int
+    unmatched: int
+    """Refund requests without any recorded outcome: the run ends with every refund recorded,
+    so one means the join of requests to records is broken (and re-invoked is void)."""
     gated_twice: int
     unapproved: int
     resolved_twice: int
@@ -84,6 +88,7 @@ class WaitsVerdict:
         """Whether the run kept every promise (``undecided``: the orders left to time out)."""
         broken = (
             self.reinvoked,
+            self.unmatched,
             self.gated_twice,
             self.unapproved,
             self.resolved_twice,
@@ -145,6 +150,7 @@ def judge_waits(
         reinvoked=verdict.reinvoked,
         sent_again=verdict.sent_again,
         in_flight=verdict.in_flight,
+        unmatched=verdict.unmatched,
         gated_twice=sum(1 for found in keys.values() if len(found) > 1),
         unapproved=unapproved,
         resolved_twice=sum(
@@ -288,6 +294,7 @@ def matrix(
 
 _COLUMNS = (
     ("reinvoked", "re-invoked"),
+    ("unmatched", "unmatched"),
     ("gated_twice", "gated run twice"),
     ("unapproved", "run without approval"),
     ("resolved_twice", "resolved twice"),

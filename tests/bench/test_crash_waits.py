@@ -72,6 +72,7 @@ _CLEAN = {
     "reinvoked": 0,
     "sent_again": 0,
     "in_flight": 0,
+    "unmatched": 0,
     "gated_twice": 0,
     "unapproved": 0,
     "resolved_twice": 0,
@@ -100,6 +101,7 @@ def test_a_refund_under_a_second_key_or_without_approval_is_counted() -> None:
         ]
     )
     assert (found["gated_twice"], found["unapproved"]) == (1, 2)
+    assert found["unmatched"] == 2  # never recorded: k1-again, k3
 
 
 def test_a_wait_recorded_with_two_decisions_or_answered_twice_differently_resolved_twice() -> None:
