@@ -292,6 +292,23 @@ def matrix(
     return baseline, rows
 
 
+def finished_runs(
+    logs: Path, scenarios: Sequence[Scenario]
+) -> tuple[WaitsRunReport, list[tuple[str, list[WaitsRunReport]]]]:
+    """The runs a (possibly unfinished) matrix wrote to ``logs``; scenarios without a finished
+    run are left out."""
+
+    def read(path: Path) -> WaitsRunReport:
+        return WaitsRunReport(**json.loads(path.read_text()))
+
+    if not (logs / "none.json").exists():
+        raise SystemExit(f"{logs} holds no no-fault run (none.json)")
+    rows = [
+        (s.name, [read(path) for path in sorted(logs.glob(f"{s.name}-*.json"))]) for s in scenarios
+    ]
+    return read(logs / "none.json"), [(name, runs) for name, runs in rows if runs]
+
+
 _COLUMNS = (
     ("reinvoked", "re-invoked"),
     ("unmatched", "unmatched"),
@@ -374,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", type=Path, help="continue a matrix interrupted in this log folder"
     )
+    parser.add_argument(
+        "--report-only", type=Path, help="render the finished runs a matrix left in this folder"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run, in a subprocess
     parser.add_argument("--kill-points", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -386,8 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {s.name: s for s in SCENARIOS}
     scenarios = [by_name[name] for name in args.points] if args.points else list(SCENARIOS)
     started = time.monotonic()
-    logs = args.resume or REPO / ".cache" / "crash-matrix" / time.strftime("waits-%Y%m%d-%H%M%S")
-    baseline, rows = matrix(scenarios, args.runs, args.seed, args.bootstrap_servers, logs)
+    if args.report_only is not None:
+        baseline, rows = finished_runs(args.report_only, scenarios)
+    else:
+        logs = args.resume or REPO / ".cache" / "crash-matrix" / time.strftime(
+            "waits-%Y%m%d-%H%M%S"
+        )
+        baseline, rows = matrix(scenarios, args.runs, args.seed, args.bootstrap_servers, logs)
     if args.doc:
         command = "python -m bench.crash_waits " + " ".join(argv or sys.argv[1:])
         commit = head_commit()
