@@ -76,9 +76,11 @@ bench: install
 
 # The crash matrix (docs/reliability.md): the support-desk job crashed at every kill point, 5
 # times each, on the mini-cluster with the Kafka store; about 20 min on 2 cores. The test suite
-# runs one run per kill point (tests/flink/test_crash_matrix.py).
+# runs one run per kill point (tests/flink/test_crash_matrix.py). Then the refunds job crashed at
+# every wait kill point, 5 times each (bench/crash_waits.py; about 40 min more).
 crash-matrix: install
 	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_matrix --runs 5 --doc docs/reliability.md
+	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_waits --runs 5 --doc docs/reliability.md
 
 # The soak (bench/soak.py, docs/reliability.md "Soak"): the support desk at a steady rate for
 # DURATION on its own broker (9192) and cluster (REST 8181, two TaskManagers), with seeded faults

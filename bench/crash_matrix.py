@@ -41,11 +41,12 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.crash_oracle import ModelCalls, completed_at, judge, requests_of, terminal_records
 from examples.demo import DEFAULT_JOB, demo_spec, free_port, no_fault_run, read_outputs, serve_on
 from examples.services import UNKNOWN_CUSTOMERS, ExampleServices
-from flink_agents.durable.faults import FaultPlan, KillPoint
+from flink_agents.durable.faults import WAIT_POINTS, FaultPlan, KillPoint
 
 REPO = Path(__file__).resolve().parents[1]
 HAND_WRITTEN = "<!-- hand-written below: kept when the matrix is regenerated -->"
@@ -82,7 +83,12 @@ def _draw(passages: int, rng: random.Random) -> int:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    *(Scenario(p.value, p) for p in KillPoint if p is not KillPoint.DURING_RESTORE),
+    *(
+        Scenario(p.value, p)
+        for p in KillPoint
+        # The desk's runs never wait: bench/crash_waits.py crashes the refunds job at those.
+        if p is not KillPoint.DURING_RESTORE and p not in WAIT_POINTS
+    ),
     Scenario(
         KillPoint.DURING_RESTORE.value, KillPoint.DURING_RESTORE, KillPoint.AFTER_RECORD_ACKED
     ),
@@ -248,22 +254,19 @@ def run_in_subprocess(
     scenario: Scenario | None, seed: int, kill_points: str, port: int, log: Path
 ) -> RunReport:
     """:func:`run_one` in a fresh interpreter and JVM (its output in ``log``); its report."""
+    name = scenario.name if scenario else "none"
+    arguments = ["--one", name, "--seed", str(seed), "--kill-points", kill_points]
+    arguments += ["--port", str(port)]
+    return RunReport(**run_subprocess("bench.crash_matrix", arguments, log))
+
+
+def run_subprocess(
+    module: str, arguments: list[str], log: Path, timeout_s: float = RUN_TIMEOUT_S
+) -> dict[str, Any]:
+    """``python -m module *arguments --out REPORT`` in a fresh interpreter and JVM (its output
+    in ``log``), stopped after ``timeout_s``: the JSON report the run wrote."""
     out = log.with_suffix(".json")
-    command = [
-        sys.executable,
-        "-m",
-        "bench.crash_matrix",
-        "--one",
-        scenario.name if scenario else "none",
-        "--seed",
-        str(seed),
-        "--kill-points",
-        kill_points,
-        "--port",
-        str(port),
-        "--out",
-        str(out),
-    ]
+    command = [sys.executable, "-m", module, *arguments, "--out", str(out)]
     # PyFlink marks a process that ran Python functions in loopback mode (a test process, if
     # Flink tests ran before) with PYFLINK_GATEWAY_DISABLED; a run must not inherit that.
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYFLINK_")}
@@ -275,16 +278,17 @@ def run_in_subprocess(
                 env=env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
-                timeout=RUN_TIMEOUT_S,
+                timeout=timeout_s,
             )
         except subprocess.TimeoutExpired:
             raise RuntimeError(
-                f"run {kill_points or 'none'} did not finish within {RUN_TIMEOUT_S} s: see {log}; "
+                f"run {log.stem} did not finish within {timeout_s} s: see {log}; "
                 f"continue the matrix with --resume {log.parent}"
             ) from None
     if not out.exists():
-        raise RuntimeError(f"run {scenario.name if scenario else 'none'}/{seed} failed: see {log}")
-    return RunReport(**json.loads(out.read_text()))
+        raise RuntimeError(f"run {log.stem} failed: see {log}")
+    found: dict[str, Any] = json.loads(out.read_text())
+    return found
 
 
 @dataclass(frozen=True)
@@ -298,17 +302,17 @@ class Row:
         return sum(getattr(run, name) for run in self.runs)
 
     def recovery(self) -> str:
-        return _p50_max(r.recovery_s for r in self.runs if r.recovery_s is not None)
+        return p50_max(r.recovery_s for r in self.runs if r.recovery_s is not None)
 
     def wall_time(self) -> str:
-        return _p50_max(r.seconds for r in self.runs)
+        return p50_max(r.seconds for r in self.runs)
 
     @property
     def ok(self) -> bool:
         return all(run.ok for run in self.runs)
 
 
-def _p50_max(values: Iterable[float]) -> str:
+def p50_max(values: Iterable[float]) -> str:
     ordered = sorted(values)
     if not ordered:
         return "-"
@@ -477,7 +481,7 @@ def write_doc(path: Path, generated: str) -> None:
     path.write_text(f"{generated.rstrip()}\n\n{HAND_WRITTEN}{kept}")
 
 
-def _head_commit() -> str:
+def head_commit() -> str:
     found = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     )
@@ -524,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline, rows = matrix(scenarios, args.runs, args.seed, args.port, logs)
     if args.doc:
         command = "python -m bench.crash_matrix " + " ".join(argv or sys.argv[1:])
-        commit = args.commit or _head_commit()
+        commit = args.commit or head_commit()
         text = render(baseline, rows, command, time.monotonic() - started, commit)
         write_doc(args.doc, text)
         print(f"wrote {args.doc}")

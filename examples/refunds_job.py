@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from confluent_kafka import Consumer, Producer
@@ -35,6 +35,7 @@ from pydantic import BaseModel
 from examples.refunds import refunds_agent
 from flink_agents.agents import ReActAgent
 from flink_agents.api import ResourceType, Tool, ToolSpec
+from flink_agents.durable.store import StoreConfig
 from flink_agents.plan import compile_agent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -96,16 +97,25 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class RefundRequest(NamedTuple):
+    """One request the refund service answered."""
+
+    key: str  # its idempotency key
+    order: str
+    amount: int
+    at: float  # when it arrived (epoch seconds)
+
+
 @dataclass
 class RefundService:
     """A local refund service: refunds each idempotency key once and counts every request."""
 
-    requests: list[tuple[str, str, int]] = field(default_factory=list)  # key, order, amount
+    requests: list[RefundRequest] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def refunds(self) -> dict[str, int]:
         """Amount refunded per order (a repeated key refunds nothing more)."""
-        by_key = {key: (order, amount) for key, order, amount in self.requests}
+        by_key = {request.key: (request.order, request.amount) for request in self.requests}
         return {order: amount for order, amount in by_key.values()}
 
     def serve(self) -> tuple[ThreadingHTTPServer, str]:
@@ -115,10 +125,10 @@ class RefundService:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                key = self.headers.get(IDEMPOTENCY_HEADER, "")
+                request = RefundRequest(key, body["order"], body["amount"], time.time())
                 with service._lock:
-                    service.requests.append(
-                        (self.headers.get(IDEMPOTENCY_HEADER, ""), body["order"], body["amount"])
-                    )
+                    service.requests.append(request)
                 answer = json.dumps({"refunded": body["amount"]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(answer)))
@@ -170,6 +180,10 @@ class Report:
     waiting: int  # `waiting` records the job emitted
     answers: dict[str, Any]  # order -> the run's output
     decisions_sent: int
+    requests: list[RefundRequest] = field(default_factory=list)  # as the service saw them
+    records: list[dict[str, Any]] = field(default_factory=list)  # every output record, in order
+    decided: dict[str, dict[str, Any]] = field(default_factory=dict)  # order -> decision sent
+    store: StoreConfig | None = None  # where the job recorded its calls
 
     def verdicts(self) -> Counter[str]:
         """How the runs ended: refunded with the asked amount, with an edit's, or not run."""
@@ -197,8 +211,14 @@ class Report:
         ]
 
 
-def _job_spec(work: Path, bootstrap: str, topics: dict[str, str], plan: Path) -> Path:
-    spec = {
+def _job_spec(
+    work: Path,
+    bootstrap: str,
+    topics: dict[str, str],
+    plan: Path,
+    operator: dict[str, Any] | None = None,
+) -> Path:
+    spec: dict[str, Any] = {
         "name": "refunds",
         "agent": str(plan),
         "key": "order",
@@ -212,6 +232,8 @@ def _job_spec(work: Path, bootstrap: str, topics: dict[str, str], plan: Path) ->
         "checkpointing": {"interval_ms": 1000},
         "store": {"kind": "kafka", "bootstrap_servers": bootstrap, "topic": topics["store"]},
     }
+    if operator:
+        spec["operator"] = operator
     path = work / "refunds-job.json"
     path.write_text(json.dumps(spec, indent=2))
     return path
@@ -226,8 +248,10 @@ def run(
     edited: int = 5,
     approval_timeout_s: float = 8.0,
     deadline_s: float = 240.0,
+    operator: dict[str, Any] | None = None,
 ) -> Report:
-    """Run the job on the mini-cluster until every order is answered (or ``deadline_s``)."""
+    """Run the job on the mini-cluster until every order is answered (or ``deadline_s``);
+    ``operator``: the job's operator options (a crash harness arms kill points there)."""
     from flink_agents.flink import build_job, job_environment, load_job
 
     suffix = uuid.uuid4().hex[:8]
@@ -241,7 +265,7 @@ def run(
     server, url = service.serve()
     plan = work / "refunds-plan.json"
     plan.write_text(compile_agent(build_agent(url, approval_timeout_s)).to_json())
-    spec = load_job(_job_spec(work, bootstrap, topics, plan))
+    spec = load_job(_job_spec(work, bootstrap, topics, plan, operator))
     env = job_environment(spec)
     build_job(spec, env)
     client = env.execute_async(spec.name)
@@ -263,6 +287,8 @@ def run(
     )
     consumer.subscribe([topics["outputs"]])
     answers: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    decided: dict[str, dict[str, Any]] = {}
     waiting = decisions_sent = 0
     deadline = time.monotonic() + deadline_s
     try:
@@ -274,12 +300,14 @@ def run(
             if message is None or message.error() is not None:
                 continue
             record = json.loads(message.value())
+            records.append(record)
             if "output" in record:
                 answers[record["key"]] = record["output"]
             elif "waiting" in record:
                 waiting += 1
                 decision = verdict_for(int(record["key"][2:]), approved, edited)
                 if decision is not None:
+                    decided[record["key"]] = decision
                     wait_id = record["waiting"]["wait_id"]
                     value = {"order": record["key"], "wait": wait_id, **decision}
                     producer.produce(
@@ -299,6 +327,10 @@ def run(
         waiting=waiting,
         answers=answers,
         decisions_sent=decisions_sent,
+        requests=list(service.requests),
+        records=records,
+        decided=decided,
+        store=spec.store,
     )
 
 

@@ -710,6 +710,13 @@ class DurableCalls:
             # the action not resumed yet) exists only when something waits.
             yield _Op.SETTLE
             probe.reached(KillPoint.AFTER_RECORD_ACKED)
+        if (
+            probe is not None
+            and isinstance(call.function, WaitCall)
+            and probe.arms(KillPoint.DECISION_RECORDED)
+        ):
+            yield _Op.SETTLE  # the wait's decision acknowledged, as above
+            probe.reached(KillPoint.DECISION_RECORDED)
         return value
 
     def _reserve(

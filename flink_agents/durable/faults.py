@@ -64,6 +64,30 @@ class KillPoint(str, Enum):
     DURING_RESTORE = "during-restore"
     """A replay after a restart is handing back a recorded call: a second failure while
     replaying."""
+    WHILE_PAUSED = "while-paused"
+    """A run is parked at a wait (docs/waits.md): the wait is registered in the key's state and
+    its ``waiting`` record has left the operator; no decision has reached it yet."""
+    DECISION_READ = "decision-read"
+    """A decision (or event) record was read from the second input and taken into the key's
+    state; the run it resumes has not got it yet, so nothing recorded it."""
+    DECISION_RECORDED = "decision-recorded"
+    """A wait call's result (its decision, timeout or elapsed time) is acknowledged by the
+    store; no checkpoint covers the key state that applied it yet. Only a probe waits for the
+    acknowledgement here, as at :attr:`AFTER_RECORD_ACKED`."""
+    TIMER_FIRING = "timer-firing"
+    """A key's timer fired and resolved a wait's deadline or moved a scheduled follow-up into
+    the key's pending inputs (in the key's state); the runs have not got them yet."""
+
+
+WAIT_POINTS = frozenset(
+    {
+        KillPoint.WHILE_PAUSED,
+        KillPoint.DECISION_READ,
+        KillPoint.DECISION_RECORDED,
+        KillPoint.TIMER_FIRING,
+    }
+)
+"""The kill points only a job whose runs wait passes (bench/crash_waits.py)."""
 
 
 KILL_POINTS_ENV = "FLINK_AGENTS_KILL_POINTS"

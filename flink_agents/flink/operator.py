@@ -285,15 +285,20 @@ def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:
     if visit.until_end_of_input:
         timers.register_event_time_timer(END_OF_INPUT)
     if faults.ARMED is not None and visit.outputs:
-        return _emitted_then_checked(visit.outputs, faults.ARMED)
+        return _emitted_then_checked(visit.outputs, faults.ARMED, visit.parked)
     return visit.outputs
 
 
-def _emitted_then_checked(outputs: Sequence[str], plan: faults.FaultPlan) -> Iterator[str]:
-    """``outputs``, then the :attr:`~KillPoint.AFTER_OUTPUT` kill point: PyFlink emits each
-    output as it is yielded, so the point is reached once they have left the operator."""
+def _emitted_then_checked(
+    outputs: Sequence[str], plan: faults.FaultPlan, parked: int
+) -> Iterator[str]:
+    """``outputs``, then the :attr:`~KillPoint.AFTER_OUTPUT` kill point, and the
+    :attr:`~KillPoint.WHILE_PAUSED` one for each run the visit parked: PyFlink emits each
+    output as it is yielded, so the points are reached once they have left the operator."""
     yield from outputs
     plan.reached(KillPoint.AFTER_OUTPUT)
+    for _ in range(parked):
+        plan.reached(KillPoint.WHILE_PAUSED)
 
 
 def _subtask_index(runtime_context: RuntimeContext) -> int:

@@ -98,6 +98,9 @@ class Visit:
     follow_ups_at: Sequence[int] = ()
     """Processing times (ms) of the follow-ups the key's finished runs scheduled
     (``ctx.schedule``): a timer each, checkpointed like ``wake_at``."""
+    parked: int = 0
+    """Runs this visit parked at a new wait (their ``waiting`` records are in ``outputs``): the
+    host passes the :attr:`~KillPoint.WHILE_PAUSED` kill point once each, after the outputs."""
 
 
 _NOTHING = Visit()
@@ -323,6 +326,8 @@ class KeyedAgentLogic:
         if isinstance(offer, Refused):
             return Visit(outputs=[refused_record(self._plan.name, record_key(key), offer)])
         self._save(key, state, runs)
+        if faults.ARMED is not None:  # in the key's state, not handed to (recorded by) the run
+            faults.ARMED.reached(KillPoint.DECISION_READ)
         if not isinstance(offer, Apply):
             return _NOTHING  # kept for its wait
         self._note_resumed(key, runs, [offer])
@@ -383,13 +388,15 @@ class KeyedAgentLogic:
         outputs: list[str] = []
         wake_at: int | None = None
         follow_ups_at: list[int] = []
+        parked = 0
         if not completed and progress is not None:
             self.visits.idle += 1
         while completed:
             runs = self._load(key, state)
             before = runs.waits.next_deadline()
             outputs += self._commit(key, runs, completed, follow_ups_at)
-            applies = self._register(key, runs, completed, now, outputs)
+            applies, new_waits = self._register(key, runs, completed, now, outputs)
+            parked += new_waits
             after = runs.waits.next_deadline()
             if after is not None and after != before:
                 wake_at = after
@@ -405,11 +412,12 @@ class KeyedAgentLogic:
                 if end_of_input:  # nothing visits the key again: see the resumed runs out
                     completed = host.wait_idle(key)
         if resumed is not None:
-            return Visit(outputs, resumed, wake_at=wake_at, follow_ups_at=follow_ups_at)
-        if progress is None or not progress.unfinished:
-            return Visit(outputs, wake_at=wake_at, follow_ups_at=follow_ups_at)
-        poll_at = self._arm(key, now, progress.due)
-        return Visit(outputs, poll_at, wake_at=wake_at, follow_ups_at=follow_ups_at)
+            poll_at = resumed
+        elif progress is None or not progress.unfinished:
+            poll_at = None
+        else:
+            poll_at = self._arm(key, now, progress.due)
+        return Visit(outputs, poll_at, wake_at=wake_at, follow_ups_at=follow_ups_at, parked=parked)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -442,16 +450,19 @@ class KeyedAgentLogic:
 
     def _register(
         self, key: str, runs: KeyState, completed: list[CompletedRun], now: int, outputs: list[str]
-    ) -> list[Apply]:
+    ) -> tuple[list[Apply], int]:
         """Register the waits the paused runs stopped at (a new one's ``waiting`` record goes
-        to ``outputs``); returns the decisions to hand them at once."""
+        to ``outputs``); returns the decisions to hand them at once, and how many waits were
+        new."""
         applies: list[Apply] = []
+        new_waits = 0
         for run in completed:
             request = run.result.paused
             if request is None:
                 continue
             new, apply = runs.waits.register(request, run.result.run_id.seq, now)
             if new:  # a replay registering it again after a restore was recorded before
+                new_waits += 1
                 wait = next(w for w in runs.waits.open if w.request.wait_id == request.wait_id)
                 outputs.append(waiting_record(self._plan.name, record_key(key), wait))
                 self._note_wait(key, "paused", wait)
@@ -459,7 +470,7 @@ class KeyedAgentLogic:
                     self._note_resumed(key, runs, [apply])
             if apply is not None:
                 applies.append(apply)
-        return applies
+        return applies, new_waits
 
     def _time_out(self, key: str, state: SavedState, now: int) -> int | None:
         """Resolve the key's waits whose deadline passed (a timer of the key fired: a deadline,
@@ -472,6 +483,8 @@ class KeyedAgentLogic:
         fired = runs.waits.due(now) if runs.waits else []
         follow_ups = runs.take_due(now)
         self._save(key, state, runs)  # the follow-ups are pending inputs before they start
+        if faults.ARMED is not None and (fired or follow_ups):
+            faults.ARMED.reached(KillPoint.TIMER_FIRING)
         host = self._require_host()
         for pending in follow_ups:
             host.submit(key, pending.input, pending.seq)
