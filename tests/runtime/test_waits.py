@@ -128,8 +128,8 @@ def attempts(request, monkeypatch):
         bootstrap = request.getfixturevalue("kafka_bootstrap")
         store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
 
-    def attempt(table: dict, n: int) -> Waits:
-        return Waits(monkeypatch, log, table, n, store=store)
+    def attempt(table: dict, n: int, plan: AgentPlan = PLAN) -> Waits:
+        return Waits(monkeypatch, log, table, n, plan=plan, store=store)
 
     return attempt
 
@@ -341,6 +341,80 @@ def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(
     assert [o["output"]["verdict"] for o in outputs] == ["timed_out"]
     assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
     assert CALLS == {"quote": 1}
+
+
+# --- who may decide; a plan changed while a run waits -------------------------------------------
+
+
+@action(InputEvent)
+async def refund_by_named(event: InputEvent, ctx: RunnerContext) -> None:
+    """As ``refund``, but only ann or bo may decide."""
+    quote = await ctx.durable_execute_async(quote_refund, event.input["amount"])
+    decision = await ctx.wait_for_approval(
+        {"amount": quote}, call_id="approval", deciders=["ann", "bo"]
+    )
+    ctx.send_event(OutputEvent(output={"verdict": decision.verdict, "by": decision.by}))
+
+
+def test_a_decision_by_someone_not_named_is_refused_and_the_run_waits_on(attempts):
+    plan = agent_plan(refund_by_named, name="refunds")
+    with attempts({}, 0, plan=plan) as attempt:
+        attempt.send("a", {"amount": 30})
+        wait = waiting(attempt, "a")
+        assert wait["deciders"] == ["ann", "bo"]
+        [refused] = decide(attempt, "a", wait, by="mallory")
+        assert decide(attempt, "a", wait, by="bo") == []
+        [answer] = attempt.answers("a")
+    assert (
+        refused["refused"]["reason"] == "'mallory' may not decide this wait (its deciders: ann, bo)"
+    )
+    assert answer["output"] == {"verdict": "approved", "by": "bo"}
+
+
+def with_action_config(plan: AgentPlan, **config: Any) -> AgentPlan:
+    """``plan`` with its action's config changed (a new limit, say): what an approval of the
+    action is made against (the default contract: the action's function and config)."""
+    data = plan.model_dump(mode="json")
+    data["actions"][0]["config"] = config
+    return AgentPlan.model_validate(data)
+
+
+def test_a_decision_made_before_an_incompatible_plan_change_is_refused_and_asked_again(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # paused
+
+    # Restored under a plan whose action changed; the decision, made on the old request, comes
+    # first (the key's run replays with it in hand).
+    with attempts(checkpoint, 1, plan=with_action_config(PLAN, limit=10)) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        outputs = second.answers("a", count=2)
+        [refused] = [o["refused"] for o in outputs if "refused" in o]
+        [again] = [o["waiting"] for o in outputs if "waiting" in o]
+        assert not [o for o in outputs if "output" in o]  # the gated refund did not run
+        assert again["wait_id"] == wait["wait_id"]
+        assert again["fingerprint"] != wait["fingerprint"]
+        # The person decides again, on the new request.
+        assert decide(second, "a", again, by="ann", fingerprint=again["fingerprint"]) == []
+        [answer] = second.answers("a")
+    assert refused["reason"].startswith("the plan changed incompatibly since the wait began")
+    assert refused["record"]["by"] == "ann"
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_restore_under_the_same_plan_takes_the_decision(attempts):
+    """The check's other side: an unchanged plan changes no fingerprint."""
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)
+
+    with attempts(checkpoint, 1, plan=with_action_config(PLAN)) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
 
 
 # --- waiting for an event -----------------------------------------------------------------------
