@@ -36,7 +36,17 @@ async def ask_approval(ctx: RunnerContext, tool: Tool, call: ToolCall) -> Decisi
     """Wait for a person's decision on ``call`` (the run pauses until it comes)."""
     request = {"tool": call.name, "arguments": call.checked_arguments(), "tool_call_id": call.id}
     return await ctx.wait_for_approval(
-        request, timeout_s=tool.approval_timeout(), call_id=f"approval:{call.id}"
+        request,
+        timeout_s=tool.approval_timeout(),
+        call_id=f"approval:{call.id}",
+        deciders=tool.approvers(),
+        # What an edit is checked against, and what an approval lets run: a plan whose tool
+        # changed these since the wait began asks again.
+        contract={
+            "tool": call.name,
+            "implementation": tool.implementation,
+            "schema": tool.spec().parameters,
+        },
     )
 
 

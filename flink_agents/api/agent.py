@@ -189,12 +189,14 @@ class Agent:
         description: str | None = None,
         requires_approval: bool = False,
         approval_timeout_s: float | None = None,
+        approval_deciders: list[str] | None = None,
     ) -> Agent:
         """Offer a module-level function as a tool resource (named after it by default).
 
         ``requires_approval``: the built-in tool-call action asks a person before each call
-        (``approval_timeout_s``: how long it may wait) and runs it approved, with an edit's
-        arguments, or not at all (docs/waits.md)."""
+        (``approval_timeout_s``: how long it may wait; ``approval_deciders``: who may decide,
+        others' decisions are refused) and runs it approved, with an edit's arguments, or not
+        at all (docs/waits.md)."""
         if (name or function.__name__).startswith(SUBAGENT_TOOL_PREFIX):
             raise ValueError(
                 f"tool name {name or function.__name__!r} uses the prefix "
@@ -209,6 +211,8 @@ class Agent:
             arguments["requires_approval"] = True
         if approval_timeout_s is not None:
             arguments["approval_timeout_s"] = float(approval_timeout_s)  # as YAML reads it
+        if approval_deciders is not None:
+            arguments["approval_deciders"] = list(approval_deciders)
         return self.add_resource(
             name or function.__name__, ResourceType.TOOL, FunctionTool, **arguments
         )

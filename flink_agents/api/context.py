@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeVar, get_args
 
@@ -236,6 +236,8 @@ class RunnerContext(ABC):
         timeout_s: float | None = None,
         on_timeout: OnTimeout = "reject",
         call_id: str | None = None,
+        deciders: Sequence[str] | None = None,
+        contract: Any = None,
     ) -> Decision:
         """Pause the run until a person decides on ``request`` (any JSON value), and return the
         :class:`~flink_agents.api.waits.Decision`.
@@ -247,6 +249,12 @@ class RunnerContext(ABC):
         ``"reject"``: a decision that is not approved; ``"raise"``:
         :class:`~flink_agents.api.waits.WaitTimedOutError`). Needs an action-state store
         (docs/waits.md).
+
+        ``deciders``: the names that may decide (a decision's ``by``); another's decision is
+        refused (None: anyone). ``contract``: any JSON value the decision is made against (a
+        schema, a version; default: the action's function and config); its digest goes with the
+        wait, and a run replayed under a plan whose wait has another one refuses a decision made
+        on the old one and asks again (fail closed).
         """
 
     @abstractmethod

@@ -34,7 +34,9 @@ class WaitCall:
 
     def __call__(self, request: dict[str, Any]) -> Decision:
         decision = self._decisions.get(self.request.wait_id)
-        if decision is None:
+        if decision is None or _made_on_another_request(decision, self.request):
+            # Made on a request this plan no longer makes: not taken; the key's wait book
+            # refuses it when the run registers the wait again (fail closed).
             raise RunPaused(self.request)
         return decision
 
@@ -48,3 +50,8 @@ class WaitNeedsStoreError(InfrastructureError):
             "durable waits need an action-state store (settings.store; kind: memory for a "
             "local run): without one, resuming would make every call before the wait again"
         )
+
+
+def _made_on_another_request(decision: Decision, request: WaitRequest) -> bool:
+    made_on = decision.fingerprint
+    return made_on is not None and made_on != request.fingerprint

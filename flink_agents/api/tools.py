@@ -60,6 +60,10 @@ class Tool(Resource):
         """Seconds an approval of this tool may take before it is refused (None: no limit)."""
         return None
 
+    def approvers(self) -> list[str] | None:
+        """Who may decide an approval of this tool (a decision's ``by``); None: anyone."""
+        return None
+
     def check_arguments(self, arguments: dict[str, Any]) -> None:
         """Raise if ``arguments`` do not fit the tool's schema (an approver's edit is checked
         before the tool runs); the default checks nothing (the tool's own call does)."""
@@ -249,6 +253,11 @@ class FunctionTool(Tool):
     approval_timeout_s: float | None = Field(
         default=None, gt=0, description="Seconds an approval may take before it is refused."
     )
+    approval_deciders: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Who may decide an approval (a decision's 'by'); others' are refused.",
+    )
 
     _callable: Callable[..., Any] = PrivateAttr()
     _arguments: type[BaseModel] = PrivateAttr()
@@ -271,6 +280,9 @@ class FunctionTool(Tool):
 
     def approval_timeout(self) -> float | None:
         return self.approval_timeout_s
+
+    def approvers(self) -> list[str] | None:
+        return self.approval_deciders
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
         self._arguments.model_validate(arguments)

@@ -43,6 +43,11 @@ class Decision(BaseModel):
         default=None, description="An edit's new arguments (verdict ``edited``)."
     )
     data: Any = Field(default=None, description="The event's data (verdict ``event``).")
+    fingerprint: str | None = Field(
+        default=None,
+        description="The fingerprint of the approval request decided on (a person's decision); "
+        "a run replayed under a plan whose wait has another one does not take it.",
+    )
 
     @property
     def approved(self) -> bool:
@@ -65,6 +70,16 @@ class WaitRequest(BaseModel):
     event_type: str | None = None
     match: dict[str, Any] = Field(default_factory=dict)
     timeout_ms: int | None = None
+    deciders: list[str] | None = Field(
+        default=None,
+        description="Who may decide an approval (a decision's ``by``); None: anyone.",
+    )
+    fingerprint: str | None = Field(
+        default=None,
+        description="A digest of what an approval's decision is validated against (the gated "
+        "tool's schema, the action): a run replayed under a plan whose wait has another one "
+        "refuses a decision made on this one.",
+    )
 
 
 class ScheduledInput(BaseModel):

@@ -31,8 +31,10 @@ def decision_record(
     by: str | None = None,
     message: str | None = None,
     arguments: dict[str, Any] | None = None,
+    fingerprint: str | None = None,
 ) -> dict[str, Any]:
-    """The decision record a job's decisions input reads, keyed like its inputs.
+    """The decision record a job's decisions input reads, keyed like its inputs
+    (``fingerprint``: the one of the ``waiting`` record decided on).
 
     Its ``record_id`` is a digest of the decision itself, so sending the same command again
     writes the same record, which the key's wait book drops as a duplicate; a different
@@ -42,7 +44,7 @@ def decision_record(
     if key is None:  # the job keys a record with a null key as none: it would be refused
         raise ValueError("--key: a run's key is never null")
     record: dict[str, Any] = {key_field: key, "wait": wait_id, "verdict": verdict}
-    extras = {"by": by, "message": message, "arguments": arguments}
+    extras = {"by": by, "message": message, "arguments": arguments, "fingerprint": fingerprint}
     record.update({name: value for name, value in extras.items() if value is not None})
     record["record_id"] = digest(["cli-decision", canonical_json(record)])
     Resume.parse(record)  # the job's own reading: refuse here what it would refuse there

@@ -1,8 +1,9 @@
 """``flink-agents waits``: decide a paused run's wait, and list the open ones (docs/waits.md).
 
 flink-agents waits approve WAIT_ID --key K --key-field F (--topic T | --file F) [--by NAME]
-    [--message M] [--arguments JSON]        (with --arguments: an edit)
+    [--message M] [--arguments JSON] [--fingerprint FP]      (with --arguments: an edit)
 flink-agents waits reject WAIT_ID --key K --key-field F (--topic T | --file F) [--by] [--message]
+    [--fingerprint FP]
 flink-agents waits list (--file OUTPUTS.jsonl | --topic OUTPUT_TOPIC) [--key K]
 flink-agents waits list --event-log (--file EVENTS.jsonl | --topic EVENT_LOG_TOPIC) [--key K]
 """
@@ -38,6 +39,11 @@ def add_command(commands: Any) -> None:
         _add_lines_place(parser, "the job's decisions", "append the record to this JSON lines file")
         parser.add_argument("--by", help="who decides (recorded with the decision)")
         parser.add_argument("--message", help="the decider's message (the model sees it)")
+        parser.add_argument(
+            "--fingerprint",
+            help="the `waiting` record's fingerprint: the decision is refused if the wait's "
+            "request changed since",
+        )
         if verdict == "approve":
             parser.add_argument("--arguments", help="an edit: the new arguments (a JSON object)")
         parser.set_defaults(handler=cmd_decide, verdict=verdict)
@@ -78,6 +84,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         by=args.by,
         message=args.message,
         arguments=arguments,
+        fingerprint=args.fingerprint,
     )
     try:
         where = deliver_decision(

@@ -6,7 +6,7 @@ Delegating`), a seam built-in sub-agents reach and user actions do not see."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -231,10 +231,16 @@ class ActionContext(RunnerContext):
         timeout_s: float | None = None,
         on_timeout: OnTimeout = "reject",
         call_id: str | None = None,
+        deciders: Sequence[str] | None = None,
+        contract: Any = None,
     ) -> Decision:
         if on_timeout not in ("reject", "raise"):
             raise ValueError(f"on_timeout {on_timeout!r}: expected 'reject' or 'raise'")
-        wait_id, decision = await self._wait(call_id, "approval", request, None, None, timeout_s)
+        if contract is None:  # what a person approves is what this action then does
+            contract = {"action": self._action.function, "config": self._action.config}
+        wait_id, decision = await self._wait(
+            call_id, "approval", request, None, None, timeout_s, deciders, contract
+        )
         if decision.verdict == "timed_out" and on_timeout == "raise":
             raise WaitTimedOutError(wait_id)
         return decision
@@ -285,13 +291,25 @@ class ActionContext(RunnerContext):
         event_type: str | None,
         match: Mapping[str, Any] | None,
         timeout_s: float | None,
+        deciders: Sequence[str] | None = None,
+        contract: Any = None,
     ) -> tuple[str, Decision]:
         """A wait, as a durable call of kind ``wait`` (runtime/wait_calls.py): its id, and the
         decision."""
         calls = self._run.calls
         calls.check_open(f"wait of action {self._action.name!r}")
         identity = self._call_identity(call_id)
-        call = wait_call(identity, kind, request, event_type, match, timeout_s, self._run.decisions)
+        call = wait_call(
+            identity,
+            kind,
+            request,
+            event_type,
+            match,
+            timeout_s,
+            self._run.decisions,
+            deciders,
+            contract,
+        )
         task = calls.enter()
         try:
             decision: Decision = await self._call_runner.run_async(call)

@@ -460,7 +460,10 @@ class KeyedAgentLogic:
             request = run.result.paused
             if request is None:
                 continue
-            new, apply = runs.waits.register(request, run.result.run_id.seq, now)
+            registered = runs.waits.register(request, run.result.run_id.seq, now)
+            new, apply = registered.new, registered.apply
+            for refused in registered.refused:
+                outputs.append(refused_record(self._plan.name, record_key(key), refused))
             if new:  # a replay registering it again after a restore was recorded before
                 new_waits += 1
                 wait = next(w for w in runs.waits.open if w.request.wait_id == request.wait_id)

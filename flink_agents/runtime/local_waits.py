@@ -48,7 +48,10 @@ class LocalWaits:
             now = self._now()
             if result.paused is not None:
                 self._paused[token] = result.run_id
-                _, apply = book.register(result.paused, result.run_id.seq, now)
+                registered = book.register(result.paused, result.run_id.seq, now)
+                for refused in registered.refused:
+                    self._refuse(result.key, refused)
+                apply = registered.apply
                 if apply is not None:
                     self._resume(result.key, apply)
                     await self.settle()

@@ -10,13 +10,18 @@ logic, under the key -- decides every race by state, not by timing:
   timed out, or already decided is refused with the reason, never applied;
 * a sleep (a wait of kind ``timer``) is resolved by its deadline only: a decision for it is
   refused;
+* an approval that names its deciders refuses a decision by anyone else, and one that names
+  the fingerprint of another version of its request;
+* a run replayed under a plan whose wait has another fingerprint (the gated tool's schema or
+  the action changed since the wait began) registers the wait anew: a person's decision not
+  yet taken by the run is refused, and the wait asks again (fail closed);
 * a timeout and a decision: whichever the key's logic handles first resolves the wait; the
   other is refused (a late decision) or does nothing (a late timer).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -38,7 +43,8 @@ class Resume(BaseModel):
     ``approve``, ``edit`` (with the new ``arguments``) or ``reject``; ``by`` and ``message``
     are recorded with it. An event names its type (``event``) and carries ``data``.
     ``record_id`` names the record for duplicate detection (default: a digest of the whole
-    record; not ``id``, which is often the key field).
+    record; not ``id``, which is often the key field). ``fingerprint`` (optional) is the one
+    of the ``waiting`` record decided on: a decision naming another is refused.
     """
 
     wait: str | None = None
@@ -48,6 +54,7 @@ class Resume(BaseModel):
     arguments: dict[str, Any] | None = None
     event: str | None = None
     data: Any = None
+    fingerprint: str | None = None
     record_id: str = ""
 
     @classmethod
@@ -71,8 +78,9 @@ class Resume(BaseModel):
             resume = resume.model_copy(update={"record_id": named})
         return resume
 
-    def decision(self, now_ms: int) -> Decision:
-        """The decision this record makes, applied at ``now_ms``."""
+    def decision(self, now_ms: int, fingerprint: str | None = None) -> Decision:
+        """The decision this record makes, applied at ``now_ms`` to the request of
+        ``fingerprint``."""
         if self.event is not None:
             return Decision(verdict="event", at_ms=now_ms, data=self.data)
         assert self.verdict is not None
@@ -82,6 +90,7 @@ class Resume(BaseModel):
             at_ms=now_ms,
             message=self.message,
             arguments=self.arguments if self.verdict == "edit" else None,
+            fingerprint=fingerprint,
         )
 
     def fits(self, wait: OpenWait) -> bool:
@@ -126,6 +135,17 @@ Offer = Apply | Refused | Literal["kept", "duplicate"]
 """What became of a decision or event record."""
 
 
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """What registering a paused run's wait did: whether the wait is new to the key (its
+    ``waiting`` record is due), the decision to hand the run at once, and the records refused
+    (kept early for it, or decided on a request the plan no longer makes)."""
+
+    new: bool
+    apply: Apply | None = None
+    refused: list[Refused] = field(default_factory=list)
+
+
 class WaitBook(BaseModel):
     """The waits of one key (see the module docstring)."""
 
@@ -147,7 +167,8 @@ class WaitBook(BaseModel):
             return "duplicate"
         for wait in self.open:
             if resume.fits(wait) and wait.decision is None:
-                return self._decide(wait, resume, now_ms)
+                refused = _not_for(wait.request, resume)
+                return refused or self._decide(wait, resume, now_ms)
         if any(w.request.wait_id == resume.wait and w.request.kind == "timer" for w in self.open):
             return Refused("the wait is a sleep: only its time ends it", resume)
         if resume.wait is not None:
@@ -162,24 +183,49 @@ class WaitBook(BaseModel):
         what = "wait" if resume.wait is not None else f"wait for event {resume.event!r}"
         return Refused(f"no {what} of this key is open or to come", resume)
 
-    def register(self, request: WaitRequest, seq: int, now_ms: int) -> tuple[bool, Apply | None]:
+    def register(self, request: WaitRequest, seq: int, now_ms: int) -> Registered:
         """A run of input ``seq`` paused at ``request``: whether the wait is new (a replay
-        after a restore registers its waits again, keeping their deadlines), and the decision
-        to hand the run now (kept early, or decided before)."""
+        after a restore registers its waits again, keeping their deadlines; under a plan whose
+        wait has another fingerprint it asks again), the decision to hand the run now (kept
+        early, or decided before), and the records refused on the way."""
         for wait in self.open:
             if wait.request.wait_id == request.wait_id:
+                if _changed(wait.request, request):
+                    return self._ask_again(wait, request)
                 decided = wait.decision
-                return False, None if decided is None else Apply(request.wait_id, decided)
+                return Registered(
+                    False, None if decided is None else Apply(request.wait_id, decided)
+                )
         timeout = request.timeout_ms
         wait = OpenWait(
             request=request, seq=seq, deadline_ms=None if timeout is None else now_ms + timeout
         )
         self.open.append(wait)
-        for kept in self.early:
+        refused: list[Refused] = []
+        for kept in list(self.early):
             if kept.fits(wait):
                 self.early.remove(kept)
-                return True, self._decide(wait, kept, now_ms)
-        return True, None
+                not_for = _not_for(request, kept)
+                if not_for is None:
+                    return Registered(True, self._decide(wait, kept, now_ms), refused)
+                refused.append(not_for)
+        return Registered(True, None, refused)
+
+    def _ask_again(self, wait: OpenWait, request: WaitRequest) -> Registered:
+        """The wait's plan changed since it began: its request is now ``request``, and a
+        person's decision on the old one is refused (a timeout stands: no one decided)."""
+        wait.request = request
+        decided = wait.decision
+        if decided is not None and decided.verdict not in ("approved", "edited", "rejected"):
+            return Registered(False, Apply(request.wait_id, decided))
+        wait.decision = None
+        if decided is None:
+            return Registered(True, None)
+        why = (
+            "the plan changed incompatibly since the wait began (what the decision is checked "
+            "against differs): decide again on the new request"
+        )
+        return Registered(True, None, [Refused(why, _record_of(request.wait_id, decided))])
 
     def due(self, now_ms: int) -> list[Apply]:
         """Resolve the undecided waits whose deadline has passed: timed out (a sleep: elapsed)."""
@@ -222,10 +268,45 @@ class WaitBook(BaseModel):
         return [Refused("no wait of this key took it before its runs finished", r) for r in orphans]
 
     def _decide(self, wait: OpenWait, resume: Resume, now_ms: int) -> Apply:
-        wait.decision = resume.decision(now_ms)
+        wait.decision = resume.decision(now_ms, wait.request.fingerprint)
         self.applied.append(resume.record_id)
         del self.applied[:-REMEMBERED]
         return Apply(wait.request.wait_id, wait.decision)
+
+
+def _not_for(request: WaitRequest, resume: Resume) -> Refused | None:
+    """Why ``resume``, which fits the wait of ``request``, may not decide it: a decider it
+    does not name, or a decision made on another version of its request."""
+    if request.deciders is not None and resume.by not in request.deciders:
+        who = "a decision without 'by'" if resume.by is None else f"{resume.by!r}"
+        named = ", ".join(request.deciders)
+        return Refused(f"{who} may not decide this wait (its deciders: {named})", resume)
+    if resume.fingerprint is not None and resume.fingerprint != request.fingerprint:
+        return Refused(
+            "the decision was made on another version of the request (its fingerprint "
+            f"{resume.fingerprint}, the wait's {request.fingerprint})",
+            resume,
+        )
+    return None
+
+
+def _changed(registered: WaitRequest, replayed: WaitRequest) -> bool:
+    """Whether a replayed run waits under another plan than the one the wait began with (a
+    wait registered before fingerprints existed has none: it cannot tell, and stands)."""
+    before = registered.fingerprint
+    return before is not None and before != replayed.fingerprint
+
+
+def _record_of(wait_id: str, decision: Decision) -> Resume:
+    """The decision record that made ``decision`` (for a refusal's output)."""
+    verdicts = {verdict: name for name, verdict in _VERDICTS.items()}
+    return Resume(
+        wait=wait_id,
+        verdict=verdicts.get(decision.verdict),  # type: ignore[arg-type]
+        by=decision.by,
+        message=decision.message,
+        arguments=decision.arguments,
+    )
 
 
 def _how(decision: Decision | None) -> str | None:

@@ -12,7 +12,7 @@ recorded like any call's, so a resumed run gets it back from the record on every
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from flink_agents.api.paused import WaitCall
 from flink_agents.api.waits import Decision, ScheduledInput, WaitKind, WaitRequest
 from flink_agents.durable.call import DurableCall
-from flink_agents.durable.identity import CallIdentity
+from flink_agents.durable.identity import CallIdentity, digest
 
 
 def wait_call(
@@ -31,10 +31,15 @@ def wait_call(
     match: Mapping[str, Any] | None,
     timeout_s: float | None,
     decisions: Mapping[str, Decision],
+    deciders: Sequence[str] | None = None,
+    contract: Any = None,
 ) -> DurableCall:
-    """The durable call of one wait, resolved by ``decisions`` (the run's, by wait id)."""
+    """The durable call of one wait, resolved by ``decisions`` (the run's, by wait id); an
+    approval's ``deciders`` and the digest of its ``contract`` go with its request."""
     if timeout_s is not None and timeout_s <= 0:
         raise ValueError(f"timeout_s {timeout_s!r}: a wait's timeout must be positive")
+    if deciders is not None and (isinstance(deciders, str) or not deciders):
+        raise ValueError(f"deciders {deciders!r}: a non-empty list of names, or None for anyone")
     waiting = WaitRequest(
         wait_id=identity.digest(),
         kind=kind,
@@ -42,10 +47,15 @@ def wait_call(
         event_type=event_type,
         match=dict(match or {}),
         timeout_ms=None if timeout_s is None else max(1, round(timeout_s * 1000)),
+        deciders=None if deciders is None else list(deciders),
+        fingerprint=None if contract is None else digest(["wait-contract", contract]),
     )
     # The request is the call's argument: a replay that waits for something else differs from
-    # the record (a mismatch), and the record shows what was asked.
-    asked = waiting.model_dump(mode="json", exclude={"wait_id"})
+    # the record (a mismatch), and the record shows what was asked. Who may decide and what the
+    # decision is checked against are left out: the key's wait book checks them against the
+    # decision (a plan changed while a run waits is not a mismatch but a decision to refuse),
+    # and the arguments of waits recorded before they existed stay the same.
+    asked = waiting.model_dump(mode="json", exclude={"wait_id", "deciders", "fingerprint"})
     return DurableCall(
         identity, WaitCall(waiting, decisions), (asked,), result_type=Decision, in_doubt="resend"
     )

@@ -12,6 +12,7 @@ from flink_agents.api import Agent, ChatModelSetup, Prompt, ResourceDescriptor
 from flink_agents.durable.store import StoreConfig
 from flink_agents.plan import compile_agent, compile_yaml
 from flink_agents.runtime import RuntimeSettings, run_local
+from flink_agents.runtime.local_waits import DecisionRefusedError
 from tests.sample_agents import EchoAgent, add_scripted_connection
 
 REFUNDS: Counter[int] = Counter()
@@ -30,7 +31,7 @@ TURNS = [
 ]
 
 
-def plan():
+def plan(tool=issue_refund, **approval):
     agent = ReActAgent(
         name="refunder",
         chat_model=ResourceDescriptor.of(
@@ -38,7 +39,8 @@ def plan():
         ),
         prompt=Prompt(text="{ask}"),
     )
-    agent.add_tool(issue_refund, requires_approval=True, approval_timeout_s=600)
+    approval = {"approval_timeout_s": 600, **approval}
+    agent.add_tool(tool, name="issue_refund", requires_approval=True, **approval)
     add_scripted_connection(agent, "approvals", TURNS)
     return compile_agent(agent)
 
@@ -106,12 +108,16 @@ def test_a_yaml_tool_that_needs_approval_compiles_like_its_python_twin(tmp_path)
         "        function: tests.agents.test_tool_approval:issue_refund\n"
         "        requires_approval: true\n"
         "        approval_timeout_s: 60\n"
+        "        approval_deciders: [ann, bo]\n"
     )
     agent = Agent(name="twin")
     agent.add_action(EchoAgent.double)
-    agent.add_tool(issue_refund, requires_approval=True, approval_timeout_s=60)
+    agent.add_tool(
+        issue_refund, requires_approval=True, approval_timeout_s=60, approval_deciders=["ann", "bo"]
+    )
     from_yaml = compile_yaml(path, "twin")
     assert from_yaml.resources["issue_refund"].arguments["requires_approval"] is True
+    assert from_yaml.resources["issue_refund"].arguments["approval_deciders"] == ["ann", "bo"]
     assert from_yaml.to_json() == compile_agent(agent).to_json()
 
 
@@ -150,3 +156,42 @@ def test_two_gated_calls_of_one_reply_wait_one_after_the_other_and_run_after_bot
     assert requests == [{"amount": 1}, {"amount": 2}]
     assert done.output_values == ["done"]
     assert REFUNDS == {1: 1, 2: 1}
+
+
+def test_a_decision_by_someone_the_tool_does_not_name_is_refused():
+    named = plan(approval_deciders=["ann"])
+    inputs = [{"id": "a", "ask": "refund please"}]
+    [paused] = run_local(named, inputs, key="id", settings=MEMORY)
+    assert paused.paused is not None and paused.paused.deciders == ["ann"]
+    decision = {"id": "a", "wait": paused.paused.wait_id, "verdict": "approve"}
+    with pytest.raises(DecisionRefusedError, match="'bo' may not decide this wait"):
+        run_local(named, inputs, key="id", settings=MEMORY, decisions=[{**decision, "by": "bo"}])
+    assert REFUNDS == {}
+    [result] = run_local(
+        named, inputs, key="id", settings=MEMORY, decisions=[{**decision, "by": "ann"}]
+    )
+    assert result.output_values == ["said: refunded 30"]
+
+
+def issue_refund_in(amount: int, currency: str = "EUR") -> str:
+    """Refund an amount in a currency."""
+    REFUNDS[amount] += 1
+    return f"refunded {amount} {currency}"
+
+
+def test_a_decision_on_the_request_of_a_tool_whose_schema_changed_is_refused():
+    inputs = [{"id": "a", "ask": "refund please"}]
+    [paused] = run_local(plan(), inputs, key="id", settings=MEMORY)
+    assert paused.paused is not None
+    decision = {
+        "id": "a",
+        "wait": paused.paused.wait_id,
+        "verdict": "approve",
+        "fingerprint": paused.paused.fingerprint,  # what the decider saw
+    }
+    changed = plan(issue_refund_in)  # the same tool name, another schema
+    with pytest.raises(DecisionRefusedError, match="another version of the request"):
+        run_local(changed, inputs, key="id", settings=MEMORY, decisions=[decision])
+    [result] = run_local(plan(), inputs, key="id", settings=MEMORY, decisions=[decision])
+    assert result.output_values == ["said: refunded 30"]
+    assert REFUNDS == {30: 1}

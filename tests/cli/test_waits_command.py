@@ -16,6 +16,7 @@ from flink_agents.cli.conventions import EXIT_TOPIC
 from flink_agents.durable.store import InMemoryLog
 from flink_agents.observability import EventLogConfig, KafkaEventLogConfig
 from flink_agents.runtime import run_local
+from flink_agents.runtime.local_waits import DecisionRefusedError
 from tests.runtime.test_local_waits import MEMORY
 from tests.runtime.test_waits import CALLS, PLAN, Waits, waiting
 
@@ -63,6 +64,19 @@ def test_a_rejection_reaches_the_action_with_its_message(tmp_path):
     [result] = run_local(PLAN, [INPUT], key="id", settings=MEMORY, decisions=[record])
     assert result.output_values == [{"verdict": "rejected", "why": "too much"}]
     assert CALLS["refund"] == 0
+
+
+def test_a_decision_names_the_fingerprint_it_was_made_on(tmp_path):
+    [paused] = run_local(PLAN, [INPUT], key="id", settings=MEMORY)
+    assert paused.paused is not None and paused.paused.fingerprint
+    wait_id, seen = paused.paused.wait_id, paused.paused.fingerprint
+    [stale] = decide(tmp_path, "approve", wait_id, "--fingerprint", "0" * 32)
+    current = decide(tmp_path, "approve", wait_id, "--fingerprint", seen)[1]
+    assert current["fingerprint"] == seen
+    with pytest.raises(DecisionRefusedError, match="another version of the request"):
+        run_local(PLAN, [INPUT], key="id", settings=MEMORY, decisions=[stale])
+    [result] = run_local(PLAN, [INPUT], key="id", settings=MEMORY, decisions=[current])
+    assert result.output_values == [{"refund": "refunded 3", "by": None}]
 
 
 def test_a_command_sent_twice_is_dropped_and_the_wait_leaves_the_list(

@@ -116,6 +116,24 @@ def waiting(attempt: Waits, key: Any) -> dict:
     return record["waiting"]
 
 
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def attempts(request, monkeypatch):
+    """Opens attempt ``n`` over keyed state ``table``; the attempts share one store's log: in
+    memory, or a fresh topic of the real Kafka broker (the races below, and the crashes, run
+    over both)."""
+    log = InMemoryLog()
+    store = None
+    if request.param == "kafka":
+        topic = f"test-waits-{uuid.uuid4().hex[:12]}"
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
+
+    def attempt(table: dict, n: int, plan: AgentPlan = PLAN) -> Waits:
+        return Waits(monkeypatch, log, table, n, plan=plan, store=store)
+
+    return attempt
+
+
 def test_an_approved_wait_resumes_the_run_without_making_its_earlier_calls_again(monkeypatch):
     log = InMemoryLog()
     with Waits(monkeypatch, log, {}, 0) as attempt:
@@ -157,8 +175,8 @@ def wait_id_of(key: Any, seq: int = 0, call_id: str = "approval") -> str:
     return CallIdentity(run, event_id(run, None, None, 0), "refund", call_id).digest()
 
 
-def test_a_decision_that_arrives_before_its_wait_registers_is_kept_for_it(monkeypatch):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_decision_that_arrives_before_its_wait_registers_is_kept_for_it(attempts):
+    with attempts({}, 0) as attempt:
         attempt.send("a", {"amount": 30})
         # No visit yet: the logic has not registered the wait the run is heading for.
         assert attempt.decide("a", {"wait": wait_id_of("a"), "verdict": "approve"}) == []
@@ -168,8 +186,8 @@ def test_a_decision_that_arrives_before_its_wait_registers_is_kept_for_it(monkey
     assert CALLS == {"quote": 1, "refund": 1}
 
 
-def test_a_duplicate_decision_is_dropped_and_a_different_one_refused(monkeypatch):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_duplicate_decision_is_dropped_and_a_different_one_refused(attempts):
+    with attempts({}, 0) as attempt:
         attempt.send("a", {"amount": 30})
         wait = waiting(attempt, "a")
         assert decide(attempt, "a", wait, by="ann") == []
@@ -183,8 +201,8 @@ def test_a_duplicate_decision_is_dropped_and_a_different_one_refused(monkeypatch
     assert CALLS == {"quote": 1, "refund": 1}
 
 
-def test_a_decision_for_no_wait_of_the_key_is_refused(monkeypatch):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_decision_for_no_wait_of_the_key_is_refused(attempts):
+    with attempts({}, 0) as attempt:
         [refused] = attempt.decide("z", {"wait": "nope", "verdict": "approve"})
         [bad] = attempt.decide("z", {"verdict": "approve"})
     assert refused["refused"]["reason"] == "no wait of this key is open or to come"
@@ -192,10 +210,8 @@ def test_a_decision_for_no_wait_of_the_key_is_refused(monkeypatch):
     assert "either a wait" in bad["refused"]["reason"]
 
 
-def test_a_decision_kept_early_for_a_wait_no_run_registers_is_refused_when_the_runs_end(
-    monkeypatch,
-):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_decision_kept_early_for_a_wait_no_run_registers_is_refused_when_the_runs_end(attempts):
+    with attempts({}, 0) as attempt:
         attempt.send("a", {"amount": 30})
         assert attempt.decide("a", {"wait": wait_id_of("a", seq=7), "verdict": "approve"}) == []
         decide(attempt, "a", waiting(attempt, "a"))
@@ -204,8 +220,8 @@ def test_a_decision_kept_early_for_a_wait_no_run_registers_is_refused_when_the_r
     assert outputs[1]["refused"]["reason"] == "no wait of this key took it before its runs finished"
 
 
-def test_a_timeout_resolves_the_wait_and_a_later_decision_is_refused(monkeypatch):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_timeout_resolves_the_wait_and_a_later_decision_is_refused(attempts):
+    with attempts({}, 0) as attempt:
         attempt.send("a", {"amount": 30, "timeout_s": 60})
         wait = waiting(attempt, "a")
         [deadline] = attempt.wake_timers
@@ -219,8 +235,8 @@ def test_a_timeout_resolves_the_wait_and_a_later_decision_is_refused(monkeypatch
     assert CALLS == {"quote": 1}
 
 
-def test_a_decision_before_the_deadline_wins_and_the_timer_does_nothing(monkeypatch):
-    with Waits(monkeypatch, InMemoryLog(), {}, 0) as attempt:
+def test_a_decision_before_the_deadline_wins_and_the_timer_does_nothing(attempts):
+    with attempts({}, 0) as attempt:
         attempt.send("a", {"amount": 30, "timeout_s": 60})
         wait = waiting(attempt, "a")
         decide(attempt, "a", wait)
@@ -229,6 +245,25 @@ def test_a_decision_before_the_deadline_wins_and_the_timer_does_nothing(monkeypa
         outputs += [] if outputs else attempt.answers("a")
     assert [o["output"]["refund"] for o in outputs] == ["refunded 30"]
     assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_decision_racing_the_timeout_that_fired_first_is_refused(attempts):
+    with attempts({}, 0) as attempt:
+        attempt.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(attempt, "a")
+        [deadline] = attempt.wake_timers
+        outputs = attempt.fire("a", deadline)
+        # The decision comes before the timed-out run has ended (or right after it).
+        outputs += decide(attempt, "a", wait, by="ann")
+        while not [o for o in outputs if "output" in o] or not [
+            o for o in outputs if "refused" in o
+        ]:
+            outputs += attempt.answers("a")
+    [answer] = [o["output"] for o in outputs if "output" in o]
+    [refused] = [o["refused"]["reason"] for o in outputs if "refused" in o]
+    assert answer == {"verdict": "timed_out", "why": None}
+    assert refused == "the wait was already resolved (timed out)"
+    assert CALLS == {"quote": 1}
 
 
 def test_later_inputs_of_a_paused_key_queue_behind_its_run(monkeypatch):
@@ -257,23 +292,6 @@ def test_other_keys_run_while_one_is_paused(monkeypatch):
 
 
 # --- crashes: the keyed state is a checkpoint, the store's log outlives the attempt --------------
-
-
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
-def attempts(request, monkeypatch):
-    """Opens attempt ``n`` over keyed state ``table``; the attempts share one store's log: in
-    memory, or a fresh topic of the real Kafka broker."""
-    log = InMemoryLog()
-    store = None
-    if request.param == "kafka":
-        topic = f"test-waits-{uuid.uuid4().hex[:12]}"
-        bootstrap = request.getfixturevalue("kafka_bootstrap")
-        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
-
-    def attempt(table: dict, n: int) -> Waits:
-        return Waits(monkeypatch, log, table, n, store=store)
-
-    return attempt
 
 
 def test_a_crash_while_paused_resumes_without_calling_again(attempts):
@@ -323,6 +341,80 @@ def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(
     assert [o["output"]["verdict"] for o in outputs] == ["timed_out"]
     assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
     assert CALLS == {"quote": 1}
+
+
+# --- who may decide; a plan changed while a run waits -------------------------------------------
+
+
+@action(InputEvent)
+async def refund_by_named(event: InputEvent, ctx: RunnerContext) -> None:
+    """As ``refund``, but only ann or bo may decide."""
+    quote = await ctx.durable_execute_async(quote_refund, event.input["amount"])
+    decision = await ctx.wait_for_approval(
+        {"amount": quote}, call_id="approval", deciders=["ann", "bo"]
+    )
+    ctx.send_event(OutputEvent(output={"verdict": decision.verdict, "by": decision.by}))
+
+
+def test_a_decision_by_someone_not_named_is_refused_and_the_run_waits_on(attempts):
+    plan = agent_plan(refund_by_named, name="refunds")
+    with attempts({}, 0, plan=plan) as attempt:
+        attempt.send("a", {"amount": 30})
+        wait = waiting(attempt, "a")
+        assert wait["deciders"] == ["ann", "bo"]
+        [refused] = decide(attempt, "a", wait, by="mallory")
+        assert decide(attempt, "a", wait, by="bo") == []
+        [answer] = attempt.answers("a")
+    assert (
+        refused["refused"]["reason"] == "'mallory' may not decide this wait (its deciders: ann, bo)"
+    )
+    assert answer["output"] == {"verdict": "approved", "by": "bo"}
+
+
+def with_action_config(plan: AgentPlan, **config: Any) -> AgentPlan:
+    """``plan`` with its action's config changed (a new limit, say): what an approval of the
+    action is made against (the default contract: the action's function and config)."""
+    data = plan.model_dump(mode="json")
+    data["actions"][0]["config"] = config
+    return AgentPlan.model_validate(data)
+
+
+def test_a_decision_made_before_an_incompatible_plan_change_is_refused_and_asked_again(attempts):
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)  # paused
+
+    # Restored under a plan whose action changed; the decision, made on the old request, comes
+    # first (the key's run replays with it in hand).
+    with attempts(checkpoint, 1, plan=with_action_config(PLAN, limit=10)) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        outputs = second.answers("a", count=2)
+        [refused] = [o["refused"] for o in outputs if "refused" in o]
+        [again] = [o["waiting"] for o in outputs if "waiting" in o]
+        assert not [o for o in outputs if "output" in o]  # the gated refund did not run
+        assert again["wait_id"] == wait["wait_id"]
+        assert again["fingerprint"] != wait["fingerprint"]
+        # The person decides again, on the new request.
+        assert decide(second, "a", again, by="ann", fingerprint=again["fingerprint"]) == []
+        [answer] = second.answers("a")
+    assert refused["reason"].startswith("the plan changed incompatibly since the wait began")
+    assert refused["record"]["by"] == "ann"
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_restore_under_the_same_plan_takes_the_decision(attempts):
+    """The check's other side: an unchanged plan changes no fingerprint."""
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)
+
+    with attempts(checkpoint, 1, plan=with_action_config(PLAN)) as second:
+        assert decide(second, "a", wait, by="ann") == []
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
 
 
 # --- waiting for an event -----------------------------------------------------------------------

@@ -351,6 +351,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             description=tool.description,
             requires_approval=tool.requires_approval,
             approval_timeout_s=tool.approval_timeout_s,
+            approval_deciders=tool.approval_deciders,
         )
     for name, subagent in spec.subagents.items():
         if isinstance(subagent, DescriptorSpec):

@@ -173,6 +173,11 @@ class FunctionToolSpec(_Strict):
     approval_timeout_s: float | None = Field(
         default=None, gt=0, description="Seconds an approval may take before it is refused."
     )
+    approval_deciders: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="Who may decide an approval (a decision's 'by'); others' are refused.",
+    )
 
 
 class McpPromptSpec(_Strict):
