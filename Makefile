@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers flink-line pipelines memory-rescale
 
 venv: $(PY)
 $(PY):
@@ -93,6 +93,11 @@ soak: install
 # the second of two agents with the Kafka store; a few minutes. `make test` runs one of each.
 pipelines: install
 	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py $(PYTEST_ARGS)
+
+# A key's memory through a savepoint restored at another parallelism, split, merged and split
+# again (tests/flink/test_memory_rescale.py); `make test` runs the split only. About 2 min.
+memory-rescale: install
+	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py $(PYTEST_ARGS)
 
 # The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
 # local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to

@@ -24,6 +24,7 @@ from flink_agents.api import (
     EmbeddingModelSetup,
     InputEvent,
     LongTermMemorySetup,
+    MemoryExtraction,
     MemoryHit,
     OutputEvent,
     ResourceDescriptor,
@@ -83,9 +84,15 @@ async def answer_ticket(event: InputEvent, ctx: RunnerContext) -> None:
     )
 
 
-def with_memory(agent: Agent, dimensions: int = DIMENSIONS, max_items: int | None = None) -> Agent:
+def with_memory(
+    agent: Agent,
+    dimensions: int = DIMENSIONS,
+    max_items: int | None = None,
+    extraction: MemoryExtraction | None = None,
+) -> Agent:
     """``agent`` with the local hashing embedding (``embedding_model``) and the long-term memory
-    set ``facts`` over it, holding at most ``max_items`` items per key."""
+    set ``facts`` over it, holding at most ``max_items`` items per key (and remembering through
+    ``extraction``'s chat model)."""
     agent.add_resource(
         "embedding_connection",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
@@ -105,6 +112,7 @@ def with_memory(agent: Agent, dimensions: int = DIMENSIONS, max_items: int | Non
             LongTermMemorySetup,
             embedding_model="embedding_model",
             **({} if max_items is None else {"max_items": max_items}),
+            **({} if extraction is None else {"extraction": extraction}),
         ),
     )
     return agent

@@ -57,6 +57,7 @@ from flink_agents.api.memory import (
     MemoryPathError,
     MemoryRef,
 )
+from flink_agents.api.memory_extraction import MemoryExtraction, MemoryExtractionError
 from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference
@@ -101,6 +102,8 @@ __all__ = [
     "LongTermMemorySetup",
     "Memory",
     "MemoryChangedEvent",
+    "MemoryExtraction",
+    "MemoryExtractionError",
     "MemoryHit",
     "MemoryItem",
     "MemoryPathError",
