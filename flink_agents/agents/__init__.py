@@ -3,8 +3,8 @@ retrieval and ingestion agents (docs/retrieval.md), and the "remember" step (doc
 
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
 from flink_agents.agents.ingestion import IngestionAgent, IngestionSettings, SourceDocument
-from flink_agents.agents.memory_extraction import remember_run
 from flink_agents.agents.react import ReActAgent
+from flink_agents.agents.remember_step import remember_run
 from flink_agents.agents.retrieval import (
     RetrievalRequestEvent,
     RetrievalResponseEvent,

@@ -43,6 +43,7 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
+from flink_agents.api.fact_extraction import MemoryExtraction, MemoryExtractionError
 from flink_agents.api.long_term_memory import (
     LongTermMemory,
     LongTermMemorySetup,
@@ -57,7 +58,6 @@ from flink_agents.api.memory import (
     MemoryPathError,
     MemoryRef,
 )
-from flink_agents.api.memory_extraction import MemoryExtraction, MemoryExtractionError
 from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference

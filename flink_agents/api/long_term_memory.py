@@ -16,7 +16,7 @@ What makes it safe to replay:
 * each text is embedded by a durable call (its vector is recorded) and each search is a durable
   call whose hits are recorded, so a replay hands the model the context the live run saw even
   if the set has grown since;
-* ``remember`` (a set with :class:`~flink_agents.api.memory_extraction.MemoryExtraction`
+* ``remember`` (a set with :class:`~flink_agents.api.fact_extraction.MemoryExtraction`
   settings) asks a model for the facts a text states in one durable call, whose recorded reply
   makes the writes after it deterministic: a replay writes the same facts under the same ids;
 * writes are staged in the run and committed with the key's state when the run succeeds (a
@@ -40,9 +40,13 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from flink_agents.api.chat import ChatMessage
-from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
-from flink_agents.api.memory_extraction import MemoryExtraction, facts_of
+from flink_agents.api.fact_extraction import (
+    ExtractionModel,
+    MemoryExtraction,
+    extraction_request,
+    facts_of,
+)
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.vector_stores import MetadataFilter, MetadataValue, filter_conditions
 
@@ -240,7 +244,7 @@ class MemorySet:
         strings, is recorded: a replay is handed the same facts and writes them under the same
         ids (derived from the run's durable identity and each fact's position), so it neither
         asks the model again nor adds an item twice. A reply that is not such a list raises
-        :class:`~flink_agents.api.memory_extraction.MemoryExtractionError` naming the run's key
+        :class:`~flink_agents.api.fact_extraction.MemoryExtractionError` naming the run's key
         and the call.
         """
         extraction = self.setup.extraction
@@ -254,14 +258,9 @@ class MemorySet:
         ordinal = owner.next_ordinal(self.name, "extract")
         call_id = f"{MEMORY_CALL_PREFIX}{self.name}:extract:{ordinal}"
         model = cast(
-            ChatModelSetup, ctx.get_resource(extraction.chat_model, ResourceType.CHAT_MODEL)
+            ExtractionModel, ctx.get_resource(extraction.chat_model, ResourceType.CHAT_MODEL)
         )
-        request = model.request_without_tools(
-            [
-                ChatMessage(role="system", content=extraction.instructions),
-                ChatMessage(role="user", content=text),
-            ]
-        )
+        request = extraction_request(model, extraction, text)
         # A call of the connection's ``chat``: budgets meter it like any model call.
         reply = await ctx.durable_execute_async(
             model.chat_connection().chat, request, call_id=call_id, result_type=ChatMessage

@@ -29,7 +29,7 @@ from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.compaction import CompactionSettings
-from flink_agents.api.memory_extraction import MemoryExtraction
+from flink_agents.api.fact_extraction import MemoryExtraction
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN

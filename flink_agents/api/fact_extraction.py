@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from flink_agents.api.chat import ChatMessage, ChatRequest
 
 DEFAULT_EXTRACTION_INSTRUCTIONS = (
     "You extract facts worth remembering about the subject of the text you are given (a "
@@ -46,6 +48,34 @@ class MemoryExtraction(BaseModel):
         min_length=1,
         description="The system message of the extraction call; the reply must be a JSON list "
         "of strings.",
+    )
+
+
+class ChatConnectionLike(Protocol):
+    """What the extraction call uses of a chat model connection."""
+
+    async def chat(self, request: ChatRequest) -> ChatMessage: ...
+
+
+class ExtractionModel(Protocol):
+    """What extraction uses of the chat model it names (a ``ChatModelSetup`` fits; named here
+    by its shape because the chat models' module already depends on long-term memory's)."""
+
+    def request_without_tools(self, messages: list[ChatMessage]) -> ChatRequest: ...
+
+    def chat_connection(self) -> ChatConnectionLike: ...
+
+
+def extraction_request(
+    model: ExtractionModel, settings: MemoryExtraction, text: str
+) -> ChatRequest:
+    """The request of an extraction call: the instructions as the system message, ``text`` as
+    the user's, without the setup's prompt and tools."""
+    return model.request_without_tools(
+        [
+            ChatMessage(role="system", content=settings.instructions),
+            ChatMessage(role="user", content=text),
+        ]
     )
 
 

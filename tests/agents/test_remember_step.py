@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flink_agents.agents.memory_extraction import run_transcript
+from flink_agents.agents.remember_step import run_transcript
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatRequest
 from flink_agents.durable.identity import canonical_json
@@ -87,7 +87,7 @@ agents:
         embedding_model: embedding_model
         extraction: {chat_model: %s, instructions: List the facts as JSON strings.}
     actions:
-      - function: tests.agents.test_memory_extraction:acknowledge
+      - function: tests.agents.test_remember_step:acknowledge
       - function: flink_agents.agents:remember_run
         config: {memory_set: %s}
 """

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from flink_agents.api import InputEvent, MemoryExtractionError, OutputEvent, RunnerContext, action
-from flink_agents.api.memory_extraction import DEFAULT_EXTRACTION_INSTRUCTIONS, facts_of
+from flink_agents.api.fact_extraction import DEFAULT_EXTRACTION_INSTRUCTIONS, facts_of
 from flink_agents.durable.identity import canonical_json
 from flink_agents.providers import ScriptedChatModelConnection
 from flink_agents.runtime.engine import ActionError
