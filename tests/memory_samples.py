@@ -82,6 +82,15 @@ async def extract(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=ids))
 
 
+def stored_facts(states: dict[str, KeyState]) -> dict[str, str]:
+    """The ``facts`` items of every key (id -> text) in ``states``."""
+    return {
+        item_id: item.text
+        for state in states.values()
+        for item_id, item in state.long_term_memory["facts"].items()
+    }
+
+
 def run_keyed(
     plan: AgentPlan, inputs: list[tuple[Any, Any]], states: dict[str, KeyState] | None = None
 ) -> tuple[list[RunResult], dict[str, KeyState]]:

@@ -14,6 +14,7 @@ from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.api.chat import ChatRequest
 from flink_agents.durable.identity import canonical_json
 from flink_agents.plan import YamlAgentError, compile_yaml
+from flink_agents.plan.models import AgentPlan
 from tests.memory_samples import memory_plan, run_keyed
 from tests.sample_agents import RecordingChatConnection
 
@@ -28,6 +29,17 @@ async def acknowledge(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output=ANSWER))
 
 
+def remembering_plan() -> AgentPlan:
+    """An agent that answers every input, with the remember step into ``facts``."""
+    return memory_plan(
+        acknowledge,
+        extraction=True,
+        extractor=RecordingChatConnection,
+        extractor_turns=TURNS,
+        remember_runs=True,
+    )
+
+
 @pytest.fixture
 def requests() -> Iterator[list[ChatRequest]]:
     RecordingChatConnection.requests.clear()
@@ -38,13 +50,7 @@ def requests() -> Iterator[list[ChatRequest]]:
 def test_the_facts_of_a_runs_input_and_output_are_remembered(
     requests: list[ChatRequest],
 ) -> None:
-    plan = memory_plan(
-        acknowledge,
-        extraction=True,
-        extractor=RecordingChatConnection,
-        extractor_turns=TURNS,
-        remember_runs=True,
-    )
+    plan = remembering_plan()
     [result], states = run_keyed(plan, [("ada", TICKET)])
     assert result.output_values == [ANSWER]
     [request] = requests
@@ -54,13 +60,7 @@ def test_the_facts_of_a_runs_input_and_output_are_remembered(
 
 
 def test_a_run_with_nothing_to_remember_writes_nothing(requests: list[ChatRequest]) -> None:
-    plan = memory_plan(
-        acknowledge,
-        extraction=True,
-        extractor=RecordingChatConnection,
-        extractor_turns=TURNS,
-        remember_runs=True,
-    )
+    plan = remembering_plan()
     [result], states = run_keyed(plan, [("bob", {"text": "Hello?"})])
     assert result.output_values == [ANSWER]
     assert len(requests) == 1

@@ -14,7 +14,7 @@ import pytest
 from flink_agents.durable.identity import CallIdentity
 from flink_agents.providers import ScriptedChatModelConnection
 from flink_agents.testing import CrashReplayResult, Stores, crash_and_replay
-from tests.memory_samples import EXTRACTOR, extract, memory_plan
+from tests.memory_samples import EXTRACTOR, extract, memory_plan, stored_facts
 
 KEYS = 5
 RUNS = 30
@@ -42,11 +42,7 @@ def _is_extraction(identity: CallIdentity) -> bool:
 def _assert_each_fact_once_under_its_id(result: CrashReplayResult) -> None:
     assert result.crashed
     assert result.reinvoked() == set()
-    stored = {
-        item_id: item.text
-        for state in result.key_states.values()
-        for item_id, item in state.long_term_memory["facts"].items()
-    }
+    stored = stored_facts(result.key_states)
     # Every id is the one the run's identity and the fact's position give, live or replayed.
     assert set(stored) == {
         CallIdentity(
