@@ -95,7 +95,7 @@ pipelines: install
 	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py $(PYTEST_ARGS)
 
 # A key's memory through a savepoint restored at another parallelism, split, merged and split
-# again (tests/flink/test_memory_rescale.py); `make test` runs the split only. About 2 min.
+# again (tests/flink/test_memory_rescale.py); `make test` runs the split only. A few minutes.
 memory-rescale: install
 	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py $(PYTEST_ARGS)
 

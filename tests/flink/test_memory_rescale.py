@@ -41,7 +41,7 @@ MAX_PARALLELISM = 128
 KEYS: list[Any] = [1, "1", "ada", "bob", "cyd", "dan", 7, "eve"]
 BRIEF_TTL_S = 2.0
 """The short-term entry ``brief`` expires this long after the run that wrote it was admitted."""
-WAIT_S = 120
+WAIT_S = 300
 
 
 @action(InputEvent)
