@@ -94,8 +94,8 @@ soak: install
 pipelines: install
 	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py $(PYTEST_ARGS)
 
-# A key's memory through a savepoint restored at another parallelism, split, merged and split
-# again (tests/flink/test_memory_rescale.py); `make test` runs the split only. A few minutes.
+# A key's memory through a savepoint restored at another parallelism: split (1 -> 2), merged and
+# split again (2 -> 1 -> 2) (tests/flink/test_memory_rescale.py). Not in `make test`: ~7 min.
 memory-rescale: install
 	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py $(PYTEST_ARGS)
 
