@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers bench-containers flink-line pipelines waits-rescale
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers bench-containers flink-line pipelines waits-rescale memory-rescale
 
 venv: $(PY)
 $(PY):
@@ -100,6 +100,11 @@ pipelines: install
 # stopped with a savepoint at parallelism 1, restored at 2 and decided; two to three minutes.
 waits-rescale: install
 	FLINK_AGENTS_SLOW_WAITS=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_paused_runs_rescale.py $(PYTEST_ARGS)
+
+# A key's memory through a savepoint restored at another parallelism: split (1 -> 2), merged and
+# split again (2 -> 1 -> 2) (tests/flink/test_memory_rescale.py). Not in `make test`: ~7 min.
+memory-rescale: install
+	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py $(PYTEST_ARGS)
 
 # The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
 # local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to

@@ -24,6 +24,7 @@ from flink_agents.api import (
     EmbeddingModelSetup,
     InputEvent,
     LongTermMemorySetup,
+    MemoryExtraction,
     MemoryHit,
     OutputEvent,
     ResourceDescriptor,
@@ -88,11 +89,12 @@ def with_memory(
     dimensions: int = DIMENSIONS,
     max_items: int | None = None,
     store: ResourceDescriptor | None = None,
+    extraction: MemoryExtraction | None = None,
 ) -> Agent:
     """``agent`` with the local hashing embedding (``embedding_model``) and the long-term memory
     set ``facts`` over it, holding at most ``max_items`` items per key: in the key's state, or
     with ``store`` (a vector store's descriptor, declared as ``memory_store``: Chroma) in a
-    namespace per key of that store."""
+    namespace per key of that store (and remembering through ``extraction``'s chat model)."""
     agent.add_resource(
         "embedding_connection",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
@@ -117,6 +119,7 @@ def with_memory(
             embedding_model="embedding_model",
             **backend,
             **({} if max_items is None else {"max_items": max_items}),
+            **({} if extraction is None else {"extraction": extraction}),
         ),
     )
     return agent

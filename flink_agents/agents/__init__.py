@@ -1,9 +1,10 @@
 """Built-in behaviour on top of the API: the chat and tool-call actions, ReActAgent, and the
-retrieval and ingestion agents (docs/retrieval.md)."""
+retrieval and ingestion agents (docs/retrieval.md), and the "remember" step (docs/memory.md)."""
 
 from flink_agents.agents.chat_actions import chat_action, tool_call_action
 from flink_agents.agents.ingestion import IngestionAgent, IngestionSettings, SourceDocument
 from flink_agents.agents.react import ReActAgent
+from flink_agents.agents.remember_step import remember_run
 from flink_agents.agents.retrieval import (
     RetrievalRequestEvent,
     RetrievalResponseEvent,
@@ -22,6 +23,7 @@ __all__ = [
     "RetrievedInputEvent",
     "SourceDocument",
     "chat_action",
+    "remember_run",
     "retrieval_action",
     "tool_call_action",
 ]

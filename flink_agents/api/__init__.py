@@ -43,6 +43,7 @@ from flink_agents.api.events import (
     ToolResponseEvent,
     ToolResult,
 )
+from flink_agents.api.fact_extraction import MemoryExtraction, MemoryExtractionError
 from flink_agents.api.long_term_memory import (
     LongTermMemory,
     LongTermMemorySetup,
@@ -101,6 +102,8 @@ __all__ = [
     "LongTermMemorySetup",
     "Memory",
     "MemoryChangedEvent",
+    "MemoryExtraction",
+    "MemoryExtractionError",
     "MemoryHit",
     "MemoryItem",
     "MemoryPathError",

@@ -16,6 +16,9 @@ What makes it safe to replay:
 * each text is embedded by a durable call (its vector is recorded) and each search is a durable
   call whose hits are recorded, so a replay hands the model the context the live run saw even
   if the set has grown since;
+* ``remember`` (a set with :class:`~flink_agents.api.fact_extraction.MemoryExtraction`
+  settings) asks a model for the facts a text states in one durable call, whose recorded reply
+  makes the writes after it deterministic: a replay writes the same facts under the same ids;
 * on the keyed-state backend, writes are staged in the run and committed with the key's state
   when the run succeeds (a failed run's writes are dropped, like short-term memory); on a vector
   store they are made at the call. Either way an action's writes are journaled with its
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,7 +49,14 @@ from pydantic import (
     model_validator,
 )
 
+from flink_agents.api.chat import ChatMessage
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
+from flink_agents.api.fact_extraction import (
+    ExtractionModel,
+    MemoryExtraction,
+    extraction_request,
+    facts_of,
+)
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.vector_stores import MetadataFilter, MetadataValue, filter_conditions
 
@@ -79,6 +90,11 @@ class LongTermMemorySetup(Resource):
     )
     max_items: int | None = Field(
         default=None, ge=1, description="Items one key may hold in this set; a write past it fails."
+    )
+    extraction: MemoryExtraction | None = Field(
+        default=None,
+        description="The chat model (and instructions) with which `remember` extracts facts "
+        "from a text; unset, the set has no `remember`.",
     )
 
     @model_validator(mode="after")
@@ -280,6 +296,46 @@ class MemorySet:
         memory.apply(MemoryWrite(set=self.name, id=id, item=stored))
         return id
 
+    async def remember(
+        self, text: str, metadata: Mapping[str, MetadataValue] | None = None
+    ) -> list[str]:
+        """Ask the set's extraction model for the facts ``text`` states and store each as an
+        item (with ``metadata``); returns their ids.
+
+        One durable model call (``memory:<set>:extract:<n>``) whose reply, a JSON list of
+        strings, is recorded: a replay is handed the same facts and writes them under the same
+        ids (derived from the run's durable identity and each fact's position), so it neither
+        asks the model again nor adds an item twice. A reply that is not such a list raises
+        :class:`~flink_agents.api.fact_extraction.MemoryExtractionError` naming the run's key
+        and the call.
+        """
+        extraction = self.setup.extraction
+        if extraction is None:
+            raise ValueError(
+                f"memory set {self.name!r} has no extraction settings: give it `extraction` "
+                "(the chat model that extracts facts) to use remember()"
+            )
+        owner = self._owner
+        ctx = owner.ctx
+        ordinal = owner.next_ordinal(self.name, "extract")
+        call_id = f"{MEMORY_CALL_PREFIX}{self.name}:extract:{ordinal}"
+        model = cast(
+            ExtractionModel, ctx.get_resource(extraction.chat_model, ResourceType.CHAT_MODEL)
+        )
+        request = extraction_request(model, extraction, text)
+        # A call of the connection's ``chat``: budgets meter it like any model call.
+        reply = await ctx.durable_execute_async(
+            model.chat_connection().chat, request, call_id=call_id, result_type=ChatMessage
+        )
+        where = f"the run of key {json.dumps(ctx.key, default=str)}, call {call_id}"
+        ids: list[str] = []
+        for index, fact in enumerate(facts_of(reply.content, where)):
+            item_id = ctx.durable_call_key(
+                f"{MEMORY_CALL_PREFIX}{self.name}:fact:{ordinal}:{index}"
+            )
+            ids.append(await self.upsert(item_id, fact, metadata))
+        return ids
+
     def get(self, id: str) -> MemoryItem | None:
         """Item ``id``, or None."""
         stored = self._owner.memory.get(self.name, id)
@@ -324,6 +380,9 @@ class MemorySet:
 
 class MemoryContext(Protocol):
     """What long-term memory uses of the action's context (a ``RunnerContext`` fits)."""
+
+    @property
+    def key(self) -> Any: ...
 
     def get_resource(self, name: str, resource_type: ResourceType) -> Resource: ...
 

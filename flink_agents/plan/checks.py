@@ -52,9 +52,11 @@ _REFERENCES: dict[ResourceType, dict[str, ResourceType]] = {
     ResourceType.LONG_TERM_MEMORY: {
         "embedding_model": ResourceType.EMBEDDING_MODEL,
         "vector_store": ResourceType.VECTOR_STORE,
+        "extraction.chat_model": ResourceType.CHAT_MODEL,
     },
 }
-"""Per resource type, its arguments that name other resources, and the type they name."""
+"""Per resource type, its arguments that name other resources (a dotted path for a field of an
+argument's object), and the type they name."""
 
 _NEEDS_NO_LISTENER = {OutputEvent.event_type()}
 _STARTS_A_RUN = InputEvent.event_type()
@@ -239,13 +241,17 @@ def _reference_issues(
 
 
 def _named(resource: ResourcePlan, argument: str) -> list[tuple[list[str | int], Any]]:
-    """The names an argument holds (one, or a list), each with its location."""
-    value = resource.arguments.get(argument)
+    """The names an argument (or a dotted path into one) holds (one, or a list), each with its
+    location."""
+    path: list[str | int] = list(argument.split("."))
+    value: Any = resource.arguments
+    for field in path:
+        value = value.get(field) if isinstance(value, dict) else None
     if value is None:
         return []
     if isinstance(value, list):
-        return [([argument, position], item) for position, item in enumerate(value)]
-    return [([argument], value)]
+        return [([*path, position], item) for position, item in enumerate(value)]
+    return [(path, value)]
 
 
 def unresolved_reference(

@@ -29,7 +29,7 @@ from flink_agents.plan import compile_agent
 from flink_agents.providers.hashing_embeddings import hashed_vector
 from flink_agents.runtime import Runtime, run_local
 from flink_agents.testing import Stores, crash_and_replay, resume
-from tests.memory_samples import memory_plan, remember
+from tests.memory_samples import memory_plan, remember, stored_facts
 from tests.sample_agents import RecordingChatConnection
 
 KEYS = 10
@@ -61,11 +61,7 @@ def test_crashes_at_seeded_moments_leave_exactly_one_item_per_fact(
 
     assert result.crashed
     assert result.reinvoked() == set()
-    stored = {
-        item_id: item.text
-        for state in result.key_states.values()
-        for item_id, item in state.long_term_memory["facts"].items()
-    }
+    stored = stored_facts(result.key_states)
     written = [item_id for run in result.results for item_id in run.output_values[0]]
     assert len(stored) == len(written) == RUNS * FACTS_PER_RUN
     assert set(stored) == set(written)  # by id: each write once, none twice

@@ -89,3 +89,16 @@ def make_flink_env(flink_env) -> Callable[..., object]:
         return env
 
     return make
+
+
+def stop_with_savepoint(client: Any, folder: Path) -> Path:
+    """Stop the job of ``client`` (a PyFlink ``JobClient``) with a canonical savepoint in
+    ``folder``; returns the savepoint's directory once the job has finished."""
+    from pyflink.java_gateway import get_gateway
+
+    # PyFlink 2.2's JobClient.stop_with_savepoint misses the format argument Java now takes.
+    canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
+    savepoint = client._j_job_client.stopWithSavepoint(False, folder.as_uri(), canonical).get()
+    # Not the job's status: the job's own mini-cluster shuts down as soon as it finished.
+    client.get_job_execution_result().result()
+    return Path(str(savepoint).removeprefix("file:"))

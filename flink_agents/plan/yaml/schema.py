@@ -29,6 +29,7 @@ from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.compaction import CompactionSettings
+from flink_agents.api.fact_extraction import MemoryExtraction
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN
@@ -300,6 +301,9 @@ class MemorySetSpec(_Strict):
         default=None, description="Name of a vector store (Chroma) for backend vector_store."
     )
     max_items: int | None = Field(default=None, ge=1, description="Items one key may hold.")
+    extraction: MemoryExtraction | None = Field(
+        default=None, description="The chat model with which `remember` extracts facts."
+    )
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="Further arguments for a custom setup class."
     )
