@@ -153,6 +153,19 @@ class CallSpend(BaseModel):
         ge=0,
         description="The second (since the epoch) it counts at for sliding windows.",
     )
+    agents: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda agents: not agents,  # a top agent's call records what it did before
+        description="The internal sub-agents the call was made in, outermost first (empty: "
+        "the top agent's own call); their budgets count it.",
+    )
+    nested: list[CallSpend] = Field(
+        default_factory=list,
+        exclude_if=lambda nested: not nested,
+        description="A delegation to an internal sub-agent: what the metered calls made while "
+        "it ran spent (its own tokens are none), counted when it is handed back from its record "
+        "instead of running the sub-agent again.",
+    )
 
     @property
     def tokens(self) -> int:

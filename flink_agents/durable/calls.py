@@ -635,6 +635,8 @@ class DurableCalls:
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
             outcome.name = "replayed"
+            if self.meter is not None:  # what it spent before it failed (a delegation's calls)
+                self.meter.replayed(identity.run, recorded)
             error = recorded.error
             assert error is not None
             raise RecordedCallError(identity.call_id, error.type, error.message, error.trace)
@@ -693,13 +695,13 @@ class DurableCalls:
         try:
             value = yield tracker
         except BaseException as exc:
-            if reservation is not None:  # failed or cancelled (the driver closes the protocol)
-                reservation.release()
+            # Failed or cancelled (the driver closes the protocol): what it spent all the same.
+            spent = reservation.release() if reservation is not None else None
             # An infrastructure error (a store, codec or replay error inside the call) is not
             # the call's outcome, nor is a cancellation: the call stays PENDING, so a replay
             # sends it again (or reconciles it).
             if isinstance(exc, Exception) and not isinstance(exc, InfrastructureError):
-                self._record(working, tracker.result.fail(exc))
+                self._record(working, tracker.result.fail(exc, spend=spent))
             raise
         if probe is not None:
             probe.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
