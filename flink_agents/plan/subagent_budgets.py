@@ -39,7 +39,9 @@ def subagent_budgets(scopes: Mapping[str, ScopedPlan]) -> dict[str, Budgets]:
     return {name: budgets for name, _, budgets in _declared(scopes, ()) if budgets is not None}
 
 
-def subagent_budget_problem(budgets: Budgets | None, scopes: Mapping[str, ScopedPlan]) -> str | None:
+def subagent_budget_problem(
+    budgets: Budgets | None, scopes: Mapping[str, ScopedPlan]
+) -> str | None:
     """Why the sub-agents' budgets under ``scopes`` do not fit a plan whose own budgets are
     ``budgets`` (None: they fit)."""
     prices: tuple[str, PriceTable] | None = None
