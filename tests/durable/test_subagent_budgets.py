@@ -22,6 +22,7 @@ from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunResult
 from flink_agents.testing import Stores
+from flink_agents.testing.harness import CallLog, CountingProbe
 from tests.budget_samples import CALL_TOKENS, MAX_TOKENS, UsageServer, ask
 
 KEY = "k0"
@@ -58,8 +59,26 @@ async def ask_twice(event: InputEvent, ctx: RunnerContext) -> None:
     ctx.send_event(OutputEvent(output="asked twice"))
 
 
+@action(InputEvent)
+async def delegate_then_ask(event: InputEvent, ctx: RunnerContext) -> None:
+    """Have the researcher ask (``k0-res/n``), then ask the model once (``k0/own-n``)."""
+    model = cast(ChatModelSetup, ctx.get_resource("model", ResourceType.CHAT_MODEL))
+    research = await Subagent(ctx, "research").call({"q": f"{KEY}-res/{event.input['n']}"})
+    own = await ctx.durable_execute_async(
+        model.chat,
+        [ChatMessage(role="user", content=f"{KEY}/own-{event.input['n']}")],
+        call_id="own",
+        result_type=ChatMessage,
+    )
+    ctx.send_event(OutputEvent(output={"own": own.content, "research": research.success}))
+
+
 def desk_plan(
-    base_url: str, top: list[Budget], researcher: list[Budget], child_action: Any = ask
+    base_url: str,
+    top: list[Budget],
+    researcher: list[Budget],
+    child_action: Any = ask,
+    desk_action: Any = ask_then_delegate,
 ) -> AgentPlan:
     """A desk asking model ``big`` and delegating to a researcher (agent ``researcher``,
     registered as ``research``) that asks it through the desk's chat model."""
@@ -67,7 +86,7 @@ def desk_plan(
     child.add_action(child_action)
     child.budgets = Budgets(limits=researcher)
     desk = Agent(name="desk", error_policy="emit")
-    desk.add_action(ask_then_delegate)
+    desk.add_action(desk_action)
     desk.add_resource(
         "llm",
         ResourceType.CHAT_MODEL_CONNECTION,
@@ -200,3 +219,44 @@ def test_the_top_agents_budget_counts_the_subagents_calls(stores: Stores) -> Non
     assert error is not None and error.error_type == "BudgetExceeded"
     assert spend.total.tokens == 5 * CALL_TOKENS
     assert spend.agents["researcher"].total.tokens == 2 * CALL_TOKENS
+
+
+def test_a_failed_delegation_handed_back_in_a_rerun_action_counts_its_calls(
+    stores: Stores,
+) -> None:
+    """The researcher asks twice under a cap of 1 call: the delegation fails after one call
+    and is recorded so; the desk's own call after it is lost in a crash. The restored engine
+    runs the action again: the failed delegation is handed back from its record (the
+    researcher does not run again) and its call still counts, for the key and the researcher."""
+
+    async def scenario(server: UsageServer) -> KeySpend:
+        plan = desk_plan(
+            server.base_url,
+            [],
+            [Budget(name="cap", tokens=CALL_TOKENS)],
+            child_action=ask_twice,
+            desk_action=delegate_then_ask,
+        )
+        probe = CountingProbe(CallLog(), lambda call: call.identity.call_id == "own")
+        engine = Runtime.build(plan, store=stores.first, probe=probe).engine
+        engine.submit(KEY, {"n": 0}, 0)
+        checkpoint = engine.snapshot_key(KEY)  # the input pending
+        drained = asyncio.ensure_future(engine.drain())
+        await probe.crashed.wait()
+        drained.cancel()
+        await engine.close()
+        engine = Runtime.build(plan, store=stores.restored()).engine
+        engine.restore_key(KEY, checkpoint)
+        await engine.drain()
+        [result] = engine.take_results()
+        assert result.output_values == [{"own": f"big: {KEY}/own-0", "research": False}]
+        spend = engine.snapshot_key(KEY).spend
+        await engine.close()
+        assert spend is not None
+        return spend
+
+    with UsageServer() as server:
+        spend = asyncio.run(scenario(server))
+    assert server.by_key == {f"{KEY}-res": 1, KEY: 1}  # the own call reached it after the crash
+    assert spend.agents["researcher"].total.tokens == CALL_TOKENS
+    assert spend.total.tokens == 2 * CALL_TOKENS
