@@ -41,7 +41,7 @@ from enum import Enum
 from typing import Any, Literal, Protocol
 
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
-from flink_agents.api.budgets import CallSpend
+from flink_agents.api.budgets import BudgetApprovalNeeded, CallSpend
 from flink_agents.api.connection_notes import noting_connections
 from flink_agents.api.context import (
     NOT_DONE,
@@ -723,8 +723,8 @@ class DurableCalls:
             return None
         try:
             reservation = self.meter.reserve(call)
-        except InfrastructureError:
-            raise
+        except (InfrastructureError, BudgetApprovalNeeded):
+            raise  # not the call's outcome (approval: asked by the action's context, not sent)
         except Exception as refused:
             outcome.name = "failed"
             self._record(working, pending.fail(refused))

@@ -5,7 +5,7 @@ and its own sub-agents'), counted per key and per agent; the top agent's budgets
 every call of the run. What a sub-agent's budgets may declare is narrower than the top
 agent's, and :func:`subagent_budget_problem` says why a plan breaks it:
 
-* ``limits`` of ``scope: key`` only, with ``on_exhausted: fail``: a budget
+* ``limits`` of ``scope: key`` only, with ``on_exhausted`` ``fail`` or ``approve``: a budget
   across keys (and its ledger) and a fallback connection belong to the top agent;
 * one price table per plan: a call is priced once, recorded with its cost, and every budget
   that meters it counts that cost, so a sub-agent's ``prices`` (needed by its cost limits)
@@ -60,7 +60,7 @@ def subagent_budget_problem(
             if budget.on_exhausted == "fallback":
                 return (
                     f"{where}: limits[{index}]: on_exhausted 'fallback' belongs to the top "
-                    "agent's budgets; a sub-agent's fail"
+                    "agent's budgets; a sub-agent's fail or approve"
                 )
         if declared.prices is None:
             continue

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.budgets import (
     Budget,
+    BudgetApprovalNeeded,
     BudgetExceeded,
     BudgetLedgerUnavailable,
     Budgets,
@@ -52,6 +53,7 @@ from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable, InternalSubagent
+from flink_agents.api.waits import Decision
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
 from flink_agents.durable.store import CallResult
@@ -210,6 +212,21 @@ def metered_subagent(agent: str, delegation_key: str) -> Iterator[None]:
         _SUBAGENTS.reset(token)
 
 
+_DECISIONS: ContextVar[Mapping[str, Decision] | None] = ContextVar("budget_decisions", default=None)
+"""Decisions on calls that asked for approval over a budget, by the call's identity digest
+(set by the action's context around the call made again: :func:`deciding`)."""
+
+
+@contextmanager
+def deciding(call: DurableCall, decision: Decision) -> Iterator[None]:
+    """``call``, made inside this block, goes with ``decision`` on the approval it asked for."""
+    token = _DECISIONS.set({**(_DECISIONS.get() or {}), call.identity.digest(): decision})
+    try:
+        yield
+    finally:
+        _DECISIONS.reset(token)
+
+
 @dataclass(frozen=True)
 class _Limit:
     """A budget of the key, of the top agent (``agent`` None) or of a sub-agent; a sub-agent's
@@ -354,10 +371,15 @@ class BudgetMeter:
                 fallback = limit
                 priced = self._priced(self._fallback_call(call, limit.budget), kind, chain)
                 break
+        asking: list[_Limit] = []
         for limit in chain.limits:
-            if limit not in falls_back and not self._fits(limit, run, today, priced):
-                spent = self._window(limit, run, today).plus(self._held(token, limit))
-                self._refuse(run, limit.budget, spent.of(limit.budget), priced)
+            if limit in falls_back or self._fits(limit, run, today, priced):
+                continue
+            if limit.budget.on_exhausted == "approve":
+                asking.append(limit)
+            else:
+                self._refuse(run, limit.budget, self._spent(limit, run, today), priced)
+        approved_by = self._approved(call, asking, today, priced) if asking else None
         holds = self._hold_shared(call, today, priced)
         if fallback is not None:
             budget = fallback.budget
@@ -366,7 +388,38 @@ class BudgetMeter:
         for agent in (None, *chain.metered):
             held = self._reserved.get((token, agent), _NOTHING)
             self._reserved[token, agent] = held.plus(priced.worst)
-        return _Reservation(self, run, token, (today, int(now)), priced, holds, chain)
+        reservation = _Reservation(self, run, token, (today, int(now)), priced, holds, chain)
+        reservation.approved_by = approved_by
+        return reservation
+
+    def _spent(self, limit: _Limit, run: RunId, today: str) -> float:
+        """What ``limit``'s window holds with the reservations of the calls it meters."""
+        held = self._window(limit, run, today).plus(self._held(self._run(run).token, limit))
+        return held.of(limit.budget)
+
+    def _approved(self, call: DurableCall, over: list[_Limit], today: str, priced: _Priced) -> str:
+        """Who approved ``call`` over the ``approve`` budgets it does not fit; raises
+        :class:`BudgetApprovalNeeded` while nobody has decided, :class:`BudgetExceeded` when
+        the decision is not an approval (rejected, or timed out)."""
+        run, first = call.identity.run, over[0]
+        spent = self._spent(first, run, today)
+        decision = (_DECISIONS.get() or {}).get(call.identity.digest())
+        if decision is None:
+            exceeded = BudgetExceeded(
+                first.budget.name,
+                self._unit_name(first.budget),
+                spent,
+                priced.worst.of(first.budget),
+                first.budget.limit,
+            )
+            logger.info("run %s: %s: asking for approval", run, exceeded)
+            self._record("approval_asked", run, first.budget, spent)
+            raise BudgetApprovalNeeded(first.budget, exceeded, call.identity.call_id)
+        if not decision.approved:
+            self._refuse(run, first.budget, spent, priced)
+        for limit in over:
+            self._record("approved", run, limit.budget, self._spent(limit, run, today))
+        return decision.by or ""
 
     def _chain(self, agents: tuple[str, ...]) -> _Chain:
         """What meters a call made in sub-agents ``agents`` (worked out once per chain)."""
@@ -520,6 +573,7 @@ class BudgetMeter:
             day=reservation.day,
             at=reservation.at,
             agents=list(reservation.chain.agents),
+            approved_by=reservation.approved_by,
         )
         run, day, chain = reservation.run, reservation.day, reservation.chain
         soft = [(b, self._window(b, run, day)) for b in chain.limits if b.budget.soft is not None]
@@ -657,7 +711,18 @@ class _Reservation:
     """A new call's reserved worst case (durable/meter.py's ``Reservation``): the key's, and
     its ``holds`` in the ledger."""
 
-    __slots__ = ("_meter", "at", "chain", "day", "done", "holds", "priced", "run", "token")
+    __slots__ = (
+        "_meter",
+        "approved_by",
+        "at",
+        "chain",
+        "day",
+        "done",
+        "holds",
+        "priced",
+        "run",
+        "token",
+    )
 
     def __init__(
         self,
@@ -676,6 +741,7 @@ class _Reservation:
         self.priced = priced
         self.holds = holds
         self.chain = chain
+        self.approved_by: str | None = None  # who approved it over an approve budget
         self.done = False
 
     @property

@@ -76,7 +76,8 @@ def test_yaml_and_python_compile_a_subagents_budgets_into_its_scope(tmp_path: Pa
 
 
 def test_a_subagent_may_carry_budgets_when_the_top_agent_has_none() -> None:
-    plan = compile_agent(_desk(Budgets(limits=[Budget(name="cap", tokens=100)])))
+    cap = Budget(name="cap", tokens=100, on_exhausted="approve", approval_timeout_s=60)
+    plan = compile_agent(_desk(Budgets(limits=[cap])))
     assert plan.budgets is None
     assert list(subagent_budgets(plan.scopes)) == ["researcher"]
 
