@@ -23,6 +23,7 @@ from flink_agents.durable.store import (
 from flink_agents.durable.store.inspect import key_states
 from flink_agents.plan.models import AgentPlan
 from tests.budget_samples import CALL_TOKENS, UsageServer, budgeted_plan
+from tests.durable.test_subagent_budgets import desk_plan
 from tests.runtime.test_waits import Waits, decide, waiting
 
 KEY = "k0"
@@ -143,3 +144,24 @@ def test_a_replay_hands_the_decision_and_the_call_back_without_asking_again(
             [again] = third.answers(KEY)
     assert answer["output"] == again["output"] == f"big: {KEY}/2"
     assert server.by_key[KEY] == 3
+
+
+def test_a_subagents_approve_budget_pauses_the_delegating_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The researcher may make one call; its second asks for approval: the desk's run pauses
+    inside the delegation, and once approved the researcher's call goes and the desk answers."""
+    with UsageServer() as server:
+        cap = Budget(name="cap", tokens=CALL_TOKENS, on_exhausted="approve")
+        plan = desk_plan(server.base_url, [], [cap])
+        with Waits(monkeypatch, InMemoryLog(), {}, 0, plan=plan) as attempt:
+            attempt.send(KEY, {"n": 0})
+            [first] = attempt.answers(KEY)
+            attempt.send(KEY, {"n": 1})
+            wait = waiting(attempt, KEY)
+            assert wait["request"]["budget"] == "researcher/cap"
+            assert decide(attempt, KEY, wait, by="ann") == []
+            [second] = attempt.answers(KEY)
+    assert first["output"]["research"] is True
+    assert second["output"]["research"] is True
+    assert server.by_key == {KEY: 2, f"{KEY}-res": 2}
