@@ -19,7 +19,7 @@ refuses.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,10 +29,16 @@ BudgetWindow = Literal["run", "day", "sliding", "total"]
 call was recorded), the last ``period_s`` seconds (by the second a call was recorded), or
 everything the key ever spent."""
 
-OnExhausted = Literal["fail", "fallback"]
+OnExhausted = Literal["fail", "fallback", "approve"]
 """What a new call that does not fit a budget does: ``fail`` (the call fails with
-:class:`BudgetExceeded`, and the run's error policy applies) or ``fallback`` (the call goes
-to the budget's ``fallback`` chat model connection)."""
+:class:`BudgetExceeded`, and the run's error policy applies), ``fallback`` (the call goes
+to the budget's ``fallback`` chat model connection) or ``approve`` (the run pauses at a
+durable wait for approval: approved, the call goes over the budget; rejected or timed out, it
+fails with :class:`BudgetExceeded`)."""
+
+OnApprovalTimeout = Literal["reject", "raise"]
+"""What an ``approve`` budget's wait that timed out does: ``reject`` (the call fails with
+:class:`BudgetExceeded`) or ``raise`` (the action gets the wait's ``WaitTimedOutError``)."""
 
 BudgetScope = Literal["key", "tenant", "job"]
 """Whose spend a budget counts: each key's (in the key's Flink state), a tenant's (the keys
@@ -67,6 +73,25 @@ class BudgetExceeded(RuntimeError):
             f"budget {budget!r} exhausted: {_amount(spent, unit)} spent or reserved, this call "
             f"may need {_amount(needed, unit)}, the limit is {_amount(limit, unit)}"
         )
+
+
+class BudgetApprovalNeeded(Exception):
+    """A new call does not fit a budget whose ``on_exhausted`` is ``approve``, and nobody has
+    decided on it yet: the call is not sent and nothing is recorded for it; the action's
+    context waits for approval (``request`` is what the decider is shown) and makes the call
+    again with the decision. Not an error a user sees."""
+
+    def __init__(self, budget: Budget, exceeded: BudgetExceeded, call_id: str) -> None:
+        super().__init__(str(exceeded))
+        self.budget = budget
+        self.request: dict[str, Any] = {
+            "budget": exceeded.budget,
+            "unit": exceeded.unit,
+            "spent": exceeded.spent,
+            "needed": exceeded.needed,
+            "limit": exceeded.limit,
+            "call": call_id,
+        }
 
 
 class BudgetLedgerUnavailable(RuntimeError):
@@ -153,6 +178,25 @@ class CallSpend(BaseModel):
         ge=0,
         description="The second (since the epoch) it counts at for sliding windows.",
     )
+    agents: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda agents: not agents,  # a top agent's call records what it did before
+        description="The internal sub-agents the call was made in, outermost first (empty: "
+        "the top agent's own call); their budgets count it.",
+    )
+    approved_by: str | None = Field(
+        default=None,
+        exclude_if=lambda by: by is None,
+        description="Who approved the call over a budget of on_exhausted approve ('' when the "
+        "decision named nobody).",
+    )
+    nested: list[CallSpend] = Field(
+        default_factory=list,
+        exclude_if=lambda nested: not nested,
+        description="A delegation to an internal sub-agent: what the metered calls made while "
+        "it ran spent (its own tokens are none), counted when it is handed back from its record "
+        "instead of running the sub-agent again.",
+    )
 
     @property
     def tokens(self) -> int:
@@ -186,6 +230,16 @@ class Budget(BaseModel):
         default=None,
         description="The chat model connection a call goes to when this budget is exhausted "
         "(on_exhausted: fallback); it answers with its own model.",
+    )
+    approval_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="on_exhausted approve: how long the run waits for a decision (None: for ever).",
+    )
+    on_approval_timeout: OnApprovalTimeout = Field(
+        default="reject",
+        description="on_exhausted approve: what a wait that timed out does (reject: the call "
+        "fails with BudgetExceeded; raise: the action gets WaitTimedOutError).",
     )
     scope: BudgetScope = Field(
         default="key",
@@ -232,10 +286,17 @@ class Budget(BaseModel):
                 f"budget {self.name!r}: on_exhausted 'fallback' needs fallback (a chat model "
                 "connection)"
             )
-        if self.on_exhausted == "fail" and self.fallback:
+        if self.on_exhausted != "approve" and (
+            self.approval_timeout_s is not None or self.on_approval_timeout != "reject"
+        ):
             raise ValueError(
-                f"budget {self.name!r}: fallback is set but on_exhausted is 'fail'; set "
-                "on_exhausted: fallback"
+                f"budget {self.name!r}: approval_timeout_s and on_approval_timeout go with "
+                "on_exhausted: approve"
+            )
+        if self.on_exhausted != "fallback" and self.fallback:
+            raise ValueError(
+                f"budget {self.name!r}: fallback is set but on_exhausted is "
+                f"{self.on_exhausted!r}; set on_exhausted: fallback"
             )
         return self
 

@@ -41,7 +41,7 @@ from enum import Enum
 from typing import Any, Literal, Protocol
 
 from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
-from flink_agents.api.budgets import CallSpend
+from flink_agents.api.budgets import BudgetApprovalNeeded, CallSpend
 from flink_agents.api.connection_notes import noting_connections
 from flink_agents.api.context import (
     NOT_DONE,
@@ -635,6 +635,8 @@ class DurableCalls:
             return recorded.value(call.result_type)
         if recorded is not None and recorded.status is CallStatus.FAILED:
             outcome.name = "replayed"
+            if self.meter is not None:  # what it spent before it failed (a delegation's calls)
+                self.meter.replayed(identity.run, recorded)
             error = recorded.error
             assert error is not None
             raise RecordedCallError(identity.call_id, error.type, error.message, error.trace)
@@ -693,13 +695,13 @@ class DurableCalls:
         try:
             value = yield tracker
         except BaseException as exc:
-            if reservation is not None:  # failed or cancelled (the driver closes the protocol)
-                reservation.release()
+            # Failed or cancelled (the driver closes the protocol): what it spent all the same.
+            spent = reservation.release() if reservation is not None else None
             # An infrastructure error (a store, codec or replay error inside the call) is not
             # the call's outcome, nor is a cancellation: the call stays PENDING, so a replay
             # sends it again (or reconciles it).
             if isinstance(exc, Exception) and not isinstance(exc, InfrastructureError):
-                self._record(working, tracker.result.fail(exc))
+                self._record(working, tracker.result.fail(exc, spend=spent))
             raise
         if probe is not None:
             probe.reached(KillPoint.AFTER_REPLY_BEFORE_RECORD)
@@ -728,8 +730,8 @@ class DurableCalls:
             return None
         try:
             reservation = self.meter.reserve(call)
-        except InfrastructureError:
-            raise
+        except (InfrastructureError, BudgetApprovalNeeded):
+            raise  # not the call's outcome (approval: asked by the action's context, not sent)
         except Exception as refused:
             outcome.name = "failed"
             self._record(working, pending.fail(refused))

@@ -30,8 +30,9 @@ class Reservation(Protocol):
         """The call returned ``value``: what it spent (recorded with it), the reservation
         replaced by it."""
 
-    def release(self) -> None:
-        """The call failed or was cancelled: nothing is counted, the reservation freed."""
+    def release(self) -> CallSpend | None:
+        """The call failed or was cancelled: the reservation freed; what it spent all the same
+        (recorded with its failure: a delegation's calls made before it failed), else None."""
 
 
 class CallMeter(Protocol):

@@ -141,9 +141,10 @@ class CallFinished(_Record):
     result: Any = None
 
 
-BudgetDecision = Literal["refused", "fallback", "soft_limit"]
+BudgetDecision = Literal["refused", "fallback", "soft_limit", "approval_asked", "approved"]
 """What a budget did to a new model call: refused it (``BudgetExceeded``), sent it to its
-fallback connection, or reached its soft threshold (a warning)."""
+fallback connection, reached its soft threshold (a warning), paused the run to ask for approval
+or let it go over the limit, approved."""
 
 
 class BudgetNoted(_Record):

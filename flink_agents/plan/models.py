@@ -38,6 +38,7 @@ from flink_agents.plan.errors import (
     error_text,
     issues_from_validation,
 )
+from flink_agents.plan.subagent_budgets import subagent_budget_problem
 
 PLAN_VERSION = 2
 """The plan format this code writes and reads."""
@@ -215,6 +216,13 @@ class AgentPlan(BaseModel):
                     "connection of the agent"
                 )
         return budgets
+
+    @model_validator(mode="after")
+    def _subagent_budgets_fit(self) -> AgentPlan:
+        problem = subagent_budget_problem(self.budgets, self.scopes)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     def listeners(self, event_type: str) -> list[ActionPlan]:
         """Actions handling ``event_type``, in plan order."""

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from flink_agents.api.budgets import BudgetApprovalNeeded
 from flink_agents.api.context import (
     IN_DOUBT_POLICIES,
     InDoubtPolicy,
@@ -30,6 +31,7 @@ from flink_agents.durable.identity import (
 )
 from flink_agents.plan.models import ActionPlan
 from flink_agents.runtime import delegated_calls
+from flink_agents.runtime.budget_meter import deciding
 from flink_agents.runtime.call_scope import CallScope
 from flink_agents.runtime.memory_backends import RunLongTermMemory
 from flink_agents.runtime.resource_registry import ResourceRegistry
@@ -220,9 +222,31 @@ class ActionContext(RunnerContext):
         call = self._durable_call(fn, args, kwargs, call_id, reconciler, result_type, in_doubt)
         task = calls.enter()
         try:
-            return await self._call_runner.run_async(call)
+            try:
+                return await self._call_runner.run_async(call)
+            except BudgetApprovalNeeded as needed:
+                decision = await self._budget_approval(call, needed)
+            with deciding(call, decision):  # approved: it goes; else it is refused, recorded
+                return await self._call_runner.run_async(call)
         finally:
             calls.leave(task)
+
+    async def _budget_approval(self, call: DurableCall, needed: BudgetApprovalNeeded) -> Decision:
+        """The decision on ``call``, which does not fit a budget of ``on_exhausted: approve``:
+        a durable wait for approval named after the call (the run pauses until a decision or
+        the budget's timeout; a replay hands the recorded decision back)."""
+        budget = needed.budget
+        wait_id, decision = await self._wait(
+            f"budget-approval:{call.identity.call_id}",
+            "approval",
+            needed.request,
+            None,
+            None,
+            budget.approval_timeout_s,
+        )
+        if decision.verdict == "timed_out" and budget.on_approval_timeout == "raise":
+            raise WaitTimedOutError(wait_id)
+        return decision
 
     async def wait_for_approval(
         self,

@@ -14,12 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from flink_agents.api.budgets import Budgets
 from flink_agents.durable import CallProbe, CallRunner, DurableCalls
 from flink_agents.durable.freeze_fence import FreezeFence
 from flink_agents.durable.store import ActionStateStore
 from flink_agents.observability import EventLog
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan
+from flink_agents.plan.subagent_budgets import plan_prices, subagent_budgets
 from flink_agents.runtime.budget_meter import BudgetMeter
 from flink_agents.runtime.engine import RunEngine, RunResult
 from flink_agents.runtime.settings import RuntimeSettings
@@ -112,10 +114,14 @@ class Runtime:
 
 
 def _meter_for(plan: AgentPlan, event_log: EventLog | None) -> BudgetMeter | None:
-    """The meter of ``plan``'s budgets (None: it has none), telling ``event_log`` its
-    refusals, fallbacks and soft thresholds reached."""
-    if plan.budgets is None:
+    """The meter of ``plan``'s budgets and its sub-agents' (None: none has any), telling
+    ``event_log`` its refusals, fallbacks and soft thresholds reached."""
+    subagents = subagent_budgets(plan.scopes)
+    if plan.budgets is None and not subagents:
         return None
     return BudgetMeter(
-        plan.budgets, on_record=None if event_log is None else event_log.budget_noted
+        plan.budgets or Budgets(),
+        on_record=None if event_log is None else event_log.budget_noted,
+        subagents=subagents,
+        prices=plan_prices(plan.budgets, plan.scopes),
     )

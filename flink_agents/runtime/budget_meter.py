@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
@@ -38,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flink_agents.api.budgets import (
     Budget,
+    BudgetApprovalNeeded,
     BudgetExceeded,
     BudgetLedgerUnavailable,
     Budgets,
@@ -49,6 +52,8 @@ from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
 from flink_agents.api.resources import ResourceType
+from flink_agents.api.subagents.delegation import BaseSubagentCallable, InternalSubagent
+from flink_agents.api.waits import Decision
 from flink_agents.durable.call import DurableCall
 from flink_agents.durable.identity import RunId, canonical_json
 from flink_agents.durable.store import CallResult
@@ -95,10 +100,16 @@ class KeySpend(BaseModel):
     day: str | None = None
     on_day: Amount = Field(default_factory=Amount)
     recent: dict[int, Amount] = Field(default_factory=dict, exclude_if=lambda recent: not recent)
+    agents: dict[str, KeySpend] = Field(default_factory=dict, exclude_if=lambda agents: not agents)
+    """The same for each sub-agent with budgets: what the calls made while it ran spent."""
 
-    def with_run(self, run: _RunSpend, since: int | None) -> KeySpend:
+    def with_run(self, run: _Tally, since: int | None) -> KeySpend:
         """This spend with a finished ``run``'s; ``recent`` keeps the seconds after ``since``
         (None: no sliding window, nothing kept)."""
+        agents = {
+            name: self.agents.get(name, _NO_SPEND).with_run(run.agents.get(name, _Tally()), since)
+            for name in self.agents.keys() | run.agents.keys()
+        }
         total, day, on_day = self.total, self.day, self.on_day
         for when in sorted(run.by_day):
             amount = run.by_day[when]
@@ -113,7 +124,7 @@ class KeySpend(BaseModel):
             for at, amount in run.by_second.items():
                 if at > since:
                     recent[at] = recent.get(at, _NOTHING).plus(amount)
-        return KeySpend(total=total, day=day, on_day=on_day, recent=recent)
+        return KeySpend(total=total, day=day, on_day=on_day, recent=recent, agents=agents)
 
     def on(self, day: str) -> Amount:
         return self.on_day if self.day == day else _NOTHING
@@ -127,28 +138,42 @@ _NO_SPEND = KeySpend()
 
 
 @dataclass
-class _RunSpend:
-    """A running run's spend (its calls', settled or replayed), by the day they were recorded;
-    ``token`` is its key's canonical JSON (the meter's per-key dicts are keyed by it), ``key``
-    and ``input`` what a tenant is read from."""
+class _Tally:
+    """Calls' spend by the UTC day and the second they were recorded, and by the sub-agents
+    with budgets they were made in (``agents``: each its own tally)."""
 
-    token: str
-    key: Any
-    input: Any = None
     by_day: dict[str, Amount] = field(default_factory=dict)
     by_second: dict[int, Amount] = field(default_factory=dict)
+    agents: dict[str, _Tally] = field(default_factory=dict)
 
-    def add(self, day: str, at: int, amount: Amount) -> None:
+    def add(self, day: str, at: int, amount: Amount, agents: Iterable[str] = ()) -> None:
+        """Count ``amount``, and in the tallies of ``agents``."""
         self.by_day[day] = self.by_day.get(day, _NOTHING).plus(amount)
         self.by_second[at] = self.by_second.get(at, _NOTHING).plus(amount)
+        for name in agents:
+            self.agents.setdefault(name, _Tally()).add(day, at, amount)
 
     @property
     def total(self) -> Amount:
         return _sum(self.by_day.values())
 
     def after(self, since: int) -> Amount:
-        """What the run's calls recorded after second ``since`` spent."""
+        """What the calls recorded after second ``since`` spent."""
         return _sum(amount for at, amount in self.by_second.items() if at > since)
+
+
+@dataclass
+class _RunSpend(_Tally):
+    """A running run's spend (its calls', settled or replayed); ``token`` is its key's
+    canonical JSON (the meter's per-key dicts are keyed by it), ``key`` and ``input`` what a
+    tenant is read from."""
+
+    token: str = ""
+    key: Any = None
+    input: Any = None
+
+
+_NO_CALLS = _Tally()
 
 
 def _sum(amounts: Iterable[Amount]) -> Amount:
@@ -160,6 +185,67 @@ def _sum(amounts: Iterable[Amount]) -> Amount:
 
 MeteredKind = Literal["chat", "embedding"]
 """The calls a meter counts: a chat model's and an embedding model's."""
+
+
+@dataclass(frozen=True)
+class _Delegated:
+    """An internal sub-agent running for the delegation ``key`` (its call's digest)."""
+
+    agent: str
+    key: str
+
+
+_SUBAGENTS: ContextVar[tuple[_Delegated, ...]] = ContextVar("metered_subagents", default=())
+"""The internal sub-agents running where a call is made, outermost first (the engine sets it
+for a delegation's duration: :func:`metered_subagent`)."""
+
+
+@contextmanager
+def metered_subagent(agent: str, delegation_key: str) -> Iterator[None]:
+    """The calls made inside this block are made in sub-agent ``agent``, delegated by the call
+    ``delegation_key`` (within whichever sub-agents run around it): its budgets meter them, and
+    the delegation's record keeps what they spent."""
+    token = _SUBAGENTS.set((*_SUBAGENTS.get(), _Delegated(agent, delegation_key)))
+    try:
+        yield
+    finally:
+        _SUBAGENTS.reset(token)
+
+
+_DECISIONS: ContextVar[Mapping[str, Decision] | None] = ContextVar("budget_decisions", default=None)
+"""Decisions on calls that asked for approval over a budget, by the call's identity digest
+(set by the action's context around the call made again: :func:`deciding`)."""
+
+
+@contextmanager
+def deciding(call: DurableCall, decision: Decision) -> Iterator[None]:
+    """``call``, made inside this block, goes with ``decision`` on the approval it asked for."""
+    token = _DECISIONS.set({**(_DECISIONS.get() or {}), call.identity.digest(): decision})
+    try:
+        yield
+    finally:
+        _DECISIONS.reset(token)
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """A budget of the key, of the top agent (``agent`` None) or of a sub-agent; a sub-agent's
+    is named ``agent/name`` (in errors and records)."""
+
+    budget: Budget
+    agent: str | None = None
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """What meters a call made in the sub-agents ``agents``: the key's budgets of the top
+    agent and of those sub-agents with budgets (``metered``), and the output tokens reserved
+    for a call without ``max_tokens`` (the largest any of them assumes)."""
+
+    agents: tuple[str, ...]
+    metered: tuple[str, ...]
+    limits: tuple[_Limit, ...]
+    assumed_max_tokens: int
 
 
 @dataclass(frozen=True)
@@ -187,21 +273,31 @@ class BudgetMeter:
         clock: Callable[[], float] = time.time,
         on_record: Callable[[RunId, BudgetDecision, Budget, float], None] | None = None,
         ledger: BudgetLedger | None = None,
+        subagents: Mapping[str, Budgets] | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.budgets = budgets
+        self._subagents = dict(subagents or {})
+        self._prices = prices or budgets.prices
         self._clock = clock
         self._on_record = on_record
-        self._local = [budget for budget in budgets.limits if budget.scope == "key"]
+        self._local = [_Limit(budget) for budget in budgets.limits if budget.scope == "key"]
+        self._chains: dict[tuple[str, ...], _Chain] = {}
+        every = [*budgets.limits, *(b for sub in self._subagents.values() for b in sub.limits)]
         # How far back a key's finished runs' spend is kept by second (None: no sliding window).
-        self._longest = max((b.period_s or 0 for b in self._local), default=0) or None
+        self._longest = max((b.period_s or 0 for b in every), default=0) or None
+        self._costs = any(budget.unit == "cost" for budget in every)
         self._shared = [budget for budget in budgets.limits if budget.scope != "key"]
         if ledger is None and self._shared and budgets.ledger is not None:
             ledger = RedisBudgetLedger(budgets.ledger)
         self._ledger = ledger
         self._keys: dict[str, KeySpend] = {}  # by the key's canonical JSON
         self._runs: dict[RunId, _RunSpend] = {}
-        self._reserved: dict[str, Amount] = {}
+        # A key's calls in flight, by the key's token and the agent (None: all the key's).
+        self._reserved: dict[tuple[str, str | None], Amount] = {}
         self._fallbacks: dict[tuple[int, str], Callable[..., Any]] = {}
+        # What the metered calls made inside each running delegation spent, by its key.
+        self._delegated: dict[str, list[CallSpend]] = {}
 
     # --- the key's saved spend -------------------------------------------------------------
 
@@ -220,7 +316,7 @@ class BudgetMeter:
     # --- CallMeter -------------------------------------------------------------------------
 
     def run_admitted(self, run: RunId, input: Any) -> None:
-        self._runs[run] = _RunSpend(canonical_json(run.key), run.key, input)
+        self._runs[run] = _RunSpend(token=canonical_json(run.key), key=run.key, input=input)
 
     def run_finished(self, run: RunId) -> None:
         spend = self._runs.pop(run, None)
@@ -234,37 +330,115 @@ class BudgetMeter:
         # Only what was recorded with the call: a call recorded before the agent had budgets
         # carries no spend and counts nothing (docs/budgets.md).
         spend = recorded.spend
-        if spend is not None:
+        if spend is None:
+            return
+        if not spend.nested:
             day, at = _recorded_when(spend, recorded)
-            self._run(run).add(day, at, Amount.spent(spend))
+            spend = spend.model_copy(update={"day": day, "at": at})
+        # A delegation handed back: the calls made while its sub-agent ran, in place of it.
+        for one in spend.nested or [spend]:
+            self._count(run, one)
 
-    def reserve(self, call: DurableCall) -> _Reservation | None:
+    def _count(self, run: RunId, spend: CallSpend) -> None:
+        """Count a call's recorded ``spend`` for ``run`` and in the delegations running."""
+        assert spend.day is not None and spend.at is not None
+        metered = [name for name in spend.agents if name in self._subagents]
+        self._run(run).add(spend.day, spend.at, Amount.spent(spend), metered)
+        for delegation in _SUBAGENTS.get():
+            self._delegated.setdefault(delegation.key, []).append(spend)
+
+    def reserve(self, call: DurableCall) -> _Reservation | _Delegation | None:
+        if _delegates_internally(call):
+            return _Delegation(self, call)
         kind = _kind_of(call)
         if kind is None:
             return None
         run = call.identity.run
         token = self._run(run).token
+        chain = self._chain(tuple(delegation.agent for delegation in _SUBAGENTS.get()))
         now = self._clock()
         today = datetime.fromtimestamp(now, timezone.utc).date().isoformat()
-        priced = self._priced(call, kind)
-        fallback: Budget | None = None
+        priced = self._priced(call, kind, chain)
+        fallback: _Limit | None = None
         # A fallback is a chat connection: an embedding call over a budget is refused.
-        falls_back = [b for b in self._local if b.on_exhausted == "fallback" and kind == "chat"]
-        for budget in falls_back:
-            if not self._fits(budget, run, today, priced):
-                fallback = budget
-                priced = self._priced(self._fallback_call(call, budget), kind)
+        falls_back = [
+            limit
+            for limit in chain.limits
+            if limit.budget.on_exhausted == "fallback" and kind == "chat"
+        ]
+        for limit in falls_back:
+            if not self._fits(limit, run, today, priced):
+                fallback = limit
+                priced = self._priced(self._fallback_call(call, limit.budget), kind, chain)
                 break
-        for budget in self._local:
-            if budget not in falls_back and not self._fits(budget, run, today, priced):
-                spent = self._window(budget, run, today).plus(self._reserved.get(token, _NOTHING))
-                self._refuse(run, budget, spent.of(budget), priced)
+        asking: list[_Limit] = []
+        for limit in chain.limits:
+            if limit in falls_back or self._fits(limit, run, today, priced):
+                continue
+            if limit.budget.on_exhausted == "approve":
+                asking.append(limit)
+            else:
+                self._refuse(run, limit.budget, self._spent(limit, run, today), priced)
+        approved_by = self._approved(call, asking, today, priced) if asking else None
         holds = self._hold_shared(call, today, priced)
         if fallback is not None:
-            logger.info("run %s: budget %r exhausted: %s", run, fallback.name, fallback.fallback)
-            self._record("fallback", run, fallback, self._window(fallback, run, today).of(fallback))
-        self._reserved[token] = self._reserved.get(token, _NOTHING).plus(priced.worst)
-        return _Reservation(self, run, token, (today, int(now)), priced, holds)
+            budget = fallback.budget
+            logger.info("run %s: budget %r exhausted: %s", run, budget.name, budget.fallback)
+            self._record("fallback", run, budget, self._window(fallback, run, today).of(budget))
+        for agent in (None, *chain.metered):
+            held = self._reserved.get((token, agent), _NOTHING)
+            self._reserved[token, agent] = held.plus(priced.worst)
+        reservation = _Reservation(self, run, token, (today, int(now)), priced, holds, chain)
+        reservation.approved_by = approved_by
+        return reservation
+
+    def _spent(self, limit: _Limit, run: RunId, today: str) -> float:
+        """What ``limit``'s window holds with the reservations of the calls it meters."""
+        held = self._window(limit, run, today).plus(self._held(self._run(run).token, limit))
+        return held.of(limit.budget)
+
+    def _approved(self, call: DurableCall, over: list[_Limit], today: str, priced: _Priced) -> str:
+        """Who approved ``call`` over the ``approve`` budgets it does not fit; raises
+        :class:`BudgetApprovalNeeded` while nobody has decided, :class:`BudgetExceeded` when
+        the decision is not an approval (rejected, or timed out)."""
+        run, first = call.identity.run, over[0]
+        spent = self._spent(first, run, today)
+        decision = (_DECISIONS.get() or {}).get(call.identity.digest())
+        if decision is None:
+            exceeded = BudgetExceeded(
+                first.budget.name,
+                self._unit_name(first.budget),
+                spent,
+                priced.worst.of(first.budget),
+                first.budget.limit,
+            )
+            logger.info("run %s: %s: asking for approval", run, exceeded)
+            self._record("approval_asked", run, first.budget, spent)
+            raise BudgetApprovalNeeded(first.budget, exceeded, call.identity.call_id)
+        if not decision.approved:
+            self._refuse(run, first.budget, spent, priced)
+        for limit in over:
+            self._record("approved", run, limit.budget, self._spent(limit, run, today))
+        return decision.by or ""
+
+    def _chain(self, agents: tuple[str, ...]) -> _Chain:
+        """What meters a call made in sub-agents ``agents`` (worked out once per chain)."""
+        chain = self._chains.get(agents)
+        if chain is None:
+            metered = tuple(name for name in agents if name in self._subagents)
+            limits = [
+                _Limit(budget.model_copy(update={"name": f"{name}/{budget.name}"}), name)
+                for name in metered
+                for budget in self._subagents[name].limits
+            ]
+            assumed = [self._subagents[name].assumed_max_tokens for name in metered]
+            chain = self._chains[agents] = _Chain(
+                agents,
+                metered,
+                (*self._local, *limits),
+                max([self.budgets.assumed_max_tokens, *assumed]),
+            )
+        return chain
 
     # --- budgets across keys (the ledger) --------------------------------------------------
 
@@ -382,7 +556,7 @@ class BudgetMeter:
         usage = value.usage if isinstance(value, ChatMessage | Embeddings) else None
         if usage is None:
             return None
-        prices = self.budgets.prices
+        prices = self._prices
         if reservation.priced.kind == "embedding":
             model = reservation.priced.model
             cost = _embedding_cost(prices, model, usage.input_tokens)
@@ -398,26 +572,34 @@ class BudgetMeter:
             price_version=prices.version if cost is not None and prices else None,
             day=reservation.day,
             at=reservation.at,
+            agents=list(reservation.chain.agents),
+            approved_by=reservation.approved_by,
         )
-        run, day = reservation.run, reservation.day
-        soft = [(b, self._window(b, run, day)) for b in self._local if b.soft is not None]
-        self._run(run).add(day, reservation.at, Amount.spent(spend))
-        for budget, before in soft:
-            self._warn_at_soft(budget, run, before, day)
+        run, day, chain = reservation.run, reservation.day, reservation.chain
+        soft = [(b, self._window(b, run, day)) for b in chain.limits if b.budget.soft is not None]
+        self._count(run, spend)
+        for limit, before in soft:
+            self._warn_at_soft(limit, run, before, day)
         return spend
 
     def _release(self, reservation: _Reservation) -> None:
-        token = reservation.token
-        left = self._reserved.get(token, _NOTHING).minus(reservation.priced.worst)
-        if left.tokens <= 0 and left.cost <= 1e-12:
-            self._reserved.pop(token, None)
-        else:
-            self._reserved[token] = left
+        for agent in (None, *reservation.chain.metered):
+            held = (reservation.token, agent)
+            left = self._reserved.get(held, _NOTHING).minus(reservation.priced.worst)
+            if left.tokens <= 0 and left.cost <= 1e-12:
+                self._reserved.pop(held, None)
+            else:
+                self._reserved[held] = left
 
-    def _warn_at_soft(self, budget: Budget, run: RunId, before: Amount, day: str) -> None:
+    def _held(self, token: str, limit: _Limit) -> Amount:
+        """What the key's calls in flight that ``limit`` meters have reserved."""
+        return self._reserved.get((token, limit.agent), _NOTHING)
+
+    def _warn_at_soft(self, limit: _Limit, run: RunId, before: Amount, day: str) -> None:
+        budget = limit.budget
         assert budget.soft is not None
         threshold = budget.soft * budget.limit
-        after = self._window(budget, run, day).of(budget)
+        after = self._window(limit, run, day).of(budget)
         if before.of(budget) < threshold <= after:
             logger.warning(
                 "run %s: budget %r at %.0f%% (%s of %s)",
@@ -431,24 +613,28 @@ class BudgetMeter:
 
     def _unit_name(self, budget: Budget) -> str:
         """``tokens``, or the price table's currency."""
-        prices = self.budgets.prices
+        prices = self._prices
         return "tokens" if budget.unit == "tokens" or prices is None else prices.currency
 
     def _record(self, decision: BudgetDecision, run: RunId, budget: Budget, spent: float) -> None:
         if self._on_record is not None:
             self._on_record(run, decision, budget, spent)
 
-    def _fits(self, budget: Budget, run: RunId, today: str, priced: _Priced) -> bool:
-        reserved = self._reserved.get(self._run(run).token, _NOTHING)
-        held = self._window(budget, run, today).plus(reserved).plus(priced.worst)
-        return held.of(budget) <= budget.limit
+    def _fits(self, limit: _Limit, run: RunId, today: str, priced: _Priced) -> bool:
+        reserved = self._held(self._run(run).token, limit)
+        held = self._window(limit, run, today).plus(reserved).plus(priced.worst)
+        return held.of(limit.budget) <= limit.budget.limit
 
-    def _window(self, budget: Budget, run: RunId, today: str) -> Amount:
-        """What ``budget``'s current window holds for ``run``'s key, without reservations."""
-        running = self._run(run)
+    def _window(self, limit: _Limit, run: RunId, today: str) -> Amount:
+        """What ``limit``'s current window holds for ``run``'s key (and its agent), without
+        reservations."""
+        budget, agent, this_run = limit.budget, limit.agent, self._run(run)
+        running: _Tally = this_run if agent is None else this_run.agents.get(agent, _NO_CALLS)
         if budget.window == "run":
             return running.total
-        committed = self._keys.get(running.token, _NO_SPEND)
+        committed = self._keys.get(this_run.token, _NO_SPEND)
+        if agent is not None:
+            committed = committed.agents.get(agent, _NO_SPEND)
         if budget.window == "day":
             return committed.on(today).plus(running.by_day.get(today, _NOTHING))
         if budget.window == "sliding":
@@ -460,14 +646,14 @@ class BudgetMeter:
     def _run(self, run: RunId) -> _RunSpend:
         spend = self._runs.get(run)
         if spend is None:  # a host that does not admit runs (calls made directly)
-            spend = self._runs[run] = _RunSpend(canonical_json(run.key), run.key)
+            spend = self._runs[run] = _RunSpend(token=canonical_json(run.key), key=run.key)
         return spend
 
-    def _priced(self, call: DurableCall, kind: MeteredKind) -> _Priced:
+    def _priced(self, call: DurableCall, kind: MeteredKind, chain: _Chain) -> _Priced:
         """The call's model and worst case, priced: a chat call's prompt's estimated tokens
         and its output tokens (``max_tokens``, else the budgets' ``assumed_max_tokens``); an
         embedding call's texts' estimated tokens."""
-        prices = self.budgets.prices
+        prices = self._prices
         if kind == "embedding":
             setup, texts = _embedding_of(call)
             connection = setup.get_resource(
@@ -480,9 +666,9 @@ class BudgetMeter:
             request, chat_connection = _request_of(call)
             model = request.model or cast(str | None, getattr(chat_connection, "model", None))
             prompt = _estimated_tokens(request)
-            tokens = prompt + (request.max_tokens or self.budgets.assumed_max_tokens)
+            tokens = prompt + (request.max_tokens or chain.assumed_max_tokens)
             cost = _cost(prices, model, prompt, tokens - prompt)
-        if cost is None and any(b.unit == "cost" for b in self.budgets.limits):
+        if cost is None and self._costs:
             assert prices is not None  # a cost budget needs prices (Budgets checks)
             price = "embedding price" if kind == "embedding" else "price"
             raise ValueError(
@@ -525,7 +711,18 @@ class _Reservation:
     """A new call's reserved worst case (durable/meter.py's ``Reservation``): the key's, and
     its ``holds`` in the ledger."""
 
-    __slots__ = ("_meter", "at", "day", "done", "holds", "priced", "run", "token")
+    __slots__ = (
+        "_meter",
+        "approved_by",
+        "at",
+        "chain",
+        "day",
+        "done",
+        "holds",
+        "priced",
+        "run",
+        "token",
+    )
 
     def __init__(
         self,
@@ -535,6 +732,7 @@ class _Reservation:
         when: tuple[str, int],
         priced: _Priced,
         holds: list[_Hold],
+        chain: _Chain,
     ) -> None:
         self._meter = meter
         self.run = run
@@ -542,6 +740,8 @@ class _Reservation:
         self.day, self.at = when  # the UTC day and the second the call counts on
         self.priced = priced
         self.holds = holds
+        self.chain = chain
+        self.approved_by: str | None = None  # who approved it over an approve budget
         self.done = False
 
     @property
@@ -554,11 +754,31 @@ class _Reservation:
         self.done = True
         return self._meter._settle(self, value)
 
-    def release(self) -> None:
+    def release(self) -> CallSpend | None:
         if not self.done:
             self.done = True
             self._meter._release(self)
             self._meter._drop(self.holds)
+        return None  # a model call that failed reported no usage
+
+
+class _Delegation:
+    """A delegation to an internal sub-agent (durable/meter.py's ``Reservation``): nothing
+    reserved (its sub-agent's calls reserve their own), and what those calls spend kept with
+    its outcome, so that a replay handing the delegation back counts them."""
+
+    __slots__ = ("_meter", "call")
+
+    def __init__(self, meter: BudgetMeter, call: DurableCall) -> None:
+        self._meter = meter
+        self.call = call
+
+    def settle(self, value: Any) -> CallSpend | None:
+        return self.release()
+
+    def release(self) -> CallSpend | None:
+        nested = self._meter._delegated.pop(self.call.identity.digest(), None)
+        return CallSpend(nested=nested) if nested else None
 
 
 def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
@@ -571,6 +791,14 @@ def _tenant_of(budget: Budget, run: _RunSpend) -> Any:
     raise ValueError(
         f"budget {budget.name!r} counts per tenant by field {field_name!r}, but neither the "
         f"run's input nor its key {canonical_json(run.key)} has it"
+    )
+
+
+def _delegates_internally(call: DurableCall) -> bool:
+    """Whether ``call`` delegates to an internal sub-agent (runs it in this run)."""
+    function = call.function
+    return isinstance(function, BaseSubagentCallable) and isinstance(
+        function.setup, InternalSubagent
     )
 
 

@@ -35,7 +35,7 @@ from flink_agents.observability import EventLog
 from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
-from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend
+from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend, metered_subagent
 from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
 from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
 from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
@@ -602,7 +602,8 @@ class RunEngine:
                 long_term_memory=run.long_term_memory,  # the delegating run's key's
                 scheduled=run.scheduled,  # for the delegating run's key
             )
-            await self._dispatch(scope, child, start, outputs)
+            with metered_subagent(scope.name, delegation_key):  # its budgets meter its calls
+                await self._dispatch(scope, child, start, outputs)
         except _ActionRaised as raised:
             cause = raised.__cause__
             if not isinstance(cause, InfrastructureError):

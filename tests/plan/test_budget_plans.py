@@ -152,6 +152,21 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
             "a price gives input and output (a chat model) or embedding",
         ),
         (
+            "limits: [{name: b, tokens: 10, approval_timeout_s: 60}]",
+            "agents[0].budgets.limits[0]",
+            "approval_timeout_s and on_approval_timeout go with on_exhausted: approve",
+        ),
+        (
+            "limits: [{name: b, tokens: 10, on_exhausted: approve, fallback: cheap}]",
+            "agents[0].budgets.limits[0]",
+            "fallback is set but on_exhausted is 'approve'",
+        ),
+        (
+            "limits: [{name: b, scope: job, tokens: 10, on_exhausted: approve}]",
+            "agents[0].budgets.limits[0]",
+            "scope 'job' supports on_exhausted 'fail' only",
+        ),
+        (
             "{ledger: {url: 'redis://:hunter2@127.0.0.1:6379/0'}}",
             "agents[0].budgets.ledger",
             "a password does not belong in a plan",

@@ -239,9 +239,14 @@ class CallResult(BaseModel):
         )
 
     def fail(
-        self, error: CallError | BaseException, *, finished_at: float | None = None
+        self,
+        error: CallError | BaseException,
+        *,
+        finished_at: float | None = None,
+        spend: CallSpend | None = None,
     ) -> CallResult:
-        """A copy of this result marked FAILED with `error` (an exception is described)."""
+        """A copy of this result marked FAILED with `error` (an exception is described) and
+        what the call spent all the same (`spend`: a delegation's calls made before it failed)."""
         if isinstance(error, BaseException):
             error = CallError.from_exception(error)
         return self._copy(
@@ -251,6 +256,7 @@ class CallResult(BaseModel):
                 "payload_type": None,
                 "error": error,
                 "finished_at": now_ms() if finished_at is None else finished_at,
+                "spend": spend,
             }
         )
 

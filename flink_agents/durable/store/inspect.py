@@ -110,11 +110,12 @@ class RecordedSpend:
 
 
 def recorded_spend(states: list[ActionState]) -> RecordedSpend:
-    """The sum of the spend recorded with the calls of ``states``."""
+    """The sum of the spend recorded with the calls of ``states`` (a delegation's, which
+    repeats the spend of calls recorded in the sub-agent's own states, is left out)."""
     calls, tokens_in, tokens_out, cost, versions = 0, 0, 0, 0.0, set()
     for state in states:
         for call in state.calls:
-            if call.spend is None:
+            if call.spend is None or call.spend.nested:  # a delegation: its calls are recorded
                 continue
             calls += 1
             tokens_in += call.spend.input_tokens
