@@ -41,8 +41,9 @@ lint: install
 run example: install
 	scripts/with-services.sh --kafka-only $(PY) -m examples.demo
 
-# The mini-cluster suite on another Flink line than the pinned one (its own virtualenv under
-# .cache/flink-lines/): make flink-line FLINK_LINE=2.3.0 (or 1.20.5). Not part of `make test`.
+# The mini-cluster suite and the standalone failover e2e on another Flink line than the pinned
+# one (its own virtualenv under .cache/flink-lines/, a cluster from the line's bin/ on
+# FLINK_REST_PORT/FLINK_RPC_PORT): make flink-line FLINK_LINE=2.3.0 (or 1.20.5). Not in `make test`.
 FLINK_LINE ?= 2.3.0
 flink-line:
 	scripts/flink-line.sh $(FLINK_LINE) $(PYTEST_ARGS)

@@ -35,6 +35,7 @@ source "$here/service-lib.sh"
 
 [ -x "$python" ] || { log "no Python at $python: run 'make install' first"; exit 1; }
 flink_home=$("$python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))')
+flink_version=$("$python" -c 'from pyflink.version import __version__; print(__version__)')
 site_packages=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 
 export FLINK_HOME="$flink_home"
@@ -56,7 +57,8 @@ prepare() {
   find "$FLINK_LIB_DIR" -name '*.jar' -delete
   ln -s "$flink_home"/lib/*.jar "$FLINK_LIB_DIR/"
   ln -s "$flink_home"/opt/flink-python-*.jar "$FLINK_LIB_DIR/"
-  local connector="$cache/jars/flink-sql-connector-kafka-$FLINK_KAFKA_CONNECTOR_VERSION.jar"
+  # The connector of the package's Flink line (FLINK_AGENTS_KAFKA_JAR when given, as for jobs).
+  local connector=${FLINK_AGENTS_KAFKA_JAR:-"$cache/jars/flink-sql-connector-kafka-$(kafka_connector_for "$flink_version").jar"}
   [ -f "$connector" ] || bash "$here/kafka.sh" fetch
   ln -s "$connector" "$FLINK_LIB_DIR/"
   "$python" - "$flink_home/conf/config.yaml" "$FLINK_CONF_DIR/config.yaml" <<PY

@@ -6,6 +6,17 @@ FLINK_KAFKA_CONNECTOR_VERSION=5.0.0-2.2
 # The Flink Kubernetes Operator whose FlinkDeployment CRD the docker/k8s manifests are checked
 # against: the newest release whose API jar (it carries the CRDs) Maven Central serves.
 FLINK_K8S_OPERATOR_VERSION=1.10.0
-# The Kafka connector for the Flink 1.20 line (scripts/flink-line.sh): the newest 1.x build Maven
-# Central serves here (3.3.0-1.20 and 3.4.0-1.20 are refused); it runs on 1.20 (docs/deployment.md).
-FLINK_1_20_KAFKA_CONNECTOR_VERSION=3.2.0-1.19
+# The Kafka connector for the Flink 1.20 line (scripts/flink-line.sh; docs/deployment.md). Maven
+# Central serves no flink-sql-connector-kafka (the shaded jar) for it here, only
+# flink-connector-kafka: flink-line.sh joins it with the kafka-clients its POM names into one jar.
+FLINK_1_20_KAFKA_CONNECTOR_VERSION=3.4.0-1.20
+FLINK_1_20_KAFKA_CLIENTS_VERSION=3.4.0
+
+# The flink-sql-connector-kafka build that goes with a Flink version (2.x or 1.20.x).
+kafka_connector_for() {
+  case "$1" in
+    2.*) echo "$FLINK_KAFKA_CONNECTOR_VERSION" ;;
+    1.20.*) echo "$FLINK_1_20_KAFKA_CONNECTOR_VERSION" ;;
+    *) echo "versions.sh: no Kafka connector known for Flink $1 (2.x or 1.20.x)" >&2; return 2 ;;
+  esac
+}
