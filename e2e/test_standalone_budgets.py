@@ -36,6 +36,7 @@ import os
 import random
 import re
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -53,6 +54,7 @@ from e2e.test_standalone_failover import (
     Outputs,
     TaskManagerKill,
     cancel,
+    cluster_script,
     job_running,
     job_status,
     rest,
@@ -60,7 +62,6 @@ from e2e.test_standalone_failover import (
     taskmanager_log_tail,
     wait_for,
 )
-from e2e.test_standalone_rescale import savepoint_and_cancel
 from flink_agents.durable.store.inspect import key_states, open_store, recorded_spend
 from tests.budget_samples import CALL_TOKENS, MAX_TOKENS, UsageServer
 
@@ -159,6 +160,10 @@ class BudgetJob:
         self.job_id = submit(self.cluster, self.spec, *options)
         self.wait("the job to run", lambda: job_running(self.cluster, self.job_id), 120)
 
+    def stopped(self) -> bool:
+        """The job ended (cancelled after a savepoint): none of its tasks runs."""
+        return rest(self.cluster, f"/jobs/{self.job_id}")["state"] in ("CANCELED", "FINISHED")
+
     def wait_for_checkpoint(self) -> None:
         def done() -> bool:
             counts = rest(self.cluster, f"/jobs/{self.job_id}/checkpoints")["counts"]
@@ -245,6 +250,33 @@ def produce(bootstrap: str, topic: str, inputs: list[dict[str, Any]], gap_s: flo
         producer.close()
 
 
+def stop_with_savepoint(cluster: Any, job_id: str, folder: Path) -> str:
+    """Stop ``job_id`` with a savepoint into ``folder`` (``POST /jobs/<id>/stop``, no drain: its
+    tasks finish, and close their operators, after the savepoint); returns its location.
+
+    Thread mode leaves the operator open after its task ended (stopped like this or cancelled):
+    the agent's engine goes on running its runs, asking the model, in the TaskManager's
+    interpreter until an attempt of the same agent opens there (runtime/keyed.py)."""
+    body = json.dumps({"targetDirectory": folder.as_uri(), "drain": False}).encode()
+    request = urllib.request.Request(
+        f"{cluster.rest_url}/jobs/{job_id}/stop",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        trigger = json.load(response)["request-id"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = rest(cluster, f"/jobs/{job_id}/savepoints/{trigger}")
+        if status["status"]["id"] == "COMPLETED":
+            operation = status["operation"]
+            assert "location" in operation, f"stop with a savepoint failed: {operation}"
+            return str(operation["location"])
+        time.sleep(0.5)
+    pytest.fail(f"stop with a savepoint of {job_id} not done within 120 s", pytrace=False)
+
+
 def by_run(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """The output records per (key, seq), duplicates kept (the sink is at least once)."""
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -291,6 +323,8 @@ KILLS = [
 ]
 
 
+# A fresh TaskManager's first Python worker takes a minute to start on a loaded machine.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", KILLS)
 def test_a_per_key_cap_lets_exactly_its_calls_through_a_taskmanager_kill(
     flink_cluster: Any,
@@ -385,6 +419,7 @@ def test_a_per_key_cap_lets_exactly_its_calls_through_a_taskmanager_kill(
 # --- 2. a budget lowered between a savepoint and its restore -----------------------------------
 
 
+@pytest.mark.timeout(600)
 def test_a_budget_lowered_at_a_restore_lets_the_replays_end_and_refuses_new_calls(
     flink_cluster: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -401,17 +436,25 @@ def test_a_budget_lowered_at_a_restore_lets_the_replays_end_and_refuses_new_call
             # have asked nothing yet.
             inputs = [{"key": f"k{k}", "first": 0, "n": calls} for k in range(KEYS)]
             produce(kafka_bootstrap, job.topics["input"], inputs, gap_s=0.3)
-            half = KEYS * CAP_CALLS // 2
-            job.wait(f"{half} calls answered", lambda: len(job.server.snapshot()) >= half, 120)
+            quarter = KEYS * CAP_CALLS // 4
+            job.wait(
+                f"{quarter} calls answered", lambda: len(job.server.snapshot()) >= quarter, 120
+            )
             moment = time.time()
-            savepoint = savepoint_and_cancel(flink_cluster, job.job_id or "", tmp_path / "sp")
+            savepoint = stop_with_savepoint(flink_cluster, job.job_id or "", tmp_path / "sp")
+            job.wait("the job to stop", job.stopped, 60)
             stopped = time.time()
+            # The stopped job's engine outlives it in the TaskManager's interpreter (thread
+            # mode leaves its operator open, see stop_with_savepoint): kill that TaskManager,
+            # as its engine would otherwise go on asking under the old budget.
+            killed = TaskManagerKill(flink_cluster, job.job_id or "", job.state).kill()
+            cluster_script(flink_cluster, "start-taskmanager")
             before = {key: len(r.questions) for key, r in job.recorded(first_of_run).items()}
             ended_before = set(by_run(outputs.snapshot()))
             asked_before = len(job.server.snapshot())
             job.write(LOWERED_CAP_CALLS)
-            job.submit("--from-savepoint", savepoint)
             restored = time.time()
+            job.submit("--from-savepoint", savepoint)
             # A second run of every key after the restore: the lowered cap refuses it at once.
             produce(
                 kafka_bootstrap,
@@ -435,7 +478,9 @@ def test_a_budget_lowered_at_a_restore_lets_the_replays_end_and_refuses_new_call
     answered_before_savepoint = {
         q for q, _, answered in asked if answered < moment - RECORDED_SLACK_S
     }
-    asked_after_restore = [q for q, came, _ in asked if came >= stopped]
+    orphaned = [q for q, came, _ in asked if stopped <= came < killed]
+    asked_while_stopped = [q for q, came, _ in asked if killed <= came < restored]
+    asked_after_restore = [q for q, came, _ in asked if came >= restored]
     resent = [q for q in asked_after_restore if q in answered_before_savepoint]
     new_after: Counter[str] = Counter(q.split("/")[0] for q in asked_after_restore)
     summary = [
@@ -444,20 +489,34 @@ def test_a_budget_lowered_at_a_restore_lets_the_replays_end_and_refuses_new_call
         f"savepoint after {asked_before} answered calls; recorded per key at it "
         f"{dict(sorted(Counter(before.values()).items()))} (calls: keys); "
         f"{len(ended_before)} runs had ended",
-        f"after the restore (+{time.time() - restored:.0f} s): {len(asked_after_restore)} "
-        f"requests, {len(resent)} of them calls answered before the savepoint",
+        f"requests after the stop by its orphaned engine (killed {killed - stopped:.1f} s "
+        f"later): {len(orphaned)}; after the kill and before the restore: "
+        f"{len(asked_while_stopped)}; after the restore "
+        f"(+{time.time() - restored:.0f} s): {len(asked_after_restore)}, "
+        f"{len(resent)} of them calls answered before the savepoint",
     ]
     with capsys.disabled():
         print("\n" + "\n".join(f"[budgets lowered] {line}" for line in summary))
 
     assert any(0 < n < CAP_CALLS for n in before.values()), f"no run mid-way: {before}"
+    assert not asked_while_stopped, f"requests while the job was stopped: {asked_while_stopped}"
     assert not resent, f"recorded calls sent again after the restore: {resent}"
     assert set(runs) == {(f"k{k}", seq) for k in range(KEYS) for seq in (0, 1)}
     for k in range(KEYS):
         key = f"k{k}"
         final = max(before[key], LOWERED_CAP_CALLS)
         # The replay kept every recorded call; new ones came only up to the lowered cap.
-        assert after[key] == Recorded(set(range(final)), final * CALL_TOKENS), (key, before[key])
+        seen = sorted(
+            (q, round(came - stopped, 2), round(done - stopped, 2))
+            for q, came, done in asked
+            if q.startswith(f"{key}/")
+        )
+        assert after[key] == Recorded(set(range(final)), final * CALL_TOKENS), (
+            key,
+            before[key],
+            f"asked (s after the stop; savepoint at {moment - stopped:.2f}, restore submitted "
+            f"at {restored - stopped:.2f}): {seen}",
+        )
         assert new_after[key] == final - before[key], (key, before[key], new_after[key])
         # Both runs end refused, naming the counter: everything the key recorded.
         assert refused_at(runs[(key, 0)]) == {final * CALL_TOKENS}, (key, runs[(key, 0)])
