@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers bench-containers flink-line pipelines waits-rescale memory-rescale
+.PHONY: install venv test test-unit lint run example bench crash-matrix soak kafka-start kafka-stop chroma-start chroma-stop redis-start redis-stop flink-start flink-stop services-stop clean image cluster-up cluster-down e2e-containers bench-containers flink-line pipelines waits-rescale memory-rescale budget-failover
 
 venv: $(PY)
 $(PY):
@@ -82,6 +82,12 @@ bench: install
 crash-matrix: install
 	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_matrix --runs 5 --doc docs/reliability.md
 	scripts/with-services.sh --kafka-only $(PY) -m bench.crash_waits --runs 5 --doc docs/reliability.md
+
+# Per-key budgets on the standalone cluster (e2e/test_standalone_budgets.py, docs/budgets.md):
+# without a fault, a TaskManager killed at each of five seeded moments, and a budget lowered
+# between a savepoint and its restore; about 20 min. `make test` runs the first seed's kill.
+budget-failover: install
+	FLINK_AGENTS_BUDGET_FAILOVER=1 scripts/with-services.sh $(PY) -m pytest e2e/test_standalone_budgets.py $(PYTEST_ARGS)
 
 # The soak (bench/soak.py, docs/reliability.md "Soak"): the support desk at a steady rate for
 # DURATION on its own broker (9192) and cluster (REST 8181, two TaskManagers), with seeded faults

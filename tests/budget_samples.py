@@ -4,6 +4,8 @@ answers with fixed usage and counts requests per key: the budgets tests' subject
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections import Counter
 from typing import Any, cast
 
@@ -28,30 +30,47 @@ CALL_TOKENS, so a cap of n calls' tokens lets exactly n calls through."""
 
 class UsageServer(FakeModelServer):
     """A fake chat-completions server: every answer reports :data:`CALL_TOKENS` and names the
-    model asked for; requests are counted by the key their question names (``key/i``)."""
+    model asked for; requests are counted by the key their question names (``key/i``), and
+    :attr:`asked` notes each answered request's question with the times it came and was
+    answered (``latency_s`` later)."""
 
-    def __init__(self, answers: int | None = None, refusal: int = 429) -> None:
+    def __init__(
+        self, answers: int | None = None, refusal: int = 429, latency_s: float = 0.0
+    ) -> None:
         super().__init__(self._answer)
         self.by_key: Counter[str] = Counter()
         self.by_model: Counter[str] = Counter()
+        self.asked: list[tuple[str, float, float]] = []  # question, came, answered (epoch s)
         self.answers = answers  # how many requests it answers before it refuses every one
         self.refusal = refusal  # the status it refuses with
+        self.latency_s = latency_s
         self.refused = 0
+        self._usage_lock = threading.Lock()  # the server answers each request on its own thread
 
     def _answer(self, request: RecordedRequest) -> ScriptedResponse:
-        if self.answers is not None and sum(self.by_key.values()) >= self.answers:
-            self.refused += 1
-            error = {"message": "slow down", "type": "rate_limit", "param": None, "code": None}
-            return ScriptedResponse(status=self.refusal, body={"error": error})
+        came = time.time()
         body = request.json()
         question = body["messages"][-1]["content"]
-        self.by_key[question.split("/")[0]] += 1
-        self.by_model[body["model"]] += 1
+        with self._usage_lock:
+            if self.answers is not None and sum(self.by_key.values()) >= self.answers:
+                self.refused += 1
+                error = {"message": "slow down", "type": "rate_limit", "param": None, "code": None}
+                return ScriptedResponse(status=self.refusal, body={"error": error})
+            self.by_key[question.split("/")[0]] += 1
+            self.by_model[body["model"]] += 1
+            self.asked.append((question, came, came + self.latency_s))
         message = {"role": "assistant", "content": f"{body['model']}: {question}"}
         usage = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": OUTPUT_TOKENS}
         choice = {"index": 0, "message": message, "finish_reason": "stop"}
         reply = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"]}
-        return ScriptedResponse(body={**reply, "choices": [choice], "usage": usage})
+        return ScriptedResponse(
+            body={**reply, "choices": [choice], "usage": usage}, delay_seconds=self.latency_s
+        )
+
+    def snapshot(self) -> list[tuple[str, float, float]]:
+        """:attr:`asked` so far."""
+        with self._usage_lock:
+            return list(self.asked)
 
 
 @action(InputEvent)
@@ -83,6 +102,24 @@ async def ask_at_once(event: InputEvent, ctx: RunnerContext) -> None:
     outcomes = await asyncio.gather(*asked, return_exceptions=True)
     refused = sum(isinstance(outcome, BudgetExceeded) for outcome in outcomes)
     ctx.send_event(OutputEvent(output={"answered": len(outcomes) - refused, "refused": refused}))
+
+
+@action(InputEvent)
+async def ask_in_turn(event: InputEvent, ctx: RunnerContext) -> None:
+    """Ask the model ``event.input["n"]`` questions one after another, numbered on from
+    ``event.input["first"]`` (``key/first``, ``key/first+1``, ...: a key's questions stay
+    distinct across its runs); the output counts the answers. A refused question ends the run
+    with its ``BudgetExceeded`` (the agent's error policy decides what that yields)."""
+    model = cast(ChatModelSetup, ctx.get_resource("model", ResourceType.CHAT_MODEL))
+    key, first, n = event.input["key"], event.input["first"], event.input["n"]
+    for i in range(n):
+        await ctx.durable_execute_async(
+            model.chat,
+            [ChatMessage(role="user", content=f"{key}/{first + i}")],
+            call_id=f"chat-{i}",
+            result_type=ChatMessage,
+        )
+    ctx.send_event(OutputEvent(output={"answered": n}))
 
 
 def budgeted_plan(
