@@ -150,7 +150,7 @@ def test_a_replay_hands_back_the_recorded_connection_and_model_without_routing_a
             routes=[{"max_input_tokens": 1, "connections": ["spare"]}],
         )
         live, replayed = asyncio.run(scenario(plan))
-        asked = (primary.server.request_count, spare.server.request_count)
+        asked = (primary.request_count, spare.request_count)
     assert sorted(map(str, replayed)) == sorted(map(str, live))
     assert asked == (4, 2)  # 2 answered + 2 refused, then 2 by the spare: none in the replay
     recorded = [
