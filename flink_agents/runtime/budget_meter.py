@@ -27,6 +27,7 @@ says). See docs/budgets.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 import time
@@ -52,6 +53,7 @@ from flink_agents.api.chat import PROMPT_CHARS_PER_TOKEN, ChatMessage, ChatReque
 from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
+from flink_agents.api.long_term_memory import MemoryHits, search_memory_set
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable, InternalSubagent
 from flink_agents.api.waits import Decision
@@ -616,7 +618,7 @@ class BudgetMeter:
 
     def _settle_key(self, reservation: _Reservation, value: Any) -> CallSpend | None:
         self._release(reservation)
-        usage = value.usage if isinstance(value, ChatMessage | Embeddings) else None
+        usage = value.usage if isinstance(value, ChatMessage | Embeddings | MemoryHits) else None
         if usage is None:
             return None
         prices = self._prices
@@ -879,7 +881,16 @@ def _kind_of(call: DurableCall) -> MeteredKind | None:
         return "chat"
     if name == "embed_batch" and isinstance(owner or _first(call.args), EmbeddingModelSetup):
         return "embedding"
+    if _searches_memory(call):
+        return "embedding"
     return None
+
+
+def _searches_memory(call: DurableCall) -> bool:
+    """A long-term memory search, which embeds its query inside its call
+    (:func:`search_memory_set`)."""
+    function = call.function
+    return isinstance(function, functools.partial) and function.func is search_memory_set
 
 
 def _first(args: tuple[Any, ...]) -> Any:
@@ -887,7 +898,11 @@ def _first(args: tuple[Any, ...]) -> Any:
 
 
 def _embedding_of(call: DurableCall) -> tuple[EmbeddingModelSetup, list[str]]:
-    """The setup an embedding call goes through and the texts it embeds."""
+    """The setup an embedding call goes through and the texts it embeds (a memory search's:
+    its query)."""
+    if _searches_memory(call):
+        _, embedding, _, query, *_ = call.args
+        return cast(EmbeddingModelSetup, embedding), [str(query)]
     owner = getattr(call.function, "__self__", None)
     args = call.args if owner is not None else call.args[1:]
     setup = cast(EmbeddingModelSetup, owner if owner is not None else call.args[0])
