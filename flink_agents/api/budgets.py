@@ -277,9 +277,10 @@ class Budget(BaseModel):
                 f"budget {self.name!r}: window 'sliding' counts a key's spend only; scope "
                 f"{self.scope!r} counts over window 'day' or 'total'"
             )
-        if self.scope != "key" and self.on_exhausted != "fail":
+        if self.scope != "key" and self.on_exhausted == "approve":
             raise ValueError(
-                f"budget {self.name!r}: scope {self.scope!r} supports on_exhausted 'fail' only"
+                f"budget {self.name!r}: scope {self.scope!r} supports on_exhausted 'fail' or "
+                "'fallback' (approval counts a key's budgets only)"
             )
         if self.on_exhausted == "fallback" and not self.fallback:
             raise ValueError(

@@ -49,7 +49,7 @@ from pydantic import (
     model_validator,
 )
 
-from flink_agents.api.chat import ChatMessage
+from flink_agents.api.chat import ChatMessage, TokenUsage
 from flink_agents.api.embeddings import EmbeddingModelSetup, Vector
 from flink_agents.api.fact_extraction import (
     ExtractionModel,
@@ -229,6 +229,17 @@ class MemoryNamespaces(Protocol):
         ...
 
 
+class MemoryHits(list[MemoryHit]):
+    """A search's hits, with what embedding its query spent (``usage``: None when the
+    embedding connection reported none): budgets count it with the search's call, as they
+    count an :class:`~flink_agents.api.embeddings.Embeddings`' (docs/budgets.md). A replay hands
+    back the recorded hits as a plain list and counts the spend recorded with the call."""
+
+    def __init__(self, hits: list[MemoryHit], *, usage: TokenUsage | None = None) -> None:
+        super().__init__(hits)
+        self.usage = usage
+
+
 async def search_memory_set(
     memory: KeyMemory,
     setup: LongTermMemorySetup,
@@ -237,13 +248,15 @@ async def search_memory_set(
     query: str,
     k: int,
     where: MetadataFilter | None,
-) -> list[MemoryHit]:
+) -> MemoryHits:
     """One search: embed ``query`` and ask the backend. The durable call of a search (see
     :meth:`MemorySet.search`): bound to ``memory`` by a partial, so its signature covers the
     set's setup, the embedding model, the query, ``k`` and the filter, never the items (a replay
-    hands the recorded hits back however the set has changed)."""
-    (vector,) = await embedding.embed_batch([query])
-    return memory.search(set_name, vector, k, where)
+    hands the recorded hits back however the set has changed). The query's embedding is made
+    inside it, so its usage comes back with the hits, metered as the search's."""
+    vectors = await embedding.embed_batch([query])
+    (vector,) = vectors
+    return MemoryHits(memory.search(set_name, vector, k, where), usage=vectors.usage)
 
 
 class MemorySet:

@@ -27,7 +27,9 @@ says). See docs/budgets.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +53,7 @@ from flink_agents.api.chat import PROMPT_CHARS_PER_TOKEN, ChatMessage, ChatReque
 from flink_agents.api.chat import estimated_prompt_tokens as _estimated_tokens
 from flink_agents.api.chat_models import ChatModelConnection, ChatModelSetup
 from flink_agents.api.embeddings import EmbeddingModelSetup, Embeddings
+from flink_agents.api.long_term_memory import MemoryHits, search_memory_set
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.subagents.delegation import BaseSubagentCallable, InternalSubagent
 from flink_agents.api.waits import Decision
@@ -371,20 +374,37 @@ class BudgetMeter:
                 fallback = limit
                 priced = self._priced(self._fallback_call(call, limit.budget), kind, chain)
                 break
-        asking: list[_Limit] = []
-        for limit in chain.limits:
-            if limit in falls_back or self._fits(limit, run, today, priced):
-                continue
-            if limit.budget.on_exhausted == "approve":
-                asking.append(limit)
-            else:
-                self._refuse(run, limit.budget, self._spent(limit, run, today), priced)
-        approved_by = self._approved(call, asking, today, priced) if asking else None
-        holds = self._hold_shared(call, today, priced)
+        # A cross-key fallback budget is asked first (its holds taken), as a key's is checked.
+        shared_fallback: tuple[Budget, float] | None = None
+        holds: list[_Hold] = []
+        if fallback is None and kind == "chat":
+            holds, shared_fallback = self._hold_shared_fallbacks(call, today, priced)
+            if shared_fallback is not None:
+                priced = self._priced(self._fallback_call(call, shared_fallback[0]), kind, chain)
+        try:
+            asking: list[_Limit] = []
+            for limit in chain.limits:
+                if limit in falls_back or self._fits(limit, run, today, priced):
+                    continue
+                if limit.budget.on_exhausted == "approve":
+                    asking.append(limit)
+                else:
+                    self._refuse(run, limit.budget, self._spent(limit, run, today), priced)
+            approved_by = self._approved(call, asking, today, priced) if asking else None
+            fell_back = fallback is not None or shared_fallback is not None
+            holds += self._hold_shared(call, today, priced, fell_back, holds)
+        except BaseException:
+            self._drop(holds)
+            raise
         if fallback is not None:
-            budget = fallback.budget
+            shared_fallback = (
+                fallback.budget,
+                self._window(fallback, run, today).of(fallback.budget),
+            )
+        if shared_fallback is not None:
+            budget, spent = shared_fallback
             logger.info("run %s: budget %r exhausted: %s", run, budget.name, budget.fallback)
-            self._record("fallback", run, budget, self._window(fallback, run, today).of(budget))
+            self._record("fallback", run, budget, spent)
         for agent in (None, *chain.metered):
             held = self._reserved.get((token, agent), _NOTHING)
             self._reserved[token, agent] = held.plus(priced.worst)
@@ -442,29 +462,74 @@ class BudgetMeter:
 
     # --- budgets across keys (the ledger) --------------------------------------------------
 
-    def _hold_shared(self, call: DurableCall, today: str, priced: _Priced) -> list[_Hold]:
-        """Reserve ``priced``'s worst case in the ledger under every cross-key budget; raises
-        (the holds taken so far released) when one does not fit or its ledger is down."""
-        run = call.identity.run
+    def _hold_shared_fallbacks(
+        self, call: DurableCall, today: str, priced: _Priced
+    ) -> tuple[list[_Hold], tuple[Budget, float] | None]:
+        """Reserve ``priced``'s worst case under the cross-key budgets of ``on_exhausted:
+        fallback``: their holds, or (their holds released) the first that did not fit, with
+        what its account held -- the call then goes to that budget's fallback."""
         holds: list[_Hold] = []
         try:
             for budget in self._shared:
-                hold = _Hold(budget, self._account(budget, run, today), call.identity.digest())
-                needed = priced.worst.of(budget)
-                try:
-                    admission = self._ledger_of().reserve(
-                        hold.account, hold.call, needed, budget.limit
-                    )
-                except BudgetLedgerUnavailable as down:
-                    self._unreachable(run, budget, down)
+                if budget.on_exhausted != "fallback":
                     continue
-                if not admission.admitted:
-                    self._refuse(run, budget, admission.held, priced)
-                holds.append(hold)
+                hold, held = self._hold(call, today, budget, priced, budget.limit)
+                if hold is not None:
+                    holds.append(hold)
+                elif held is not None:
+                    self._drop(holds)
+                    return [], (budget, held)
+        except BaseException:
+            self._drop(holds)
+            raise
+        return holds, None
+
+    def _hold_shared(
+        self,
+        call: DurableCall,
+        today: str,
+        priced: _Priced,
+        fell_back: bool,
+        taken: list[_Hold],
+    ) -> list[_Hold]:
+        """Reserve ``priced``'s worst case in the ledger under every cross-key budget not
+        ``taken`` already; raises (the holds taken here released) when one does not fit or
+        its ledger is down. A call sent to a fallback is held, not refused, by the fallback
+        budgets (as a key's fallback budgets count it without checking it)."""
+        done = {id(hold.budget) for hold in taken}
+        holds: list[_Hold] = []
+        try:
+            for budget in self._shared:
+                if id(budget) in done:
+                    continue
+                unbounded = fell_back and budget.on_exhausted == "fallback"
+                limit = _UNBOUNDED if unbounded else budget.limit
+                hold, held = self._hold(call, today, budget, priced, limit)
+                if hold is not None:
+                    holds.append(hold)
+                elif held is not None:
+                    self._refuse(call.identity.run, budget, held, priced)
         except BaseException:
             self._drop(holds)
             raise
         return holds
+
+    def _hold(
+        self, call: DurableCall, today: str, budget: Budget, priced: _Priced, limit: float
+    ) -> tuple[_Hold | None, float | None]:
+        """Reserve ``priced``'s worst case under ``budget`` within ``limit``: the hold, or
+        (None, what the account held) when it does not fit, or (None, None) when its ledger
+        is down and ``on_unreachable: allow`` lets the call go uncounted by it."""
+        run = call.identity.run
+        hold = _Hold(budget, self._account(budget, run, today), call.identity.digest())
+        try:
+            admission = self._ledger_of().reserve(
+                hold.account, hold.call, priced.worst.of(budget), limit
+            )
+        except BudgetLedgerUnavailable as down:
+            self._unreachable(run, budget, down)
+            return None, None
+        return (hold, None) if admission.admitted else (None, admission.held)
 
     def _account(self, budget: Budget, run: RunId, today: str) -> LedgerAccount:
         assert self.budgets.ledger is not None  # a cross-key budget needs one (Budgets checks)
@@ -553,7 +618,7 @@ class BudgetMeter:
 
     def _settle_key(self, reservation: _Reservation, value: Any) -> CallSpend | None:
         self._release(reservation)
-        usage = value.usage if isinstance(value, ChatMessage | Embeddings) else None
+        usage = value.usage if isinstance(value, ChatMessage | Embeddings | MemoryHits) else None
         if usage is None:
             return None
         prices = self._prices
@@ -697,6 +762,10 @@ class BudgetMeter:
         )
 
 
+_UNBOUNDED = sys.float_info.max
+"""The ledger limit of a hold that counts a call without checking it."""
+
+
 @dataclass(frozen=True)
 class _Hold:
     """A call's reservation in the ledger: under ``budget``, in ``account``, by ``call`` (its
@@ -812,7 +881,16 @@ def _kind_of(call: DurableCall) -> MeteredKind | None:
         return "chat"
     if name == "embed_batch" and isinstance(owner or _first(call.args), EmbeddingModelSetup):
         return "embedding"
+    if _searches_memory(call):
+        return "embedding"
     return None
+
+
+def _searches_memory(call: DurableCall) -> bool:
+    """A long-term memory search, which embeds its query inside its call
+    (:func:`search_memory_set`)."""
+    function = call.function
+    return isinstance(function, functools.partial) and function.func is search_memory_set
 
 
 def _first(args: tuple[Any, ...]) -> Any:
@@ -820,7 +898,11 @@ def _first(args: tuple[Any, ...]) -> Any:
 
 
 def _embedding_of(call: DurableCall) -> tuple[EmbeddingModelSetup, list[str]]:
-    """The setup an embedding call goes through and the texts it embeds."""
+    """The setup an embedding call goes through and the texts it embeds (a memory search's:
+    its query)."""
+    if _searches_memory(call):
+        _, embedding, _, query, *_ = call.args
+        return cast(EmbeddingModelSetup, embedding), [str(query)]
     owner = getattr(call.function, "__self__", None)
     args = call.args if owner is not None else call.args[1:]
     setup = cast(EmbeddingModelSetup, owner if owner is not None else call.args[0])

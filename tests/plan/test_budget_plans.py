@@ -164,7 +164,7 @@ def test_a_plan_without_budgets_keeps_its_json() -> None:
         (
             "limits: [{name: b, scope: job, tokens: 10, on_exhausted: approve}]",
             "agents[0].budgets.limits[0]",
-            "scope 'job' supports on_exhausted 'fail' only",
+            "scope 'job' supports on_exhausted 'fail' or 'fallback'",
         ),
         (
             "{ledger: {url: 'redis://:hunter2@127.0.0.1:6379/0'}}",

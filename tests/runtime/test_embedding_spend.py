@@ -59,6 +59,14 @@ async def embed(event: InputEvent, ctx: RunnerContext) -> None:
 def embedding_plan(base_url: str, *limits: Budget, **budgets: Any) -> AgentPlan:
     agent = Agent(name="embedding", error_policy="emit")
     agent.add_action(embed)
+    add_embedder(agent, base_url)
+    agent.budgets = Budgets(limits=list(limits), **budgets)
+    return compile_agent(agent)
+
+
+def add_embedder(agent: Agent, base_url: str) -> None:
+    """The embedding model ``embedder`` (model ``embed-small``, batches of two) on the server
+    at ``base_url``."""
     agent.add_resource(
         "conn",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
@@ -73,8 +81,6 @@ def embedding_plan(base_url: str, *limits: Budget, **budgets: Any) -> AgentPlan:
         model="embed-small",
         batch_size=2,
     )
-    agent.budgets = Budgets(limits=list(limits), **budgets)
-    return compile_agent(agent)
 
 
 def inputs(keys: int, per_key: int) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ key, refused closed when the ledger is down (runtime/budget_ledger.py, docs/budg
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -14,9 +15,15 @@ from pathlib import Path
 import pytest
 
 from bench.tenant_budget import CALL_TOKENS, scenario, tenant_plan
-from flink_agents.api.budgets import BudgetLedgerConfig
+from flink_agents.api.budgets import Budget, BudgetLedgerConfig
+from flink_agents.observability import BudgetNoted, EventLogConfig, read_records
+from flink_agents.plan.models import AgentPlan
+from flink_agents.runtime.assembly import Runtime
 from flink_agents.runtime.budget_ledger import LedgerAccount, RedisBudgetLedger
 from flink_agents.runtime.local import run_local
+from flink_agents.testing import Stores
+from tests import budget_samples
+from tests.budget_samples import UsageServer, budgeted_plan
 
 pytest.importorskip("redis")
 
@@ -126,3 +133,97 @@ def test_a_run_without_its_tenant_field_fails_naming_it(redis_url: str) -> None:
     assert "counts per tenant by field 'tenant', but neither the run's input" in (
         result.error.message
     )
+
+
+def _tenant_fallback_plan(server: UsageServer, redis_url: str, namespace: str) -> AgentPlan:
+    """Tenant acme's calls go to model ``big`` for two calls' tokens, then to ``cheap`` (model
+    ``small``); the whole job may spend five calls' tokens."""
+    tenant = Budget(
+        name="tenant",
+        scope="tenant",
+        tenant_field="tenant",
+        tokens=2 * budget_samples.CALL_TOKENS,
+        on_exhausted="fallback",
+        fallback="cheap",
+    )
+    job = Budget(name="job", scope="job", tokens=5 * budget_samples.CALL_TOKENS)
+    ledger = BudgetLedgerConfig(url=redis_url, namespace=namespace)
+    return budgeted_plan(server.base_url, tenant, job, ledger=ledger)
+
+
+def _spent(redis_url: str, namespace: str, budget: str, whom: str) -> float:
+    ledger = RedisBudgetLedger(BudgetLedgerConfig(url=redis_url))
+    return ledger.spent(LedgerAccount(namespace, budget, whom, "total"))
+
+
+def test_an_exhausted_tenant_budget_sends_its_keys_calls_to_the_fallback(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Seven keys of tenant acme, one call each, one after another: two reach ``big``; once
+    the tenant's budget is spent the next three go to ``cheap``, counted in the tenant's
+    account; the job's hard cap then refuses the last two. Each decision is an event-log
+    record."""
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    log = EventLogConfig(path=str(tmp_path / "events.jsonl"))
+    with UsageServer() as server:
+        plan = _tenant_fallback_plan(server, redis_url, namespace)
+        results = [
+            result
+            for k in range(7)
+            for result in run_local(
+                plan, [{"key": f"k{k}", "tenant": "acme", "q": f"k{k}/0"}], key="key", event_log=log
+            )
+        ]
+    assert server.by_model == {"big": 2, "small": 3}
+    outputs = [r.output_values for r in results]
+    assert outputs[:5] == [
+        ["big: k0/0"],
+        ["big: k1/0"],
+        ["small: k2/0"],
+        ["small: k3/0"],
+        ["small: k4/0"],
+    ]
+    assert [r.error.error_type for r in results[5:] if r.error] == ["BudgetExceeded"] * 2
+    calls = budget_samples.CALL_TOKENS
+    assert _spent(redis_url, namespace, "tenant", 'tenant:"acme"') == 5 * calls
+    assert _spent(redis_url, namespace, "job", "job") == 5 * calls
+    noted = [r for r in read_records(tmp_path / "events.jsonl") if isinstance(r, BudgetNoted)]
+    assert [n.decision for n in noted] == ["fallback"] * 3 + ["refused"] * 2
+    assert {n.budget for n in noted if n.decision == "fallback"} == {"tenant"}
+
+
+def test_a_replay_hands_back_the_fallbacks_answer_without_asking_anyone(redis_url: str) -> None:
+    """The third call of tenant acme went to ``cheap``; its run replayed from the store hands
+    the recorded answer back: no request to either connection, nothing more in the ledger."""
+    namespace = f"test-{uuid.uuid4().hex[:8]}"
+    stores = Stores.in_memory()
+
+    async def scenario(server: UsageServer) -> tuple[list[str], list[str], int]:
+        plan = _tenant_fallback_plan(server, redis_url, namespace)
+        engine = Runtime.build(plan, store=stores.first).engine
+        for i in range(2):
+            engine.submit("k0", {"key": "k0", "tenant": "acme", "q": f"k0/{i}"})
+            await engine.drain()
+        saved = engine.snapshot_key("k0")
+        engine.submit("k0", {"key": "k0", "tenant": "acme", "q": "k0/2"})
+        await engine.drain()
+        first = [str(v) for r in engine.take_results() for v in r.output_values]
+        await engine.close()
+
+        engine = Runtime.build(plan, store=stores.restored()).engine
+        engine.restore_key("k0", saved)
+        sent = sum(server.by_model.values())
+        engine.submit("k0", {"key": "k0", "tenant": "acme", "q": "k0/2"})  # from its record
+        await engine.drain()
+        again = [str(v) for r in engine.take_results() for v in r.output_values]
+        await engine.close()
+        return first, again, sum(server.by_model.values()) - sent
+
+    with UsageServer() as server:
+        first, again, replayed_requests = asyncio.run(scenario(server))
+    assert first == ["big: k0/0", "big: k0/1", "small: k0/2"]
+    assert again == ["small: k0/2"]
+    assert replayed_requests == 0
+    assert server.by_model == {"big": 2, "small": 1}
+    calls = budget_samples.CALL_TOKENS
+    assert _spent(redis_url, namespace, "tenant", 'tenant:"acme"') == 3 * calls
