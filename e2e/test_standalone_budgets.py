@@ -36,7 +36,6 @@ import os
 import random
 import re
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -59,6 +58,7 @@ from e2e.test_standalone_failover import (
     job_status,
     rest,
     submit,
+    take_savepoint,
     taskmanager_log_tail,
     wait_for,
 )
@@ -257,33 +257,6 @@ def produce(bootstrap: str, topic: str, inputs: list[dict[str, Any]], gap_s: flo
         producer.close()
 
 
-def stop_with_savepoint(cluster: Any, job_id: str, folder: Path) -> str:
-    """Stop ``job_id`` with a savepoint into ``folder`` (``POST /jobs/<id>/stop``, no drain: its
-    tasks finish, and close their operators, after the savepoint); returns its location.
-
-    Thread mode leaves the operator open after its task ended (stopped like this or cancelled):
-    the agent's engine goes on running its runs, asking the model, in the TaskManager's
-    interpreter until an attempt of the same agent opens there (runtime/keyed.py)."""
-    body = json.dumps({"targetDirectory": folder.as_uri(), "drain": False}).encode()
-    request = urllib.request.Request(
-        f"{cluster.rest_url}/jobs/{job_id}/stop",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        trigger = json.load(response)["request-id"]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        status = rest(cluster, f"/jobs/{job_id}/savepoints/{trigger}")
-        if status["status"]["id"] == "COMPLETED":
-            operation = status["operation"]
-            assert "location" in operation, f"stop with a savepoint failed: {operation}"
-            return str(operation["location"])
-        time.sleep(0.5)
-    pytest.fail(f"stop with a savepoint of {job_id} not done within 120 s", pytrace=False)
-
-
 def by_run(records: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """The output records per (key, seq), duplicates kept (the sink is at least once)."""
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -444,7 +417,10 @@ def test_a_budget_lowered_at_a_restore_lets_the_replays_end_and_refuses_new_call
                 f"{quarter} calls answered", lambda: len(job.server.snapshot()) >= quarter, 120
             )
             moment = time.time()
-            savepoint = stop_with_savepoint(flink_cluster, job.job_id or "", tmp_path / "sp")
+            # Thread mode leaves the operator open after its task ended (stopped or cancelled):
+            # the engine goes on asking the model until an attempt of the agent opens in that
+            # interpreter (runtime/keyed.py), hence the TaskManager killed after this.
+            savepoint = take_savepoint(flink_cluster, job.job_id or "", tmp_path / "sp", stop=True)
             job.wait("the job to stop", job.stopped, 60)
             stopped = time.time()
             # The stopped job's engine outlives it in the TaskManager's interpreter (thread

@@ -140,6 +140,35 @@ def rest(cluster: Any, path: str, method: str = "GET") -> dict[str, Any]:
     return json.loads(body) if body else {}
 
 
+def take_savepoint(cluster: Any, job_id: str, folder: Path, *, stop: bool) -> str:
+    """A savepoint of ``job_id`` into ``folder``, ending the job: ``stop`` stops it with the
+    savepoint (``POST /jobs/<id>/stop``, no drain: its tasks finish after it), else the job is
+    cancelled once the savepoint is taken. Returns the savepoint's location."""
+    folder_uri = folder.as_uri()
+    path, fields = (
+        (f"/jobs/{job_id}/stop", {"targetDirectory": folder_uri, "drain": False})
+        if stop
+        else (f"/jobs/{job_id}/savepoints", {"target-directory": folder_uri, "cancel-job": True})
+    )
+    request = urllib.request.Request(
+        cluster.rest_url + path,
+        data=json.dumps(fields).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        trigger = json.load(response)["request-id"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = rest(cluster, f"/jobs/{job_id}/savepoints/{trigger}")
+        if status["status"]["id"] == "COMPLETED":
+            operation = status["operation"]
+            assert "location" in operation, f"savepoint failed: {operation}"
+            return str(operation["location"])
+        time.sleep(0.5)
+    pytest.fail(f"savepoint of {job_id} not completed within 120 s", pytrace=False)
+
+
 def taskmanager_log_tail(cluster: Any, lines: int = 60) -> str:
     """The last lines of the newest TaskManager logs (the killed one and its replacement)."""
     logs = sorted(

@@ -19,9 +19,7 @@ than a second before either savepoint was made again.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -44,6 +42,7 @@ from e2e.test_standalone_failover import (
     start_producer,
     start_witness,
     submit,
+    take_savepoint,
     taskmanager_log_tail,
     ticket_lines,
     totals,
@@ -56,28 +55,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.flink]
 MAX_PARALLELISM = 16
 STORE_PARTITIONS = 2
 STAGES = (1, 2, 1)  # the parallelism of each stage; a savepoint ends each but the last
-
-
-def savepoint_and_cancel(cluster: Any, job_id: str, folder: Path) -> str:
-    """Take a savepoint of ``job_id`` into ``folder``, cancel the job; returns its location."""
-    body = json.dumps({"target-directory": folder.as_uri(), "cancel-job": True}).encode()
-    request = urllib.request.Request(
-        f"{cluster.rest_url}/jobs/{job_id}/savepoints",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        trigger = json.load(response)["request-id"]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        status = rest(cluster, f"/jobs/{job_id}/savepoints/{trigger}")
-        if status["status"]["id"] == "COMPLETED":
-            operation = status["operation"]
-            assert "location" in operation, f"savepoint failed: {operation}"
-            return str(operation["location"])
-        time.sleep(0.5)
-    pytest.fail(f"savepoint of {job_id} not completed within 120 s", pytrace=False)
 
 
 def job_parallelism(cluster: Any, job_id: str) -> dict[str, int]:
@@ -145,7 +122,7 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
                 state,
             )
             moment = time.time()
-            location = savepoint_and_cancel(flink_cluster, job_id, tmp_path / "savepoints")
+            location = take_savepoint(flink_cluster, job_id, tmp_path / "savepoints", stop=False)
             savepoints.append((moment, location, witness.counters.in_flight_at(moment)))
             producer.join(timeout=60)
         wait_for(
