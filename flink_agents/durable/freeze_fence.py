@@ -1,4 +1,5 @@
-"""The freeze fence: a process frozen past Flink's heartbeat timeout sends no more calls.
+"""The freeze fence: a zombie engine -- its process frozen past Flink's heartbeat timeout, or
+its task ended without closing it -- sends no more calls.
 
 A TaskManager frozen (SIGSTOP, a VM pause, a stop-the-world pause) for longer than
 ``heartbeat.timeout`` is declared lost and its tasks restart elsewhere from the last checkpoint.
@@ -17,6 +18,13 @@ unsent; its outcome is not recorded either (the write after it is checked too).
 The threshold is ``heartbeat.timeout - heartbeat.interval``: the JobManager counts the timeout
 from the last heartbeat it heard, which may be up to one interval before the freeze began, so a
 freeze that long may already have been declared lost. A shorter pause (a GC) never trips.
+
+The same watchdog asks its owner whether the task that opened the engine still runs
+(``task_alive``): thread mode does not call ``close()`` when a task is stopped with a savepoint,
+cancelled or failed over, and without this the engine of a stopped job went on calling models
+(76 calls measured after a stop-with-savepoint, docs/budgets.md). Once the task is gone the fence
+trips with :class:`TaskEndedError` and calls ``on_task_ended`` once, from the watchdog thread, so
+the owner can close the engine.
 """
 
 from __future__ import annotations
@@ -51,8 +59,24 @@ class FrozenProcessError(BaseException):
         self.threshold_s = threshold_s
 
 
+class TaskEndedError(BaseException):
+    """The task that opened this engine has ended (stopped, cancelled or failed over) without
+    closing it: the engine is an orphan and must not send or record anything more.
+
+    A ``BaseException`` for the same reason as :class:`FrozenProcessError`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the Flink task that ran this engine has ended (stopped, cancelled or failed over) "
+            "without closing it: this engine sends no more calls and writes nothing more; its "
+            "runs go on from the last checkpoint or savepoint wherever the job runs next"
+        )
+
+
 class FreezeFence:
-    """Trips once the process is seen frozen for more than ``threshold_s`` seconds.
+    """Trips once the process is seen frozen for more than ``threshold_s`` seconds, or once
+    ``task_alive`` says the engine's task has ended.
 
     :meth:`start` the watchdog, :meth:`check` before each call and store write, :meth:`stop`
     at close. ``clock`` (``time.monotonic``) and ``tick_s`` are there for tests; a test may also
@@ -63,22 +87,27 @@ class FreezeFence:
         self,
         threshold_s: float,
         *,
+        task_alive: Callable[[], bool] | None = None,
+        on_task_ended: Callable[[], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         tick_s: float = TICK_S,
     ) -> None:
         if threshold_s <= 0:
             raise ValueError("the freeze fence's threshold must be positive")
         self.threshold_s = threshold_s
+        self._task_alive = task_alive
+        self._on_task_ended = on_task_ended
         self._clock = clock
         self._tick_s = tick_s
         self._last_tick = clock()
         self._frozen_s: float | None = None  # latched: the freeze that tripped the fence
+        self._task_ended = False  # latched too
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
     def tripped(self) -> bool:
-        return self._frozen_s is not None
+        return self._frozen_s is not None or self._task_ended
 
     def start(self) -> None:
         """Start the watchdog thread (a daemon: it never holds the process)."""
@@ -102,14 +131,24 @@ class FreezeFence:
         gap = self._clock() - self._last_tick
         if gap > self.threshold_s or self._frozen_s is not None:
             raise FrozenProcessError(self._trip(gap), self.threshold_s)
+        if self._task_ended:
+            raise TaskEndedError
 
     def tick(self) -> None:
-        """One watchdog step: latch a gap above the threshold, then record this tick."""
+        """One watchdog step: latch a gap above the threshold, then record this tick; then ask
+        whether the task still runs."""
         now = self._clock()
         gap = now - self._last_tick
         if gap > self.threshold_s:
             self._trip(gap)
         self._last_tick = now
+        if self._task_alive is not None and not self._task_ended and not self._task_alive():
+            self._task_ended = True  # the owner says so in its log, with what was in flight
+            if self._on_task_ended is not None:
+                try:
+                    self._on_task_ended()
+                except Exception:  # the fence holds either way; the watchdog must go on
+                    logger.exception("the owner of an engine whose task ended failed to close it")
 
     def _watch(self) -> None:
         while not self._stopped.wait(self._tick_s):

@@ -21,6 +21,10 @@ mechanism (measured in ``bench/results/operator-mechanism.md``) is written down 
 * An event-time timer at the end of time, registered with a key's first input (Flink
   checkpoints it with the key's state), fires when a bounded input ends (the final watermark):
   it waits for the key's remaining runs, so a bounded job does not finish with runs in flight.
+* In thread mode PyFlink never calls ``close()`` when a task ends (a stop with a savepoint, a
+  cancel, a failover): the engine would go on running the task's runs, calling models. The
+  function notes the thread the task calls it on (:class:`TaskThread`) and the engine closes
+  itself once that thread is gone (``KeyedAgentLogic.open(task_alive=...)``).
 * Metrics are counted at the event log's hooks by a
   :class:`~flink_agents.observability.sinks.metrics.MetricsListener` on the engine's thread and
   published into the operator's metric group (group ``flink_agents``) from the operator thread
@@ -39,6 +43,8 @@ from __future__ import annotations
 import gc
 import logging
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +99,7 @@ class AgentFunction(KeyedProcessFunction):
         self._plan_json = plan_json
         self._settings = settings or RuntimeSettings()
         self._logic: KeyedAgentLogic | None = None
+        self._task_thread: TaskThread | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         settings = self._settings
@@ -111,11 +118,13 @@ class AgentFunction(KeyedProcessFunction):
                 visits=self._logic.visits,
             )
             self._metrics.publish()
+        self._task_thread = TaskThread.of_thread_mode(runtime_context)
         self._logic.open(
             attempt=_attempt_number(runtime_context),
             subtask=_subtask_index(runtime_context),
             parallelism=_parallelism(runtime_context),
             max_parallelism=_max_parallelism(runtime_context),
+            task_alive=None if self._task_thread is None else self._task_thread.alive,
         )
         # Everything loaded so far (plan, modules, clients) lives as long as the job: keep it
         # out of the collector's scans, which otherwise cost ~10 % of a run's CPU.
@@ -134,6 +143,8 @@ class AgentFunction(KeyedProcessFunction):
             self._logic.close()
 
     def process_element(self, value: str, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
+        if self._task_thread is not None:
+            self._task_thread.note()
         timers = ctx.timer_service()
         logic = self._require_logic()
         resume = resume_text(value)  # a decision or event (flink/resume_input.py), or an input
@@ -149,6 +160,8 @@ class AgentFunction(KeyedProcessFunction):
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
+        if self._task_thread is not None:
+            self._task_thread.note()
         timers = ctx.timer_service()
         # Only the event-time timer sits at END_OF_INPUT (processing-time ones are near now):
         # the timestamp tells the domain without a call into the JVM.
@@ -167,6 +180,39 @@ class AgentFunction(KeyedProcessFunction):
         if self._logic is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._logic
+
+
+class TaskThread:
+    """The thread a task calls its function on in PyFlink's thread mode, and whether it lives.
+
+    In thread mode the function runs inside the TaskManager's JVM, called on the task's own
+    thread, which ends with the task; the interpreter and every thread the engine started live
+    on. Whether the task ended is thus whether its thread is still one of the process's
+    (``/proc/self/task``; thread ids are not reused before the kernel's pid range wraps).
+    The thread is noted at every input and timer, so a host that moved the function to another
+    thread would be followed, not mistaken for an ended task.
+    """
+
+    TASKS = "/proc/self/task"
+
+    def __init__(self) -> None:
+        self.native_id = threading.get_native_id()
+
+    @classmethod
+    def of_thread_mode(cls, runtime_context: RuntimeContext) -> TaskThread | None:
+        """One for a function opened in thread mode on Linux; ``None`` otherwise (in process
+        mode the task's Python worker ends with the task, engine and all)."""
+        embedded = type(runtime_context).__module__.startswith(
+            "pyflink.fn_execution.datastream.embedded"
+        )
+        return cls() if embedded and os.path.isdir(cls.TASKS) else None
+
+    def note(self) -> None:
+        """The function was called on the current thread (an input, a timer)."""
+        self.native_id = threading.get_native_id()
+
+    def alive(self) -> bool:
+        return os.path.exists(f"{self.TASKS}/{self.native_id}")
 
 
 PUBLISH_INTERVAL_S = 0.25

@@ -12,8 +12,10 @@ it answers with a :class:`Visit`, the records to emit and the timers to register
   key, aimed at its running input's expected end), and counts of those visits;
 * restoring the action-state store after a restart from the recovery marker saved with key
   states, and taking markers now and then (``runtime/recovery.py``);
-* the registry of open attempts: an attempt a failed one left open in this interpreter (PyFlink's
-  thread mode skips ``close()``) is closed when the next one opens.
+* closing an engine its task left open: PyFlink's thread mode skips ``close()`` when a task is
+  stopped, cancelled or failed over. Given ``task_alive``, the engine closes itself once its
+  task has ended (the freeze fence's watchdog asks); and an attempt a failed one left open in
+  this interpreter is closed when the next one opens.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -185,6 +188,7 @@ class KeyedAgentLogic:
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
         )
+        self._closing = threading.Lock()  # the host's thread and the fence's watchdog may close
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -195,6 +199,7 @@ class KeyedAgentLogic:
         subtask: int,
         parallelism: int = 1,
         max_parallelism: int | None = None,
+        task_alive: Callable[[], bool] | None = None,
     ) -> None:
         """Start the engine (and the store) for subtask ``subtask`` of ``parallelism``.
 
@@ -203,6 +208,9 @@ class KeyedAgentLogic:
         Flink does not tell Python functions whether their state was restored.
         ``max_parallelism``: the job's key groups (a Flink host tells them): the store then
         places records by key group and a restore reads only this subtask's.
+        ``task_alive``: whether the host's task still runs, for a host that may end without
+        calling :meth:`close` (asked a few times a second; once false, the engine sends nothing
+        more and closes).
         """
         self._plan = with_rate_limits_split(self._plan, parallelism)
         plan = self._plan
@@ -214,7 +222,9 @@ class KeyedAgentLogic:
             self._key_groups = KeyGroupRange.of_subtask(subtask, parallelism, max_parallelism)
         # A zombie's store writes are fenced at restore (writer epochs); its calls, here, with
         # a store or without.
-        self._fence = FreezeFence(self._options.freeze_fence_s)
+        self._fence = FreezeFence(
+            self._options.freeze_fence_s, task_alive=task_alive, on_task_ended=self._task_ended
+        )
         self._fence.start()
         self._event_log = build_event_log(
             settings.event_log,
@@ -253,20 +263,35 @@ class KeyedAgentLogic:
 
     def close(self) -> None:
         """Cancel runs in flight and close the store; unfinished inputs stay in the key states."""
-        if _OPEN.get(self._identity) is self:
-            del _OPEN[self._identity]
-        if self._host is not None:
-            self._host.close()
-            self._host = None
-        if self._fence is not None:
-            self._fence.stop()
-            self._fence = None
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        if self._event_log is not None:
-            self._event_log.close()
-            self._event_log = None
+        with self._closing:
+            if _OPEN.get(self._identity) is self:
+                del _OPEN[self._identity]
+            if self._host is not None:
+                self._host.close()
+                self._host = None
+            if self._fence is not None:
+                self._fence.stop()
+                self._fence = None
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+            if self._event_log is not None:
+                self._event_log.close()
+                self._event_log = None
+
+    def _task_ended(self) -> None:
+        """The host's task ended without :meth:`close` (the fence's watchdog tells): close."""
+        host = self._host
+        unfinished = 0 if host is None else host.unfinished
+        # A bounded job's end is the usual way here; runs cut short are worth a warning.
+        logger.log(
+            logging.WARNING if unfinished else logging.INFO,
+            "the task of %s ended without closing its engine, %d inputs unfinished: closing it "
+            "(they go on from the last checkpoint or savepoint where the job runs next)",
+            self._identity,
+            unfinished,
+        )
+        self.close()
 
     # --- inputs and timers -----------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError
+from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError, TaskEndedError
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.runtime import RunEngine, Runtime
 from flink_agents.testing import agent_plan
@@ -94,6 +94,38 @@ def test_a_tripped_fence_stays_tripped_and_logs_once_at_error(fence, clock, capl
 
 def test_the_fence_error_escapes_an_action_that_catches_every_exception():
     assert not issubclass(FrozenProcessError, Exception)
+    assert not issubclass(TaskEndedError, Exception)
+
+
+def test_a_task_that_ended_trips_the_fence_and_tells_the_owner_once(clock):
+    alive = [True]
+    told: list[str] = []
+    fence = FreezeFence(
+        THRESHOLD_S,
+        task_alive=lambda: alive[0],
+        on_task_ended=lambda: told.append("ended"),
+        clock=clock,
+    )
+    _run_with_ticks(fence, clock, 5)
+    fence.check()
+    alive[0] = False  # the host's task ended without closing the engine
+    fence.check()  # the watchdog has not asked yet
+    _run_with_ticks(fence, clock, 2)
+    assert fence.tripped
+    assert told == ["ended"]
+    with pytest.raises(TaskEndedError):
+        fence.check()
+
+
+def test_an_owner_that_fails_to_close_leaves_the_fence_tripped(clock, caplog):
+    def fail() -> None:
+        raise RuntimeError("store already gone")
+
+    fence = FreezeFence(THRESHOLD_S, task_alive=lambda: False, on_task_ended=fail, clock=clock)
+    fence.tick()
+    with pytest.raises(TaskEndedError):
+        fence.check()
+    assert "failed to close it" in caplog.text
 
 
 def test_the_watchdog_thread_ticks_and_stops():

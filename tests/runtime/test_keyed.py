@@ -9,8 +9,9 @@ clusters in e2e/.
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,7 @@ class Attempt:
         event_log: EventLogConfig | None = None,
         max_parallelism: int | None = None,
         listeners: Sequence[Observer] = (),
+        task_alive: Callable[[], bool] | None = None,
         **options: Any,
     ) -> None:
         self.table = dict(checkpoint)
@@ -126,6 +128,7 @@ class Attempt:
             subtask=subtask,
             parallelism=parallelism,
             max_parallelism=max_parallelism,
+            task_alive=task_alive,
         )
 
     def __enter__(self) -> Attempt:
@@ -561,6 +564,26 @@ def test_an_attempt_left_open_is_closed_when_the_next_one_of_its_subtask_opens(m
         other_subtask.logic.close()
 
 
+def test_an_attempt_whose_task_ended_closes_itself(monkeypatch, caplog):
+    """A host that ends without close() (PyFlink's thread mode): the engine closes itself once
+    the host says its task is gone, and sends nothing more."""
+    caplog.set_level(logging.INFO, logger="flink_agents.runtime.keyed")
+    alive = [True]
+    attempt = Attempt(monkeypatch, None, {}, 0, task_alive=lambda: alive[0])
+    try:
+        ask(attempt, "Oslo")
+        assert attempt.answers("Oslo")[0]["key"] == "Oslo"
+        alive[0] = False
+        deadline = time.monotonic() + 10
+        while "ended without closing its engine" not in caplog.text:
+            assert time.monotonic() < deadline, "the engine of an ended task is still open"
+            time.sleep(0.05)
+        with pytest.raises(RuntimeError, match="before open"):
+            ask(attempt, "Bergen")
+    finally:
+        attempt.logic.close()
+
+
 def test_a_finished_run_stays_in_the_markers_until_its_outputs_are_emitted(monkeypatch):
     """A run ends in the store when its outputs leave, not when it finishes: a marker taken in
     between (a checkpoint may still hold its input) must keep its records for the replay."""
@@ -615,8 +638,8 @@ def frozen(monkeypatch) -> tuple[list[float], list[FreezeFence]]:
     fences: list[FreezeFence] = []
 
     class FrozenWatchdogFence(FreezeFence):
-        def __init__(self, threshold_s: float) -> None:
-            super().__init__(threshold_s, clock=lambda: clock[0])
+        def __init__(self, threshold_s: float, **owner: Any) -> None:
+            super().__init__(threshold_s, clock=lambda: clock[0], **owner)
             fences.append(self)
 
         def start(self) -> None:

@@ -1,0 +1,141 @@
+"""An engine does not outlive its task: after a cancel or a stop with a savepoint, no more calls.
+
+PyFlink's thread mode does not call the function's ``close()`` when its task ends. Before the
+engine watched its task's thread (``flink/operator.py: TaskThread``), the engine of a stopped job
+went on running the task's runs: 76 model calls were measured after a stop with a savepoint
+(docs/budgets.md). Here six keys each run a chain of slow HTTP calls in thread mode; the job is
+stopped while they are in flight, and the witness server must then hear nothing more once the
+calls already sent have been answered.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyflink.java_gateway import get_gateway
+
+from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.flink import AgentsExecutionEnvironment
+from flink_agents.flink.job import python_settings
+from flink_agents.flink.operator import TaskThread
+from tests.flink.conftest import produce_json, stop_with_savepoint
+from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
+
+KEYS = 6
+CALLS_PER_RUN = 40
+CALL_S = 0.15
+"""How long the witness takes to answer: a run lasts CALLS_PER_RUN x CALL_S = 6 s."""
+SETTLE_S = 3.0
+"""After the cancel or stop returned: long enough for the tasks to end and for the calls sent
+before to be answered."""
+WATCH_S = 4.0
+"""How long the witness must then stay silent: an engine left running sends ~6 calls/s/key."""
+
+
+def post(url: str, n: int) -> int:
+    """One call to the witness (a durable call's function, run in the TaskManager)."""
+    request = urllib.request.Request(url, data=str(n).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    return n
+
+
+@action(InputEvent)
+async def call_on(event: InputEvent, ctx: RunnerContext) -> None:
+    """A chain of calls: each one a durable call, so an orphan engine would go on with them."""
+    for n in range(CALLS_PER_RUN):
+        await ctx.durable_execute_async(post, event.input["url"], n)
+    ctx.send_event(OutputEvent(output=CALLS_PER_RUN))
+
+
+def _agent() -> Agent:
+    agent = Agent(name="task_end")
+    agent.add_action(call_on)
+    return agent
+
+
+def _ends(thread: TaskThread) -> bool:
+    """Whether ``thread`` is seen gone within a few seconds (a joined thread's OS thread may
+    outlive the join by a moment; the fence's watchdog asks again and again too)."""
+    deadline = time.monotonic() + 5
+    while thread.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_task_thread_is_alive_until_it_ends() -> None:
+    noted: list[TaskThread] = []
+    release = threading.Event()
+
+    def task() -> None:
+        noted.append(TaskThread())
+        release.wait()
+
+    thread = threading.Thread(target=task)
+    thread.start()
+    while not noted:
+        time.sleep(0.01)
+    assert noted[0].alive()
+    release.set()
+    thread.join()
+    assert _ends(noted[0])
+
+
+def test_a_task_thread_follows_the_thread_that_calls_it() -> None:
+    watched = TaskThread()
+    helper = threading.Thread(target=watched.note)
+    helper.start()
+    helper.join()
+    assert _ends(watched)  # noted on the helper, which ended
+    watched.note()
+    assert watched.alive()
+
+
+@pytest.mark.flink
+@pytest.mark.kafka
+@pytest.mark.parametrize("ending", ["cancel", "stop-with-savepoint"])
+def test_no_call_is_sent_after_the_task_ended(
+    make_flink_env: Any, kafka_bootstrap: str, tmp_path: Path, ending: str
+) -> None:
+    witness = FakeModelServer(
+        fallback=lambda _: ScriptedResponse(body={"ok": True}, delay_seconds=CALL_S)
+    ).start()
+    try:
+        topic = f"task-end-{uuid.uuid4().hex[:12]}"
+        produce_json(kafka_bootstrap, topic, [{"k": k, "url": witness.url} for k in range(KEYS)])
+        # Thread mode, as jobs run (tests default to loopback), with this checkout and the venv
+        # on the embedded interpreter's path.
+        env = make_flink_env(**python_settings(), **{"python.execution-mode": "thread"})
+        agents = AgentsExecutionEnvironment(env)
+        answers = (
+            agents.from_kafka(topic, bootstrap_servers=kafka_bootstrap, key="k")
+            .apply(_agent())
+            .to_datastream()
+        )
+        discarding = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2
+        answers._j_data_stream.sinkTo(discarding.DiscardingSink()).name("discard")
+        client = env.execute_async(f"task-end-{ending}")
+        deadline = time.monotonic() + 120
+        while witness.request_count < 2 * KEYS:  # every key's run is under way
+            assert time.monotonic() < deadline, f"{witness.request_count} calls in 120 s"
+            time.sleep(0.05)
+        if ending == "cancel":
+            client.cancel().result()
+        else:
+            stop_with_savepoint(client, tmp_path / "savepoints")
+        time.sleep(SETTLE_S)
+        settled = witness.request_count
+        time.sleep(WATCH_S)
+        after = witness.request_count - settled
+    finally:
+        witness.stop()
+    assert settled < KEYS * CALLS_PER_RUN, "every run ended before the job was stopped"
+    assert after == 0, f"{after} calls sent by the engine of a task that had ended ({ending})"
