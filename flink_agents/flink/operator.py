@@ -201,7 +201,7 @@ class TaskThread:
     @classmethod
     def of_thread_mode(cls, runtime_context: RuntimeContext) -> TaskThread | None:
         """One for a function opened in thread mode on Linux; ``None`` otherwise (in process
-        mode the task's Python worker ends with the task, engine and all)."""
+        mode Beam's worker threads call the function: no thread stands for the task)."""
         embedded = type(runtime_context).__module__.startswith(
             "pyflink.fn_execution.datastream.embedded"
         )
