@@ -48,6 +48,7 @@ from pyflink.table.types import (
     ArrayType,
     BigIntType,
     BooleanType,
+    CharType,
     DataType,
     DateType,
     DecimalType,
@@ -158,6 +159,7 @@ def table_row_type(table: Table, where: str) -> RowTypeInfo:
 def _sql_column(kind: DataType, where: str) -> TypeInformation:
     simple: list[tuple[type[DataType], Callable[[], TypeInformation]]] = [
         (VarCharType, Types.STRING),
+        (CharType, Types.STRING),
         (BigIntType, Types.LONG),
         (IntType, Types.INT),
         (SmallIntType, Types.SHORT),
