@@ -8,6 +8,7 @@ timestamp and watermarks follow them, so an event-time window after the agent co
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,11 @@ def test_a_sql_view_through_the_agent_into_a_sql_table(fresh_flink_env, tmp_path
         review_analysis()
     )
     table = analysed.to_table()
-    assert list(table.get_resolved_schema().get_column_names()) == ["review_id", "product", "sentiment"]
+    assert list(table.get_resolved_schema().get_column_names()) == [
+        "review_id",
+        "product",
+        "sentiment",
+    ]
     agents.insert_into("analyses", table)
     analysed.dead_letters().sink_to(_file_sink(tmp_path / "dead"))
     fresh_flink_env.execute("sql-view-to-table")
@@ -94,21 +99,33 @@ class Counted(ProcessWindowFunction):
         yield json.dumps([key, context.window().start, ids])
 
 
-def test_answers_keep_their_inputs_event_time_and_watermarks_pass_the_agent(
-    fresh_flink_env, tmp_path
-) -> None:
-    fresh_flink_env.get_config().set_auto_watermark_interval(50)
-    agents = AgentsExecutionEnvironment(fresh_flink_env)
-    # One product: one key, whose runs end in their inputs' order (no output is late at lag 0).
+def _timed_reviews(env: Any) -> Any:
+    """The reviews, paced, each at its event time, with watermarks; all of product p0, so one
+    key whose runs end in their inputs' order (no answer is late at lag 0)."""
+    env.get_config().set_auto_watermark_interval(50)
     records = [json.dumps({**r.model_dump(), "product": "p0"}) for r in reviews(REVIEWS)]
-    stream = (
-        fresh_flink_env.from_collection(records, type_info=Types.STRING())
+    return (
+        env.from_collection(records, type_info=Types.STRING())
         .map(Paced(20), output_type=Types.STRING())
         .assign_timestamps_and_watermarks(
             WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ReviewTime())
         )
     )
-    analysed = agents.from_datastream(stream, key="product").apply(
+
+
+def _windows_of_five_seconds() -> list[tuple[str, int, tuple[str, ...]]]:
+    readable = [r.review_id for r in reviews(REVIEWS) if r.stars]
+    return [
+        ("p0", start, tuple(i for i in readable if start <= _event_ms(i) < start + 5000))
+        for start in (0, 5000, 10000)
+    ]
+
+
+def test_answers_keep_their_inputs_event_time_and_watermarks_pass_the_agent(
+    fresh_flink_env, tmp_path
+) -> None:
+    agents = AgentsExecutionEnvironment(fresh_flink_env)
+    analysed = agents.from_datastream(_timed_reviews(fresh_flink_env), key="product").apply(
         review_analysis(), event_time_lag_ms=0
     )
     answers = analysed.to_datastream()
@@ -128,8 +145,44 @@ def test_answers_keep_their_inputs_event_time_and_watermarks_pass_the_agent(
     watermarks = [watermark for _, _, watermark in stamped]
     assert any(0 <= watermark < 2**62 for watermark in watermarks)
     assert all(watermark < ts for _, ts, watermark in stamped)
-    windows = sorted(tuple(w[:2]) + (tuple(w[2]),) for w in read_outputs(tmp_path / "windows"))
-    assert windows == [
-        ("p0", start, tuple(i for i in readable if start <= _event_ms(i) < start + 5000))
-        for start in (0, 5000, 10000)
-    ]
+    windows = sorted(
+        (key, start, tuple(ids)) for key, start, ids in read_outputs(tmp_path / "windows")
+    )
+    assert windows == _windows_of_five_seconds()
+
+
+def test_a_sql_window_over_the_answers_table_uses_their_event_time(
+    fresh_flink_env, tmp_path
+) -> None:
+    agents = AgentsExecutionEnvironment(fresh_flink_env)
+    analysed = agents.from_datastream(_timed_reviews(fresh_flink_env), key="product").apply(
+        review_analysis(), event_time_lag_ms=0
+    )
+    t_env = agents.table_env
+    t_env.get_config().set("table.local-time-zone", "UTC")  # window_start is read as UTC below
+    t_env.create_temporary_view("analyses", analysed.to_table())
+    t_env.execute_sql(
+        "CREATE TABLE per_window (product STRING, window_start TIMESTAMP(3), ids ARRAY<STRING>) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'windows'}', "
+        "'format' = 'json')"
+    )
+    windowed = t_env.sql_query(
+        "SELECT product, window_start, ARRAY_AGG(review_id) AS ids FROM TABLE("
+        "TUMBLE(TABLE analyses, DESCRIPTOR(rowtime), INTERVAL '5' SECOND)) "
+        "GROUP BY product, window_start, window_end"
+    )
+    agents.insert_into("per_window", windowed)
+    fresh_flink_env.execute("sql-event-time")
+
+    found = sorted(
+        (w["product"], _ms(w["window_start"]), tuple(sorted(w["ids"])))
+        for w in read_outputs(tmp_path / "windows")
+    )
+    assert found == _windows_of_five_seconds()
+
+
+def _ms(window_start: str) -> int:
+    """A window start written by the json format (``1970-01-01 00:00:05``, in the session's
+    time zone, UTC) as epoch ms."""
+    start = datetime.datetime.fromisoformat(window_start).replace(tzinfo=datetime.UTC)
+    return int(start.timestamp() * 1000)
