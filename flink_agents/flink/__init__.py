@@ -26,6 +26,7 @@ from flink_agents.flink.job import (
     StdoutSinkSpec,
     load_job,
 )
+from flink_agents.flink.sql_spec import SqlSinkSpec, SqlSourceSpec
 from flink_agents.runtime.options import OperatorOptions
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ __all__ = [
     "ListSourceSpec",
     "OperatorOptions",
     "RestartStrategySpec",
+    "SqlSinkSpec",
+    "SqlSourceSpec",
     "StageSpec",
     "StdoutSinkSpec",
     "build_job",

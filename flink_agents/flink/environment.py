@@ -18,6 +18,7 @@ Without one, each output is a JSON envelope with the run's agent, key, seq and e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import tempfile
@@ -38,14 +39,17 @@ from pyflink.datastream import (
 )
 from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
 from pyflink.java_gateway import get_gateway
+from pyflink.table import StreamTableEnvironment, Table
 
 from flink_agents.api.agent import Agent
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink.answer_split import DEAD_LETTERS, SplitOutputs
+from flink_agents.flink.event_time import output_watermarks
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
-from flink_agents.flink.operator import AgentFunction, OutputTimestamps
+from flink_agents.flink.operator import AgentFunction
 from flink_agents.flink.resume_input import tagger, united_selector
+from flink_agents.flink.tables import answers_table, row_type, table_records
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.checks import check_for_workers
 from flink_agents.plan.compile import compile_agent
@@ -106,6 +110,7 @@ class AgentsExecutionEnvironment:
         self.settings = settings
         self._kafka_jar_added = False
         self._uids: set[str] = set()
+        self._table_env: StreamTableEnvironment | None = None
 
     def uid(self, name: str) -> str:
         """A stable operator uid for ``name`` (``name``, or ``name#2``, ``#3``... when this
@@ -174,6 +179,33 @@ class AgentsExecutionEnvironment:
         whose key cannot be read, is reported as a ``BadRecord`` output and the job goes on.
         """
         return AgentInput(self, stream, key, python_records=stream.get_type() != Types.STRING())
+
+    @property
+    def table_env(self) -> StreamTableEnvironment:
+        """The table environment on this environment's stream environment (made on first use),
+        where SQL tables are created (``agents.table_env.execute_sql("CREATE TABLE ...")``).
+        The pinned Kafka connector jar is on its path when it has been fetched."""
+        if self._table_env is None:
+            # The jar first: the table environment takes the stream environment's jars as it
+            # is made.
+            with contextlib.suppress(FileNotFoundError):  # other connectors need no Kafka jar
+                self._require_kafka_jar()
+            self._table_env = StreamTableEnvironment.create(self.env)
+        return self._table_env
+
+    def from_table(self, table: Table, key: KeySpec) -> AgentInput:
+        """The rows of an insert-only ``table`` of :attr:`table_env` as records (one JSON
+        object per row, the columns as fields), keyed by field ``key`` or a function of the
+        record; a rowtime column's timestamps and watermarks come with them (docs/pipelines.md,
+        "Tables and SQL")."""
+        return self.from_datastream(table_records(self.table_env, table), key)
+
+    def insert_into(self, table_name: str, table: Table) -> None:
+        """Write ``table`` (an agent's :meth:`AgentInput.to_table`) into the SQL table
+        ``table_name`` as part of this job: ``env.execute()`` runs it with the rest."""
+        statements = self.table_env.create_statement_set()
+        statements.add_insert(table_name, table)
+        statements.attach_as_datastream()
 
     def from_kafka(
         self,
@@ -361,8 +393,8 @@ def _common_record_type(records: list[Any]) -> type | None:
 class PythonRecordsFunction(AgentFunction):
     """The agent operator over a stream of Python records: each becomes JSON text first."""
 
-    def __init__(self, plan: AgentPlan, settings: RuntimeSettings) -> None:
-        super().__init__(plan.to_json(), settings)
+    def __init__(self, plan: AgentPlan, settings: RuntimeSettings, *, event_time: bool) -> None:
+        super().__init__(plan.to_json(), settings, event_time=event_time)
         self._plan_name = plan.name
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
@@ -393,6 +425,7 @@ class AgentInput:
     _output_check: OutputType = field(default_factory=JsonOutputs, init=False)
     _plan_name: str = field(default="", init=False)
     _decisions: AgentInput | None = field(default=None, init=False)
+    _event_time: bool = field(default=False, init=False)
 
     def with_decisions(self, decisions: AgentInput) -> AgentInput:
         """Decision and event records for the runs' waits (docs/waits.md): a second input of
@@ -409,6 +442,7 @@ class AgentInput:
         *,
         output_type: Any = None,
         output_check: OutputType | None = None,
+        event_time_lag_ms: int | None = None,
     ) -> AgentInput:
         """Run ``agent`` (or a compiled plan) for every record, one run per key at a time.
 
@@ -417,7 +451,13 @@ class AgentInput:
         then gives objects of it, and failed runs, unusable inputs and outputs that do not fit
         go to :meth:`dead_letters`. ``output_check`` is the same for any
         :class:`~flink_agents.runtime.typed_outputs.OutputType` (a job spec's JSON Schema).
+
+        ``event_time_lag_ms``: outputs get their input's timestamp, and watermarks trail the
+        largest output timestamp by this much (docs/pipelines.md, "Event time"); None: outputs
+        carry no event time and only a bounded input's final watermark passes.
         """
+        watermarks = output_watermarks(event_time_lag_ms)
+        event_time = event_time_lag_ms is not None
         if output_type is None:
             output_type = getattr(agent, "output_type", None)
         if output_check is None and output_type is not None:
@@ -427,10 +467,10 @@ class AgentInput:
         _timer_safe_bundles(self.agents.env)
         settings = self.agents.settings
         if self.python_records:
-            function: AgentFunction = PythonRecordsFunction(plan, settings)
+            function: AgentFunction = PythonRecordsFunction(plan, settings, event_time=event_time)
             selector: Callable[[Any], str] = object_key_selector(self.key)
         else:
-            function = AgentFunction(plan.to_json(), settings)
+            function = AgentFunction(plan.to_json(), settings, event_time=event_time)
             selector = key_selector(self.key, self.record_type)
         stream = self.stream
         if self._decisions is not None:  # united before the one key_by: one owner per key
@@ -444,13 +484,28 @@ class AgentInput:
             .name(f"agent:{plan.name}")
             .uid(self.agents.uid(f"agent:{plan.name}"))
         )
-        # Before any sink: see OutputTimestamps (no watermarks are made, the final one passes).
-        self._outputs = outputs.assign_timestamps_and_watermarks(
-            WatermarkStrategy.no_watermarks().with_timestamp_assigner(OutputTimestamps())
-        )
+        # Before any sink: see OutputTimestamps and flink/event_time.py.
+        self._outputs = outputs.assign_timestamps_and_watermarks(watermarks)
         self._output_check = output_check or JsonOutputs()
         self._plan_name = plan.name
+        self._event_time = event_time
         return self
+
+    def to_table(self) -> Table:
+        """The answers as a table of :attr:`AgentsExecutionEnvironment.table_env`: a column per
+        field of the declared output type (a pydantic model or dataclass; the types a column
+        can have are in :mod:`flink_agents.flink.tables`), plus a watermarked ``rowtime``
+        column under ``event_time_lag_ms``. Failures stay on :meth:`dead_letters`."""
+        check = self._output_check
+        if not isinstance(check, PythonOutputType):
+            raise TypeError(
+                "to_table() needs the agent's output type: apply(agent, output_type=Model), a "
+                "pydantic model or dataclass whose fields become the table's columns"
+            )
+        info = row_type(check.output_type)
+        return answers_table(
+            self.agents.table_env, self._require_answers(), info, event_time=self._event_time
+        )
 
     def to_datastream(self) -> DataStream:
         """The outputs: objects of the declared output type, failures left out (they are
@@ -490,6 +545,9 @@ class AgentInput:
                 .name(f"answers:{self._plan_name}")
                 .uid(self.agents.uid(f"answers:{self._plan_name}"))
             )
+            # PyFlink routes a (tag, value) pair to a side output only once the tag is asked
+            # for: without this, a job not reading the dead letters got them as answers.
+            self._answers.get_side_output(DEAD_LETTERS)
         return self._answers
 
     def to_kafka(

@@ -16,6 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from flink_agents.flink.sql_spec import (
+    CreateStatement,
+    SqlSinkSpec,
+    SqlSourceSpec,
+    check_sql_tables,
+)
 from flink_agents.observability import EventLogConfig
 from flink_agents.plan.models import AgentPlan
 from flink_agents.plan.sources import load_plan
@@ -131,6 +137,14 @@ class DeadLetterSpec(_Spec):
 
 SourceSpec = Annotated[ListSourceSpec | KafkaSourceSpec, Field(discriminator="kind")]
 SinkSpec = Annotated[StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec, Field(discriminator="kind")]
+JobSourceSpec = Annotated[
+    ListSourceSpec | KafkaSourceSpec | SqlSourceSpec, Field(discriminator="kind")
+]
+"""A job's source: a SourceSpec, or rows of a SQL table (flink/sql_spec.py)."""
+JobSinkSpec = Annotated[
+    StdoutSinkSpec | FileSinkSpec | KafkaSinkSpec | SqlSinkSpec, Field(discriminator="kind")
+]
+"""A job's sink: a SinkSpec, or rows of a SQL table (flink/sql_spec.py)."""
 
 
 def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +210,12 @@ class JobSpec(RuntimeSettings):
         description="A YAML agents file or plan JSON (relative to the job spec), or module:attr."
     )
     agent_name: str | None = Field(default=None, description="Which agent of a YAML file.")
-    source: SourceSpec
+    tables: list[CreateStatement] = Field(
+        default_factory=list,
+        description="CREATE TABLE / CREATE VIEW statements run before the job is built, for "
+        "a source or sink of kind sql (docs/yaml.md, 'SQL tables').",
+    )
+    source: JobSourceSpec
     key: str = Field(description="Field of each input record that keys its runs.")
     decisions: SourceSpec | None = Field(
         default=None,
@@ -213,7 +232,7 @@ class JobSpec(RuntimeSettings):
         description="Agents chained after this one, each fed with the answers of the one "
         "before, keyed by its own key field; the sink gets the last one's answers.",
     )
-    sink: SinkSpec = Field(default_factory=lambda: StdoutSinkSpec(kind="stdout"))
+    sink: JobSinkSpec = Field(default_factory=lambda: StdoutSinkSpec(kind="stdout"))
     dead_letter: DeadLetterSpec | SinkSpec | None = Field(
         default=None,
         description="Envelope outputs: also write error records to this Kafka topic. Typed "
@@ -246,6 +265,7 @@ class JobSpec(RuntimeSettings):
 
     @model_validator(mode="after")
     def _check_settings_fit_together(self) -> JobSpec:
+        check_sql_tables(self.tables, self.source, self.sink, typed=self.typed)
         if self.execution_mode == "process" and not self.accept_slow_process_mode:
             raise ValueError(SLOW_PROCESS_MODE)
         if self.parallelism > self.max_parallelism:

@@ -43,6 +43,8 @@ from flink_agents.flink.job import (
     SourceSpec,
     load_job,
 )
+from flink_agents.flink.sql_job import create_tables, sql_input, sql_sink
+from flink_agents.flink.sql_spec import SqlSinkSpec, SqlSourceSpec
 from flink_agents.runtime.json_records import is_error_record
 from flink_agents.runtime.typed_outputs import JsonOutputs, JsonSchemaOutputType, OutputType
 
@@ -81,7 +83,10 @@ def _input(
     spec: JobSpec, agents: AgentsExecutionEnvironment, source: SourceSpec | None = None
 ) -> AgentInput:
     """The input ``source`` names (default: the spec's source), keyed by the spec's key."""
-    source = source or spec.source
+    if source is None:
+        if isinstance(spec.source, SqlSourceSpec):
+            return sql_input(agents, spec.source, spec.key)
+        source = spec.source
     if isinstance(source, ListSourceSpec):
         return agents.from_file(
             spec.resolve(source.path), key=spec.key, records_per_second=source.records_per_second
@@ -109,6 +114,7 @@ def build(
     inject a failure).
     """
     agents = AgentsExecutionEnvironment(env, settings=spec.settings)
+    create_tables(agents, spec.tables)
     agent_input = _input(spec, agents)
     if spec.decisions is not None:  # decisions and events for waits (docs/waits.md)
         agent_input.with_decisions(_input(spec, agents, spec.decisions))
@@ -155,11 +161,13 @@ def _sink(
     spec: JobSpec,
     agents: AgentsExecutionEnvironment,
     outputs: DataStream,
-    sink: SinkSpec,
+    sink: SinkSpec | SqlSinkSpec,
     exactly: ExactlyOnce | None,
 ) -> None:
     """Write ``outputs`` (JSON text) to ``sink``."""
-    if sink.kind == "stdout":
+    if isinstance(sink, SqlSinkSpec):
+        sql_sink(agents, outputs, sink)
+    elif sink.kind == "stdout":
         outputs.print()
     elif sink.kind == "file":
         folder = spec.resolve(sink.path).resolve()

@@ -41,6 +41,7 @@ mechanism (measured in ``bench/results/operator-mechanism.md``) is written down 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import math
 import os
@@ -95,9 +96,17 @@ class AgentFunction(KeyedProcessFunction):
     so a run replayed after a restore gets back what had completed instead of calling again.
     """
 
-    def __init__(self, plan_json: str, settings: RuntimeSettings | None = None) -> None:
+    def __init__(
+        self,
+        plan_json: str,
+        settings: RuntimeSettings | None = None,
+        *,
+        event_time: bool = False,
+    ) -> None:
         self._plan_json = plan_json
         self._settings = settings or RuntimeSettings()
+        # Keep each input's timestamp and write it on its outputs (see OutputTimestamps).
+        self._event_time = event_time
         self._logic: KeyedAgentLogic | None = None
         self._task_thread: TaskThread | None = None
 
@@ -148,13 +157,18 @@ class AgentFunction(KeyedProcessFunction):
         timers = ctx.timer_service()
         logic = self._require_logic()
         resume = resume_text(value)  # a decision or event (flink/resume_input.py), or an input
-        take = logic.on_input if resume is None else logic.on_resume
-        visit = take(
-            ctx.get_current_key(),
-            value if resume is None else resume,
-            self._state,
-            timers.current_processing_time,
-        )
+        if resume is not None:
+            visit = logic.on_resume(
+                ctx.get_current_key(), resume, self._state, timers.current_processing_time
+            )
+        else:
+            visit = logic.on_input(
+                ctx.get_current_key(),
+                value,
+                self._state,
+                timers.current_processing_time,
+                _event_timestamp(ctx) if self._event_time else None,
+            )
         if self._metrics is not None:
             self._metrics.publish_if_due()
         return _apply(visit, timers)
@@ -305,19 +319,43 @@ class FlinkMetrics:
 
 
 class OutputTimestamps(TimestampAssigner):
-    """Outputs keep their input's timestamp; the ones a bounded input's end emits get none.
+    """The outputs' timestamps: their input's event time under ``event_time``, else the one
+    Flink gave them, except that the ones a bounded input's end emits get none.
 
-    Flink stamps what a timer emits with the timer's time, and the end-of-input timer's is
-    :data:`END_OF_INPUT`, 292 million years ahead: a Kafka 4 broker refuses such a record
-    (``message.timestamp.after.max.ms``, one hour by default), the sink's task fails and the
-    job restarts at the end of its input, again and again without a store. Processing-time
-    timers' outputs already carry none (Flink erases it).
+    Flink stamps what the operator emits with the input or timer it emits it in, not with the
+    input whose run it comes from: an input's outputs leave at a later input or timer. Under
+    ``event_time`` the operator writes each input's timestamp on its outputs' envelopes
+    (``timestamp``) and this assigner gives it back to them; an output without one (an input
+    that had none, a bad input) gets none. Without ``event_time``: the end-of-input timer's
+    time is :data:`END_OF_INPUT`, 292 million years ahead: a Kafka 4 broker refuses such a
+    record (``message.timestamp.after.max.ms``, one hour by default), the sink's task fails and
+    the job restarts at the end of its input, again and again without a store.
+    Processing-time timers' outputs already carry none (Flink erases it).
     """
 
+    def __init__(self, event_time: bool = False) -> None:
+        self._event_time = event_time
+
     def extract_timestamp(self, value: str, record_timestamp: int | None) -> int:
+        if self._event_time:
+            return envelope_timestamp(value)
         if record_timestamp is None or record_timestamp >= END_OF_INPUT:
             return NO_TIMESTAMP
         return record_timestamp
+
+
+def envelope_timestamp(envelope: str) -> int:
+    """The ``timestamp`` an output envelope (JSON text) carries, else :data:`NO_TIMESTAMP`."""
+    if '"timestamp":' not in envelope:  # most envelopes: no parse
+        return NO_TIMESTAMP
+    timestamp = json.loads(envelope).get("timestamp")
+    return timestamp if isinstance(timestamp, int) else NO_TIMESTAMP
+
+
+def _event_timestamp(ctx: KeyedProcessFunction.Context) -> int | None:
+    """The current input's timestamp, or None when it has none."""
+    timestamp = ctx.timestamp()
+    return None if timestamp is None or timestamp <= NO_TIMESTAMP else int(timestamp)
 
 
 def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:

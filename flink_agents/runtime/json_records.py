@@ -40,6 +40,9 @@ class OutputRecord(BaseModel):
     error: dict[str, Any] | None = None
     input: Any = None
     """The run's input, on error records only (a dead letter carries it)."""
+    timestamp: int | None = None
+    """The run's input's event time (epoch ms), when the host kept it (docs/pipelines.md,
+    "Event time")."""
 
     def to_json(self) -> str:
         return canonical_json(self.model_dump(exclude_none=True))
@@ -136,9 +139,11 @@ def _selector(field: KeySpec, prepare: Callable[[Any], Any]) -> Callable[[Any], 
     return select
 
 
-def outputs_of(result: RunResult, input: Any = None) -> list[OutputRecord]:
+def outputs_of(
+    result: RunResult, input: Any = None, timestamp: int | None = None
+) -> list[OutputRecord]:
     """Sink records for a finished run: one per OutputEvent (errors included, with the run's
-    ``input`` when given)."""
+    ``input`` when given), each with the input's event ``timestamp`` when given."""
     run = result.run_id
     return [
         OutputRecord(
@@ -148,6 +153,7 @@ def outputs_of(result: RunResult, input: Any = None) -> list[OutputRecord]:
             output=event.output if event.error is None else None,
             error=_error(event.error),
             input=None if event.error is None else input,
+            timestamp=timestamp,
         )
         for event in result.outputs
     ]

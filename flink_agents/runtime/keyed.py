@@ -295,12 +295,20 @@ class KeyedAgentLogic:
 
     # --- inputs and timers -----------------------------------------------------------------------
 
-    def on_input(self, key: str, value: str, state: SavedState, clock: Callable[[], int]) -> Visit:
+    def on_input(
+        self,
+        key: str,
+        value: str,
+        state: SavedState,
+        clock: Callable[[], int],
+        timestamp: int | None = None,
+    ) -> Visit:
         """Accept ``value`` (JSON text) under ``key`` (the canonical JSON of the key value).
 
         The input is in the key's state from now until its outputs are emitted. Blocks while the
         window of unfinished inputs is full (back-pressure). ``clock`` reads the host's
-        processing time in ms.
+        processing time in ms. ``timestamp``: the input's event time (ms), kept with it and
+        written on its outputs.
         """
         try:
             record = decode_input(value)
@@ -320,7 +328,7 @@ class KeyedAgentLogic:
             # inputs of a job with many keys are such keys (one restore hand-off less each).
             host.restore(key, runs)
         seq = runs.next_seq
-        pending = PendingInput(seq=seq, input=record, admitted_at=now_ms())
+        pending = PendingInput(seq=seq, input=record, admitted_at=now_ms(), timestamp=timestamp)
         runs.pending.append(pending)
         runs.next_seq = seq + 1
         self._save(key, state, runs)
@@ -457,7 +465,7 @@ class KeyedAgentLogic:
             if run.result.paused is not None:
                 continue
             seq = run.result.run_id.seq
-            taken = [p.input for p in runs.pending if p.seq == seq]
+            taken = [p for p in runs.pending if p.seq == seq]
             runs.pending = [p for p in runs.pending if p.seq != seq]
             runs.short_term_memory = run.short_term_memory
             runs.short_term_expiry = run.short_term_expiry
@@ -466,8 +474,10 @@ class KeyedAgentLogic:
             if run.result.scheduled:  # in the same state as the input's end: kept once
                 runs.schedule(run.result.scheduled)
                 follow_ups_at.extend(s.at_ms for s in run.result.scheduled)
-            run_input = taken[0] if taken else None
-            outputs.extend(record.to_json() for record in outputs_of(run.result, run_input))
+            run_input, timestamp = (taken[0].input, taken[0].timestamp) if taken else (None, None)
+            outputs.extend(
+                record.to_json() for record in outputs_of(run.result, run_input, timestamp)
+            )
             if runs.waits:
                 for refused in runs.waits.run_finished(seq, runs_pending=bool(runs.pending)):
                     outputs.append(refused_record(self._plan.name, record_key(key), refused))

@@ -27,6 +27,9 @@ class PendingInput(BaseModel):
     """When the input got its ``seq`` (epoch ms): the run's clock, by which its short-term
     memory expires. Saved with the input, so a run restored from a checkpoint keeps the clock
     it had (None in a state saved before memory could expire: the restore sets it)."""
+    timestamp: int | None = Field(default=None, exclude_if=lambda ts: ts is None)
+    """The input's event time (epoch ms), kept when the host asks for it: the run's outputs
+    carry it (docs/pipelines.md, "Event time")."""
 
 
 class KeyState(BaseModel):
