@@ -141,7 +141,11 @@ def test_rescale_through_savepoints_loses_nothing_and_repeats_no_completed_call(
 
     counts = witness.counters.snapshot()
     distinct = {service: len(per_key) for service, per_key in sorted(counts.items())}
-    reinvoked = [witness.counters.repeated_after(moment - 1.0) for moment, _, _ in savepoints]
+    # Per savepoint, what came after it only: a call in flight at the first and sent again
+    # after its restore is not a re-invocation at the second.
+    reinvoked = [
+        witness.counters.repeated_after(moment - 1.0, since=moment) for moment, _, _ in savepoints
+    ]
     summary = [
         f"stages at parallelism {STAGES} (max {MAX_PARALLELISM}, store partitions "
         f"{STORE_PARTITIONS}): vertices {parallelisms}; done in "

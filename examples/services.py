@@ -127,13 +127,15 @@ class Counters:
                 for service, per_key in self._served.items()
             }
 
-    def repeated_after(self, moment: float) -> dict[str, int]:
+    def repeated_after(self, moment: float, since: float | None = None) -> dict[str, int]:
         """Per service, requests repeating one whose answer had been sent before ``moment``:
         calls that had completed, made again. (A call still in flight at ``moment`` may be
-        sent again: its outcome could not be recorded.)"""
+        sent again: its outcome could not be recorded.) ``since``: only the requests that
+        arrived from then on, for a job with several faults (a call in flight at the first
+        and sent again after it is not a re-invocation at the second)."""
         with self._lock:
             return {
-                service: _repeated(per_key.values(), moment)
+                service: _repeated(per_key.values(), moment, since)
                 for service, per_key in self._served.items()
             }
 
@@ -180,11 +182,15 @@ def wait_until_port_free(port: int, timeout_s: float = 90.0) -> None:
         time.sleep(0.5)
 
 
-def _repeated(served: Iterable[list[tuple[float, float]]], moment: float) -> int:
-    """Requests repeating a call whose first answer was sent before ``moment``."""
-    return sum(
-        len(times) - 1 for times in served if len(times) > 1 and min(e for _, e in times) < moment
-    )
+def _repeated(
+    served: Iterable[list[tuple[float, float]]], moment: float, since: float | None = None
+) -> int:
+    """Requests repeating a call whose first answer was sent before ``moment`` (arrived at or
+    after ``since``, if given)."""
+    repeats = (times for times in served if len(times) > 1 and min(e for _, e in times) < moment)
+    if since is None:
+        return sum(len(times) - 1 for times in repeats)
+    return sum(1 for times in repeats for start, _ in times if start >= since)
 
 
 def ticket_of(text: str) -> str:
