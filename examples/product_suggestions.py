@@ -1,6 +1,7 @@
 """Product suggestions from reviews: three agents chained in one Flink job.
 
-1. ``review_analysis``, per review: a score from 1 to 5 and the complaints the review raises;
+1. ``review_analysis``, per review (keyed by product, so that each product's reviews are
+   analysed in order): a score from 1 to 5 and the complaints the review raises;
 2. ``product_summary``, per product, once every :data:`REVIEWS_PER_SUMMARY` analyses: their
    average score and complaints, summed up in a line;
 3. ``product_suggestions``, per summary: what the product's team could improve.
@@ -193,7 +194,7 @@ def suggested(event: ChatResponseEvent, ctx: RunnerContext) -> None:
 
 
 def review_analysis_agent(llm: ResourceDeclaration | None = None) -> Agent:
-    """Stage 1 (key: ``review_id``); ``llm``: its model's connection (default: scripted)."""
+    """Stage 1 (one review per run); ``llm``: its model's connection (default: scripted)."""
     agent = Agent(name="review_analysis", error_policy="emit", output_type=ReviewAnalysis)
     agent.add_action(ask_for_analysis).add_action(analysed)
     return _with_model(agent, llm or _llm("review-analysis", ANALYSIS_TURNS))

@@ -21,11 +21,13 @@ from examples.product_suggestions import (
     REVIEWS_PER_SUMMARY,
 )
 from flink_agents.api import Agent
-from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
+from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.environment import AgentInput
 
-ONE_AT_A_TIME = OperatorOptions(max_in_flight=1, max_unfinished=1)
-"""Runs one review at a time: each product's analyses reach its summary in the file's order."""
+REVIEWS_KEY = "product"
+"""Stage 1 runs one review per run, keyed by product rather than by review: a key's runs go one
+at a time, so each product's analyses reach the summary in the file's order and its lists of
+three are the same on every run and every replay (docs/pipelines.md, "Stages that aggregate")."""
 REVIEWS_FILE = Path(__file__).resolve().parents[1] / "jobs" / "data" / "product_reviews.jsonl"
 
 
@@ -36,7 +38,8 @@ def pipeline(
     every: int = REVIEWS_PER_SUMMARY,
 ) -> tuple[AgentInput, DataStream]:
     """The three stages on ``reviews`` (an :class:`~flink_agents.flink.AgentInput` keyed by
-    review id): the suggestions (an ``AgentInput``) and every stage's dead letters (a stream)."""
+    product, see :data:`REVIEWS_KEY`): the suggestions (an ``AgentInput``) and every stage's
+    dead letters (a stream). ``stages``: the three agents, if not the module's."""
     analysis, summary, suggestions = stages or (
         REVIEW_ANALYSIS,
         PRODUCT_SUMMARY,
@@ -61,10 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     config.set_string("python.execution-mode", "thread")  # a job spec's default too
     env = StreamExecutionEnvironment.get_execution_environment(config)
     env.set_parallelism(1)
-    # One review at a time, as jobs/product_suggestions.yaml: the lists of three are the same
-    # on every run (docs/pipelines.md, "Stages that aggregate").
-    agents = AgentsExecutionEnvironment(env, options=ONE_AT_A_TIME)
-    reviews = agents.from_file(args.reviews, key="review_id")
+    agents = AgentsExecutionEnvironment(env)
+    reviews = agents.from_file(args.reviews, key=REVIEWS_KEY)
     suggested, dead_letters = pipeline(reviews, every=args.every)
     suggested.to_datastream().map(
         lambda s: f"{s.product} ({', '.join(s.review_ids)}): {'; '.join(s.suggestions)}",

@@ -26,7 +26,7 @@ from examples.product_suggestions import (
     product_summary_agent,
     review_analysis_agent,
 )
-from examples.product_suggestions_job import ONE_AT_A_TIME, REVIEWS_FILE, pipeline
+from examples.product_suggestions_job import REVIEWS_FILE, REVIEWS_KEY, pipeline
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, FileSinkSpec
 from flink_agents.flink.environment import as_json_text
@@ -54,7 +54,7 @@ EXPECTED = sorted(
     ],
     key=json.dumps,
 )
-"""Each product's reviews in lists of three, in the file's order (one review at a time)."""
+"""Each product's reviews in lists of three, in the file's order."""
 
 
 def _file_sink(folder: Path) -> FileSink:
@@ -66,8 +66,8 @@ def _sorted(records: list[Any]) -> list[Any]:
 
 
 def test_three_stages_from_python_hand_on_lists_of_three(fresh_flink_env, tmp_path) -> None:
-    agents = AgentsExecutionEnvironment(fresh_flink_env, options=ONE_AT_A_TIME)
-    suggested, dead_letters = pipeline(agents.from_file(REVIEWS_FILE, key="review_id"))
+    agents = AgentsExecutionEnvironment(fresh_flink_env)
+    suggested, dead_letters = pipeline(agents.from_file(REVIEWS_FILE, key=REVIEWS_KEY))
     as_json_text(suggested.to_datastream()).sink_to(_file_sink(tmp_path / "out"))
     dead_letters.sink_to(_file_sink(tmp_path / "dead"))
     fresh_flink_env.execute("product-suggestions")
@@ -121,13 +121,13 @@ def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
             bootstrap_servers=kafka_bootstrap,
             topic=f"test-product-suggestions-{uuid.uuid4().hex[:12]}",
         )
-        agents = AgentsExecutionEnvironment(env, options=ONE_AT_A_TIME, store=store)
+        agents = AgentsExecutionEnvironment(env, store=store)
         stages = (
             review_analysis_agent(witnessed("review-analysis", ANALYSIS_TURNS)),
             product_summary_agent(witnessed("product-summary", SUMMARY_TURNS)),
             product_suggestions_agent(witnessed("product-suggestions", SUGGESTION_TURNS)),
         )
-        reviews = agents.from_file(REVIEWS_FILE, key="review_id", records_per_second=8)
+        reviews = agents.from_file(REVIEWS_FILE, key=REVIEWS_KEY, records_per_second=8)
         suggested, _ = pipeline(reviews, stages=stages)
         as_json_text(suggested.to_datastream()).sink_to(_file_sink(tmp_path / f"{name}-out"))
         env.execute(f"product-suggestions-{name}")
