@@ -21,8 +21,7 @@ from examples.product_suggestions import (
     REVIEWS_PER_SUMMARY,
 )
 from flink_agents.api import Agent
-from flink_agents.flink import AgentsExecutionEnvironment
-from flink_agents.flink.environment import AgentInput
+from flink_agents.flink import AgentInput, AgentsExecutionEnvironment
 
 REVIEWS_KEY = "product"
 """Stage 1 runs one review per run, keyed by product rather than by review: a key's runs go one
