@@ -3,7 +3,8 @@ product every three analyses (a stage that aggregates), then turned into suggest
 
 From Python and from its job spec the suggestions are the expected ones; with the Kafka store, a
 crash in the middle stage re-invokes no completed model call of any stage and the suggestions
-equal those of a run without it.
+equal those of a run without it: the checkpoint it restores holds lists still filling (kettle's
+second, headphones' last), which the batching operator must keep in Flink's state.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
                 tmp_path / f"{name}-ckpt",
                 execution_mode="process",
                 accept_slow_process_mode=True,
-                checkpointing={"interval_ms": 300},
+                checkpointing={"interval_ms": 1000},
                 restart_strategy={"delay_ms": 500},
             )
         )
@@ -127,7 +128,7 @@ def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
             product_summary_agent(witnessed("product-summary", SUMMARY_TURNS)),
             product_suggestions_agent(witnessed("product-suggestions", SUGGESTION_TURNS)),
         )
-        reviews = agents.from_file(REVIEWS_FILE, key=REVIEWS_KEY, records_per_second=8)
+        reviews = agents.from_file(REVIEWS_FILE, key=REVIEWS_KEY, records_per_second=4)
         suggested, _ = pipeline(reviews, stages=stages)
         as_json_text(suggested.to_datastream()).sink_to(_file_sink(tmp_path / f"{name}-out"))
         env.execute(f"product-suggestions-{name}")
@@ -135,7 +136,7 @@ def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
 
     calm, calm_witness = run("calm", None)
     flag = tmp_path / "crashed"
-    crashed, witness = run("crash", f"product-summary:3:{flag}")
+    crashed, witness = run("crash", f"product-summary:4:{flag}")
 
     assert calm == EXPECTED
     assert crashed == calm, "suggestions differ from the run without a crash"
