@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from flink_agents.flink.batches import BatchKey, CountBatches, in_batches
 from flink_agents.flink.operator import END_OF_INPUT
+from flink_agents.runtime.json_records import object_key_selector
 from flink_agents.runtime.typed_outputs import JsonOutputs, PythonOutputType
 
 
@@ -84,3 +85,8 @@ def test_a_list_is_keyed_by_its_first_answer() -> None:
 def test_every_is_a_whole_number_of_answers(every: Any) -> None:
     with pytest.raises(ValueError, match="every must be a whole number"):
         in_batches(None, "product", every, JsonOutputs(), "batches:x")  # type: ignore[arg-type]
+
+
+def test_a_list_of_answers_without_the_key_is_keyed_null_which_the_next_agent_refuses() -> None:
+    # The agent operator reports an input keyed "null" as a BadRecord dead letter.
+    assert object_key_selector(BatchKey("product"))([{"sentiment": "positive"}]) == "null"
