@@ -98,10 +98,11 @@ SEED ?= 37
 soak: install
 	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
-# Typed outputs and chained agents (docs/pipelines.md): every sink of a job spec, and a crash in
-# the second of two agents with the Kafka store; a few minutes. `make test` runs one of each.
+# Typed outputs and chained agents (docs/pipelines.md): every sink of a job spec, a crash in the
+# second of two agents and in the aggregating middle stage of the three-stage example, with the
+# Kafka store; a few minutes. `make test` runs one of each kind.
 pipelines: install
-	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py tests/flink/test_sql_kafka.py $(PYTEST_ARGS)
+	FLINK_AGENTS_SLOW_PIPELINES=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_pipelines.py tests/flink/test_pipeline_job.py tests/flink/test_product_suggestions.py tests/flink/test_sql_kafka.py $(PYTEST_ARGS)
 
 # Runs paused for approval through a savepoint and a rescale (docs/waits.md): 20 paused runs
 # stopped with a savepoint at parallelism 1, restored at 2 and decided; two to three minutes.

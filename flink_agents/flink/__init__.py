@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from flink_agents.flink.environment import AgentsExecutionEnvironment, ExactlyOnce
+from flink_agents.flink.environment import AgentInput, AgentsExecutionEnvironment, ExactlyOnce
 from flink_agents.flink.job import (
     CheckpointingSpec,
     DeadLetterSpec,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from flink_agents.flink.job_runner import environment as job_environment
 
 __all__ = [
+    "AgentInput",
     "AgentsExecutionEnvironment",
     "CheckpointingSpec",
     "DeadLetterSpec",

@@ -44,6 +44,7 @@ from pyflink.table import StreamTableEnvironment, Table
 from flink_agents.api.agent import Agent
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink.answer_split import DEAD_LETTERS, SplitOutputs
+from flink_agents.flink.batches import BatchKey, in_batches
 from flink_agents.flink.event_time import output_watermarks
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
@@ -531,10 +532,18 @@ class AgentInput:
             raise RuntimeError("apply(agent) before to_datastream()")
         return self._outputs
 
-    def then(self, key: KeySpec) -> AgentInput:
+    def then(self, key: KeySpec, *, every: int | None = None) -> AgentInput:
         """The answers as the input of a next agent, keyed by ``key`` (a field, or a function
-        of the answer: ``key=lambda review: review.product``)."""
-        return self.agents.from_datastream(self.answers(), key)
+        of the answer: ``key=lambda review: review.product``).
+
+        ``every``: the next agent gets a list of that many answers of one key (of the declared
+        output type) per run instead of one answer; a bounded input's end hands on each key's
+        last, shorter list (docs/pipelines.md, "Stages that aggregate")."""
+        if every is None:
+            return self.agents.from_datastream(self.answers(), key)
+        uid = self.agents.uid(f"batches:{self._plan_name}")
+        batches = in_batches(self.answers(), key, every, self._output_check, uid)
+        return self.agents.from_datastream(batches, BatchKey(key))
 
     def _require_answers(self) -> DataStream:
         # Made on first use: a job reading only the envelopes gets no extra operator.

@@ -167,6 +167,12 @@ class StageSpec(_Spec):
     )
     agent_name: str | None = Field(default=None, description="Which agent of a YAML file.")
     key: str = Field(description="Field of each answer of the stage before that keys its runs.")
+    every: int | None = Field(
+        default=None,
+        ge=1,
+        description="Run once per list of this many answers of one key (in the order they "
+        "came; at a bounded input's end, each key's last, shorter list) rather than per answer.",
+    )
     output_schema: OutputSchema | None = Field(
         default=None,
         description="JSON Schema of this stage's outputs: one that does not fit is a dead letter.",

@@ -146,7 +146,7 @@ def _typed_stages(spec: JobSpec, first: AgentInput) -> tuple[DataStream, DataStr
     dead_letters = stage.dead_letters()
     for next_stage in spec.then:
         plan = spec.stage_plan(next_stage.agent, next_stage.agent_name)
-        stage = stage.then(next_stage.key).apply(
+        stage = stage.then(next_stage.key, every=next_stage.every).apply(
             plan, output_check=_schema(next_stage.output_schema)
         )
         dead_letters = dead_letters.union(stage.dead_letters())

@@ -296,3 +296,23 @@ def test_an_output_schema_that_is_not_json_schema_is_named_with_file_and_line(
     with pytest.raises(YamlAgentError, match="not a JSON Schema") as error:
         load_job(job)
     assert f"{job}:8:" in str(error.value) and "output_schema" in str(error.value)
+
+
+def test_the_product_suggestions_job_hands_its_summary_stage_lists_of_three() -> None:
+    spec = load_job(REPO / "jobs" / "product_suggestions.yaml")
+    assert [(stage.key, stage.every) for stage in spec.then] == [("product", 3), ("product", None)]
+    assert [spec.stage_plan(s.agent, s.agent_name).name for s in spec.then] == [
+        "product_summary",
+        "product_suggestions",
+    ]
+
+
+def test_a_stage_that_aggregates_needs_at_least_one_answer_per_list(tmp_path: Path) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(
+        "name: x\nagent: a.yaml\nkey: k\nsource: {kind: list, path: in.jsonl}\n"
+        "then:\n  - agent: b.yaml\n    key: product\n    every: 0\n"
+    )
+    with pytest.raises(YamlAgentError, match="greater than or equal to 1") as error:
+        load_job(job)
+    assert f"{job}:8:" in str(error.value) and "every" in str(error.value)
