@@ -40,6 +40,11 @@ from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
 from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
 from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
 from flink_agents.runtime.memory_changes import MemoryChanges
+from flink_agents.runtime.memory_compaction import (
+    COMPACTION_ACTION,
+    MemoryCompactions,
+    compaction_of,
+)
 from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -129,6 +134,7 @@ class RunEngine:
             self._resolved, self._root.resources, vector_stores=vector_store_memory
         )
         self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
+        self._compactions = MemoryCompactions(self._resolved)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
@@ -402,6 +408,8 @@ class RunEngine:
                 activity.bytes_written,
                 list(memory.items_written().values()),
             )
+            for done in activity.compactions:
+                self._log.memory_compacted(done.items_before, done.items_after, done.tokens)
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
@@ -454,8 +462,12 @@ class RunEngine:
     async def _run_root(self, run: RunState, pending: PendingInput) -> _Outcome:
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
         outputs: list[OutputEvent] = []
+        compacting = compaction_of(pending.input)
         try:
-            await self._dispatch(self._root, run, start, outputs)
+            if compacting is not None and self._compactions.compacts(compacting):
+                await self._compact(run, start, compacting)
+            else:
+                await self._dispatch(self._root, run, start, outputs)
         except RunPaused as paused:
             # Its outputs so far are dropped: the resumed run replays up to the wait (completed
             # actions from the journal) and emits every output once, when it finishes.
@@ -473,7 +485,25 @@ class RunEngine:
                 upstream_action=failure.action,
             )
             return RunResult(run.run_id, [*outputs, error_output], failure), None
-        return RunResult(run.run_id, outputs, scheduled=tuple(run.scheduled)), run
+        scheduled = (*run.scheduled, *self._compactions.requested(run))
+        return RunResult(run.run_id, outputs, scheduled=scheduled), run
+
+    async def _compact(self, run: RunState, start: InputEvent, set_name: str) -> None:
+        """The run of a compaction follow-up (runtime/memory_compaction.py): it compacts
+        ``set_name`` in place of the agent's actions; a failure is the run's, as an action's."""
+        ctx = ActionContext(
+            run,
+            COMPACTION_ACTION,
+            start,
+            self._plan.config,
+            self._root.resources,
+            self._call_runner,
+        )
+        try:
+            done = await self._compactions.compact(ctx, run, set_name)
+        except Exception as exc:
+            raise _ActionRaised(_failure(COMPACTION_ACTION, start, exc)) from exc
+        run.long_term_memory.activity.compactions.append(done)
 
     async def _dispatch(
         self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]

@@ -163,6 +163,24 @@ class KeyedStateMemory:
             count += (item is not None) - (item_id in items)
         return count
 
+    def committed_count(self, set_name: str) -> int:
+        """How many items ``set_name`` held when the run started (its writes not counted)."""
+        committed = self._committed.sets.get(set_name)
+        return 0 if committed is None else len(committed.items)
+
+    def listed(self, set_name: str) -> list[tuple[str, StoredMemory]]:
+        """The items of ``set_name`` in the order they were first written (an item replaced
+        keeps its place), the run's writes included."""
+        committed = self._committed_set(set_name)
+        staged = self._staged.get(set_name, {})
+        items = dict(committed.items) if committed is not None else {}
+        for item_id, item in staged.items():
+            if item is None:
+                items.pop(item_id, None)
+            else:
+                items[item_id] = item
+        return list(items.items())
+
     def search(
         self, set_name: str, vector: Vector, k: int, where: MetadataFilter | None
     ) -> list[MemoryHit]:
