@@ -27,6 +27,7 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
+from flink_agents.api.long_term_memory import MemoryBackendError, memory_backend
 from flink_agents.durable.identity import canonical_json
 from flink_agents.observability import EventLog, MetricsListener
 from flink_agents.observability.sinks.metrics import (
@@ -37,6 +38,7 @@ from flink_agents.observability.sinks.metrics import (
     MEMORY_WRITES,
 )
 from flink_agents.plan import compile_agent
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
 from flink_agents.runtime import Runtime
 from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
@@ -219,10 +221,73 @@ def test_a_vector_store_that_cannot_keep_memory_is_named() -> None:
 
 
 def test_a_vector_store_backend_needs_its_store() -> None:
-    with pytest.raises(ValueError, match="needs 'vector_store'"):
-        LongTermMemorySetup(embedding_model="e", backend="vector_store")
+    with pytest.raises(MemoryBackendError, match="needs a vector_store resource"):
+        memory_backend({"embedding_model": "e", "backend": "vector_store"}, {})
     with pytest.raises(ValueError, match="not 'keyed_state'"):
-        LongTermMemorySetup(embedding_model="e", vector_store="s")
+        LongTermMemorySetup(embedding_model="e", backend="keyed_state", vector_store="s")
+
+
+def agent_with_default_backend(folder: Path, **config: Any) -> Agent:
+    """An agent with ``facts`` (no backend of its own) and ``notes`` (``keyed_state``), whose
+    config names the default backend; ``memory_store`` is a Chroma store in ``folder``."""
+    agent = with_memory(Agent(name="memory", config=config), DIMENSIONS)
+    agent.add_resource("memory_store", ResourceType.VECTOR_STORE, chroma(folder))
+    agent.add_resource(
+        "notes",
+        ResourceType.LONG_TERM_MEMORY,
+        ResourceDescriptor.of(
+            LongTermMemorySetup, embedding_model="embedding_model", backend="keyed_state"
+        ),
+    )
+    agent.add_action(note)
+    return agent
+
+
+def test_the_agents_default_backend_keeps_the_sets_that_name_none(tmp_path: Path) -> None:
+    agent = agent_with_default_backend(
+        tmp_path,
+        long_term_memory_backend="vector_store",
+        long_term_memory_vector_store="memory_store",
+    )
+
+    _, states = run_keyed(compile_agent(agent), [("ada", {"facts": ["a fact in chroma"]})])
+
+    assert list(items(tmp_path, "ada").values()) == ["a fact in chroma"]  # facts: the default
+    assert list(states[canonical_json("ada")].long_term_memory) == ["notes"]  # its own backend
+
+
+@pytest.mark.parametrize(
+    ("config", "pointer", "message"),
+    [
+        ({"long_term_memory_backend": "redis"}, "/config/long_term_memory_backend", "'redis'"),
+        (
+            {"long_term_memory_backend": "vector_store"},
+            "/resources/facts/arguments",
+            "needs a vector_store resource",
+        ),
+        (
+            {"long_term_memory_backend": "vector_store", "long_term_memory_vector_store": "x"},
+            "/config/long_term_memory_vector_store",
+            "no resource named 'x'",
+        ),
+    ],
+)
+def test_a_bad_default_backend_is_refused_at_compile(
+    tmp_path: Path, config: dict[str, str], pointer: str, message: str
+) -> None:
+    with pytest.raises(PlanValidationError) as error:
+        compile_agent(agent_with_default_backend(tmp_path, **config))
+    assert any(
+        issue.path == pointer and message in issue.message for issue in error.value.issues
+    ), error.value.issues
+
+
+def test_an_unknown_backend_is_named_when_the_engine_is_built() -> None:
+    """A plan that skipped the compiler's checks (built by hand) is refused by the engine."""
+    plan = memory_plan(remember)
+    plan = plan.model_copy(update={"config": {"long_term_memory_backend": "redis"}})
+    with pytest.raises(MemoryBackendError, match="unknown long-term memory backend 'redis'"):
+        Runtime.build(plan)
 
 
 def test_an_engine_for_offline_replay_keeps_vector_store_sets_in_the_keys_state(
