@@ -38,6 +38,7 @@ import json
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import (
@@ -246,7 +247,12 @@ class KeyMemory(Protocol):
 
 class MemoryNamespace(Protocol):
     """The items of one memory set of one key in an external store (a vector store's
-    namespace for the key): written at once, read back by the key's later runs."""
+    namespace for the key), read back by the key's later runs.
+
+    A write is started at the call and made off the engine's thread, after the namespace's
+    earlier writes (its order kept); it returns the write's future, which the run waits for
+    before the action that made it completes (a failure is that action's). A read waits for
+    the namespace's writes in flight first, so a run reads its own writes."""
 
     def get(self, item_id: str) -> StoredMemory | None:
         """Item ``item_id``, or None."""
@@ -258,13 +264,13 @@ class MemoryNamespace(Protocol):
         """The ``k`` items nearest to ``vector`` (cosine) among those matching ``where``,
         nearest first (ties by id)."""
 
-    def upsert(self, item_id: str, item: StoredMemory) -> None:
+    def upsert(self, item_id: str, item: StoredMemory) -> Future[None]:
         """Store ``item`` under ``item_id``, replacing an item with that id."""
 
-    def delete(self, item_id: str) -> None:
+    def delete(self, item_id: str) -> Future[None]:
         """Delete item ``item_id`` (nothing if there is none)."""
 
-    def clear(self) -> None:
+    def clear(self) -> Future[None]:
         """Delete every item of the namespace."""
 
 

@@ -45,7 +45,7 @@ from flink_agents.runtime.memory_compaction import (
     MemoryCompactions,
     compaction_of,
 )
-from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
+from flink_agents.runtime.run_bounds import RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -537,7 +537,8 @@ class RunEngine:
                         try:  # counted as it was live, so a replay ends where the run did
                             run.budget.spend_action()
                             run.budget.spend_events(len(replayed))
-                        except RunBoundError as exc:
+                            await run.long_term_memory.written()  # its vector-store writes
+                        except Exception as exc:
                             raise _ActionRaised(_failure(action, event, exc)) from exc
                         if self._log is not None:
                             self._log.action_replayed(run.run_id, event, action.name, replayed)
@@ -564,6 +565,8 @@ class RunEngine:
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if outcome is not None and inspect.isawaitable(outcome):
                         await run.budget.within(outcome)
+                    # Its writes to vector stores are made before it completes (journaled).
+                    await run.long_term_memory.written()
                     if changes is not None:  # sent by the action: journaled, replayed with it
                         for changed in changes.events():
                             ctx.send_event(changed)

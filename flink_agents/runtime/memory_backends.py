@@ -14,7 +14,9 @@ It also counts what memory did in the run (:class:`MemoryActivity`), for the met
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from flink_agents.api.embeddings import Vector
@@ -134,6 +136,7 @@ class RunLongTermMemory:
         self._external = frozenset(backends.external) if backends is not None else frozenset()
         self._key = key
         self._namespaces: dict[str, MemoryNamespace] = {}
+        self._in_flight: list[Future[None]] = []  # vector-store writes not waited for yet
         self._writes: list[MemoryWrite] = []
         self.activity = MemoryActivity()
 
@@ -147,7 +150,7 @@ class RunLongTermMemory:
         if not write.set:  # delete_key: every set of the key
             self._keyed.apply(write)
             for name in sorted(self._external):
-                self._namespace(name).clear()
+                self._in_flight.append(self._namespace(name).clear())
             activity.deletes += 1
             return
         activity.sets_written.add(write.set)
@@ -159,9 +162,25 @@ class RunLongTermMemory:
         if write.set not in self._external:
             self._keyed.apply(write)
         elif write.item is None:
-            self._namespace(write.set).delete(write.id)
+            self._in_flight.append(self._namespace(write.set).delete(write.id))
         else:
-            self._namespace(write.set).upsert(write.id, write.item)
+            self._in_flight.append(self._namespace(write.set).upsert(write.id, write.item))
+
+    async def written(self) -> None:
+        """Wait for the writes to vector stores made since the last call (off the engine's
+        thread, in order per key); a failed one raises here, as the error of the action that
+        made it. Nothing to wait for (keyed-state sets only) costs a truth test."""
+        if not self._in_flight:
+            return
+        in_flight, self._in_flight = self._in_flight, []
+        failure: BaseException | None = None
+        for write in in_flight:  # every one waited for: none goes on after the action
+            try:
+                await asyncio.wrap_future(write)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def get(self, set_name: str, item_id: str) -> StoredMemory | None:
         if set_name in self._external:

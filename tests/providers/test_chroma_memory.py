@@ -62,7 +62,7 @@ def test_a_collection_dropped_elsewhere_is_fetched_again(tmp_path: Path) -> None
     mine = store.memory_namespace("facts", "1")
     mine.upsert("a", item("one", [1.0, 0.0]))
     other_owner = ChromaVectorStore(collection="mem", path=str(tmp_path))
-    other_owner.memory_namespace("facts", "1").clear()
+    other_owner.memory_namespace("facts", "1").clear().result()
 
     assert mine.count() == 0
     mine.upsert("b", item("two", [0.0, 1.0]))
