@@ -36,15 +36,15 @@ from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend, metered_subagent
-from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
-from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
-from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
-from flink_agents.runtime.memory_changes import MemoryChanges
-from flink_agents.runtime.memory_compaction import (
+from flink_agents.runtime.compaction_runs import (
     COMPACTION_ACTION,
     MemoryCompactions,
     compaction_of,
 )
+from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
+from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
+from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
+from flink_agents.runtime.memory_changes import MemoryChanges
 from flink_agents.runtime.run_bounds import RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
@@ -489,7 +489,7 @@ class RunEngine:
         return RunResult(run.run_id, outputs, scheduled=scheduled), run
 
     async def _compact(self, run: RunState, start: InputEvent, set_name: str) -> None:
-        """The run of a compaction follow-up (runtime/memory_compaction.py): it compacts
+        """The run of a compaction follow-up (runtime/compaction_runs.py): it compacts
         ``set_name`` in place of the agent's actions; a failure is the run's, as an action's."""
         ctx = ActionContext(
             run,

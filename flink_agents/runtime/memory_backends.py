@@ -110,7 +110,7 @@ class MemoryActivity:
 
 @dataclass(frozen=True)
 class Compacted:
-    """One compaction of a key's memory set (runtime/memory_compaction.py): the set's items
+    """One compaction of a key's memory set (runtime/compaction_runs.py): the set's items
     before and after it, and the tokens its model call spent (0 when none were reported)."""
 
     set_name: str

@@ -40,8 +40,8 @@ from flink_agents.plan import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers import HashingEmbeddingModelConnection, ScriptedChatModelConnection
 from flink_agents.runtime import Runtime
+from flink_agents.runtime.compaction_runs import COMPACTED_FROM, compaction_input
 from flink_agents.runtime.keyed import SavedKey
-from flink_agents.runtime.memory_compaction import COMPACTED_FROM, compaction_input
 from tests.memory_samples import DIMENSIONS, remember
 from tests.observability.sinks.test_metrics import RecordingSink
 from tests.runtime.test_timers import Timers

@@ -42,7 +42,7 @@ COMPACTED_FROM = "compacted_from"
 
 COMPACTION_ACTION = ActionPlan(
     name="memory_compaction",
-    function="flink_agents.runtime.memory_compaction:MemoryCompactions",
+    function="flink_agents.runtime.compaction_runs:MemoryCompactions",
     listen_to=["InputEvent"],
 )
 """The action a compaction's durable calls are made under (their identity's action)."""
