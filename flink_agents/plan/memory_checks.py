@@ -65,7 +65,15 @@ def memory_issues(
                 for e in error.errors()
             ]
             continue
-        if backend != "keyed_state":
+        if prefix:  # a sub-agent's scope: its runs are its delegating run's
+            issues.append(
+                PlanIssue(
+                    json_pointer([*at, "compaction"]),
+                    f"memory set {name!r} of a sub-agent's scope: declare a compacted memory "
+                    "set on the agent itself",
+                )
+            )
+        elif backend != "keyed_state":
             issues.append(
                 PlanIssue(
                     json_pointer([*at, "compaction"]),

@@ -7,9 +7,9 @@ store's ``collection`` and a digest of the set's name and the key's canonical JS
 says which set and key it holds. Deleting a key's memory drops its collections.
 
 Writes (``upsert``, ``delete``, ``clear``) are made off the engine's thread, so the other
-keys' runs go on while Chroma answers: each namespace's writes go, in the order they were made,
-to one of a few single-thread writers (:class:`OrderedWriters`, chosen by the collection's name),
-and each returns its future; the run waits for them before an action completes, and a failed
+keys' runs go on while Chroma answers: each namespace's writes are made on a pool of writer threads
+(:class:`OrderedWriters`), one after the other in the order they were made, and each returns
+its future; the run waits for them before an action completes, and a failed
 write is that action's error (``runtime/memory_backends.py``). Reads (``get``, ``count``,
 ``search``) are synchronous, on the engine's thread (``get``, ``len`` and ``delete`` are plain
 calls of an action), after the namespace's writes in flight: a run reads its own writes. A
@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,37 +38,54 @@ T = TypeVar("T")
 KEPT_HANDLES = 1024
 """Collection handles kept per store (the keys seen most recently)."""
 
-WRITER_THREADS = 4
-"""Single-thread writers per store: a namespace's writes all go to the same one, in order."""
+WRITER_THREADS = 8
+"""Threads per store that make long-term memory's writes."""
 
 
 class OrderedWriters:
-    """A few single-thread executors; the work submitted under one name runs on the same one,
-    in submission order (so a key's writes to a collection are made in the order of its run),
-    while other names' work runs beside it."""
+    """A pool of threads for writes; the work submitted under one name runs after the work
+    submitted before under that name (so a key's writes to its collection are made in the order
+    of its run), while other names' work runs beside it: a slow write holds up its own
+    collection's next writes only."""
 
     def __init__(self, threads: int = WRITER_THREADS) -> None:
-        self._threads = threads
-        self._executors: dict[int, ThreadPoolExecutor] = {}
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chroma-memory")
+        self._last: dict[str, Future[None]] = {}  # per name, its latest work not yet done
         self._lock = threading.Lock()
 
     def submit(self, name: str, work: Callable[[], None]) -> Future[None]:
-        """Run ``work`` after the work submitted before under ``name``."""
-        shard = zlib.crc32(name.encode()) % self._threads
+        """Run ``work`` once the work submitted before under ``name`` is done."""
+        future: Future[None] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    work()
+                except BaseException as exc:  # the caller's to see, through the future
+                    future.set_exception(exc)
+                else:
+                    future.set_result(None)
+            with self._lock:
+                if self._last.get(name) is future:
+                    del self._last[name]
+
         with self._lock:
-            executor = self._executors.get(shard)
-            if executor is None:
-                executor = self._executors[shard] = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix=f"chroma-memory-{shard}"
-                )
-        return executor.submit(work)
+            previous = self._last.get(name)
+            self._last[name] = future
+        if previous is None:
+            self._pool.submit(run)
+        else:  # at once if it is done already
+            previous.add_done_callback(lambda _: self._pool.submit(run))
+        return future
 
     def close(self) -> None:
         """Wait for the work submitted, then stop the threads."""
         with self._lock:
-            executors, self._executors = list(self._executors.values()), {}
-        for executor in executors:
-            executor.shutdown(wait=True)
+            pending = list(self._last.values())
+        for future in pending:
+            with contextlib.suppress(BaseException):
+                future.result()
+        self._pool.shutdown(wait=True)
 
 
 def namespace_collection(prefix: str, set_name: str, key: str) -> str:

@@ -81,6 +81,8 @@ class MemoryCompactions:
         """The compactions a successful ``run`` asks for: one per set it took past its
         ``max_items`` (from at or below it), as follow-ups of the key. A run that wrote no
         compacted set costs a set intersection."""
+        if not self._settings:
+            return []
         memory = run.long_term_memory
         crossed: list[ScheduledInput] = []
         for name in sorted(memory.activity.sets_written.intersection(self._settings)):

@@ -464,7 +464,7 @@ class RunEngine:
         outputs: list[OutputEvent] = []
         compacting = compaction_of(pending.input)
         try:
-            if compacting is not None and self._compactions.compacts(compacting):
+            if compacting is not None:
                 await self._compact(run, start, compacting)
             else:
                 await self._dispatch(self._root, run, start, outputs)
@@ -490,7 +490,12 @@ class RunEngine:
 
     async def _compact(self, run: RunState, start: InputEvent, set_name: str) -> None:
         """The run of a compaction follow-up (runtime/compaction_runs.py): it compacts
-        ``set_name`` in place of the agent's actions; a failure is the run's, as an action's."""
+        ``set_name`` in place of the agent's actions; a failure is the run's, as an action's.
+        A set no longer compacted (the job restored with a plan without its ``compaction``) is
+        left as it is."""
+        if not self._compactions.compacts(set_name):
+            logger.info("run %s: memory set %r is not compacted any more", run.run_id, set_name)
+            return
         ctx = ActionContext(
             run,
             COMPACTION_ACTION,

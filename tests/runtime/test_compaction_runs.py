@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from examples.customer_memory import with_memory
 from flink_agents.api import (
     Agent,
     ChatMessage,
@@ -29,6 +30,7 @@ from flink_agents.api import (
     ResourceDescriptor,
     ResourceType,
 )
+from flink_agents.durable.identity import canonical_json
 from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.observability import EventLog, MetricsListener
 from flink_agents.observability.sinks.metrics import (
@@ -37,12 +39,13 @@ from flink_agents.observability.sinks.metrics import (
     MEMORY_ITEMS_BEFORE_COMPACTION,
 )
 from flink_agents.plan import compile_agent
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
 from flink_agents.providers import HashingEmbeddingModelConnection, ScriptedChatModelConnection
 from flink_agents.runtime import Runtime
 from flink_agents.runtime.compaction_runs import COMPACTED_FROM, compaction_input
 from flink_agents.runtime.keyed import SavedKey
-from tests.memory_samples import DIMENSIONS, remember
+from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
 from tests.observability.sinks.test_metrics import RecordingSink
 from tests.runtime.test_timers import Timers
 
@@ -250,3 +253,38 @@ def test_a_compaction_is_counted_in_the_metrics() -> None:
 def test_keep_recent_leaves_at_least_two_items_to_merge() -> None:
     with pytest.raises(ValueError, match="keep_recent"):
         MemoryCompaction(chat_model="c", max_items=3, keep_recent=2)
+
+
+def test_a_compacted_set_on_a_vector_store_is_refused_at_compile(tmp_path: Any) -> None:
+    agent = with_memory(Agent(name="memory"), DIMENSIONS)
+    agent.add_resource(
+        "memory_store",
+        ResourceType.VECTOR_STORE,
+        ResourceDescriptor.of("flink_agents.providers.chroma:ChromaVectorStore", path="x"),
+    )
+    agent.add_resource(
+        "notes",
+        ResourceType.LONG_TERM_MEMORY,
+        ResourceDescriptor.of(
+            LongTermMemorySetup,
+            embedding_model="embedding_model",
+            backend="vector_store",
+            vector_store="memory_store",
+            compaction=MemoryCompaction(chat_model="embedding_model", max_items=10),
+        ),
+    )
+    agent.add_action(remember)
+    with pytest.raises(PlanValidationError) as error:
+        compile_agent(agent)
+    assert any(
+        issue.path == "/resources/notes/arguments/compaction"
+        and "compaction is for backend 'keyed_state'" in issue.message
+        for issue in error.value.issues
+    ), error.value.issues
+
+
+def test_a_compaction_of_a_set_no_longer_compacted_does_nothing() -> None:
+    """A follow-up kept in a key's state, restored with a plan without the set's compaction."""
+    [result], states = run_keyed(memory_plan(remember), [("ada", compaction_input("facts"))])
+    assert (result.outputs, result.error) == ([], None)
+    assert states[canonical_json("ada")].long_term_memory == {}
