@@ -96,23 +96,12 @@ def test_a_memory_set_naming_no_vector_store_is_refused_at_compile(tmp_path: Pat
     assert "no resource named 'elsewhere'" in str(error.value)
 
 
-BY_DEFAULT = """\
-agents:
-  - name: remembering
-    config:
-      long_term_memory_backend: %s
-      long_term_memory_vector_store: memory_store
-    embedding_connections:
-      embedding_connection: {class: hashing, arguments: {dimensions: 32}}
-    embedding_models:
-      embedding_model: {connection: embedding_connection, dimensions: 32}
-    vector_stores:
-      memory_store: {class: chroma, arguments: {collection: memory, url: "http://127.0.0.1:8000"}}
-    memory_sets:
-      facts: {embedding_model: embedding_model}
-    actions:
-      - function: tests.memory_samples:remember
-"""
+BY_DEFAULT = ON_CHROMA.replace(
+    "  - name: remembering\n",
+    "  - name: remembering\n"
+    "    config: {long_term_memory_backend: %s, long_term_memory_vector_store: memory_store}\n",
+).replace("backend: vector_store, vector_store: %s}", "}")
+"""The agent on Chroma, its memory set naming no backend: the agent's config names it."""
 
 
 def test_an_agents_default_backend_is_its_config(tmp_path: Path) -> None:
@@ -128,7 +117,7 @@ def test_an_unknown_default_backend_is_named_with_its_line(tmp_path: Path) -> No
     path.write_text(BY_DEFAULT % "redis")
     with pytest.raises(YamlAgentError) as error:
         compile_yaml(path)
-    assert f"{path}:4:" in str(error.value)
+    assert f"{path}:3:" in str(error.value)
     assert "unknown long-term memory backend 'redis'" in str(error.value)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from typing import Any, ClassVar
 
 import pytest
@@ -24,14 +23,12 @@ from flink_agents.api import (
     ChatMessage,
     ChatModelSetup,
     ChatRequest,
-    EmbeddingModelSetup,
     LongTermMemorySetup,
     MemoryCompaction,
     ResourceDescriptor,
     ResourceType,
 )
 from flink_agents.durable.identity import canonical_json
-from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.observability import EventLog, MetricsListener
 from flink_agents.observability.sinks.metrics import (
     MEMORY_COMPACTIONS,
@@ -41,13 +38,13 @@ from flink_agents.observability.sinks.metrics import (
 from flink_agents.plan import compile_agent
 from flink_agents.plan.errors import PlanValidationError
 from flink_agents.plan.models import AgentPlan
-from flink_agents.providers import HashingEmbeddingModelConnection, ScriptedChatModelConnection
+from flink_agents.providers import ScriptedChatModelConnection
 from flink_agents.runtime import Runtime
 from flink_agents.runtime.compaction_runs import COMPACTED_FROM, compaction_input
 from flink_agents.runtime.keyed import SavedKey
 from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
 from tests.observability.sinks.test_metrics import RecordingSink
-from tests.runtime.test_timers import Timers
+from tests.runtime.test_timers import Timers, timers
 
 COMPACTOR = "compactor"
 MERGED = ["merged: early facts", "merged: middle facts"]
@@ -66,19 +63,10 @@ class RecordingCompactor(ScriptedChatModelConnection):
 def compaction_plan(max_items: int = 3, keep_recent: int = 1) -> AgentPlan:
     """The ``remember`` agent whose ``facts`` set is compacted a minute after a run takes it
     past ``max_items``, by a scripted model answering :data:`MERGED`."""
-    agent = Agent(name="memory")
-    agent.add_resource(
-        "embedding_connection",
-        ResourceType.EMBEDDING_MODEL_CONNECTION,
-        ResourceDescriptor.of(HashingEmbeddingModelConnection, dimensions=DIMENSIONS),
+    compaction = MemoryCompaction(
+        chat_model=COMPACTOR, max_items=max_items, keep_recent=keep_recent, delay_seconds=60
     )
-    agent.add_resource(
-        "embedding_model",
-        ResourceType.EMBEDDING_MODEL,
-        ResourceDescriptor.of(
-            EmbeddingModelSetup, connection="embedding_connection", dimensions=DIMENSIONS
-        ),
-    )
+    agent = with_memory(Agent(name="memory"), DIMENSIONS, compaction=compaction)
     agent.add_resource(
         "compactor_connection",
         ResourceType.CHAT_MODEL_CONNECTION,
@@ -90,16 +78,6 @@ def compaction_plan(max_items: int = 3, keep_recent: int = 1) -> AgentPlan:
         COMPACTOR,
         ResourceType.CHAT_MODEL,
         ResourceDescriptor.of(ChatModelSetup, connection="compactor_connection", model="c"),
-    )
-    compaction = MemoryCompaction(
-        chat_model=COMPACTOR, max_items=max_items, keep_recent=keep_recent, delay_seconds=60
-    )
-    agent.add_resource(
-        "facts",
-        ResourceType.LONG_TERM_MEMORY,
-        ResourceDescriptor.of(
-            LongTermMemorySetup, embedding_model="embedding_model", compaction=compaction
-        ),
     )
     agent.add_action(remember)
     return compile_agent(agent)
@@ -114,21 +92,11 @@ def fresh_compactor() -> None:
     RecordingCompactor.shown.clear()
 
 
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
-def timers(request, monkeypatch):
-    """Opens attempt ``n`` over keyed state ``table``; the attempts share one store's log: in
-    memory, or a fresh topic of the real Kafka broker."""
-    log = InMemoryLog()
-    store = None
-    if request.param == "kafka":
-        topic = f"test-compaction-{uuid.uuid4().hex[:12]}"
-        bootstrap = request.getfixturevalue("kafka_bootstrap")
-        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
-
-    def attempt(table: dict, n: int) -> Timers:
-        return Timers(monkeypatch, log, table, n, store, PLAN)
-
-    return attempt
+@pytest.fixture
+def attempts(timers):  # tests/runtime/test_timers.py's: in memory, or on a Kafka topic
+    """Opens attempt ``n`` of the compacting agent over keyed state ``table``; the attempts
+    share one store's log."""
+    return lambda table, n: timers(table, n, PLAN)
 
 
 def saved(table: dict, key: Any) -> SavedKey:
@@ -155,8 +123,8 @@ def remember_facts(attempt: Timers, key: Any, *texts: str) -> None:
     attempt.answers(key)
 
 
-def test_a_run_taking_a_set_past_max_items_schedules_one_compaction_of_its_older_items(timers):
-    with timers({}, 0) as attempt:
+def test_a_run_taking_a_set_past_max_items_schedules_one_compaction_of_its_older_items(attempts):
+    with attempts({}, 0) as attempt:
         remember_facts(attempt, "ada", "f1", "f2", "f3")  # at max_items: no compaction
         assert attempt.follow_up_timers == []
         remember_facts(attempt, "ada", "f4")  # the crossing
@@ -175,8 +143,8 @@ def test_a_run_taking_a_set_past_max_items_schedules_one_compaction_of_its_older
     assert RecordingCompactor.shown == ["1. f1\n2. f2\n3. f3\n4. f4"]
 
 
-def test_earlier_compactions_facts_are_merged_first_at_the_next_crossing(timers):
-    with timers({}, 0) as attempt:
+def test_earlier_compactions_facts_are_merged_first_at_the_next_crossing(attempts):
+    with attempts({}, 0) as attempt:
         remember_facts(attempt, "ada", "f1", "f2", "f3", "f4")
         [first] = attempt.follow_up_timers
         attempt.fire("ada", first)
@@ -190,15 +158,15 @@ def test_earlier_compactions_facts_are_merged_first_at_the_next_crossing(timers)
     assert [text for text, _ in facts(table, "ada")] == ["f5", *MERGED]
 
 
-def test_a_crash_in_the_compaction_replays_it_without_asking_the_model_again(timers):
-    with timers({}, 0) as first:
+def test_a_crash_in_the_compaction_replays_it_without_asking_the_model_again(attempts):
+    with attempts({}, 0) as first:
         remember_facts(first, "ada", "f1", "f2", "f3", "f4")
         [at] = first.follow_up_timers
         first.fire("ada", at)  # the compaction's input is pending in the key's state
         checkpoint = dict(first.table)
         settle(first, "ada")  # its model call recorded; then the task died before a checkpoint
 
-    with timers(checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         assert [p.input for p in saved(checkpoint, "ada").runs.pending] == [
             compaction_input("facts")
         ]
@@ -209,15 +177,15 @@ def test_a_crash_in_the_compaction_replays_it_without_asking_the_model_again(tim
     assert ScriptedChatModelConnection.stats(COMPACTOR).total == 1  # handed back on replay
 
 
-def test_a_crash_before_the_crossing_run_was_checkpointed_schedules_its_compaction_once(timers):
-    with timers({}, 0) as first:
+def test_a_crash_before_the_crossing_run_was_checkpointed_schedules_its_compaction_once(attempts):
+    with attempts({}, 0) as first:
         remember_facts(first, "ada", "f1", "f2", "f3")
         first.send("ada", {"facts": ["f4"]})
         checkpoint = dict(first.table)  # the crossing run in flight
         first.answers("ada")
         [live_at] = first.follow_up_timers  # scheduled live, lost with the task
 
-    with timers(checkpoint, 1) as second:
+    with attempts(checkpoint, 1) as second:
         second.answers("ada")  # the crossing run replays and commits once
         [at] = second.follow_up_timers
         [scheduled] = saved(second.table, "ada").runs.scheduled
