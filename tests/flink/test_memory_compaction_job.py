@@ -9,6 +9,7 @@ is compacted exactly once (one model call each) and its last input reads the com
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -38,7 +39,14 @@ from flink_agents.plan import compile_agent
 from flink_agents.providers import ScriptedChatModelConnection
 from tests.flink.conftest import job_spec_settings
 
-pytestmark = [pytest.mark.flink, pytest.mark.kafka]
+pytestmark = [
+    pytest.mark.flink,
+    pytest.mark.kafka,
+    pytest.mark.skipif(
+        os.environ.get("FLINK_AGENTS_SLOW_MEMORY") != "1",
+        reason="slow (about two minutes): runs from `make memory-rescale`",
+    ),
+]
 
 CUSTOMERS = 4
 TICKS = 40  # inputs of other keys, so the bounded source outlives the compactions' timers
