@@ -44,7 +44,7 @@ from flink_agents.runtime.compaction_runs import COMPACTED_FROM, compaction_inpu
 from flink_agents.runtime.keyed import SavedKey
 from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
 from tests.observability.sinks.test_metrics import RecordingSink
-from tests.runtime.test_timers import Timers, timers
+from tests.runtime.test_timers import Timers, timers  # noqa: F401
 
 COMPACTOR = "compactor"
 MERGED = ["merged: early facts", "merged: middle facts"]
@@ -93,10 +93,12 @@ def fresh_compactor() -> None:
 
 
 @pytest.fixture
-def attempts(timers):  # tests/runtime/test_timers.py's: in memory, or on a Kafka topic
+def attempts(request: pytest.FixtureRequest) -> Any:
     """Opens attempt ``n`` of the compacting agent over keyed state ``table``; the attempts
-    share one store's log."""
-    return lambda table, n: timers(table, n, PLAN)
+    share one store's log (tests/runtime/test_timers.py's ``timers``: in memory, or on a
+    Kafka topic)."""
+    opened = request.getfixturevalue("timers")
+    return lambda table, n: opened(table, n, PLAN)
 
 
 def saved(table: dict, key: Any) -> SavedKey:
