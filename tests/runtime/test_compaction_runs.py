@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any, ClassVar
 
 import pytest
@@ -29,6 +30,7 @@ from flink_agents.api import (
     ResourceType,
 )
 from flink_agents.durable.identity import canonical_json
+from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.observability import EventLog, MetricsListener
 from flink_agents.observability.sinks.metrics import (
     MEMORY_COMPACTIONS,
@@ -44,7 +46,7 @@ from flink_agents.runtime.compaction_runs import COMPACTED_FROM, compaction_inpu
 from flink_agents.runtime.keyed import SavedKey
 from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
 from tests.observability.sinks.test_metrics import RecordingSink
-from tests.runtime.test_timers import Timers, timers  # noqa: F401
+from tests.runtime.test_timers import Timers
 
 COMPACTOR = "compactor"
 MERGED = ["merged: early facts", "merged: middle facts"]
@@ -92,13 +94,17 @@ def fresh_compactor() -> None:
     RecordingCompactor.shown.clear()
 
 
-@pytest.fixture
-def attempts(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def attempts(request, monkeypatch):
     """Opens attempt ``n`` of the compacting agent over keyed state ``table``; the attempts
-    share one store's log (tests/runtime/test_timers.py's ``timers``: in memory, or on a
-    Kafka topic)."""
-    opened = request.getfixturevalue("timers")
-    return lambda table, n: opened(table, n, PLAN)
+    share one store's log: in memory, or a fresh topic of the real Kafka broker."""
+    log = InMemoryLog()
+    store = None
+    if request.param == "kafka":
+        topic = f"test-compaction-{uuid.uuid4().hex[:12]}"
+        bootstrap = request.getfixturevalue("kafka_bootstrap")
+        store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
+    return lambda table, n: Timers(monkeypatch, log, table, n, store, PLAN)
 
 
 def saved(table: dict, key: Any) -> SavedKey:
