@@ -18,7 +18,7 @@ replay of it is handed the recorded reply and the recorded embeddings: the model
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, cast
 
 from flink_agents.api.chat import ChatMessage
@@ -65,12 +65,15 @@ def compaction_of(value: Any) -> str | None:
 class MemoryCompactions:
     """The memory sets of an agent that are compacted, and the compaction itself."""
 
-    def __init__(self, resolved: ResolvedPlan) -> None:
+    def __init__(self, resolved: ResolvedPlan, external: Collection[str] = ()) -> None:
+        """``external``: the sets on a vector store, never compacted (the compiler refuses
+        their ``compaction``; a plan that skipped it has it ignored)."""
         self._settings: Mapping[str, MemoryCompaction] = {
             name: MemoryCompaction.model_validate(declared.arguments["compaction"])
             for name, declared in resolved.plan.resources.items()
             if declared.type is ResourceType.LONG_TERM_MEMORY
             and declared.arguments.get("compaction") is not None
+            and name not in external
         }
 
     def compacts(self, set_name: str) -> bool:

@@ -134,7 +134,7 @@ class RunEngine:
             self._resolved, self._root.resources, vector_stores=vector_store_memory
         )
         self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
-        self._compactions = MemoryCompactions(self._resolved)
+        self._compactions = MemoryCompactions(self._resolved, self._memory_backends.external)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
