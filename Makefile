@@ -110,9 +110,10 @@ waits-rescale: install
 	FLINK_AGENTS_SLOW_WAITS=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_paused_runs_rescale.py $(PYTEST_ARGS)
 
 # A key's memory through a savepoint restored at another parallelism: split (1 -> 2), merged and
-# split again (2 -> 1 -> 2) (tests/flink/test_memory_rescale.py). Not in `make test`: ~7 min.
+# split again (2 -> 1 -> 2) (tests/flink/test_memory_rescale.py), and compacted once per crossing
+# across a failure (tests/flink/test_memory_compaction_job.py). Not in `make test`: ~9 min.
 memory-rescale: install
-	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py $(PYTEST_ARGS)
+	FLINK_AGENTS_SLOW_MEMORY=1 scripts/with-services.sh --kafka-only $(PY) -m pytest tests/flink/test_memory_rescale.py tests/flink/test_memory_compaction_job.py $(PYTEST_ARGS)
 
 # The container image (docker/Dockerfile) with podman, or docker where podman is missing; here on a
 # local Debian base made first if missing (debootstrap): docs/deployment.md. BASE_IMAGE=... to

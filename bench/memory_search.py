@@ -203,7 +203,7 @@ def measure_chroma(url: str, size: int, queries: int, words: list[str]) -> dict[
         timed_ms(
             lambda i=i: namespace.upsert(
                 f"new-{i}", StoredMemory(text=f"new {i}", embedding=dense_vector(rng))
-            )
+            ).result()  # the write made (off the caller's thread) and answered
         )
         for i in range(min(queries, 100))
     )

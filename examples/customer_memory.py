@@ -24,6 +24,7 @@ from flink_agents.api import (
     EmbeddingModelSetup,
     InputEvent,
     LongTermMemorySetup,
+    MemoryCompaction,
     MemoryExtraction,
     MemoryHit,
     OutputEvent,
@@ -90,11 +91,13 @@ def with_memory(
     max_items: int | None = None,
     store: ResourceDescriptor | None = None,
     extraction: MemoryExtraction | None = None,
+    compaction: MemoryCompaction | None = None,
 ) -> Agent:
     """``agent`` with the local hashing embedding (``embedding_model``) and the long-term memory
     set ``facts`` over it, holding at most ``max_items`` items per key: in the key's state, or
     with ``store`` (a vector store's descriptor, declared as ``memory_store``: Chroma) in a
-    namespace per key of that store (and remembering through ``extraction``'s chat model)."""
+    namespace per key of that store (and remembering through ``extraction``'s chat model,
+    compacted with ``compaction``'s)."""
     agent.add_resource(
         "embedding_connection",
         ResourceType.EMBEDDING_MODEL_CONNECTION,
@@ -120,6 +123,7 @@ def with_memory(
             **backend,
             **({} if max_items is None else {"max_items": max_items}),
             **({} if extraction is None else {"extraction": extraction}),
+            **({} if compaction is None else {"compaction": compaction}),
         ),
     )
     return agent

@@ -58,6 +58,7 @@ from flink_agents.api.memory import (
     MemoryPathError,
     MemoryRef,
 )
+from flink_agents.api.memory_compaction import MemoryCompaction
 from flink_agents.api.moved import moved_names_getattr
 from flink_agents.api.prompts import Prompt
 from flink_agents.api.refs import UnresolvableReference
@@ -102,6 +103,7 @@ __all__ = [
     "LongTermMemorySetup",
     "Memory",
     "MemoryChangedEvent",
+    "MemoryCompaction",
     "MemoryExtraction",
     "MemoryExtractionError",
     "MemoryHit",

@@ -38,6 +38,7 @@ import json
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Future
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import (
@@ -57,10 +58,23 @@ from flink_agents.api.fact_extraction import (
     extraction_request,
     facts_of,
 )
+from flink_agents.api.memory_compaction import MemoryCompaction
 from flink_agents.api.resources import Resource, ResourceType
 from flink_agents.api.vector_stores import MetadataFilter, MetadataValue, filter_conditions
 
 T = TypeVar("T")
+
+MemoryBackendName = Literal["keyed_state", "vector_store"]
+MEMORY_BACKENDS: tuple[MemoryBackendName, ...] = ("keyed_state", "vector_store")
+"""The long-term memory backends (docs/memory.md)."""
+
+LONG_TERM_MEMORY_BACKEND_KEY = "long_term_memory_backend"
+"""Agent config key: the backend of the agent's memory sets that name none (``keyed_state``,
+the default, or ``vector_store``)."""
+
+LONG_TERM_MEMORY_STORE_KEY = "long_term_memory_vector_store"
+"""Agent config key: the vector_store resource of the agent's memory sets on backend
+``vector_store`` that name none."""
 
 MEMORY_CALL_PREFIX = "memory:"
 """The call ids of memory's durable calls (and of its item ids) start with this."""
@@ -76,17 +90,19 @@ class LongTermMemorySetup(Resource):
     resource_type: ClassVar[ResourceType] = ResourceType.LONG_TERM_MEMORY
 
     embedding_model: str = Field(description="Name of an embedding_model resource.")
-    backend: Literal["keyed_state", "vector_store"] = Field(
-        default="keyed_state",
+    backend: MemoryBackendName | None = Field(
+        default=None,
         description="Where items live: 'keyed_state' keeps them (with their vectors) in the "
         "key's Flink state, checkpointed with the run and rescaled with the key groups; "
         "'vector_store' in a namespace per key of the vector store named by 'vector_store' "
-        "(Chroma), written when the action writes.",
+        "(Chroma), written when the action writes. Unset: the agent's default "
+        f"(config {LONG_TERM_MEMORY_BACKEND_KEY!r}), else 'keyed_state'.",
     )
     vector_store: str | None = Field(
         default=None,
         description="Name of a vector_store resource that keeps a namespace per key "
-        "(backend 'vector_store' only).",
+        "(backend 'vector_store' only; unset: the agent's default, config "
+        f"{LONG_TERM_MEMORY_STORE_KEY!r}).",
     )
     max_items: int | None = Field(
         default=None, ge=1, description="Items one key may hold in this set; a write past it fails."
@@ -97,13 +113,47 @@ class LongTermMemorySetup(Resource):
         "from a text; unset, the set has no `remember`.",
     )
 
+    compaction: MemoryCompaction | None = Field(
+        default=None,
+        description="Compact a key's items into fewer facts (a model call) once a run leaves "
+        "more than compaction.max_items of them (keyed_state backend only).",
+    )
+
     @model_validator(mode="after")
     def _store_with_its_backend(self) -> LongTermMemorySetup:
-        if self.backend == "vector_store" and not self.vector_store:
-            raise ValueError("backend 'vector_store' needs 'vector_store': a vector_store resource")
         if self.backend == "keyed_state" and self.vector_store is not None:
             raise ValueError("'vector_store' is for backend 'vector_store', not 'keyed_state'")
         return self
+
+
+class MemoryBackendError(ValueError):
+    """A memory set's backend, or the agent's default one, is unknown or misses its store."""
+
+
+def memory_backend(
+    arguments: Mapping[str, Any], config: Mapping[str, Any]
+) -> tuple[MemoryBackendName, str | None]:
+    """The backend and vector store of a memory set declared with ``arguments`` in an agent
+    whose config is ``config``: the set's own, else the agent's default, else ``keyed_state``.
+    :class:`MemoryBackendError` for an unknown backend or a vector-store set with no store."""
+    backend = arguments.get("backend") or config.get(LONG_TERM_MEMORY_BACKEND_KEY) or "keyed_state"
+    if backend not in MEMORY_BACKENDS:
+        source = (
+            "its backend" if arguments.get("backend") else f"config {LONG_TERM_MEMORY_BACKEND_KEY}"
+        )
+        raise MemoryBackendError(
+            f"unknown long-term memory backend {backend!r} ({source}): choose one of "
+            f"{', '.join(MEMORY_BACKENDS)}"
+        )
+    if backend == "keyed_state":
+        return "keyed_state", None
+    store = arguments.get("vector_store") or config.get(LONG_TERM_MEMORY_STORE_KEY)
+    if not store:
+        raise MemoryBackendError(
+            "backend 'vector_store' needs a vector_store resource: the set's 'vector_store', "
+            f"or the agent's config {LONG_TERM_MEMORY_STORE_KEY!r}"
+        )
+    return "vector_store", str(store)
 
 
 class MemoryItem(BaseModel):
@@ -197,7 +247,12 @@ class KeyMemory(Protocol):
 
 class MemoryNamespace(Protocol):
     """The items of one memory set of one key in an external store (a vector store's
-    namespace for the key): written at once, read back by the key's later runs."""
+    namespace for the key), read back by the key's later runs.
+
+    A write is started at the call and made off the engine's thread, after the namespace's
+    earlier writes (its order kept); it returns the write's future, which the run waits for
+    before the action that made it completes (a failure is that action's). A read waits for
+    the namespace's writes in flight first, so a run reads its own writes."""
 
     def get(self, item_id: str) -> StoredMemory | None:
         """Item ``item_id``, or None."""
@@ -209,13 +264,13 @@ class MemoryNamespace(Protocol):
         """The ``k`` items nearest to ``vector`` (cosine) among those matching ``where``,
         nearest first (ties by id)."""
 
-    def upsert(self, item_id: str, item: StoredMemory) -> None:
+    def upsert(self, item_id: str, item: StoredMemory) -> Future[None]:
         """Store ``item`` under ``item_id``, replacing an item with that id."""
 
-    def delete(self, item_id: str) -> None:
+    def delete(self, item_id: str) -> Future[None]:
         """Delete item ``item_id`` (nothing if there is none)."""
 
-    def clear(self) -> None:
+    def clear(self) -> Future[None]:
         """Delete every item of the namespace."""
 
 

@@ -366,6 +366,8 @@ def _apply(visit: Visit, timers: TimerService) -> Iterable[str]:
         timers.register_processing_time_timer(visit.wake_at)
     for at in visit.follow_ups_at:  # a scheduled follow-up (docs/waits.md, "Timers")
         timers.register_processing_time_timer(at)
+    if visit.expiry_at is not None:  # expired short-term memory dropped (docs/memory.md)
+        timers.register_processing_time_timer(visit.expiry_at)
     if visit.until_end_of_input:
         timers.register_event_time_timer(END_OF_INPUT)
     if faults.ARMED is not None and visit.outputs:

@@ -148,6 +148,9 @@ class EventLog:
         self._memory_counters = tuple(
             counter for counter in self.counters if hasattr(counter, "on_memory")
         )
+        self._compaction_counters = tuple(
+            counter for counter in self.counters if hasattr(counter, "on_memory_compaction")
+        )
         self._line_sinks = tuple(each for each in self.listeners if isinstance(each, LineListener))
         self._record_listeners = tuple(
             each  # an object with neither method fails in emit (logged), as before
@@ -459,6 +462,12 @@ class EventLog:
         """Count a run's long-term memory work (metrics only: no record)."""
         for counter in self._memory_counters:
             counter.on_memory(searches, writes, deletes, bytes_written, items)
+
+    def memory_compacted(self, items_before: int, items_after: int, tokens: int) -> None:
+        """Count a compaction of a key's memory set (metrics only: no record; its model call
+        is recorded as the compaction run's call)."""
+        for counter in self._compaction_counters:
+            counter.on_memory_compaction(items_before, items_after, tokens)
 
     # --- waits ----------------------------------------------------------------------------------
 

@@ -35,8 +35,10 @@ from flink_agents.api.events import (
     ToolRequestEvent,
     ToolResponseEvent,
 )
+from flink_agents.api.long_term_memory import LONG_TERM_MEMORY_STORE_KEY
 from flink_agents.api.resources import ResourceType
 from flink_agents.plan.errors import PlanIssue, PlanValidationError, json_pointer
+from flink_agents.plan.memory_checks import DEFAULT_STORE_LOCATION, memory_issues
 from flink_agents.plan.models import AgentPlan, ResourcePlan
 
 CHAT_MODEL_REFERENCES: dict[str, ResourceType] = {
@@ -53,6 +55,7 @@ _REFERENCES: dict[ResourceType, dict[str, ResourceType]] = {
         "embedding_model": ResourceType.EMBEDDING_MODEL,
         "vector_store": ResourceType.VECTOR_STORE,
         "extraction.chat_model": ResourceType.CHAT_MODEL,
+        "compaction.chat_model": ResourceType.CHAT_MODEL,
     },
 }
 """Per resource type, its arguments that name other resources (a dotted path for a field of an
@@ -123,6 +126,18 @@ def _scope_issues(
 ) -> list[PlanIssue]:
     issues = _event_flow_issues(plan, prefix) + _reference_issues(plan, enclosing, prefix)
     issues += _compaction_issues(plan, prefix)
+    default_store = plan.config.get(LONG_TERM_MEMORY_STORE_KEY)
+    unresolved = (
+        []
+        if default_store is None
+        else [
+            (
+                DEFAULT_STORE_LOCATION,
+                unresolved_reference(default_store, ResourceType.VECTOR_STORE, (plan, *enclosing)),
+            )
+        ]
+    )
+    issues += memory_issues(plan, prefix, unresolved)
     for scope, child in plan.scopes.items():
         issues += _scope_issues(child, (plan, *enclosing), [*prefix, "scopes", scope])
     return issues

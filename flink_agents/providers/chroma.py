@@ -5,7 +5,8 @@ Vectors are always passed in explicitly. The collection is created with no embed
 so Chroma's default embedding function, which downloads a model when first used, never runs.
 
 Chroma's client is synchronous; each call runs in a worker thread so the event loop (other keys'
-runs) is not blocked.
+runs) is not blocked (long-term memory's writes too, in order per key; its reads are made on the
+engine's thread).
 
 The same store can keep long-term memory (a memory set's ``vector_store``): a collection per
 set and key, named from ``collection`` (:mod:`flink_agents.providers.chroma_memory`).
@@ -114,6 +115,11 @@ class ChromaVectorStore(VectorStore):
             client = self._client()
             self._memory = ChromaCollections(lambda: client)
         return ChromaMemoryNamespace(self._memory, self.collection, set_name, key, chroma_where)
+
+    async def aclose(self) -> None:
+        """Let long-term memory's writes in flight finish, then stop its writer threads."""
+        if self._memory is not None:
+            await asyncio.to_thread(self._memory.writers.close)
 
     async def upsert(self, records: list[VectorRecord]) -> int:
         if not records:

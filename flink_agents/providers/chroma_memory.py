@@ -6,19 +6,25 @@ store's ``collection`` and a digest of the set's name and the key's canonical JS
 ``"1"`` are two namespaces, and any key fits Chroma's naming rules); the collection's metadata
 says which set and key it holds. Deleting a key's memory drops its collections.
 
-The calls are Chroma's synchronous client's, made on the engine's thread: the memory interface
-is synchronous (``get``, ``len`` and ``delete`` are plain calls of an action), and each is one
-short request to a nearby server. A collection's handle is kept for the key's next runs (up to
-:data:`KEPT_HANDLES`); a handle whose collection was dropped meanwhile (by the key's new owner
-after a rescale) is fetched again.
+Writes (``upsert``, ``delete``, ``clear``) are made off the engine's thread, so the other
+keys' runs go on while Chroma answers: each namespace's writes are made on a pool of writer threads
+(:class:`OrderedWriters`), one after the other in the order they were made, and each returns
+its future; the run waits for them before an action completes, and a failed
+write is that action's error (``runtime/memory_backends.py``). Reads (``get``, ``count``,
+``search``) are synchronous, on the engine's thread (``get``, ``len`` and ``delete`` are plain
+calls of an action), after the namespace's writes in flight: a run reads its own writes. A
+collection's handle is kept for the key's next runs (up to :data:`KEPT_HANDLES`); a handle whose
+collection was dropped meanwhile (by the key's new owner after a rescale) is fetched again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from chromadb.errors import NotFoundError
@@ -31,6 +37,55 @@ T = TypeVar("T")
 
 KEPT_HANDLES = 1024
 """Collection handles kept per store (the keys seen most recently)."""
+
+WRITER_THREADS = 8
+"""Threads per store that make long-term memory's writes."""
+
+
+class OrderedWriters:
+    """A pool of threads for writes; the work submitted under one name runs after the work
+    submitted before under that name (so a key's writes to its collection are made in the order
+    of its run), while other names' work runs beside it: a slow write holds up its own
+    collection's next writes only."""
+
+    def __init__(self, threads: int = WRITER_THREADS) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chroma-memory")
+        self._last: dict[str, Future[None]] = {}  # per name, its latest work not yet done
+        self._lock = threading.Lock()
+
+    def submit(self, name: str, work: Callable[[], None]) -> Future[None]:
+        """Run ``work`` once the work submitted before under ``name`` is done."""
+        future: Future[None] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    work()
+                except BaseException as exc:  # the caller's to see, through the future
+                    future.set_exception(exc)
+                else:
+                    future.set_result(None)
+            with self._lock:
+                if self._last.get(name) is future:
+                    del self._last[name]
+
+        with self._lock:
+            previous = self._last.get(name)
+            self._last[name] = future
+        if previous is None:
+            self._pool.submit(run)
+        else:  # at once if it is done already
+            previous.add_done_callback(lambda _: self._pool.submit(run))
+        return future
+
+    def close(self) -> None:
+        """Wait for the work submitted, then stop the threads."""
+        with self._lock:
+            pending = list(self._last.values())
+        for future in pending:
+            with contextlib.suppress(BaseException):
+                future.result()
+        self._pool.shutdown(wait=True)
 
 
 def namespace_collection(prefix: str, set_name: str, key: str) -> str:
@@ -45,12 +100,14 @@ class ChromaCollections:
     def __init__(self, client: Callable[[], Any]) -> None:
         self._client = client
         self._handles: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()  # the handles are kept from the writers' threads too
+        self.writers = OrderedWriters()
+        """Where the namespaces' writes are made."""
 
     def existing(self, name: str) -> Any | None:
         """The collection ``name``, or None if there is none (a read never creates one)."""
-        handle = self._handles.get(name)
+        handle = self._kept_handle(name)
         if handle is not None:
-            self._handles.move_to_end(name)
             return handle
         try:
             handle = self._client().get_collection(name, embedding_function=None)
@@ -60,9 +117,8 @@ class ChromaCollections:
 
     def created(self, name: str, metadata: dict[str, str]) -> Any:
         """The collection ``name``, created (cosine space) if there is none."""
-        handle = self._handles.get(name)
+        handle = self._kept_handle(name)
         if handle is not None:
-            self._handles.move_to_end(name)
             return handle
         handle = self._client().get_or_create_collection(
             name,
@@ -74,18 +130,27 @@ class ChromaCollections:
 
     def dropped(self, name: str) -> None:
         """Delete the collection ``name`` if there is one."""
-        self._handles.pop(name, None)
+        self.forget(name)
         with contextlib.suppress(NotFoundError):
             self._client().delete_collection(name)
 
     def forget(self, name: str) -> None:
         """Drop the kept handle of ``name`` (its collection was deleted elsewhere)."""
-        self._handles.pop(name, None)
+        with self._lock:
+            self._handles.pop(name, None)
+
+    def _kept_handle(self, name: str) -> Any | None:
+        with self._lock:
+            handle = self._handles.get(name)
+            if handle is not None:
+                self._handles.move_to_end(name)
+            return handle
 
     def _kept(self, name: str, handle: Any) -> Any:
-        self._handles[name] = handle
-        if len(self._handles) > KEPT_HANDLES:
-            self._handles.popitem(last=False)
+        with self._lock:
+            self._handles[name] = handle
+            if len(self._handles) > KEPT_HANDLES:
+                self._handles.popitem(last=False)
         return handle
 
 
@@ -106,6 +171,7 @@ class ChromaMemoryNamespace:
         self._name = namespace_collection(prefix, set_name, key)
         self._metadata = {"memory_set": set_name, "key": key}
         self._where = where
+        self._last_write: Future[None] | None = None
 
     @property
     def collection(self) -> str:
@@ -152,25 +218,41 @@ class ChromaMemoryNamespace:
         hits.sort(key=lambda hit: (-hit.score, hit.id))
         return hits
 
-    def upsert(self, item_id: str, item: StoredMemory) -> None:
-        self._write(
-            lambda c: c.upsert(
-                ids=[item_id],
-                embeddings=[item.embedding],
-                documents=[item.text],
-                metadatas=[item.metadata or None],
+    def upsert(self, item_id: str, item: StoredMemory) -> Future[None]:
+        return self._submit(
+            lambda: self._write(
+                lambda c: c.upsert(
+                    ids=[item_id],
+                    embeddings=[item.embedding],
+                    documents=[item.text],
+                    metadatas=[item.metadata or None],
+                )
             )
         )
 
-    def delete(self, item_id: str) -> None:
-        if self._collections.existing(self._name) is not None:
-            self._write(lambda c: c.delete(ids=[item_id]))
+    def delete(self, item_id: str) -> Future[None]:
+        def delete() -> None:
+            if self._collections.existing(self._name) is not None:
+                self._write(lambda c: c.delete(ids=[item_id]))
 
-    def clear(self) -> None:
-        self._collections.dropped(self._name)
+        return self._submit(delete)
+
+    def clear(self) -> Future[None]:
+        return self._submit(lambda: self._collections.dropped(self._name))
+
+    def _submit(self, work: Callable[[], None]) -> Future[None]:
+        self._last_write = future = self._collections.writers.submit(self._name, work)
+        return future
+
+    def _written(self) -> None:
+        """Wait for the writes in flight (a read sees them); a failed one raises here too."""
+        if self._last_write is not None:
+            self._last_write.result()
+            self._last_write = None
 
     def _read(self, call: Callable[[Any], T]) -> T | None:
         """``call`` on the collection; None when there is no collection (nothing written)."""
+        self._written()
         for _ in range(2):
             handle = self._collections.existing(self._name)
             if handle is None:

@@ -36,11 +36,16 @@ from flink_agents.plan.models import ActionPlan, AgentPlan
 from flink_agents.plan.resolve import ResolvedPlan, resolve_plan
 from flink_agents.runtime.action_context import ActionContext, RunState
 from flink_agents.runtime.budget_meter import BudgetMeter, KeySpend, metered_subagent
+from flink_agents.runtime.compaction_runs import (
+    COMPACTION_ACTION,
+    MemoryCompactions,
+    compaction_of,
+)
 from flink_agents.runtime.keyed_memory import EMPTY as EMPTY_LONG_TERM
 from flink_agents.runtime.keyed_memory import CommittedMemory, MemorySets
 from flink_agents.runtime.memory_backends import MemoryBackends, RunLongTermMemory
 from flink_agents.runtime.memory_changes import MemoryChanges
-from flink_agents.runtime.run_bounds import RunBoundError, RunBudget
+from flink_agents.runtime.run_bounds import RunBudget
 from flink_agents.runtime.scopes import Scope
 from flink_agents.runtime.state import KeyState, PendingInput
 
@@ -129,6 +134,7 @@ class RunEngine:
             self._resolved, self._root.resources, vector_stores=vector_store_memory
         )
         self._memory_ttl_s = memory_ttl_seconds(self._plan.config)
+        self._compactions = MemoryCompactions(self._resolved, self._memory_backends.external)
         # The calls are built with their listener (runtime/assembly.py builds both).
         self._call_runner: CallRunner = call_runner or DurableCalls(listener=event_log)
         self._log = event_log  # None: every hook below is one check, nothing is recorded
@@ -402,6 +408,8 @@ class RunEngine:
                 activity.bytes_written,
                 list(memory.items_written().values()),
             )
+            for done in activity.compactions:
+                self._log.memory_compacted(done.items_before, done.items_after, done.tokens)
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
@@ -454,8 +462,12 @@ class RunEngine:
     async def _run_root(self, run: RunState, pending: PendingInput) -> _Outcome:
         start = InputEvent(input=pending.input, id=event_id(run.run_id, None, None, 0))
         outputs: list[OutputEvent] = []
+        compacting = compaction_of(pending.input)
         try:
-            await self._dispatch(self._root, run, start, outputs)
+            if compacting is not None:
+                await self._compact(run, start, compacting)
+            else:
+                await self._dispatch(self._root, run, start, outputs)
         except RunPaused as paused:
             # Its outputs so far are dropped: the resumed run replays up to the wait (completed
             # actions from the journal) and emits every output once, when it finishes.
@@ -473,7 +485,30 @@ class RunEngine:
                 upstream_action=failure.action,
             )
             return RunResult(run.run_id, [*outputs, error_output], failure), None
-        return RunResult(run.run_id, outputs, scheduled=tuple(run.scheduled)), run
+        scheduled = (*run.scheduled, *self._compactions.requested(run))
+        return RunResult(run.run_id, outputs, scheduled=scheduled), run
+
+    async def _compact(self, run: RunState, start: InputEvent, set_name: str) -> None:
+        """The run of a compaction follow-up (runtime/compaction_runs.py): it compacts
+        ``set_name`` in place of the agent's actions; a failure is the run's, as an action's.
+        A set no longer compacted (the job restored with a plan without its ``compaction``) is
+        left as it is."""
+        if not self._compactions.compacts(set_name):
+            logger.info("run %s: memory set %r is not compacted any more", run.run_id, set_name)
+            return
+        ctx = ActionContext(
+            run,
+            COMPACTION_ACTION,
+            start,
+            self._plan.config,
+            self._root.resources,
+            self._call_runner,
+        )
+        try:
+            done = await self._compactions.compact(ctx, run, set_name)
+        except Exception as exc:
+            raise _ActionRaised(_failure(COMPACTION_ACTION, start, exc)) from exc
+        run.long_term_memory.activity.compactions.append(done)
 
     async def _dispatch(
         self, scope: Scope, run: RunState, start: Event, outputs: list[OutputEvent]
@@ -507,7 +542,8 @@ class RunEngine:
                         try:  # counted as it was live, so a replay ends where the run did
                             run.budget.spend_action()
                             run.budget.spend_events(len(replayed))
-                        except RunBoundError as exc:
+                            await run.long_term_memory.written()  # its vector-store writes
+                        except Exception as exc:
                             raise _ActionRaised(_failure(action, event, exc)) from exc
                         if self._log is not None:
                             self._log.action_replayed(run.run_id, event, action.name, replayed)
@@ -534,6 +570,8 @@ class RunEngine:
                     outcome = scope.resolved.functions[action.name](event, ctx)
                     if outcome is not None and inspect.isawaitable(outcome):
                         await run.budget.within(outcome)
+                    # Its writes to vector stores are made before it completes (journaled).
+                    await run.long_term_memory.written()
                     if changes is not None:  # sent by the action: journaled, replayed with it
                         for changed in changes.events():
                             ctx.send_event(changed)

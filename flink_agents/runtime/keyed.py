@@ -101,6 +101,10 @@ class Visit:
     follow_ups_at: Sequence[int] = ()
     """Processing times (ms) of the follow-ups the key's finished runs scheduled
     (``ctx.schedule``): a timer each, checkpointed like ``wake_at``."""
+    expiry_at: int | None = None
+    """Processing time (ms) at which the key's earliest short-term memory entry expires: a timer
+    at which its expired entries are dropped from the key's state if no run of the key did it
+    first (docs/memory.md, "Expiry")."""
     parked: int = 0
     """Runs this visit parked at a new wait (their ``waiting`` records are in ``outputs``): the
     host passes the :attr:`~KillPoint.WHILE_PAUSED` kill point once each, after the outputs."""
@@ -184,6 +188,7 @@ class KeyedAgentLogic:
         self._armed: dict[str, int] = {}  # per key, the timer last armed until it fires
         self._pending_states: dict[str, KeyState] = {}  # see _load
         self._deadlines: dict[str, int] = {}  # per key with timed waits or follow-ups, the next
+        self._expiries: dict[str, int] = {}  # per key with expiring memory, its earliest expiry
         self.visits = VisitCounts()
         self._clock = MarkerClock(
             every_s=options.marker_interval_ms / 1000, prune_after_s=options.prune_after_ms / 1000
@@ -408,9 +413,10 @@ class KeyedAgentLogic:
             if not runs.pending and self._deadlines.get(key, timestamp + 1) > timestamp:
                 if not end_of_input:
                     self.visits.idle += 1
-                return _NOTHING
+                return Visit(expiry_at=self._drop_expired(key, state, max(clock(), timestamp)))
             host.restore(key, runs)  # a key with only a follow-up due too
         now = max(clock(), timestamp)
+        expiry_at = self._drop_expired(key, state, now)
         resumed = self._time_out(key, state, now)
         if end_of_input:
             completed, progress = host.wait_idle(key), None
@@ -434,6 +440,7 @@ class KeyedAgentLogic:
             if after is not None and after != before:
                 wake_at = after
             self._save(key, state, runs)
+            expiry_at = self._expiries.get(key, expiry_at)
             self._end_emitted(completed)
             if self._event_log is not None:
                 # The runs' records are queued (a run's end is recorded before its result is
@@ -450,7 +457,14 @@ class KeyedAgentLogic:
             poll_at = None
         else:
             poll_at = self._arm(key, now, progress.due)
-        return Visit(outputs, poll_at, wake_at=wake_at, follow_ups_at=follow_ups_at, parked=parked)
+        return Visit(
+            outputs,
+            poll_at,
+            wake_at=wake_at,
+            follow_ups_at=follow_ups_at,
+            expiry_at=expiry_at,
+            parked=parked,
+        )
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -530,6 +544,27 @@ class KeyedAgentLogic:
         if fired:
             return self._resumed(key, fired, now)
         return self._arm(key, now, host.due(key)) if follow_ups else None
+
+    def _drop_expired(self, key: str, state: SavedState, now: int) -> int | None:
+        """Drop the key's expired short-term memory entries from its state when one expired by
+        ``now`` and no run of the key is pending (a run drops them when it commits; while one
+        runs, its memory is the engine's); returns when the next one expires, for a timer.
+        A key's entry expires for runs admitted at or after its expiry, so one dropped at
+        ``now`` is one no later run could see. Costs a lookup unless one is due."""
+        at = self._expiries.get(key)
+        if at is None or at > now:
+            return None
+        runs = self._load(key, state)
+        if runs.pending:
+            return None
+        expiry = runs.short_term_expiry
+        expired = [entry for entry, until in expiry.items() if until <= now]
+        runs.short_term_memory = {
+            entry: value for entry, value in runs.short_term_memory.items() if entry not in expired
+        }
+        runs.short_term_expiry = {e: until for e, until in expiry.items() if e not in expired}
+        self._save(key, state, runs)
+        return self._expiries.get(key)
 
     def _resumed(self, key: str, applies: list[Apply], now: int) -> int | None:
         """Hand the key's run its decisions; returns the poll timer to arm for it, if any."""
@@ -639,13 +674,18 @@ class KeyedAgentLogic:
             self._pending_states.pop(key, None)
 
     def _note_deadline(self, key: str, runs: KeyState) -> None:
-        """Keep the key's earliest wait deadline or follow-up, so a timer visit knows without
-        reading the key's state whether one may be due."""
+        """Keep the key's earliest wait deadline or follow-up, and the earliest expiry of its
+        short-term memory, so a timer visit knows without reading the key's state whether one
+        may be due."""
         deadline = runs.next_wake()
         if deadline is None:
             self._deadlines.pop(key, None)
         else:
             self._deadlines[key] = deadline
+        if runs.short_term_expiry:
+            self._expiries[key] = math.ceil(min(runs.short_term_expiry.values()))
+        else:
+            self._expiries.pop(key, None)
 
     def _recover(
         self, marker_json: str | None, saved_parallelism: int | None = None, *, wait: bool = True

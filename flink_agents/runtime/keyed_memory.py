@@ -163,6 +163,17 @@ class KeyedStateMemory:
             count += (item is not None) - (item_id in items)
         return count
 
+    def committed_count(self, set_name: str) -> int:
+        """How many items ``set_name`` held when the run started (its writes not counted)."""
+        committed = self._committed.sets.get(set_name)
+        return 0 if committed is None else len(committed.items)
+
+    def listed(self, set_name: str) -> list[tuple[str, StoredMemory]]:
+        """The items of ``set_name`` in the order they were first written (an item replaced
+        keeps its place), the run's writes included."""
+        committed = self._committed_set(set_name)
+        return list(_applied(committed, self._staged.get(set_name, {})).items())
+
     def search(
         self, set_name: str, vector: Vector, k: int, where: MetadataFilter | None
     ) -> list[MemoryHit]:
@@ -199,12 +210,7 @@ class KeyedStateMemory:
         sets = dict(self._committed.sets) if not self._cleared else {}
         for name, staged in self._staged.items():
             base = sets.get(name)
-            items = dict(base.items) if base is not None else {}
-            for item_id, item in staged.items():
-                if item is None:
-                    items.pop(item_id, None)
-                else:
-                    items[item_id] = item
+            items = _applied(base, staged)
             if items:
                 sets[name] = CommittedSet(items, base, staged)
             else:
@@ -213,6 +219,20 @@ class KeyedStateMemory:
 
     def _committed_set(self, set_name: str) -> CommittedSet | None:
         return None if self._cleared else self._committed.sets.get(set_name)
+
+
+def _applied(
+    base: CommittedSet | None, staged: Mapping[str, StoredMemory | None]
+) -> dict[str, StoredMemory]:
+    """A new map of ``base``'s items with ``staged`` applied (None: deleted): a replaced item
+    keeps its place, a new one comes last."""
+    items = dict(base.items) if base is not None else {}
+    for item_id, item in staged.items():
+        if item is None:
+            items.pop(item_id, None)
+        else:
+            items[item_id] = item
+    return items
 
 
 def _best_first(scores: _Matrix, enough: int | None) -> list[int]:

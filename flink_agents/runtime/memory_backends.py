@@ -14,18 +14,19 @@ It also counts what memory did in the run (:class:`MemoryActivity`), for the met
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import cast
 
 from flink_agents.api.embeddings import Vector
 from flink_agents.api.long_term_memory import (
-    LongTermMemorySetup,
     MemoryHit,
     MemoryNamespace,
     MemoryNamespaces,
     MemoryWrite,
     StoredMemory,
+    memory_backend,
 )
 from flink_agents.api.resources import ResourceType
 from flink_agents.api.vector_stores import MetadataFilter
@@ -34,14 +35,16 @@ from flink_agents.runtime.keyed_memory import CommittedMemory, KeyedStateMemory
 from flink_agents.runtime.resource_registry import ResourceRegistry
 
 
-def _on_vector_store(resolved: ResolvedPlan) -> list[str]:
-    """The memory sets ``resolved`` declares with backend ``vector_store``."""
-    return [
-        name
-        for name, declared in resolved.plan.resources.items()
-        if declared.type is ResourceType.LONG_TERM_MEMORY
-        and declared.arguments.get("backend") == "vector_store"
-    ]
+def _on_vector_store(resolved: ResolvedPlan) -> dict[str, str]:
+    """The memory sets ``resolved`` keeps on a vector store (their own backend, or the agent's
+    default), each with the store's name."""
+    stores: dict[str, str] = {}
+    for name, declared in resolved.plan.resources.items():
+        if declared.type is ResourceType.LONG_TERM_MEMORY:
+            backend, store = memory_backend(declared.arguments, resolved.plan.config)
+            if backend == "vector_store" and store is not None:
+                stores[name] = store
+    return stores
 
 
 def _cannot_keep_memory(set_name: str, store: str, class_name: str) -> str:
@@ -63,33 +66,27 @@ class MemoryBackends:
             nested = _on_vector_store(child)
             if nested:
                 raise ValueError(
-                    f"memory sets {nested} of sub-agent scope {scope!r} are on a vector store: "
-                    "declare a vector-store memory set on the agent itself"
+                    f"memory sets {sorted(nested)} of sub-agent scope {scope!r} are on a vector "
+                    "store: declare a vector-store memory set on the agent itself"
                 )
         self._resources = resources
-        self.external = tuple(_on_vector_store(resolved)) if vector_stores else ()
+        self._store_names = _on_vector_store(resolved) if vector_stores else {}
+        self.external = tuple(self._store_names)
         """The sets on a vector store (every other set is in the key's state)."""
-        for set_name in self.external:  # refused when built, not at the first write
-            store = resolved.plan.resources[set_name].arguments.get("vector_store")
-            store_class = resolved.resource_classes.get(str(store))
+        for set_name, store in self._store_names.items():  # refused when built, not at a write
+            store_class = resolved.resource_classes.get(store)
             if store_class is not None and not hasattr(store_class, "memory_namespace"):
-                raise TypeError(_cannot_keep_memory(set_name, str(store), store_class.__name__))
+                raise TypeError(_cannot_keep_memory(set_name, store, store_class.__name__))
         self._stores: dict[str, MemoryNamespaces] = {}
 
     def store(self, set_name: str) -> MemoryNamespaces:
         """The vector store that keeps ``set_name`` (one of :attr:`external`)."""
         store = self._stores.get(set_name)
         if store is None:
-            setup = cast(
-                LongTermMemorySetup,
-                self._resources.get(set_name, ResourceType.LONG_TERM_MEMORY),
-            )
-            assert setup.vector_store is not None  # the setup's validator: backend needs it
-            resource = self._resources.get(setup.vector_store, ResourceType.VECTOR_STORE)
+            name = self._store_names[set_name]
+            resource = self._resources.get(name, ResourceType.VECTOR_STORE)
             if not isinstance(resource, MemoryNamespaces):
-                raise TypeError(
-                    _cannot_keep_memory(set_name, setup.vector_store, type(resource).__name__)
-                )
+                raise TypeError(_cannot_keep_memory(set_name, name, type(resource).__name__))
             store = self._stores[set_name] = resource
         return store
 
@@ -108,6 +105,18 @@ class MemoryActivity:
     deletes: int = 0
     bytes_written: int = 0
     sets_written: set[str] = field(default_factory=set)
+    compactions: list[Compacted] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """One compaction of a key's memory set (runtime/compaction_runs.py): the set's items
+    before and after it, and the tokens its model call spent (0 when none were reported)."""
+
+    set_name: str
+    items_before: int
+    items_after: int
+    tokens: int
 
 
 class RunLongTermMemory:
@@ -127,6 +136,7 @@ class RunLongTermMemory:
         self._external = frozenset(backends.external) if backends is not None else frozenset()
         self._key = key
         self._namespaces: dict[str, MemoryNamespace] = {}
+        self._in_flight: list[Future[None]] = []  # vector-store writes not waited for yet
         self._writes: list[MemoryWrite] = []
         self.activity = MemoryActivity()
 
@@ -140,7 +150,7 @@ class RunLongTermMemory:
         if not write.set:  # delete_key: every set of the key
             self._keyed.apply(write)
             for name in sorted(self._external):
-                self._namespace(name).clear()
+                self._in_flight.append(self._namespace(name).clear())
             activity.deletes += 1
             return
         activity.sets_written.add(write.set)
@@ -152,9 +162,25 @@ class RunLongTermMemory:
         if write.set not in self._external:
             self._keyed.apply(write)
         elif write.item is None:
-            self._namespace(write.set).delete(write.id)
+            self._in_flight.append(self._namespace(write.set).delete(write.id))
         else:
-            self._namespace(write.set).upsert(write.id, write.item)
+            self._in_flight.append(self._namespace(write.set).upsert(write.id, write.item))
+
+    async def written(self) -> None:
+        """Wait for the writes to vector stores made since the last call (off the engine's
+        thread, in order per key); a failed one raises here, as the error of the action that
+        made it. Nothing to wait for (keyed-state sets only) costs a truth test."""
+        if not self._in_flight:
+            return
+        in_flight, self._in_flight = self._in_flight, []
+        failure: BaseException | None = None
+        for write in in_flight:  # every one waited for: none goes on after the action
+            try:
+                await asyncio.wrap_future(write)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def get(self, set_name: str, item_id: str) -> StoredMemory | None:
         if set_name in self._external:
@@ -173,6 +199,14 @@ class RunLongTermMemory:
         if set_name in self._external:
             return self._namespace(set_name).search(vector, k, where)
         return self._keyed.search(set_name, vector, k, where)
+
+    def committed_count(self, set_name: str) -> int:
+        """How many items keyed-state set ``set_name`` held when the run started."""
+        return self._keyed.committed_count(set_name)
+
+    def listed(self, set_name: str) -> list[tuple[str, StoredMemory]]:
+        """The items of keyed-state set ``set_name`` in the order they were first written."""
+        return self._keyed.listed(set_name)
 
     def commit(self) -> CommittedMemory:
         """The key's keyed-state memory once the run's writes are applied (the vector-store

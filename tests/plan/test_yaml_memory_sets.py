@@ -94,3 +94,40 @@ def test_a_memory_set_naming_no_vector_store_is_refused_at_compile(tmp_path: Pat
     with pytest.raises(YamlAgentError) as error:
         compile_yaml(path)
     assert "no resource named 'elsewhere'" in str(error.value)
+
+
+BY_DEFAULT = ON_CHROMA.replace(
+    "  - name: remembering\n",
+    "  - name: remembering\n"
+    "    config: {long_term_memory_backend: %s, long_term_memory_vector_store: memory_store}\n",
+).replace("backend: vector_store, vector_store: %s}", "}")
+"""The agent on Chroma, its memory set naming no backend: the agent's config names it."""
+
+
+def test_an_agents_default_backend_is_its_config(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text(BY_DEFAULT % "vector_store")
+    plan = compile_yaml(path)
+    assert plan.config["long_term_memory_backend"] == "vector_store"
+    assert plan.resources["facts"].arguments == {"embedding_model": "embedding_model"}
+
+
+def test_an_unknown_default_backend_is_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text(BY_DEFAULT % "redis")
+    with pytest.raises(YamlAgentError) as error:
+        compile_yaml(path)
+    assert f"{path}:3:" in str(error.value)
+    assert "unknown long-term memory backend 'redis'" in str(error.value)
+
+
+def test_a_memory_sets_compaction_is_checked_at_its_line(tmp_path: Path) -> None:
+    good = "{embedding_model: embedding_model, compaction: {chat_model: m, max_items: 100}}"
+    with pytest.raises(YamlAgentError) as error:  # `m` is no chat model
+        compile_yaml(_write(tmp_path, good))
+    assert f"{tmp_path / 'agents.yaml'}:8:" in str(error.value)
+    assert "no resource named 'm'" in str(error.value)
+    bad = "{embedding_model: embedding_model, compaction: {chat_model: m, max_items: 1}}"
+    with pytest.raises(YamlAgentError) as error:
+        load_yaml_agents(_write(tmp_path, bad))
+    assert "max_items" in str(error.value)

@@ -4,6 +4,7 @@ elsewhere (by the key's new owner after a rescale) is fetched again."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from flink_agents.api.long_term_memory import StoredMemory
 pytest.importorskip("chromadb")
 
 from flink_agents.providers.chroma import ChromaVectorStore
-from flink_agents.providers.chroma_memory import namespace_collection
+from flink_agents.providers.chroma_memory import OrderedWriters, namespace_collection
 
 
 def item(text: str, vector: list[float], **metadata: str | int) -> StoredMemory:
@@ -62,8 +63,29 @@ def test_a_collection_dropped_elsewhere_is_fetched_again(tmp_path: Path) -> None
     mine = store.memory_namespace("facts", "1")
     mine.upsert("a", item("one", [1.0, 0.0]))
     other_owner = ChromaVectorStore(collection="mem", path=str(tmp_path))
-    other_owner.memory_namespace("facts", "1").clear()
+    other_owner.memory_namespace("facts", "1").clear().result()
 
     assert mine.count() == 0
     mine.upsert("b", item("two", [0.0, 1.0]))
     assert mine.count() == 1
+
+
+def test_writes_under_one_name_run_in_order_and_other_names_beside_them() -> None:
+    writers = OrderedWriters(threads=2)
+    held, done = threading.Event(), []
+
+    def first_of_a() -> None:
+        assert held.wait(30)
+        done.append("a1")
+
+    a1 = writers.submit("a", first_of_a)
+    a2 = writers.submit("a", lambda: done.append("a2"))
+    writers.submit("b", lambda: done.append("b")).result(timeout=30)  # not behind "a"
+    assert done == ["b"] and not a2.done()
+    held.set()
+    a2.result(timeout=30)
+    assert a1.done() and done == ["b", "a1", "a2"]
+    failing = writers.submit("a", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=30)
+    writers.close()

@@ -11,6 +11,7 @@ server (tests/durable/test_chroma_memory_replay.py runs those, with the Kafka st
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from flink_agents.api import (
     RunnerContext,
     action,
 )
+from flink_agents.api.long_term_memory import MemoryBackendError, StoredMemory, memory_backend
 from flink_agents.durable.identity import canonical_json
 from flink_agents.observability import EventLog, MetricsListener
 from flink_agents.observability.sinks.metrics import (
@@ -37,14 +39,17 @@ from flink_agents.observability.sinks.metrics import (
     MEMORY_WRITES,
 )
 from flink_agents.plan import compile_agent
+from flink_agents.plan.errors import PlanValidationError
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
 from flink_agents.runtime import Runtime
+from flink_agents.runtime.engine import ActionError
 from tests.memory_samples import DIMENSIONS, memory_plan, remember, run_keyed
 from tests.observability.sinks.test_metrics import RecordingSink
 
 chromadb = pytest.importorskip("chromadb")
 
 from flink_agents.providers.chroma import ChromaVectorStore  # noqa: E402
+from flink_agents.providers.chroma_memory import ChromaMemoryNamespace  # noqa: E402
 
 
 def chroma(folder: Path) -> ResourceDescriptor:
@@ -219,10 +224,73 @@ def test_a_vector_store_that_cannot_keep_memory_is_named() -> None:
 
 
 def test_a_vector_store_backend_needs_its_store() -> None:
-    with pytest.raises(ValueError, match="needs 'vector_store'"):
-        LongTermMemorySetup(embedding_model="e", backend="vector_store")
+    with pytest.raises(MemoryBackendError, match="needs a vector_store resource"):
+        memory_backend({"embedding_model": "e", "backend": "vector_store"}, {})
     with pytest.raises(ValueError, match="not 'keyed_state'"):
-        LongTermMemorySetup(embedding_model="e", vector_store="s")
+        LongTermMemorySetup(embedding_model="e", backend="keyed_state", vector_store="s")
+
+
+def agent_with_default_backend(folder: Path, **config: Any) -> Agent:
+    """An agent with ``facts`` (no backend of its own) and ``notes`` (``keyed_state``), whose
+    config names the default backend; ``memory_store`` is a Chroma store in ``folder``."""
+    agent = with_memory(Agent(name="memory", config=config), DIMENSIONS)
+    agent.add_resource("memory_store", ResourceType.VECTOR_STORE, chroma(folder))
+    agent.add_resource(
+        "notes",
+        ResourceType.LONG_TERM_MEMORY,
+        ResourceDescriptor.of(
+            LongTermMemorySetup, embedding_model="embedding_model", backend="keyed_state"
+        ),
+    )
+    agent.add_action(note)
+    return agent
+
+
+def test_the_agents_default_backend_keeps_the_sets_that_name_none(tmp_path: Path) -> None:
+    agent = agent_with_default_backend(
+        tmp_path,
+        long_term_memory_backend="vector_store",
+        long_term_memory_vector_store="memory_store",
+    )
+
+    _, states = run_keyed(compile_agent(agent), [("ada", {"facts": ["a fact in chroma"]})])
+
+    assert list(items(tmp_path, "ada").values()) == ["a fact in chroma"]  # facts: the default
+    assert list(states[canonical_json("ada")].long_term_memory) == ["notes"]  # its own backend
+
+
+@pytest.mark.parametrize(
+    ("config", "pointer", "message"),
+    [
+        ({"long_term_memory_backend": "redis"}, "/config/long_term_memory_backend", "'redis'"),
+        (
+            {"long_term_memory_backend": "vector_store"},
+            "/resources/facts/arguments",
+            "needs a vector_store resource",
+        ),
+        (
+            {"long_term_memory_backend": "vector_store", "long_term_memory_vector_store": "x"},
+            "/config/long_term_memory_vector_store",
+            "no resource named 'x'",
+        ),
+    ],
+)
+def test_a_bad_default_backend_is_refused_at_compile(
+    tmp_path: Path, config: dict[str, str], pointer: str, message: str
+) -> None:
+    with pytest.raises(PlanValidationError) as error:
+        compile_agent(agent_with_default_backend(tmp_path, **config))
+    assert any(
+        issue.path == pointer and message in issue.message for issue in error.value.issues
+    ), error.value.issues
+
+
+def test_an_unknown_backend_is_named_when_the_engine_is_built() -> None:
+    """A plan that skipped the compiler's checks (built by hand) is refused by the engine."""
+    plan = memory_plan(remember)
+    plan = plan.model_copy(update={"config": {"long_term_memory_backend": "redis"}})
+    with pytest.raises(MemoryBackendError, match="unknown long-term memory backend 'redis'"):
+        Runtime.build(plan)
 
 
 def test_an_engine_for_offline_replay_keeps_vector_store_sets_in_the_keys_state(
@@ -247,3 +315,88 @@ def test_an_engine_for_offline_replay_keeps_vector_store_sets_in_the_keys_state(
 
     assert list(items(tmp_path, "ada").values()) == ["live"]  # untouched, not deleted
     assert [item.text for item in state.long_term_memory["facts"].values()] == ["after"]
+
+
+def test_chroma_writes_are_made_off_the_engines_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing_threads: set[int] = set()
+    write = ChromaMemoryNamespace._write
+
+    def noting(self: ChromaMemoryNamespace, call: Any) -> None:
+        writing_threads.add(threading.get_ident())
+        write(self, call)
+
+    monkeypatch.setattr(ChromaMemoryNamespace, "_write", noting)
+    results, _ = run_keyed(
+        memory_plan(remember_and_recall, store=chroma(tmp_path)),
+        [("ada", {"facts": ["one", "two"]}), ("ada", {"ask": "one"})],
+    )
+
+    assert writing_threads and threading.get_ident() not in writing_threads  # the loop's
+    assert [r.output_values[0]["count"] for r in results] == [2, 2]  # its own writes read
+
+
+def test_other_keys_runs_go_on_while_a_keys_chroma_write_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    released = threading.Event()
+    write = ChromaMemoryNamespace._write
+
+    def slow_for_ada(self: ChromaMemoryNamespace, call: Any) -> None:
+        if self._metadata["key"] == canonical_json("ada"):
+            assert released.wait(30)
+        write(self, call)
+
+    monkeypatch.setattr(ChromaMemoryNamespace, "_write", slow_for_ada)
+    plan = memory_plan(remember, store=chroma(tmp_path))
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        engine = Runtime.build(plan).engine
+        engine.submit("ada", {"facts": ["held up"]})
+        engine.submit("bob", {"facts": ["goes through"]})
+        first: list[Any] = []
+        while not first:  # bob's run finishes while ada's write is held
+            first += [r.key for r in await engine.wait_for_results(timeout=30)]
+        released.set()
+        await engine.drain()
+        rest = [r.key for r in engine.take_results()]
+        await engine.close()
+        return first, rest
+
+    first, rest = asyncio.run(scenario())
+    assert (first, rest) == (["bob"], ["ada"])
+    assert list(items(tmp_path, "ada").values()) == ["held up"]
+
+
+def test_a_keys_chroma_writes_are_made_in_the_order_of_its_run(tmp_path: Path) -> None:
+    namespace = ChromaVectorStore(collection="memory", path=str(tmp_path)).memory_namespace(
+        "facts", canonical_json("ada")
+    )
+    vector = [1.0] + [0.0] * (DIMENSIONS - 1)
+    for n in range(20):  # none waited for: each write queued behind the one before
+        namespace.upsert("a", StoredMemory(text=f"version {n}", embedding=vector))
+        if n % 3 == 0:
+            namespace.delete("a")
+    found = namespace.get("a")  # a read waits for the writes in flight
+    assert found is not None and found.text == "version 19"
+
+
+@pytest.mark.parametrize("policy", ["emit", "fail"])
+def test_a_failed_chroma_write_is_the_error_of_the_action_that_made_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    def down(self: ChromaMemoryNamespace, call: Any) -> None:
+        raise ConnectionError("chroma is down")
+
+    monkeypatch.setattr(ChromaMemoryNamespace, "_write", down)
+    plan = memory_plan(remember, store=chroma(tmp_path), error_policy=policy)
+
+    if policy == "fail":
+        with pytest.raises(ActionError, match="chroma is down"):
+            run_keyed(plan, [("ada", {"facts": ["lost?"]})])
+        return
+    [result], _ = run_keyed(plan, [("ada", {"facts": ["lost?"]})])
+    assert result.error is not None
+    assert (result.error.action, result.error.error_type) == ("remember", "ConnectionError")
+    assert "chroma is down" in result.error.message

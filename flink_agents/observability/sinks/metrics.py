@@ -41,6 +41,10 @@ MEMORY_WRITES = "memory.writes"
 MEMORY_DELETES = "memory.deletes"
 MEMORY_BYTES_WRITTEN = "memory.bytes_written"
 MEMORY_ITEMS = "memory.items"
+MEMORY_COMPACTIONS = "memory.compactions"
+MEMORY_COMPACTION_TOKENS = "memory.compaction_tokens"
+MEMORY_ITEMS_BEFORE_COMPACTION = "memory.items_before_compaction"
+MEMORY_ITEMS_AFTER_COMPACTION = "memory.items_after_compaction"
 _NOTE_COUNTERS = {
     "routed": CONNECTIONS_ROUTED,
     "fallback": CONNECTIONS_FALLBACKS,
@@ -72,12 +76,20 @@ COUNTERS: tuple[str, ...] = (
     MEMORY_WRITES,
     MEMORY_DELETES,
     MEMORY_BYTES_WRITTEN,
+    MEMORY_COMPACTIONS,
+    MEMORY_COMPACTION_TOKENS,
 )
 _CALL_COUNTERS = {
     (k, o): call_counter(k, o) for k in get_args(CallKind) for o in get_args(CallOutcome)
 }
 GAUGES: tuple[str, ...] = (RUNS_IN_FLIGHT, RUNS_QUEUED, WAITS_OPEN)
-DISTRIBUTIONS: tuple[str, ...] = (RUN_LATENCY, CALL_LATENCY, MEMORY_ITEMS)
+DISTRIBUTIONS: tuple[str, ...] = (
+    RUN_LATENCY,
+    CALL_LATENCY,
+    MEMORY_ITEMS,
+    MEMORY_ITEMS_BEFORE_COMPACTION,
+    MEMORY_ITEMS_AFTER_COMPACTION,
+)
 _MAX_SAMPLES = 10_000  # between two publishes; later samples are dropped
 
 
@@ -180,6 +192,14 @@ class MetricsListener:
         totals[MEMORY_BYTES_WRITTEN] += bytes_written
         for count in items:
             self._sample(MEMORY_ITEMS, count)
+
+    def on_memory_compaction(self, items_before: int, items_after: int, tokens: int) -> None:
+        """A key's memory set was compacted: its items before and after, and the tokens the
+        compaction's model call spent."""
+        self._totals[MEMORY_COMPACTIONS] += 1
+        self._totals[MEMORY_COMPACTION_TOKENS] += tokens
+        self._sample(MEMORY_ITEMS_BEFORE_COMPACTION, items_before)
+        self._sample(MEMORY_ITEMS_AFTER_COMPACTION, items_after)
 
     def _sample(self, name: str, value: float) -> None:
         if len(self._samples) < _MAX_SAMPLES:

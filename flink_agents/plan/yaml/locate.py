@@ -37,6 +37,8 @@ def yaml_location(spec: AgentSpec, agent: Agent, parts: list[str]) -> list[str |
         return _action_location(spec, agent, int(parts[1]), parts[2:])
     if len(parts) >= 2 and parts[0] == "scopes":
         return _scope_location(spec, agent, parts[1], parts[2:])
+    if len(parts) == 2 and parts[0] == "config" and parts[1] in spec.config:  # a config key
+        return ["config", parts[1]]
     if parts[:1] == ["budgets"] and spec.budgets is not None:  # the same shape in both
         return [int(p) if p.isdigit() else p for p in parts]
     return []

@@ -30,6 +30,7 @@ from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
 from flink_agents.api.compaction import CompactionSettings
 from flink_agents.api.fact_extraction import MemoryExtraction
+from flink_agents.api.memory_compaction import MemoryCompaction
 from flink_agents.api.refs import REFERENCE_PATTERN
 from flink_agents.api.resources import ResourceType, refuse_literal_secrets
 from flink_agents.api.tools import TOOL_NAMESPACE_PATTERN
@@ -294,8 +295,9 @@ class MemorySetSpec(_Strict):
     embedding_model: str = Field(description="Name of an embedding model.")
     backend: Literal["keyed_state", "vector_store"] | None = Field(
         default=None,
-        description="Where items live (default keyed_state: the key's state; vector_store: a "
-        "namespace per key of the store named by vector_store).",
+        description="Where items live (keyed_state: the key's state; vector_store: a "
+        "namespace per key of the store named by vector_store). Unset: the agent's config "
+        "long_term_memory_backend, else keyed_state.",
     )
     vector_store: str | None = Field(
         default=None, description="Name of a vector store (Chroma) for backend vector_store."
@@ -303,6 +305,11 @@ class MemorySetSpec(_Strict):
     max_items: int | None = Field(default=None, ge=1, description="Items one key may hold.")
     extraction: MemoryExtraction | None = Field(
         default=None, description="The chat model with which `remember` extracts facts."
+    )
+    compaction: MemoryCompaction | None = Field(
+        default=None,
+        description="Compact a key's items into fewer facts once a run leaves more than "
+        "max_items (keyed_state backend).",
     )
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="Further arguments for a custom setup class."
