@@ -26,6 +26,15 @@ BOUNDS: dict[str, tuple[float, str]] = {
     "jobmanager_threads": (120.0, "threads/h"),
     "checkpoint_kb": (2048.0, "KB/h"),
     "store_topic_mb": (200.0, "MB/h"),
+    # The interpreter inside each TaskManager (bench/soak_heap.py): pymalloc blocks in use (one
+    # per small object) and Python threads. 100,000 blocks an hour is about 5 objects kept per
+    # ticket at 5.5 tickets/s.
+    "python_blocks": (100_000.0, "blocks/h"),
+    "python_threads": (20.0, "threads/h"),
+    # The event-log topic keeps a few minutes of records (retention, bench/soak.py): a retention
+    # that deletes nothing shows as the whole write rate.
+    "event_log_topic_mb": (50.0, "MB/h"),
+    "event_log_records": (100_000.0, "records/h"),
 }
 
 
@@ -106,6 +115,23 @@ def _pieces(segments: Segments, restarts: list[float]) -> list[list[tuple[float,
             until = cuts[index + 1] if index + 1 < len(cuts) else float("inf")
             pieces.append([(t, v) for t, v in points if cut + WARMUP_S <= t < until])
     return pieces
+
+
+def restart_times(
+    samples: Sequence[dict[str, float]], counter: str = "job_restarts"
+) -> list[float]:
+    """The sample times at which the job's restart ``counter`` had gone up since the sample
+    before that held it (a sample without it, the JobManager busy, is skipped)."""
+    found: list[float] = []
+    last: float | None = None
+    for sample in samples:
+        value = sample.get(counter)
+        if value is None:
+            continue
+        if last is not None and value > last:
+            found.append(sample["t"])
+        last = value
+    return found
 
 
 @dataclass(frozen=True)
