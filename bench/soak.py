@@ -53,6 +53,7 @@ from bench.soak_growth import (
     Segments,
     directory_mb,
     judge_growth,
+    log_records,
     restart_times,
     sample_process,
 )
@@ -681,6 +682,7 @@ class Sampler:
         if restarts is not None:
             row["job_restarts"] = restarts
         row["store_topic_mb"] = directory_mb(self.watched.store_dir)
+        row["store_topic_records"] = log_records(self.watched.store_dir)
         row["event_log_topic_mb"] = directory_mb(self.watched.event_log_dir)
         try:
             low, high = self._offsets.get_watermark_offsets(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -21,7 +22,7 @@ from bench.soak_flink import (
     restoring_state,
     unblock_checkpoints,
 )
-from bench.soak_growth import BOUNDS, judge_growth, restart_times, slope_per_hour
+from bench.soak_growth import BOUNDS, judge_growth, log_records, restart_times, slope_per_hour
 from bench.soak_heap import FOLDER_VARIABLE, PythonHeapSampler, read_heaps
 from bench.soak_schedule import (
     KINDS,
@@ -264,3 +265,36 @@ def test_the_heap_sampler_without_its_folder_says_which_variable(
     monkeypatch.delenv(FOLDER_VARIABLE, raising=False)
     with pytest.raises(RuntimeError, match=FOLDER_VARIABLE):
         PythonHeapSampler()
+
+
+def _batch(records: int, *, control: bool = False, body: int = 20) -> bytes:
+    """A record batch as Kafka writes it (format v2): the header, then ``body`` bytes."""
+    header_after_length = 49  # from the leader epoch to the record count
+    return struct.pack(
+        ">qiibIhiqqqhii",
+        0,
+        header_after_length + body,
+        0,
+        2,
+        0,
+        0x20 if control else 0,
+        records - 1,
+        0,
+        0,
+        7,
+        0,
+        0,
+        records,
+    ) + bytes(body)
+
+
+def test_a_partitions_records_are_counted_from_its_segments_batch_headers(tmp_path: Path) -> None:
+    (tmp_path / "00000000000000000000.log").write_bytes(
+        _batch(3) + _batch(1, control=True) + _batch(2, body=300)
+    )
+    # The active segment: a batch, then a batch cut short by the writer.
+    (tmp_path / "00000000000000000006.log").write_bytes(_batch(4) + _batch(5)[:30])
+    (tmp_path / "00000000000000000010.log").write_bytes(b"")  # rolled, nothing in it yet
+    (tmp_path / "00000000000000000000.index").write_bytes(bytes(64))  # not a segment
+    assert log_records(tmp_path) == 3 + 2 + 4
+    assert log_records(tmp_path / "missing") == 0
