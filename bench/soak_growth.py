@@ -1,13 +1,15 @@
 """Growth over a soak: samples of what must not grow, the slope over the last half, the bounds.
 
-Processes are read from /proc (Linux): resident memory, open file descriptors, threads. A
+Processes are read from /proc (Linux): resident memory, open file descriptors, threads; topics
+from the broker's disk (:func:`directory_mb`, :func:`log_records`). A
 TaskManager killed by a fault is replaced by a fresh one, which warms up (its JVM heap and the
 Python interpreter of thread mode grow for a minute or two): so each metric is a set of
 **segments**, one per process (one for a metric of the whole run, such as the store topic), and
 its slope is the pooled least-squares slope of its segments over the last half of the run, each
 segment's first :data:`WARMUP_S` left out. A fault that restarts the job (a TaskManager lost, the
-broker gone) makes the surviving processes load the job again too, so a segment is cut at each
-restart and each piece's first :data:`WARMUP_S` left out as well. A leak shows in every piece
+broker gone; any restart the JobManager counted, :func:`restart_times`) makes the surviving
+processes load the job again too, so a segment is cut at each restart and each piece's first
+:data:`WARMUP_S` left out as well. A leak shows in every piece
 that lives long enough; a warm-up shows in none.
 """
 
