@@ -639,12 +639,13 @@ class Sampler:
         return self
 
     def _run(self) -> None:
-        # Offsets only: never subscribes, so no group and nothing committed.
+        # Offsets only: never subscribes, so no group and nothing committed. Quiet: it would log
+        # every reconnect attempt while a fault has the broker down; a missing figure says so.
         self._offsets = Consumer(
             {
                 "bootstrap.servers": self.watched.bootstrap,
                 "group.id": "soak-sampler",
-                "log_level": 3,
+                "log_level": 0,
             }
         )
         try:
