@@ -141,7 +141,12 @@ def draw_all(rows: list[Row], out: Path) -> list[Path]:
     return written
 
 
-FAULT_COLORS = {"taskmanager": "tab:red", "broker": "tab:purple", "model": "tab:olive"}
+FAULT_COLORS = {
+    "taskmanager": "tab:red",
+    "broker": "tab:purple",
+    "model": "tab:olive",
+    "checkpoints": "tab:cyan",
+}
 
 
 def soak_timeline(

@@ -33,15 +33,31 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from bench.crash_oracle import ModelCalls, completed_at, requests_of, terminal_records
 from bench.soak_checker import Happened, Output, Verdict, check_history
-from bench.soak_growth import Growth, Segments, directory_mb, judge_growth, sample_process
+from bench.soak_flink import (
+    block_checkpoints,
+    next_checkpoint_id,
+    restart_count,
+    restoring_state,
+    unblock_checkpoints,
+)
+from bench.soak_growth import (
+    Growth,
+    Segments,
+    directory_mb,
+    judge_growth,
+    log_records,
+    restart_times,
+    sample_process,
+)
+from bench.soak_heap import FOLDER_VARIABLE, read_heaps
 from bench.soak_schedule import KINDS, Fault, draw_schedule, read_schedule, write_schedule
 from e2e.fault_harness import FlakyModelServices
 from e2e.test_standalone_failover import (
@@ -69,6 +85,15 @@ SLOW_FACTOR = 3.0
 SAMPLE_EVERY_S = 5.0
 #: scripts/flink-cluster.sh's heartbeat.timeout: a lost TaskManager is deregistered after it.
 HEARTBEAT_TIMEOUT_S = 10.0
+CHECKPOINT_INTERVAL_MS = 2000
+#: The event-log topic keeps this much (``retention.ms``), in segments of EVENT_LOG_SEGMENT_MS,
+#: and the soak's broker looks for segments past it every RETENTION_CHECK_MS: the topic holds
+#: at most about 3 minutes of records however long the run.
+EVENT_LOG_RETENTION_MS = 120_000
+EVENT_LOG_SEGMENT_MS = 30_000
+RETENTION_CHECK_MS = 30_000
+#: How long :meth:`Faults._restore_restart` waits for the job to be restoring after its kill.
+RESTORE_WAIT_S = 120.0
 
 
 # --- the services: heavy-tailed latency, failing or slow for a while --------------------------
@@ -181,9 +206,18 @@ def script_env(ports: Ports) -> dict[str, str]:
         "FLINK_REST_PORT": str(ports.rest),
         "FLINK_RPC_PORT": str(ports.rpc),
         "FLINK_TM_SLOTS": "1",
+        "KAFKA_RETENTION_CHECK_MS": str(RETENTION_CHECK_MS),
         # The researcher's tool (examples/support_desk.py) runs in the TaskManagers.
         "FLINK_AGENTS_EXAMPLE_SERVICES": f"http://127.0.0.1:{ports.services}",
+        # Where the job's interpreters write their heap figures (bench/soak_heap.py).
+        FOLDER_VARIABLE: str(heap_folder(ports)),
     }
+
+
+def heap_folder(ports: Ports) -> Path:
+    """The folder the cluster's interpreters write their heap figures to (one per cluster: a
+    cluster left up with ``--keep-services`` keeps writing there)."""
+    return REPO / ".cache" / "soak" / f"python-heap-{ports.rest}"
 
 
 def run_script(script: Path, command: str, env: dict[str, str]) -> str:
@@ -342,19 +376,57 @@ def cpu_ticks(pid: int) -> int:
 
 
 def busiest(pids: list[int]) -> int:
-    """The TaskManager using the most CPU over a second: the one running the job."""
+    """The TaskManager using the most CPU over a second: the one running the job (at once when
+    there is one)."""
+    if len(pids) == 1:
+        return pids[0]
+    if not pids:
+        raise RuntimeError("no TaskManager left to pick from")
     before = {pid: cpu_ticks(pid) for pid in pids}
     time.sleep(1)
     return max(pids, key=lambda pid: cpu_ticks(pid) - before[pid])
 
 
+class Done(NamedTuple):
+    """What a fault method returns: when it began and ended (epoch seconds), what the job did
+    about it where the method looked ("" where it did not), and whether it may explain a call
+    sent again (:class:`bench.soak_checker.Happened`)."""
+
+    start: float
+    end: float
+    outcome: str = ""
+    explains_resends: bool = True
+
+
+def job_restarts(cluster: SoakCluster, job_id: str) -> int | None:
+    """The job's ``numRestarts`` (None when the JobManager does not answer)."""
+    try:
+        found: Any = rest(cluster, f"/jobs/{job_id}/metrics?get=numRestarts")  # a list
+    except OSError:
+        return None
+    return restart_count(found)
+
+
+def checkpoint_figures(cluster: SoakCluster, job_id: str) -> dict[str, Any]:
+    """``GET /jobs/<id>/checkpoints``: counts, latest completed and failed, recent history."""
+    return rest(cluster, f"/jobs/{job_id}/checkpoints")
+
+
 class Faults:
-    """Does the faults of a schedule on the soak's own cluster, broker and services."""
+    """Does the faults of a schedule on the soak's own cluster, broker and services, and the
+    checkpoint folder of its job (``job_id`` is set once the job is submitted)."""
 
     def __init__(
-        self, cluster: SoakCluster, env: dict[str, str], services: SoakServices, broker_pid: Path
+        self,
+        cluster: SoakCluster,
+        env: dict[str, str],
+        services: SoakServices,
+        broker_pid: Path,
+        checkpoints: Path,
     ) -> None:
         self.cluster, self.env, self.services, self.broker_pid = cluster, env, services, broker_pid
+        self.checkpoints = checkpoints
+        self.job_id = ""
         self.happened: list[Happened] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -375,23 +447,97 @@ class Faults:
     def _do(self, fault: Fault) -> None:
         try:
             with self._targets[fault.target]:
-                start, end = getattr(self, "_" + fault.kind.replace("-", "_"))(fault.duration)
+                done = Done(*getattr(self, "_" + fault.kind.replace("-", "_"))(fault.duration))
         except Exception as exc:  # a fault that could not be done is reported, not fatal
             self.errors.append(f"{fault.fault_id}: {exc}")
             return
+        start, end, outcome, explains = done
         with self._lock:
-            self.happened.append(Happened(fault.fault_id, fault.kind, start, end))
-        print(f"soak: {fault.fault_id} done ({end - start:.1f} s)", flush=True)
+            self.happened.append(
+                Happened(fault.fault_id, fault.kind, start, end, outcome, explains)
+            )
+        said = f": {outcome}" if outcome else ""
+        print(f"soak: {fault.fault_id} done ({end - start:.1f} s){said}", flush=True)
 
-    def _taskmanager_kill(self, _: float) -> tuple[float, float]:
+    def _kill_taskmanager(self) -> float:
+        """``kill -9`` of the busiest TaskManager, forgotten by the pid files; when it was."""
         victim = busiest(self.cluster.taskmanager_pids())
         moment = time.time()
         os.kill(victim, signal.SIGKILL)
         self.cluster.forget(victim)
-        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S)
-        return moment, moment
+        return moment
 
-    def _taskmanager_stop(self, duration: float) -> tuple[float, float]:
+    def _taskmanager_kill(self, _: float) -> Done:
+        moment = self._kill_taskmanager()
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S)
+        return moment, moment, ""
+
+    def _restore_restart(self, _: float) -> Done:
+        """Kill the job's TaskManager, wait until the job is being deployed again or restoring
+        its state on the one left, and kill that one then: a failure during a restore."""
+        first = self._kill_taskmanager()
+        deadline = time.monotonic() + RESTORE_WAIT_S
+        while (state := self._restoring()) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the job was not restoring {RESTORE_WAIT_S:.0f} s after a kill")
+            time.sleep(0.1)
+        second = self._kill_taskmanager()
+        self._top_up(wait_s=HEARTBEAT_TIMEOUT_S)
+        return first, second, f"second kill {second - first:.1f} s after the first, tasks {state}"
+
+    def _restoring(self) -> str | None:
+        try:
+            return restoring_state(rest(self.cluster, f"/jobs/{self.job_id}"))
+        except OSError:
+            return None  # the JobManager busy with the failover: ask again
+
+    def _checkpoint_failing(self, duration: float) -> Done:
+        """Checkpoints fail for ``duration`` (:func:`bench.soak_flink.block_checkpoints`: the
+        JobManager cannot create their folders). Reported: the checkpoints that failed, the
+        job's restarts meanwhile, and when one completed again."""
+        before = checkpoint_figures(self.cluster, self.job_id)
+        restarts_before = job_restarts(self.cluster, self.job_id)
+        # Each interval triggers one checkpoint (one id); a margin for restarts' extra triggers.
+        count = int(duration * 1000 / CHECKPOINT_INTERVAL_MS) * 3 + 20
+        start = time.time()
+        made = block_checkpoints(
+            self.checkpoints / self.job_id, next_checkpoint_id(before["history"]), count
+        )
+        try:
+            time.sleep(duration)
+        finally:
+            unblock_checkpoints(made)
+        end = time.time()
+        after = checkpoint_figures(self.cluster, self.job_id)
+        failed = after["counts"]["failed"] - before["counts"]["failed"]
+        message = (after["latest"].get("failed") or {}).get("failure_message") or "-"
+        restarts_after = job_restarts(self.cluster, self.job_id)
+        restarted = (
+            "?"
+            if restarts_before is None or restarts_after is None
+            else str(restarts_after - restarts_before)
+        )
+        recovered = self._next_checkpoint_s(end, after)
+        return Done(
+            start,
+            end,
+            f"{failed} checkpoints failed ({message.splitlines()[0][:120]}), job restarts "
+            f"{restarted}, next checkpoint completed {recovered}",
+            # Failed checkpoints the job tolerated restart nothing, so they send nothing again.
+            explains_resends=restarted != "0",
+        )
+
+    def _next_checkpoint_s(self, since: float, figures: dict[str, Any]) -> str:
+        """How long after ``since`` a checkpoint completed again (waits up to a minute)."""
+        completed = figures["counts"]["completed"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if checkpoint_figures(self.cluster, self.job_id)["counts"]["completed"] > completed:
+                return f"{time.time() - since:.1f} s after"
+            time.sleep(0.5)
+        return "not within 60 s"
+
+    def _taskmanager_stop(self, duration: float) -> Done:
         victim = busiest(self.cluster.taskmanager_pids())
         start = time.time()
         os.kill(victim, signal.SIGSTOP)
@@ -402,39 +548,41 @@ class Faults:
         end = time.time()
         # Resumed, it registers again or gives up; either way two TaskManagers serve after it.
         self._top_up(wait_s=HEARTBEAT_TIMEOUT_S * 2)
-        return start, end
+        return start, end, ""
 
     def _top_up(self, wait_s: float) -> None:
-        """Unless :data:`TASKMANAGERS` are registered after ``wait_s`` (a lost one drops out
-        after the heartbeat timeout), start one and wait until it registered. Flink's own
-        ``taskmanager.sh``, not ``flink-cluster.sh start-taskmanager``: that one waits for a free
-        slot, which a restarting job takes at once."""
+        """After ``wait_s`` (a lost TaskManager drops out after the heartbeat timeout), start as
+        many as fewer than :data:`TASKMANAGERS` are registered or alive (a killed one may still
+        be registered), and wait until they registered. Flink's own ``taskmanager.sh``, not
+        ``flink-cluster.sh start-taskmanager``: that one waits for a free slot, which a
+        restarting job takes at once."""
         time.sleep(wait_s)
-        if self.cluster.registered_taskmanagers() >= TASKMANAGERS:
-            return
+        alive = [pid for pid in self.cluster.taskmanager_pids() if Path(f"/proc/{pid}").exists()]
+        missing = TASKMANAGERS - min(self.cluster.registered_taskmanagers(), len(alive))
         taskmanager = Path(self.cluster.env["FLINK_HOME"]) / "bin" / "taskmanager.sh"
-        subprocess.run(
-            ["bash", str(taskmanager), "start"],
-            env=self.cluster.env,
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
+        for _ in range(missing):
+            subprocess.run(
+                ["bash", str(taskmanager), "start"],
+                env=self.cluster.env,
+                capture_output=True,
+                timeout=120,
+                check=True,
+            )
         deadline = time.monotonic() + 180
         while self.cluster.registered_taskmanagers() < TASKMANAGERS:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"fewer than {TASKMANAGERS} TaskManagers 180 s after a start")
             time.sleep(1)
 
-    def _broker_restart(self, _: float) -> tuple[float, float]:
+    def _broker_restart(self, _: float) -> Done:
         start = time.time()
         try:
             run_script(KAFKA_SCRIPT, "stop", self.env)
         finally:
             run_script(KAFKA_SCRIPT, "start", self.env)
-        return start, time.time()
+        return start, time.time(), ""
 
-    def _broker_outage(self, duration: float) -> tuple[float, float]:
+    def _broker_outage(self, duration: float) -> Done:
         pid = int(self.broker_pid.read_text())
         start = time.time()
         os.kill(pid, signal.SIGSTOP)
@@ -442,42 +590,46 @@ class Faults:
             time.sleep(duration)
         finally:
             os.kill(pid, signal.SIGCONT)
-        return start, time.time()
+        return start, time.time(), ""
 
-    def _model_failing(self, duration: float) -> tuple[float, float]:
+    def _model_failing(self, duration: float) -> Done:
         start = time.time()
         self.services.fail_for(duration)
         time.sleep(duration)
-        return start, time.time()
+        return start, time.time(), ""
 
-    def _model_slow(self, duration: float) -> tuple[float, float]:
+    def _model_slow(self, duration: float) -> Done:
         start = time.time()
         self.services.slow_for(duration)
         time.sleep(duration)
-        return start, time.time()
+        return start, time.time(), ""
 
 
 # --- growth ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Watched:
+    """Where the sampler looks besides the processes: the store topic's and the event-log
+    topic's partition folders on the broker's disk, the event-log topic (for its offsets), and
+    the folder the job's interpreters write their heap figures to."""
+
+    bootstrap: str
+    store_dir: Path
+    event_log_topic: str
+    event_log_dir: Path
+    heap_dir: Path
+
+
 class Sampler:
-    """Every :data:`SAMPLE_EVERY_S`: processes, checkpoint size, store topic on disk, answers."""
+    """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, checkpoint size, the
+    job's restarts, the store and event-log topics, answers (``job_id`` set once submitted)."""
 
     def __init__(
-        self,
-        cluster: SoakCluster,
-        job_id: str,
-        store_dir: Path,
-        outputs: CommittedOutputs,
-        path: Path,
+        self, cluster: SoakCluster, watched: Watched, outputs: CommittedOutputs, path: Path
     ) -> None:
-        self.cluster, self.job_id, self.store_dir, self.outputs = (
-            cluster,
-            job_id,
-            store_dir,
-            outputs,
-        )
-        self.path = path
+        self.cluster, self.watched, self.outputs, self.path = cluster, watched, outputs, path
+        self.job_id = ""
         self.samples: list[dict[str, float]] = []
         self._stop = threading.Event()
 
@@ -487,12 +639,24 @@ class Sampler:
         return self
 
     def _run(self) -> None:
-        with self.path.open("w") as out:
-            while not self._stop.wait(SAMPLE_EVERY_S):
-                sample = self.sample()
-                self.samples.append(sample)
-                out.write(json.dumps(sample) + "\n")
-                out.flush()
+        # Offsets only: never subscribes, so no group and nothing committed. Quiet: it would log
+        # every reconnect attempt while a fault has the broker down; a missing figure says so.
+        self._offsets = Consumer(
+            {
+                "bootstrap.servers": self.watched.bootstrap,
+                "group.id": "soak-sampler",
+                "log_level": 0,
+            }
+        )
+        try:
+            with self.path.open("w") as out:
+                while not self._stop.wait(SAMPLE_EVERY_S):
+                    sample = self.sample()
+                    self.samples.append(sample)
+                    out.write(json.dumps(sample) + "\n")
+                    out.flush()
+        finally:
+            self._offsets.close()
 
     def sample(self) -> dict[str, float]:
         """One row: ``metric@pid`` per process, ``metric`` for the run's."""
@@ -505,13 +669,29 @@ class Sampler:
                 row[f"{role}_rss_mb@{pid}"] = found.rss_mb
                 row[f"{role}_fds@{pid}"] = found.fds
                 row[f"{role}_threads@{pid}"] = found.threads
+        for pid, heap in read_heaps(self.watched.heap_dir, row["t"], 3 * SAMPLE_EVERY_S).items():
+            if sample_process(pid) is not None:  # not a stopped one's last figures
+                row[f"python_blocks@{pid}"] = heap["python_blocks"]
+                row[f"python_threads@{pid}"] = heap["python_threads"]
         try:
             latest = rest(self.cluster, f"/jobs/{self.job_id}/checkpoints")["latest"]["completed"]
             if latest:
                 row["checkpoint_kb"] = latest["state_size"] / 1024
         except OSError:
             pass  # the JobManager busy with a failover: no checkpoint figure this time
-        row["store_topic_mb"] = directory_mb(self.store_dir)
+        restarts = job_restarts(self.cluster, self.job_id)
+        if restarts is not None:
+            row["job_restarts"] = restarts
+        row["store_topic_mb"] = directory_mb(self.watched.store_dir)
+        row["store_topic_records"] = log_records(self.watched.store_dir)
+        row["event_log_topic_mb"] = directory_mb(self.watched.event_log_dir)
+        try:
+            low, high = self._offsets.get_watermark_offsets(
+                TopicPartition(self.watched.event_log_topic, 0), timeout=2.0
+            )
+            row["event_log_records"] = high - low
+        except KafkaException:
+            pass  # the broker down or stopped by a fault: no record count this time
         return row
 
     def stop(self) -> None:
@@ -545,7 +725,8 @@ def parse_duration(text: str) -> float:
 def create_topics(bootstrap: str, topics: dict[str, str]) -> None:
     """Input and output with one partition each (a customer's seq follows the file order); the
     store topic as the store would create it, plus short segments so compaction acts within a
-    run, and the broker's append time as each record's timestamp (when it became durable)."""
+    run, and the broker's append time as each record's timestamp (when it became durable); the
+    event-log topic as a log that keeps a few minutes (:data:`EVENT_LOG_RETENTION_MS`)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     store_config = {
         "cleanup.policy": "compact",
@@ -564,6 +745,16 @@ def create_topics(bootstrap: str, topics: dict[str, str]) -> None:
                     num_partitions=1,
                     replication_factor=1,
                     topic_configs=store_config,
+                ),
+                NewTopic(
+                    topics["event_log"],
+                    num_partitions=1,
+                    replication_factor=1,
+                    topic_configs={
+                        "cleanup.policy": "delete",
+                        "retention.ms": str(EVENT_LOG_RETENTION_MS),
+                        "segment.ms": str(EVENT_LOG_SEGMENT_MS),
+                    },
                 ),
             ]
         )
@@ -607,23 +798,39 @@ def run_soak(
     run_script(KAFKA_SCRIPT, "start", env)
     cluster = start_cluster(env, ports.rest)
     spec, topics = write_spec(run_dir, bootstrap, run_id.replace("-", ""))
+    topics["event_log"] = f"soak-events-{run_id.replace('-', '')}"
     create_topics(bootstrap, topics)
     services = SoakServices(ports.services, args.seed, args.latency_scale).start()
     settings = yaml.safe_load(spec.read_text())
     settings["agent"] = str(soak_agent(run_dir, services.url))
     settings["sink"]["delivery"] = "exactly-once"
-    settings["checkpointing"] = {"interval_ms": 2000, "dir": str(run_dir / "ckpt")}
+    settings["checkpointing"] = {
+        "interval_ms": CHECKPOINT_INTERVAL_MS,
+        "dir": str(run_dir / "ckpt"),
+    }
     settings["restart_strategy"] = {"type": "fixed-delay", "attempts": 100_000, "delay_ms": 2000}
+    # The event log on a topic (sampled for growth), and the heap sampler in the job's process.
+    settings["event_log"] = {
+        "kafka": {"topic": topics["event_log"], "bootstrap_servers": bootstrap, "partitions": 1},
+        "listeners": ["bench.soak_heap:PythonHeapSampler"],
+    }
     spec.write_text(yaml.safe_dump(settings, sort_keys=False))
     outputs = CommittedOutputs(bootstrap, topics["output"]).start()
     broker_pid = REPO / ".cache" / "kafka" / f"run-{ports.kafka}" / "kafka.pid"
-    store_dir = Path(env["KAFKA_DATA_DIR"]) / f"{topics['store']}-0"
-    doer = Faults(cluster, env, services, broker_pid)
-    sampler = Sampler(cluster, "", store_dir, outputs, run_dir / "samples.jsonl")
+    data = Path(env["KAFKA_DATA_DIR"])
+    watched = Watched(
+        bootstrap,
+        store_dir=data / f"{topics['store']}-0",
+        event_log_topic=topics["event_log"],
+        event_log_dir=data / f"{topics['event_log']}-0",
+        heap_dir=heap_folder(ports),
+    )
+    doer = Faults(cluster, env, services, broker_pid, run_dir / "ckpt")
+    sampler = Sampler(cluster, watched, outputs, run_dir / "samples.jsonl")
     workload = Workload(bootstrap, topics["input"], args.rate, args.customers)
     job_id = ""
     try:
-        job_id = sampler.job_id = submit(cluster, spec)
+        job_id = sampler.job_id = doer.job_id = submit(cluster, spec)
         deadline = time.monotonic() + 180
         while not job_running(cluster, job_id):
             if time.monotonic() > deadline:
@@ -661,7 +868,12 @@ def run_soak(
         expected,
         outputs.snapshot(),
     )
-    restarts = [h.end for h in doer.happened if KINDS[h.kind][0] != "model"]  # the job restarted
+    # Cut at every restart of the job the JobManager counted, and at each TaskManager or broker
+    # fault's end (the survivors load the job again, or reconnect).
+    restarts = sorted(
+        {h.end for h in doer.happened if KINDS[h.kind][0] in ("taskmanager", "broker")}
+        | set(restart_times(sampler.samples))
+    )
     growth = judge_growth(
         sampler.series(), sampler.samples[0]["t"], sampler.samples[-1]["t"], restarts
     )
@@ -723,6 +935,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"soak: VIOLATION {line}")
     for error in summary["fault_errors"]:
         print(f"soak: FAULT NOT DONE {error}")
+    for fault in summary["faults"]:
+        if fault["outcome"]:
+            print(f"soak: {fault['fault_id']}: {fault['outcome']}")
     for g in summary["growth"]:
         verdict = "ok" if g["ok"] else "ABOVE BOUND"
         print(
@@ -742,6 +957,9 @@ def record(path: Path, summary: dict[str, Any], sampler: Sampler, happened: list
         for g in summary["growth"]
     )
     checks = "\n".join(f"| {name} | {n} |" for name, n in summary["checks"].items())
+    outcomes = "".join(
+        f"- {f['fault_id']}: {f['outcome']}\n" for f in summary["faults"] if f["outcome"]
+    )
     kinds = ", ".join(f"{kind} {n}" for kind, n in summary["faults_by_kind"].items())
     path.write_text(
         f"# Soak run {summary['run']}\n\n"
@@ -754,7 +972,8 @@ def record(path: Path, summary: dict[str, Any], sampler: Sampler, happened: list
         f"{summary['resends']} sent again\n"
         f"- {summary['faults_done']} faults ({kinds}); {summary['overlapping_pairs']} "
         f"overlapping pairs; not done: {len(summary['fault_errors'])}\n\n"
-        f"| check | violations |\n|---|---|\n{checks}\n\n"
+        + (f"What the job did:\n\n{outcomes}\n" if outcomes else "")
+        + f"| check | violations |\n|---|---|\n{checks}\n\n"
         f"| growth over the last half | slope | bound | |\n|---|---|---|---|\n{growth}\n\n"
         f"![throughput and RSS over time, faults marked]({plot.name})\n"
     )

@@ -15,7 +15,8 @@ The checks, each violation named with its call (or input) and the fault nearest 
   request arrived: a completed call made again;
 * **resent-not-in-flight**: a request repeating an earlier one of its call that no fault
   explains: a resend is in order only if some fault began while the call was in flight (sent,
-  its outcome not yet recorded), and the resend came after the fault began;
+  its outcome not yet recorded), and the resend came after the fault began (a fault that
+  restarted nothing, such as checkpoints failing that the job tolerated, explains none);
 * **lost**: an input with no committed output;
 * **duplicate**: an input with more than one committed output (the sink is exactly-once);
 * **wrong**: a committed output other than the input's expected answer (an error included).
@@ -40,12 +41,18 @@ CHECKS = ("reinvoked", "resent-not-in-flight", "lost", "duplicate", "wrong")
 
 @dataclass(frozen=True)
 class Happened:
-    """A fault as it was done: from ``start`` to ``end`` (epoch seconds; equal for a kill)."""
+    """A fault as it was done: from ``start`` to ``end`` (epoch seconds; equal for a kill), and
+    what the job did about it where the soak looked (``outcome``: checkpoints failed and job
+    restarts, or what the job was doing when a restore was hit; "" for the rest).
+    ``explains_resends`` is False for a fault that cannot make a call be sent again (checkpoints
+    failing that the job tolerated without a restart): no resend is in order because of it."""
 
     fault_id: str
     kind: str
     start: float
     end: float
+    outcome: str = ""
+    explains_resends: bool = True
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,8 @@ def _explained(
     """Whether a fault began while the call was in flight (sent by the fault's end, its outcome
     not recorded before the fault's start) and before the resend."""
     return any(
-        earlier.started <= fault.end + slack_s
+        fault.explains_resends
+        and earlier.started <= fault.end + slack_s
         and (done is None or done >= fault.start - slack_s)
         and fault.start - slack_s <= again.started
         for fault in faults

@@ -1,18 +1,22 @@
 """Growth over a soak: samples of what must not grow, the slope over the last half, the bounds.
 
-Processes are read from /proc (Linux): resident memory, open file descriptors, threads. A
+Processes are read from /proc (Linux): resident memory, open file descriptors, threads; topics
+from the broker's disk (:func:`directory_mb`, :func:`log_records`). A
 TaskManager killed by a fault is replaced by a fresh one, which warms up (its JVM heap and the
 Python interpreter of thread mode grow for a minute or two): so each metric is a set of
 **segments**, one per process (one for a metric of the whole run, such as the store topic), and
 its slope is the pooled least-squares slope of its segments over the last half of the run, each
 segment's first :data:`WARMUP_S` left out. A fault that restarts the job (a TaskManager lost, the
-broker gone) makes the surviving processes load the job again too, so a segment is cut at each
-restart and each piece's first :data:`WARMUP_S` left out as well. A leak shows in every piece
+broker gone; any restart the JobManager counted, :func:`restart_times`) makes the surviving
+processes load the job again too, so a segment is cut at each restart and each piece's first
+:data:`WARMUP_S` left out as well. A leak shows in every piece
 that lives long enough; a warm-up shows in none.
 """
 
 from __future__ import annotations
 
+import mmap
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,21 @@ BOUNDS: dict[str, tuple[float, str]] = {
     "jobmanager_threads": (120.0, "threads/h"),
     "checkpoint_kb": (2048.0, "KB/h"),
     "store_topic_mb": (200.0, "MB/h"),
+    # Records on the store topic's disk: runs' states pruned (tombstones) and compacted away. A
+    # store that pruned nothing would keep at least one record per call: about 130,000 an hour
+    # at 6 tickets/s; a 10-minute look at a 6/s run saw a sawtooth of 18,000-34,000 records
+    # rising about 60,000 an hour (its backlog growing too).
+    "store_topic_records": (100_000.0, "records/h"),
+    # The interpreter inside each TaskManager (bench/soak_heap.py): pymalloc blocks in use (one
+    # per small object) and Python threads. 100,000 blocks an hour is about 5 objects kept per
+    # ticket at 5.5 tickets/s.
+    "python_blocks": (100_000.0, "blocks/h"),
+    "python_threads": (20.0, "threads/h"),
+    # The event-log topic keeps a few minutes of records (retention, bench/soak.py): a retention
+    # that deletes nothing shows as the whole write rate, about 40 records (some 110 bytes each
+    # after zstd) per ticket: at 6 tickets/s 860,000 records and 95 MB an hour.
+    "event_log_topic_mb": (50.0, "MB/h"),
+    "event_log_records": (100_000.0, "records/h"),
 }
 
 
@@ -73,6 +92,44 @@ def directory_mb(path: Path) -> float:
     return total / 2**20
 
 
+#: A record batch's header (Kafka's message format v2): base offset, batch length (of what
+#: follows it), leader epoch, magic, CRC, attributes, last offset delta, two timestamps,
+#: producer id, epoch and base sequence, then the batch's record count.
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL_BATCH = 0x20  # attributes: a transaction marker, not records
+
+
+def log_records(partition_dir: Path) -> int:
+    """The records held in a partition's log segments on disk (``*.log`` under
+    ``partition_dir``), counted from the batch headers alone: compaction and retention at work
+    show here, which the topic's offsets do not show for a compacted topic. A segment replaced
+    or cut short while it is read counts up to where it ends."""
+    total = 0
+    for segment in sorted(partition_dir.glob("*.log")):
+        try:
+            with (
+                segment.open("rb") as file,
+                mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data,
+            ):
+                total += _segment_records(data)
+        except (OSError, ValueError):
+            continue  # deleted by the cleaner, or empty (mmap refuses an empty file)
+    return total
+
+
+def _segment_records(data: mmap.mmap | bytes) -> int:
+    count = position = 0
+    while position + _BATCH_HEADER.size <= len(data):
+        fields = _BATCH_HEADER.unpack_from(data, position)
+        length, magic, attributes, records = fields[1], fields[3], fields[5], fields[12]
+        if magic != 2 or length <= 0:
+            break  # preallocated zeros at a segment's end, or not the format read here
+        if not attributes & _CONTROL_BATCH:
+            count += records
+        position += 12 + length
+    return count
+
+
 def slope_per_hour(
     segments: Segments, start: float, end: float, restarts: Sequence[float] = ()
 ) -> float:
@@ -106,6 +163,23 @@ def _pieces(segments: Segments, restarts: list[float]) -> list[list[tuple[float,
             until = cuts[index + 1] if index + 1 < len(cuts) else float("inf")
             pieces.append([(t, v) for t, v in points if cut + WARMUP_S <= t < until])
     return pieces
+
+
+def restart_times(
+    samples: Sequence[dict[str, float]], counter: str = "job_restarts"
+) -> list[float]:
+    """The sample times at which the job's restart ``counter`` had gone up since the sample
+    before that held it (a sample without it, the JobManager busy, is skipped)."""
+    found: list[float] = []
+    last: float | None = None
+    for sample in samples:
+        value = sample.get(counter)
+        if value is None:
+            continue
+        if last is not None and value > last:
+            found.append(sample["t"])
+        last = value
+    return found
 
 
 @dataclass(frozen=True)

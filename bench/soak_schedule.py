@@ -1,10 +1,12 @@
 """The soak's fault schedule: drawn from a seed, written out, read back to repeat a run exactly.
 
-Each fault has a **target** (the TaskManagers, the broker, the model service): faults of one
-target never overlap (a second kill of a TaskManager that is being replaced tests the script,
-not the job), faults of different targets do, on purpose: a broker restart while a TaskManager's
-loss is being recovered is a restart during a restore. Gaps between faults of one target are
-drawn from an exponential distribution (no rhythm the job could fall into step with).
+Each fault has a **target** (the TaskManagers, the broker, the model service, the checkpoint
+storage): faults of one target never overlap (a second kill of a TaskManager that is being
+replaced tests the script, not the job), faults of different targets do, on purpose: a broker
+restart while a TaskManager's loss is being recovered is a restart during a restore. One kind
+makes that on purpose: ``restore-restart`` kills the TaskManager a restore is running on. Gaps
+between faults of one target are drawn from an exponential distribution (no rhythm the job could
+fall into step with).
 """
 
 from __future__ import annotations
@@ -15,14 +17,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 #: kind -> (target, shortest and longest duration in seconds). A TaskManager stop lasts past the
-#: heartbeat timeout (10 s in scripts/flink-cluster.sh), so the JobManager declares it lost.
+#: heartbeat timeout (10 s in scripts/flink-cluster.sh), so the JobManager declares it lost. A
+#: restore restart is two kills, the second while the job is restoring after the first: it lasts
+#: as long as that takes, not a drawn duration. Checkpoints failing span several checkpoint
+#: intervals (2 s in bench/soak.py).
 KINDS: dict[str, tuple[str, float, float]] = {
     "taskmanager-kill": ("taskmanager", 0.0, 0.0),
     "taskmanager-stop": ("taskmanager", 14.0, 20.0),
+    "restore-restart": ("taskmanager", 0.0, 0.0),
     "broker-restart": ("broker", 0.0, 0.0),
     "broker-outage": ("broker", 5.0, 15.0),
     "model-failing": ("model", 3.0, 8.0),
     "model-slow": ("model", 10.0, 30.0),
+    "checkpoint-failing": ("checkpoints", 10.0, 30.0),
 }
 
 #: After a fault of a target ends, the next fault of that target waits at least this long

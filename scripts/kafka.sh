@@ -8,7 +8,8 @@
 #   scripts/kafka.sh foreground   the broker in the foreground, jars already fetched (a container's command)
 #
 # Environment: KAFKA_PORT (default 9092), KAFKA_HEAP (default 384m, at most 512m),
-# FLINK_AGENTS_CACHE (default <repo>/.cache), KAFKA_DATA_DIR (default $FLINK_AGENTS_CACHE/kafka/data-$KAFKA_PORT).
+# FLINK_AGENTS_CACHE (default <repo>/.cache), KAFKA_DATA_DIR (default $FLINK_AGENTS_CACHE/kafka/data-$KAFKA_PORT),
+# KAFKA_RETENTION_CHECK_MS (default 300000: how often the broker deletes segments past a topic's retention).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +24,7 @@ cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 lib="$cache/kafka/lib-$KAFKA_VERSION"
 run_dir="$cache/kafka/run-$port"
 data_dir=${KAFKA_DATA_DIR:-$cache/kafka/data-$port}
+retention_check_ms=${KAFKA_RETENTION_CHECK_MS:-300000}
 pid_file="$run_dir/kafka.pid"
 log_file="$run_dir/kafka.out"
 
@@ -76,6 +78,7 @@ num.io.threads=2
 background.threads=2
 log.cleaner.threads=1
 log.cleaner.dedupe.buffer.size=16777216
+log.retention.check.interval.ms=$retention_check_ms
 auto.create.topics.enable=true
 PROPS
   cat >"$run_dir/log4j2.yaml" <<'LOG'

@@ -4,6 +4,10 @@ and the fault nearest before it. Fast: no JVM, no broker."""
 
 from __future__ import annotations
 
+import json
+import os
+import struct
+import time
 from itertools import pairwise
 from pathlib import Path
 
@@ -11,7 +15,15 @@ import pytest
 
 from bench.crash_oracle import Request
 from bench.soak_checker import Happened, Output, check_history
-from bench.soak_growth import BOUNDS, judge_growth, slope_per_hour
+from bench.soak_flink import (
+    block_checkpoints,
+    next_checkpoint_id,
+    restart_count,
+    restoring_state,
+    unblock_checkpoints,
+)
+from bench.soak_growth import BOUNDS, judge_growth, log_records, restart_times, slope_per_hour
+from bench.soak_heap import FOLDER_VARIABLE, PythonHeapSampler, read_heaps
 from bench.soak_schedule import (
     KINDS,
     SETTLE_S,
@@ -139,3 +151,150 @@ def test_growth_above_its_bound_fails_and_an_unsampled_metric_passes() -> None:
     assert judged["taskmanager_rss_mb"].slope == pytest.approx(2 * bound)
     assert not judged["taskmanager_rss_mb"].ok
     assert judged["jobmanager_rss_mb"].ok
+
+
+# --- the restore restart and failing checkpoints -----------------------------------------------
+
+RESTORE = Happened("F002-restore-restart", "restore-restart", 200.0, 212.0, "tasks INITIALIZING")
+
+
+def test_a_call_caught_by_both_kills_of_a_restore_restart_may_be_sent_three_times() -> None:
+    # In flight at the first kill, sent again while the job restored, caught again by the
+    # second kill, recorded by the third attempt: both resends fall in the one fault.
+    requests = [
+        Request("model", "k4", 199.0, 199.5),
+        Request("model", "k4", 208.0, 208.3),
+        Request("model", "k4", 230.0, 230.2),
+    ]
+    verdict = check_history(requests, {"k4": 230.3}, [RESTORE], EXPECTED, CLEAN_OUTPUTS)
+    assert verdict.ok, [v.line() for v in verdict.violations]
+    assert verdict.resends == 2
+
+
+def test_a_call_sent_after_a_restore_restart_and_sent_again_is_still_reported() -> None:
+    requests = [Request("billing", "k5", 260.0, 260.2), Request("billing", "k5", 262.0, 262.1)]
+    verdict = check_history(requests, {"k5": 262.2}, [RESTORE], EXPECTED, CLEAN_OUTPUTS)
+    assert verdict.counts()["resent-not-in-flight"] == 1
+    assert verdict.violations[0].fault == RESTORE.fault_id
+
+
+def test_failing_checkpoints_the_job_tolerated_explain_no_resend() -> None:
+    # Checkpoints failed from 300 s to 320 s without a restart: nothing was sent again because
+    # of them, so a resend in that window is a violation; had the job restarted, it is in order.
+    requests = [Request("model", "k6", 305.0, 305.4), Request("model", "k6", 310.0, 310.2)]
+    tolerated = Happened("F003-checkpoint-failing", "checkpoint-failing", 300.0, 320.0, "", False)
+    verdict = check_history(requests, {"k6": 310.3}, [tolerated], EXPECTED, CLEAN_OUTPUTS)
+    assert verdict.counts()["resent-not-in-flight"] == 1
+    assert verdict.violations[0].fault == tolerated.fault_id
+    restarted = Happened("F003-checkpoint-failing", "checkpoint-failing", 300.0, 320.0)
+    assert check_history(requests, {"k6": 310.3}, [restarted], EXPECTED, CLEAN_OUTPUTS).ok
+
+
+def test_the_new_kinds_have_their_targets() -> None:
+    assert KINDS["restore-restart"][0] == "taskmanager"  # never during another TaskManager fault
+    assert KINDS["checkpoint-failing"][0] == "checkpoints"  # overlaps the rest on purpose
+
+
+def test_the_next_checkpoint_id_and_the_restore_state_read_from_rest_answers() -> None:
+    assert next_checkpoint_id([{"id": 41}, {"id": 43}, {"id": 42}]) == 44
+    assert next_checkpoint_id([]) == 1
+    job = {"vertices": [{"tasks": {"RUNNING": 1}}, {"tasks": {"DEPLOYING": 1, "RUNNING": 0}}]}
+    assert restoring_state(job) == "DEPLOYING"
+    job["vertices"][0]["tasks"] = {"INITIALIZING": 1}
+    assert restoring_state(job) == "INITIALIZING"
+    assert restoring_state({"vertices": [{"tasks": {"RUNNING": 2, "CANCELED": 0}}]}) is None
+    assert restart_count([{"id": "numRestarts", "value": "3"}]) == 3
+    assert restart_count([]) is None
+
+
+def test_blocked_checkpoint_folders_cannot_be_created_and_come_back_after(tmp_path: Path) -> None:
+    (tmp_path / "chk-8").mkdir()  # triggered meanwhile: left alone, it may complete
+    made = block_checkpoints(tmp_path, 7, 4)
+    assert [p.name for p in made] == ["chk-7", "chk-9", "chk-10"]
+    for path in made:
+        with pytest.raises(FileExistsError):
+            path.mkdir()  # what the JobManager's folder creation meets
+    unblock_checkpoints(made)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chk-8"]
+    (tmp_path / "chk-9").mkdir()
+
+
+# --- growth: restarts the JobManager counted, the heap inside the TaskManager ------------------
+
+
+def test_restart_times_are_where_the_counter_went_up() -> None:
+    samples = [
+        {"t": 5.0, "job_restarts": 0.0},
+        {"t": 10.0},  # the JobManager did not answer
+        {"t": 15.0, "job_restarts": 2.0},
+        {"t": 20.0, "job_restarts": 2.0},
+        {"t": 25.0, "job_restarts": 3.0},
+    ]
+    assert restart_times(samples) == [15.0, 25.0]
+    assert restart_times([]) == []
+
+
+def test_the_heap_event_log_and_restart_metrics_are_bounded() -> None:
+    for metric in ("python_blocks", "python_threads", "event_log_topic_mb", "event_log_records"):
+        assert metric in BOUNDS
+
+
+def test_the_heap_sampler_writes_its_figures_at_most_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FOLDER_VARIABLE, str(tmp_path))
+    sampler = PythonHeapSampler()
+    sampler.on_record(None)  # type: ignore[arg-type]  # the record itself is not read
+    written = json.loads(sampler.path.read_text())
+    assert written["python_blocks"] > 0 and written["python_threads"] >= 1
+    sampler.path.unlink()
+    sampler.on_record(None)  # type: ignore[arg-type]
+    assert not sampler.path.exists()  # not due yet
+    heaps = read_heaps(tmp_path, written["t"] + 1, fresh_s=15)
+    assert heaps == {}  # the one written was removed: nothing to read
+    sampler._due = 0.0
+    sampler.on_record(None)  # type: ignore[arg-type]
+    (pid,) = read_heaps(tmp_path, time.time(), fresh_s=15)
+    assert pid == os.getpid()
+    assert read_heaps(tmp_path, time.time() + 60, fresh_s=15) == {}  # stale: left out
+
+
+def test_the_heap_sampler_without_its_folder_says_which_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(FOLDER_VARIABLE, raising=False)
+    with pytest.raises(RuntimeError, match=FOLDER_VARIABLE):
+        PythonHeapSampler()
+
+
+def _batch(records: int, *, control: bool = False, body: int = 20) -> bytes:
+    """A record batch as Kafka writes it (format v2): the header, then ``body`` bytes."""
+    header_after_length = 49  # from the leader epoch to the record count
+    return struct.pack(
+        ">qiibIhiqqqhii",
+        0,
+        header_after_length + body,
+        0,
+        2,
+        0,
+        0x20 if control else 0,
+        records - 1,
+        0,
+        0,
+        7,
+        0,
+        0,
+        records,
+    ) + bytes(body)
+
+
+def test_a_partitions_records_are_counted_from_its_segments_batch_headers(tmp_path: Path) -> None:
+    (tmp_path / "00000000000000000000.log").write_bytes(
+        _batch(3) + _batch(1, control=True) + _batch(2, body=300)
+    )
+    # The active segment: a batch, then a batch cut short by the writer.
+    (tmp_path / "00000000000000000006.log").write_bytes(_batch(4) + _batch(5)[:30])
+    (tmp_path / "00000000000000000010.log").write_bytes(b"")  # rolled, nothing in it yet
+    (tmp_path / "00000000000000000000.index").write_bytes(bytes(64))  # not a segment
+    assert log_records(tmp_path) == 3 + 2 + 4
+    assert log_records(tmp_path / "missing") == 0

@@ -1,0 +1,74 @@
+"""The Python heap of the soak's job, seen from inside the process that runs it.
+
+In thread mode the interpreter lives inside the TaskManager's JVM, so the TaskManager's RSS
+covers the JVM and Python together. :class:`PythonHeapSampler` is an event-log listener (the
+soak's job spec names it: ``bench.soak_heap:PythonHeapSampler``): at most every
+:data:`EVERY_S` it writes the interpreter's own figures to ``<folder>/<pid>.json`` (the folder
+from :data:`FOLDER_VARIABLE`, set in the TaskManagers' environment by ``bench/soak.py``), and
+the soak's sampler reads them with :func:`read_heaps`. The figures are cheap: the count of
+pymalloc blocks in use (:func:`sys.getallocatedblocks`, about one per live small object, no
+walk of the heap) and the Python threads; ``tracemalloc`` would cost every allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from flink_agents.observability import LogRecord
+
+FOLDER_VARIABLE = "FLINK_AGENTS_SOAK_HEAP_DIR"
+EVERY_S = 5.0
+
+
+def heap_figures() -> dict[str, float]:
+    """This interpreter's figures now: ``t`` (epoch seconds), ``python_blocks``,
+    ``python_threads``."""
+    return {
+        "t": time.time(),
+        "python_blocks": float(sys.getallocatedblocks()),
+        "python_threads": float(threading.active_count()),
+    }
+
+
+class PythonHeapSampler:
+    """Writes :func:`heap_figures` to ``<folder>/<pid>.json`` on a record, at most every
+    :data:`EVERY_S` (runs on the engine's thread: one clock read per record otherwise)."""
+
+    def __init__(self) -> None:
+        folder = os.environ.get(FOLDER_VARIABLE)
+        if not folder:
+            raise RuntimeError(
+                f"{FOLDER_VARIABLE} is not set in this TaskManager's environment: "
+                "bench/soak.py sets it when it starts the cluster"
+            )
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        self.path = Path(folder) / f"{os.getpid()}.json"
+        self._due = 0.0
+
+    def on_record(self, record: LogRecord) -> None:
+        now = time.monotonic()
+        if now < self._due:
+            return
+        self._due = now + EVERY_S
+        partial = self.path.with_name(f"{self.path.stem}-{id(self)}.tmp")  # one per instance
+        partial.write_text(json.dumps(heap_figures()))
+        os.replace(partial, self.path)  # the reader never sees half a file
+
+
+def read_heaps(folder: Path, now: float, fresh_s: float) -> dict[int, dict[str, float]]:
+    """Per pid, the figures written less than ``fresh_s`` before ``now`` (an idle or dead
+    process's last figures are left out)."""
+    found: dict[int, dict[str, float]] = {}
+    for path in folder.glob("*.json"):
+        try:
+            figures = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # replaced or removed while we read
+        if now - figures["t"] < fresh_s:
+            found[int(path.stem)] = figures
+    return found
