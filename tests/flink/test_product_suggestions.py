@@ -95,6 +95,26 @@ def test_three_stages_from_the_job_spec(tmp_path) -> None:
 
 
 @SLOW
+def test_three_stages_between_sql_tables(tmp_path) -> None:
+    """The job spec with a SQL table at each end: the same suggestions, as table rows."""
+    text = (
+        (REPO / "jobs" / "product_suggestions_sql.yaml")
+        .read_text()
+        .replace("'jobs/data/product_reviews.jsonl'", f"'{REVIEWS_FILE}'")
+        .replace("'product-suggestions'", f"'{tmp_path / 'out'}'")
+        .replace("interval_ms: 1000", f"interval_ms: 1000\n  dir: {tmp_path / 'ck'}")
+    )
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    spec = load_job(job)
+    env = environment(spec, [str(REPO)])
+    build(spec, env)
+    env.execute(spec.name)
+
+    assert _sorted(read_outputs(tmp_path / "out")) == EXPECTED
+
+
+@SLOW
 @pytest.mark.kafka
 @pytest.mark.timeout(600)
 def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
