@@ -95,8 +95,11 @@ def test_three_stages_from_the_job_spec(tmp_path) -> None:
 
 
 @SLOW
-def test_three_stages_between_sql_tables(tmp_path) -> None:
-    """The job spec with a SQL table at each end: the same suggestions, as table rows."""
+@pytest.mark.kafka
+def test_three_stages_between_sql_tables(tmp_path, kafka_bootstrap) -> None:
+    """The job spec with a SQL table at each end and the Kafka store: the same suggestions, as
+    table rows."""
+    topic = f"product-suggestions-sql-{uuid.uuid4().hex[:12]}"
     text = (
         (REPO / "jobs" / "product_suggestions_sql.yaml")
         .read_text()
@@ -104,8 +107,9 @@ def test_three_stages_between_sql_tables(tmp_path) -> None:
         .replace("'product-suggestions'", f"'{tmp_path / 'out'}'")
         .replace("interval_ms: 1000", f"interval_ms: 1000\n  dir: {tmp_path / 'ck'}")
     )
+    store = f"store: {{kind: kafka, bootstrap_servers: '{kafka_bootstrap}', topic: {topic}}}\n"
     job = tmp_path / "job.yaml"
-    job.write_text(text)
+    job.write_text(text + store)
     spec = load_job(job)
     env = environment(spec, [str(REPO)])
     build(spec, env)
