@@ -288,15 +288,15 @@ class KeyedAgentLogic:
         """The host's task ended without :meth:`close` (the fence's watchdog tells): close."""
         host = self._host
         unfinished = 0 if host is None else host.unfinished
+        self.close()
         # A bounded job's end is the usual way here; runs cut short are worth a warning.
         logger.log(
             logging.WARNING if unfinished else logging.INFO,
-            "the task of %s ended without closing its engine, %d inputs unfinished: closing it "
+            "the task of %s ended without closing its engine, %d inputs unfinished: closed it "
             "(they go on from the last checkpoint or savepoint where the job runs next)",
             self._identity,
             unfinished,
         )
-        self.close()
 
     # --- inputs and timers -----------------------------------------------------------------------
 
