@@ -29,6 +29,40 @@ def job_spec_settings(checkpoint_dir: Path, **fields: Any) -> dict[str, str]:
     return spec.flink_config()
 
 
+def crash_test_run(
+    make_flink_env: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    folder: Path,
+    name: str,
+    *,
+    witness_env: str,
+    crash_env: str,
+    crash: str | None,
+    checkpoint_ms: int,
+) -> tuple[Any, Path]:
+    """One run of a crash test: a fresh witness file named in ``witness_env``, ``crash_env``
+    set to ``crash`` (unset for the run without one), and a process-mode environment that
+    checkpoints every ``checkpoint_ms`` into ``folder/<name>-ckpt`` and restarts 500 ms after a
+    failure. Returns the environment and the witness file."""
+    witness = folder / f"{name}.witness"
+    witness.touch()
+    monkeypatch.setenv(witness_env, str(witness))
+    if crash is None:
+        monkeypatch.delenv(crash_env, raising=False)
+    else:
+        monkeypatch.setenv(crash_env, crash)
+    env = make_flink_env(
+        **job_spec_settings(
+            folder / f"{name}-ckpt",
+            execution_mode="process",
+            accept_slow_process_mode=True,
+            checkpointing={"interval_ms": checkpoint_ms},
+            restart_strategy={"delay_ms": 500},
+        )
+    )
+    return env, witness
+
+
 def filesystem_checkpoints(folder: Path, interval: str) -> dict[str, str]:
     """The settings of an environment of one's own that checkpoints every ``interval`` (e.g.
     ``"500 ms"``) into ``folder``, where each completed checkpoint leaves ``chk-<n>/_metadata``."""

@@ -21,7 +21,7 @@ from examples.demo import read_outputs
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, OperatorOptions
 from flink_agents.flink.environment import as_json_text
-from tests.flink.conftest import job_spec_settings
+from tests.flink.conftest import crash_test_run
 from tests.flink.failover_counts import recorded_before
 from tests.flink.review_pipeline import (
     CRASH_ENV,
@@ -96,21 +96,15 @@ def test_a_crash_in_the_second_stage_reinvokes_no_completed_call(
     make_flink_env, kafka_bootstrap, tmp_path, monkeypatch
 ) -> None:
     def run(name: str, crash: str | None) -> tuple[set[tuple[str, str, str]], Path]:
-        witness = tmp_path / f"{name}.witness"
-        witness.touch()
-        monkeypatch.setenv(WITNESS_ENV, str(witness))
-        if crash is None:
-            monkeypatch.delenv(CRASH_ENV, raising=False)
-        else:
-            monkeypatch.setenv(CRASH_ENV, crash)
-        env = make_flink_env(
-            **job_spec_settings(
-                tmp_path / f"{name}-ckpt",
-                execution_mode="process",
-                accept_slow_process_mode=True,
-                checkpointing={"interval_ms": 300},
-                restart_strategy={"delay_ms": 500},
-            )
+        env, witness = crash_test_run(
+            make_flink_env,
+            monkeypatch,
+            tmp_path,
+            name,
+            witness_env=WITNESS_ENV,
+            crash_env=CRASH_ENV,
+            crash=crash,
+            checkpoint_ms=300,
         )
         store = StoreConfig(
             kind="kafka",

@@ -31,9 +31,9 @@ from examples.product_suggestions_job import REVIEWS_FILE, REVIEWS_KEY, pipeline
 from flink_agents.durable.store import StoreConfig
 from flink_agents.flink import AgentsExecutionEnvironment, FileSinkSpec
 from flink_agents.flink.environment import as_json_text
-from flink_agents.flink.job import load_job
+from flink_agents.flink.job import JobSpec, load_job
 from flink_agents.flink.job_runner import build, environment
-from tests.flink.conftest import job_spec_settings
+from tests.flink.conftest import crash_test_run
 from tests.flink.failover_counts import recorded_before
 from tests.flink.review_pipeline import SLOW
 from tests.flink.witnessed_models import CRASH_ENV, WITNESS_ENV, witnessed, witnessed_calls
@@ -62,6 +62,14 @@ def _file_sink(folder: Path) -> FileSink:
     return FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
 
 
+def _run_job(spec: JobSpec) -> None:
+    """Build ``spec``'s job as ``flink-agents run`` does (this checkout on the workers' path)
+    and run it to its end."""
+    env = environment(spec, [str(REPO)])
+    build(spec, env)
+    env.execute(spec.name)
+
+
 def _sorted(records: list[Any]) -> list[Any]:
     return sorted(records, key=json.dumps)
 
@@ -87,9 +95,7 @@ def test_three_stages_from_the_job_spec(tmp_path) -> None:
         }
     )
     spec._base_dir = (REPO / "jobs").resolve()
-    env = environment(spec, [str(REPO)])
-    build(spec, env)
-    env.execute(spec.name)
+    _run_job(spec)
 
     assert _sorted(read_outputs(tmp_path / "out")) == EXPECTED
 
@@ -110,10 +116,7 @@ def test_three_stages_between_sql_tables(tmp_path, kafka_bootstrap) -> None:
     store = f"store: {{kind: kafka, bootstrap_servers: '{kafka_bootstrap}', topic: {topic}}}\n"
     job = tmp_path / "job.yaml"
     job.write_text(text + store)
-    spec = load_job(job)
-    env = environment(spec, [str(REPO)])
-    build(spec, env)
-    env.execute(spec.name)
+    _run_job(load_job(job))
 
     assert _sorted(read_outputs(tmp_path / "out")) == EXPECTED
 
@@ -125,21 +128,15 @@ def test_a_crash_in_the_summary_stage_reinvokes_no_completed_call(
     make_flink_env, kafka_bootstrap, tmp_path, monkeypatch
 ) -> None:
     def run(name: str, crash: str | None) -> tuple[list[Any], Path]:
-        witness = tmp_path / f"{name}.witness"
-        witness.touch()
-        monkeypatch.setenv(WITNESS_ENV, str(witness))
-        if crash is None:
-            monkeypatch.delenv(CRASH_ENV, raising=False)
-        else:
-            monkeypatch.setenv(CRASH_ENV, crash)
-        env = make_flink_env(
-            **job_spec_settings(
-                tmp_path / f"{name}-ckpt",
-                execution_mode="process",
-                accept_slow_process_mode=True,
-                checkpointing={"interval_ms": 1000},
-                restart_strategy={"delay_ms": 500},
-            )
+        env, witness = crash_test_run(
+            make_flink_env,
+            monkeypatch,
+            tmp_path,
+            name,
+            witness_env=WITNESS_ENV,
+            crash_env=CRASH_ENV,
+            crash=crash,
+            checkpoint_ms=1000,
         )
         store = StoreConfig(
             kind="kafka",
