@@ -7,7 +7,7 @@ Built-in behaviour on top of it (``ReActAgent``, the chat and tool-call actions)
 
 from typing import TYPE_CHECKING
 
-from flink_agents.api.agent import Agent, ErrorPolicy, ResourceDeclaration, action
+from flink_agents.api.agent import Agent, ErrorPolicy, PausedPolicy, ResourceDeclaration, action
 from flink_agents.api.budgets import (
     Budget,
     BudgetExceeded,
@@ -92,6 +92,7 @@ __all__ = [
     "EmbeddingModelConnection",
     "EmbeddingModelSetup",
     "ErrorPolicy",
+    "PausedPolicy",
     "Event",
     "FunctionTool",
     "InDoubtCallError",

@@ -21,6 +21,11 @@ ErrorPolicy = Literal["fail", "emit"]
 """What an action error does: ``fail`` raises out of the engine; ``emit`` ends the run with an
 error ``OutputEvent`` and goes on with other runs."""
 
+PausedPolicy = Literal["queue", "alongside"]
+"""What a key's later inputs do while one of its runs is paused at a wait (docs/waits.md):
+``queue`` (per-key order, the default) waits behind the paused run; ``alongside`` runs them
+while it waits, and the paused run goes on when its decision, event or time comes."""
+
 ActionFunction = Callable[..., Any]
 _MARK = "__flink_agents_action__"
 
@@ -140,6 +145,7 @@ class Agent:
         error_policy: ErrorPolicy = "fail",
         description: str | None = None,
         output_type: Any = None,
+        while_paused: PausedPolicy = "queue",
     ) -> None:
         self.name = name or type(self).__name__
         # What its outputs are (a pydantic model, a dataclass...): a pipeline's typed answers
@@ -148,6 +154,9 @@ class Agent:
         self.description = description
         self.config: dict[str, Any] = dict(config or {})
         self.error_policy: ErrorPolicy = error_policy
+        # Part of the agent, like its error policy: whether its runs of a key may overlap a
+        # paused one is a property of its actions (what they read of the key's memory).
+        self.while_paused: PausedPolicy = while_paused
         # What its model calls may spend (docs/budgets.md): set it on the agent.
         self.budgets: Budgets | None = None
         self._resources: dict[str, ResourceDeclaration] = {}

@@ -127,6 +127,7 @@ def _plan_data(agent: Agent, enclosing: tuple[Agent, ...]) -> dict[str, Any]:
         "name": agent.name,
         "description": agent.description,
         "error_policy": agent.error_policy,
+        "while_paused": agent.while_paused,
         "config": agent.config,
         "actions": [a.model_dump(mode="json") for a in actions],
         "resources": resources,

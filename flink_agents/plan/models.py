@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.agent import ErrorPolicy, PausedPolicy
 from flink_agents.api.budgets import Budgets
 from flink_agents.api.json_values import JsonLimitError, read_json
 from flink_agents.api.prompts import Prompt
@@ -145,6 +145,15 @@ class AgentPlan(BaseModel):
     name: str = Field(min_length=1)
     description: str | None = Field(default=None, exclude_if=lambda text: text is None)
     error_policy: ErrorPolicy = "fail"
+    while_paused: PausedPolicy = Field(
+        default="queue",
+        exclude_if=lambda policy: (
+            policy == "queue"
+        ),  # plans that keep per-key order keep their bytes
+        description="While a run of a key is paused at a wait: its later inputs queue behind "
+        "it (queue) or run alongside it (alongside); the top plan's is the job's "
+        "(docs/waits.md).",
+    )
     config: dict[str, Any] = Field(default_factory=dict)
     actions: list[ActionPlan] = Field(min_length=1)
     resources: dict[str, ResourcePlan] = Field(default_factory=dict)

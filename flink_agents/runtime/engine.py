@@ -4,7 +4,9 @@ A host feeds it with :meth:`RunEngine.submit` and collects finished runs through
 ``on_result`` callback, :meth:`RunEngine.wait_for_results` or :meth:`RunEngine.drain`. Per key,
 one run at a time and later inputs queue in order; across keys, up to ``max_in_flight`` runs
 proceed at once, so a slow model call of one key does not hold the others. Per-key state can be
-snapshotted and restored (:class:`KeyState`) between steps.
+snapshotted and restored (:class:`KeyState`) between steps. A run paused at a wait holds its key's
+later inputs behind it, or -- under a plan with ``while_paused: alongside`` -- is set aside
+while they run, and goes on when its wait's decision comes (docs/waits.md).
 """
 
 from __future__ import annotations
@@ -104,8 +106,14 @@ class _KeySlot:
     admitted: dict[int, RunId] = field(default_factory=dict)
     # The head input's run paused at a wait: the key's inputs wait behind it until resumed.
     paused: bool = False
-    # The decisions handed to the head input's run, by wait id (until it finishes).
+    # The decisions handed to the key's runs, by wait id (a wait id is one run's): each
+    # dropped when its run finishes.
     decisions: dict[str, Decision] = field(default_factory=dict)
+    # Which waits each unfinished input's run paused at, by seq (to drop their decisions).
+    waited: dict[int, set[str]] = field(default_factory=dict)
+    # While paused "alongside": the inputs whose runs are paused, set aside by the wait they
+    # paused at, out of the queue (its head runs meanwhile).
+    parked: dict[str, PendingInput] = field(default_factory=dict)
 
 
 class RunEngine:
@@ -142,6 +150,7 @@ class RunEngine:
         self._on_result = on_result
         self._on_failure = on_failure
         self._max_in_flight = max_in_flight
+        self._alongside = self._plan.while_paused == "alongside"
         self._slots: dict[str, _KeySlot] = {}  # by canonical JSON of the key
         self._keys: dict[str, Any] = {}
         self._ready: deque[str] = deque()  # keys with input waiting for a free run slot
@@ -158,6 +167,12 @@ class RunEngine:
     def open_resources(self) -> None:
         """Open all resources now (a host calls this at start-up) instead of on first use."""
         self._root.open_all()
+
+    @property
+    def runs_alongside_paused(self) -> bool:
+        """Whether a key's later inputs run while one of its runs is paused at a wait (the
+        plan's ``while_paused: alongside``) instead of queueing behind it."""
+        return self._alongside
 
     @property
     def in_flight(self) -> int:
@@ -245,9 +260,10 @@ class RunEngine:
         slot = self._slots.get(canonical_json(key))
         if slot is None:
             return KeyState()
+        unfinished = sorted([*slot.queue, *slot.parked.values()], key=lambda p: p.seq)
         return KeyState(
             next_seq=slot.next_seq,
-            pending=[p.model_copy(deep=True) for p in slot.queue],
+            pending=[p.model_copy(deep=True) for p in unfinished],
             short_term_memory=copy.deepcopy(slot.memory),
             short_term_expiry=dict(slot.expiry),
             long_term_memory=slot.long_term.to_state(),
@@ -275,13 +291,20 @@ class RunEngine:
         return {} if slot is None else slot.expiry
 
     def resume(self, key: Any, wait_id: str, decision: Decision) -> None:
-        """Hand ``key``'s head run the decision of its wait ``wait_id``; a paused run runs
-        again (its recorded calls handed back) and its wait returns the decision."""
-        slot = self._slot(canonical_json(key), key)
+        """Hand the decision of wait ``wait_id`` to the run of ``key`` that waits for it; a
+        paused run runs again (its recorded calls handed back) and its wait returns the
+        decision. A run set aside (``alongside``) goes before the key's inputs that never ran,
+        after the one running now."""
+        token = canonical_json(key)
+        slot = self._slot(token, key)
         slot.decisions[wait_id] = decision
-        if slot.paused:
+        parked = slot.parked.pop(wait_id, None)
+        if parked is not None:
+            _requeue(slot.queue, parked, running=slot.busy)
+            self._mark_ready(token)
+        elif slot.paused:
             slot.paused = False
-            self._mark_ready(canonical_json(key))
+            self._mark_ready(token)
 
     def committed_long_term_memory(self, key: Any) -> MemorySets:
         """The long-term memory of ``key`` as its last successful run committed it: not a copy
@@ -303,6 +326,7 @@ class RunEngine:
             memory=copy.deepcopy(state.short_term_memory),
             expiry=dict(state.short_term_expiry),
             decisions=state.waits.decisions(),
+            waited=state.waits.waited(),
             long_term=CommittedMemory.from_state(state.long_term_memory),
         )
         if self._meter is not None:
@@ -372,11 +396,21 @@ class RunEngine:
         result, run = task.result()
         slot.busy = False
         if result.paused is not None:
-            # Not finished: its input stays at the head, its run open in the store.
-            slot.paused = True
+            # Not finished: its run stays open in the store; its input stays at the head, or
+            # (alongside) is set aside until its wait's decision comes.
+            slot.waited.setdefault(result.run_id.seq, set()).add(result.paused.wait_id)
+            if self._alongside:
+                slot.parked[result.paused.wait_id] = slot.queue.popleft()
+                self._mark_ready(token)
+            else:
+                slot.paused = True
         else:
             slot.queue.popleft()
-            slot.decisions = {}
+            for wait_id in slot.waited.pop(result.run_id.seq, ()):
+                slot.decisions.pop(wait_id, None)
+            if not slot.queue and not slot.parked:  # nothing of the key can still wait
+                slot.decisions.clear()
+                slot.waited.clear()
             if run is not None:
                 slot.memory = run.short_term_memory.snapshot()
                 slot.expiry = run.short_term_memory.expiry()
@@ -671,6 +705,16 @@ def _same_key(held: Any, key: Any) -> bool:
     the same object, or an equal string or int (a key of another type with the same JSON,
     a tuple for a list say, keeps the held object, as it always did)."""
     return held is key or (type(held) is type(key) and type(key) in (str, int))
+
+
+def _requeue(queue: deque[PendingInput], resumed: PendingInput, *, running: bool) -> None:
+    """Put a resumed input back into its key's queue in ``seq`` order, after the head when it
+    is ``running``: before every input that never ran (those came later), so resumed runs go
+    first, oldest first."""
+    position = 1 if running and queue else 0
+    while position < len(queue) and queue[position].seq < resumed.seq:
+        position += 1
+    queue.insert(position, resumed)
 
 
 def _result(outcome: _Outcome) -> RunResult:

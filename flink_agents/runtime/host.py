@@ -104,6 +104,9 @@ class EngineHost:
         # Keys whose head run paused at a wait, and how many of their inputs wait behind it (not
         # unfinished: nothing of theirs runs until a decision resumes the key).
         self._parked: dict[str, int] = {}
+        # Under ``while_paused: alongside``, the waits of keys' paused runs instead: a paused
+        # run is not unfinished (its key's later inputs run meanwhile) until resumed.
+        self._set_aside: dict[str, set[str]] = {}
         self._inbox: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
         self._drain_scheduled = False
         self._thread.start()
@@ -166,10 +169,17 @@ class EngineHost:
         self._call_soon(_restore, self._engine, token, state.model_copy(deep=True))
 
     def resume(self, token: str, wait_id: str, decision: Decision) -> None:
-        """Hand the key's head run the decision of its wait: a paused key runs again."""
+        """Hand the key's run that waits the decision of its wait: a paused run runs again."""
         with self._changed:
             self._raise_failure()
-            self._count(token, self._parked.pop(token, 0))
+            aside = self._set_aside.get(token, set())
+            if wait_id in aside:
+                aside.discard(wait_id)
+                if not aside:
+                    del self._set_aside[token]
+                self._count(token, 1)
+            else:
+                self._count(token, self._parked.pop(token, 0))
         self._call_soon(_resume, self._engine, token, wait_id, decision)
 
     def due(self, token: str) -> float | None:
@@ -249,6 +259,13 @@ class EngineHost:
         spend = self._engine.committed_spend(result.key)
         token = canonical_json(result.key)
         with self._changed:
+            if result.paused is not None and self._engine.runs_alongside_paused:
+                # Handed over like a finished run (its visit registers the wait); set aside
+                # until resumed, while the key's later inputs run.
+                self._set_aside.setdefault(token, set()).add(result.paused.wait_id)
+                self._done[token].append(CompletedRun(result, memory))
+                self._count(token, -1)
+                return
             if result.paused is not None:
                 # Handed over like a finished run (its visit registers the wait); the key's
                 # inputs are parked until resumed, so the window and the end of input do not

@@ -666,9 +666,10 @@ class KeyedAgentLogic:
             saved = SavedKey(runs=runs, marker=self._marker, parallelism=self._parallelism)
             state.update(_saved_text(saved))
         self._note_deadline(key, runs)
-        # Kept only while inputs are pending: as many keys as the window of unfinished inputs
-        # (a paused key's state is read back when its decision or timeout comes).
-        if runs.pending and not runs.waits.paused(runs.pending[0].seq):
+        # Kept only while a run of the key can go on: as many keys as the window of unfinished
+        # inputs (a paused key's state is read back when its decision or timeout comes).
+        alongside = self._plan.while_paused == "alongside"
+        if runs.waits.running([p.seq for p in runs.pending], alongside=alongside):
             self._pending_states[key] = runs
         else:
             self._pending_states.pop(key, None)

@@ -253,6 +253,20 @@ class WaitBook(BaseModel):
         """The decisions of open waits, by wait id (for a run restored after a failover)."""
         return {w.request.wait_id: w.decision for w in self.open if w.decision is not None}
 
+    def waited(self) -> dict[int, set[str]]:
+        """The open waits by the ``seq`` of the input whose run registered them."""
+        by_seq: dict[int, set[str]] = {}
+        for wait in self.open:
+            by_seq.setdefault(wait.seq, set()).add(wait.request.wait_id)
+        return by_seq
+
+    def running(self, pending: list[int], *, alongside: bool) -> bool:
+        """Whether a run of the key's unfinished inputs ``pending`` (their seqs, in order) can
+        go on now: the head's, unless it is paused; with ``alongside``, any one not paused."""
+        if alongside:
+            return any(not self.paused(seq) for seq in pending)
+        return bool(pending) and not self.paused(pending[0])
+
     def run_finished(self, seq: int, *, runs_pending: bool) -> list[Refused]:
         """Input ``seq``'s run finished: its waits close. Without runs left to register a wait,
         records kept early are refused."""

@@ -331,6 +331,7 @@ def _build_agent(spec: AgentSpec, location: Location, named: list[_NamedChild]) 
             description=spec.description,
         )
     agent.budgets = spec.budgets
+    agent.while_paused = spec.while_paused
     for name, connection in spec.connections.items():
         agent.add_resource(
             name, ResourceType.CHAT_MODEL_CONNECTION, connection.class_path, **connection.arguments

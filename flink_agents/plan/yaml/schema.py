@@ -24,7 +24,7 @@ from pydantic import (
 from flink_agents.agents.chat_actions import DEFAULT_MAX_TOOL_CALLS_PER_RUN
 from flink_agents.agents.react import DEFAULT_OUTPUT_RETRIES
 from flink_agents.agents.retrieval import RetrievalSettings
-from flink_agents.api.agent import ErrorPolicy
+from flink_agents.api.agent import ErrorPolicy, PausedPolicy
 from flink_agents.api.budgets import Budgets
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import StructuredOutput
@@ -392,6 +392,11 @@ class AgentSpec(_Strict):
     name: str = Field(min_length=1)
     description: str | None = Field(default=None, description="What the agent does.")
     error_policy: ErrorPolicy = "fail"
+    while_paused: PausedPolicy = Field(
+        default="queue",
+        description="While a run of a key is paused at a wait: the key's later inputs queue "
+        "behind it (queue, per-key order) or run alongside it (alongside); docs/waits.md.",
+    )
     config: dict[str, Any] = Field(default_factory=dict)
     react: ReactSpec | None = None
     connections: dict[str, DescriptorSpec] = Field(default_factory=dict)
