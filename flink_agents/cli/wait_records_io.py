@@ -1,6 +1,7 @@
 """What ``flink-agents waits`` reads and writes: decision records for a job's decisions input
-and the open waits among a job's output records (docs/waits.md, "Deciding from the command
-line"). No Kafka here: :mod:`~flink_agents.cli.json_topic` carries the lines."""
+and the open waits among a job's output records, its event log's or its action-state store's
+(docs/waits.md, "Deciding from the command line"). No Kafka here:
+:mod:`~flink_agents.cli.json_topic` carries the lines, the store command reads the store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flink_agents.api.json_values import read_json
-from flink_agents.durable.identity import canonical_json, digest
+from flink_agents.durable.identity import CallIdentity, RunId, canonical_json, digest
+from flink_agents.durable.store import ActionState, CallStatus
 from flink_agents.observability import LogRecord, WaitNoted
 from flink_agents.runtime.wait_book import Resume
 
@@ -124,6 +126,56 @@ def open_waits_in_event_log(
         }
         latest.setdefault(wait, OpenWaitLine(record.agent, record.key, record.seq, waiting))
     return [wait for wait in latest.values() if wait is not None]
+
+
+def open_waits_in_store(
+    states: Iterable[ActionState], key: Any | None = None
+) -> list[OpenWaitLine]:
+    """The waits still open according to an action-state store's latest states: each wait
+    call whose record is ``pending`` (written when its run reaches the wait; the decision the
+    run takes is the call's result, ``succeeded``), in the order the store holds them.
+
+    The wait id is the call identity's digest, as the run derives it; the request is read from
+    the call's recorded arguments (none when the store does not record arguments, or cut them);
+    the deadline is the call's start plus its timeout (the key state's registered deadline is
+    taken when the run's pause is handed over, a moment later). ``key`` keeps only that key's
+    waits.
+    """
+    wanted = None if key is None else canonical_json(key)
+    found: list[OpenWaitLine] = []
+    for state in states:
+        where = state.key
+        if wanted is not None and where.key != wanted:
+            continue
+        for call in state.calls:
+            if call.kind != "wait" or call.status is not CallStatus.PENDING:
+                continue
+            run = RunId(where.agent, read_json(where.key), where.seq)
+            asked = _wait_asked(call.arguments)
+            timeout = asked.get("timeout_ms")
+            started = call.started_at
+            waiting = {
+                "wait_id": CallIdentity(run, where.event_id, where.action, call.call_id).digest(),
+                "kind": asked.get("kind"),
+                "request": asked.get("request"),
+                "deadline_ms": None
+                if not isinstance(timeout, int) or started is None
+                else round(started) + timeout,
+            }
+            found.append(OpenWaitLine(where.agent, run.key, where.seq, waiting))
+    return found
+
+
+def _wait_asked(arguments: str | None) -> dict[str, Any]:
+    """What a wait call asked (its request, kind and timeout), from its recorded arguments
+    text (``{"args": [asked], "kwargs": {}}``); empty if they were not recorded or were cut."""
+    try:
+        recorded = read_json(arguments or "")
+    except ValueError:
+        return {}
+    args = recorded.get("args") if isinstance(recorded, dict) else None
+    asked = args[0] if isinstance(args, list) and args else None
+    return asked if isinstance(asked, dict) else {}
 
 
 def _run_record(line: str) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ flink-agents waits reject WAIT_ID --key K --key-field F (--topic T | --file F) [
     [--fingerprint FP]
 flink-agents waits list (--file OUTPUTS.jsonl | --topic OUTPUT_TOPIC) [--key K]
 flink-agents waits list --event-log (--file EVENTS.jsonl | --topic EVENT_LOG_TOPIC) [--key K]
+flink-agents waits list --store --topic STORE_TOPIC [--partitions N] [--secret-env VAR] [--key K]
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from flink_agents.api.json_values import read_json
-from flink_agents.cli.conventions import EXIT_TOPIC, EXIT_USAGE, add_bootstrap_option
+from flink_agents.cli.conventions import EXIT_STORE, EXIT_TOPIC, EXIT_USAGE, add_bootstrap_option
+from flink_agents.cli.store_command import add_secret_env
 
 # Kafka and the runtime load in the handlers: building the command line must not load them.
 
@@ -52,11 +54,21 @@ def add_command(commands: Any) -> None:
         list_parser, "the job's output", "read the job's output records from this file"
     )
     list_parser.add_argument("--key", help="only this key's waits (a JSON value, else text)")
-    list_parser.add_argument(
+    read_from = list_parser.add_mutually_exclusive_group()
+    read_from.add_argument(
         "--event-log",
         action="store_true",
         help="--file / --topic is the job's event log (its `wait` records), not its outputs",
     )
+    read_from.add_argument(
+        "--store",
+        action="store_true",
+        help="--topic is the job's action-state store topic (its wait calls not yet decided)",
+    )
+    list_parser.add_argument(
+        "--partitions", type=int, help="--store: check that the topic has this many partitions"
+    )
+    add_secret_env(list_parser)
     list_parser.set_defaults(handler=cmd_list)
 
 
@@ -139,6 +151,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     key = None if args.key is None else key_value(args.key)
     if args.event_log:
         return _list_from_event_log(args, key)
+    if args.store:
+        return _list_from_store(args, key)
     try:
         if args.file is not None:
             with Path(args.file).open(encoding="utf-8") as lines:
@@ -179,6 +193,29 @@ def _list_from_event_log(args: argparse.Namespace, key: Any) -> int:
     print(
         f"{len(waits)} open waits: `wait` records of runs that paused and did not resume "
         "(a sampled event log holds only its sampled runs)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _list_from_store(args: argparse.Namespace, key: Any) -> int:
+    """Print the open waits of a job's action-state store topic, one line each."""
+    from flink_agents.cli.store_command import topic_states
+    from flink_agents.cli.wait_records_io import open_waits_in_store
+    from flink_agents.durable.store import StoreError
+
+    if args.topic is None:
+        print("flink-agents waits: --store reads a store topic: give --topic", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        waits = open_waits_in_store(topic_states(args), key)
+    except StoreError as exc:
+        print(f"flink-agents waits: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    for wait in waits:
+        print(wait.render())
+    print(
+        f"{len(waits)} open waits: wait calls of the store's runs with no decision recorded",
         file=sys.stderr,
     )
     return 0

@@ -660,7 +660,10 @@ class DurableCalls:
                 unknown = InDoubtCallError(identity.call_id)
                 self._record(working, recorded.fail(unknown))
                 raise unknown
-            logger.info("call %s was started, its outcome is unknown: sending it again", identity)
+            if not isinstance(call.function, WaitCall):  # a wait's is its run resuming
+                logger.info(
+                    "call %s was started, its outcome is unknown: sending it again", identity
+                )
         tracker = _Attempts(
             self,
             working,
@@ -674,10 +677,15 @@ class DurableCalls:
             ),
         )
         # Take the call's position now (concurrent calls finish in any order). Write it at once
-        # only when a replay would act on it: ask a reconciler, or fail under in_doubt="fail".
-        # A resent call without a reconciler would be sent again with or without the record,
-        # so it does not pay for the write.
-        if call.reconciler is not None or call.in_doubt == "fail":
+        # only when a replay would act on it: ask a reconciler, or fail under in_doubt="fail";
+        # or when it is a wait, whose PENDING record is how the store shows an open wait
+        # (`flink-agents waits list --store`). A resent call without a reconciler would be sent
+        # again with or without the record, so it does not pay for the write.
+        if (
+            call.reconciler is not None
+            or call.in_doubt == "fail"
+            or isinstance(call.function, WaitCall)
+        ):
             self._record(working, tracker.result)
         else:
             if working.unput:  # the earlier outcomes are put as they are, without this position

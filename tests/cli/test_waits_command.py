@@ -12,13 +12,14 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from flink_agents.cli import EXIT_USAGE, json_topic, main
-from flink_agents.cli.conventions import EXIT_TOPIC
-from flink_agents.durable.store import InMemoryLog
+from flink_agents.cli.conventions import EXIT_STORE, EXIT_TOPIC
+from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.observability import EventLogConfig, KafkaEventLogConfig
 from flink_agents.runtime import run_local
 from flink_agents.runtime.local_waits import DecisionRefusedError
 from tests.runtime.test_local_waits import MEMORY
 from tests.runtime.test_waits import CALLS, PLAN, Waits, waiting
+from tests.runtime.test_waits_alongside import ALONGSIDE, approve
 
 INPUT = {"id": "a", "amount": 3}
 
@@ -247,3 +248,52 @@ def test_list_reads_the_open_waits_from_an_event_log_topic(monkeypatch, kafka_bo
     [line] = capsys.readouterr().out.splitlines()
     assert line.startswith(f'key="a"  wait={wait_id}  request={{"amount":30}}')
     AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([topic])
+
+
+@pytest.mark.kafka
+def test_list_reads_the_open_waits_from_the_action_state_store(
+    monkeypatch, kafka_bootstrap, capsys
+):
+    """Through the real runner path: runs of the keyed logic over a Kafka store topic, two
+    paused alongside a decided one (``while_paused: alongside``), and a key whose run ended."""
+    topic = f"test-waits-store-{uuid.uuid4().hex[:12]}"
+    store = StoreConfig(kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic, partitions=2)
+    with Waits(monkeypatch, None, {}, 0, ALONGSIDE, store=store) as job:
+        job.send("k", {"order": "o1", "ask": True, "timeout_s": 60})
+        job.send("k", {"order": "o2", "ask": True})
+        job.send(17, {"order": "o3", "ask": True})
+        shown = {(r["key"], r["seq"]): r["waiting"] for r in job.answers("k", count=2)}
+        shown[(17, 0)] = job.answers(17)[0]["waiting"]
+        approve(job, "k", 1)
+        approve(job, 17, 0)
+        assert [a["seq"] for a in job.answers("k") + job.answers(17)] == [1, 0]
+    servers = ["--bootstrap-servers", kafka_bootstrap]
+    assert main(["waits", "list", "--store", "--topic", topic, *servers]) == 0
+    listed = capsys.readouterr()
+    [line] = listed.out.splitlines()  # k's run 1 and key 17's run took their decisions
+    key, wait, request, deadline = line.split("  ")
+    assert (key, wait, request) == (
+        'key="k"',
+        f"wait={shown[('k', 0)]['wait_id']}",
+        'request={"order":"o1"}',
+    )
+    # From the wait call's start: at or a moment before the deadline the key state registered.
+    assert 0 < int(deadline.removeprefix("deadline_ms=")) <= shown[("k", 0)]["deadline_ms"]
+    assert "1 open waits" in listed.err
+    assert main(["waits", "list", "--store", "--topic", topic, "--key", "17", *servers]) == 0
+    assert capsys.readouterr().out == ""
+    AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([topic])
+
+
+@pytest.mark.kafka
+def test_list_of_a_store_topic_that_does_not_exist_is_a_one_line_error(kafka_bootstrap, capsys):
+    topic = f"test-waits-none-{uuid.uuid4().hex[:12]}"
+    command = ["waits", "list", "--store", "--topic", topic, "--bootstrap", kafka_bootstrap]
+    assert main(command) == EXIT_STORE
+    err = capsys.readouterr().err
+    assert err.startswith("flink-agents waits: ") and err.count("\n") == 1
+
+
+def test_list_from_the_store_needs_its_topic(tmp_path, capsys):
+    assert main(["waits", "list", "--store", "--file", str(tmp_path / "x")]) == EXIT_USAGE
+    assert "--store reads a store topic" in capsys.readouterr().err

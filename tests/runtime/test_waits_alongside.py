@@ -86,7 +86,12 @@ def test_a_later_input_runs_and_finishes_while_the_first_waits(attempts):
         first = by_seq(attempt.answers("k", count=2))
         assert first[0]["waiting"]["wait_id"] == wait_id_of("k", 0)
         # The run alongside saw the key's memory as committed: not what the paused run wrote.
-        assert first[1]["output"] == {"order": "o2", "quote": "quote o2", "verdict": "none", "seen": []}
+        assert first[1]["output"] == {
+            "order": "o2",
+            "quote": "quote o2",
+            "verdict": "none",
+            "seen": [],
+        }
         assert [p.seq for p in saved(attempt, "k").runs.pending] == [0]  # only the paused one
         assert approve(attempt, "k", 0) == []
         [resumed] = attempt.answers("k")
