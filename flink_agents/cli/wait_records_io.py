@@ -145,8 +145,8 @@ def open_waits_in_store(
     found: list[OpenWaitLine] = []
     for state in states:
         where = state.key
-        if wanted is not None and where.key != wanted:
-            continue
+        if where.event_id is None or (wanted is not None and where.key != wanted):
+            continue  # a wait is a call of an action on an event
         for call in state.calls:
             if call.kind != "wait" or call.status is not CallStatus.PENDING:
                 continue

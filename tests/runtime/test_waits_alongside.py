@@ -10,6 +10,7 @@ short-term memory, so what each run saw is in its answer.
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
 from flink_agents.durable.store import InMemoryLog, StoreConfig
+from flink_agents.durable.store.inspect import open_store
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import RuntimeSettings, run_local
 from flink_agents.runtime.keyed import SavedKey
@@ -211,3 +213,30 @@ def test_a_local_run_runs_later_inputs_alongside():
     assert done.output_values == [
         {"order": "o2", "quote": "quote o2", "verdict": "none", "seen": []}
     ]
+
+
+@pytest.mark.kafka
+def test_each_run_keeps_its_own_records_in_the_kafka_store(monkeypatch, kafka_bootstrap):
+    topic = f"test-alongside-{uuid.uuid4().hex[:12]}"
+    store = StoreConfig(kind="kafka", bootstrap_servers=kafka_bootstrap, topic=topic, partitions=2)
+    with Waits(monkeypatch, None, {}, 0, ALONGSIDE, store=store) as attempt:
+        attempt.send("k", {"order": "o1", "ask": True})
+        attempt.send("k", {"order": "o2"})
+        attempt.send("k", {"order": "o3", "ask": True})
+        attempt.answers("k", count=3)
+        approve(attempt, "k", 2)
+        attempt.answers("k")
+    read, corrupt = open_store(kafka_bootstrap, topic)
+    try:
+        calls = {
+            key.seq: [(c.call_id, c.status.value) for c in read.get(key).calls]  # type: ignore[union-attr]
+            for key in read.state_keys()
+        }
+    finally:
+        read.close()
+    assert corrupt == 0
+    assert calls == {
+        0: [("#0", "succeeded"), ("approval", "pending")],  # paused: its wait open
+        1: [("#0", "succeeded")],
+        2: [("#0", "succeeded"), ("approval", "succeeded")],  # decided: the decision recorded
+    }
