@@ -299,3 +299,18 @@ def test_a_react_agent_s_output_retries_compile_and_survive_the_plan_json(tmp_pa
 def test_negative_output_retries_are_refused_at_their_line(tmp_path: Path):
     error = _error(tmp_path, RETRYING.replace("output_retries: 2", "output_retries: -1"))
     assert [(i.line, i.field) for i in error.issues] == [(6, "agents[0].react.output_retries")]
+
+
+def test_while_paused_compiles_into_the_plan_and_the_default_keeps_its_bytes(tmp_path: Path):
+    default = compile_yaml(_write(tmp_path, VALID), "echo")
+    assert "while_paused" not in default.to_json()  # plans of per-key order are what they were
+    alongside_text = VALID.replace(
+        "    config: {team: a}\n", "    config: {team: a}\n    while_paused: alongside\n"
+    )
+    alongside = compile_yaml(_write(tmp_path, alongside_text), "echo")
+    assert AgentPlan.from_json(alongside.to_json()).while_paused == "alongside"
+    assert alongside.model_copy(update={"while_paused": "queue"}) == default
+    error = _error(
+        tmp_path, VALID.replace("    config: {team: a}\n", "    while_paused: parallel\n")
+    )
+    assert "while_paused" in str(error)

@@ -55,7 +55,7 @@ async def take_order(event: InputEvent, ctx: RunnerContext) -> None:
     )
 
 
-ALONGSIDE = agent_plan(take_order, name="orders").model_copy(update={"while_paused": "alongside"})
+ALONGSIDE = agent_plan(take_order, name="orders", while_paused="alongside")  # Agent(...)
 
 
 @pytest.fixture(autouse=True)
