@@ -668,8 +668,7 @@ class KeyedAgentLogic:
         self._note_deadline(key, runs)
         # Kept only while a run of the key can go on: as many keys as the window of unfinished
         # inputs (a paused key's state is read back when its decision or timeout comes).
-        alongside = self._plan.while_paused == "alongside"
-        if runs.waits.running([p.seq for p in runs.pending], alongside=alongside):
+        if runs.runs_on(alongside=self._plan.while_paused == "alongside"):
             self._pending_states[key] = runs
         else:
             self._pending_states.pop(key, None)

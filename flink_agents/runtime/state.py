@@ -64,6 +64,15 @@ class KeyState(BaseModel):
     """Follow-ups of the key's finished runs not yet due (``ctx.schedule``, docs/waits.md):
     checkpointed with the key, each delivered once as a new input when its time comes."""
 
+    def runs_on(self, *, alongside: bool) -> bool:
+        """Whether a run of the key's pending inputs can go on now: the head's unless it is
+        paused at a wait; with ``alongside`` (``while_paused``), any one's not paused."""
+        if not self.pending or not self.waits:
+            return bool(self.pending)
+        if alongside:
+            return any(not self.waits.paused(p.seq) for p in self.pending)
+        return not self.waits.paused(self.pending[0].seq)
+
     def schedule(self, follow_ups: Sequence[ScheduledInput]) -> None:
         """Keep a finished run's follow-ups (one already kept, by id, is not kept twice)."""
         kept = {s.schedule_id for s in self.scheduled}

@@ -260,13 +260,6 @@ class WaitBook(BaseModel):
             by_seq.setdefault(wait.seq, set()).add(wait.request.wait_id)
         return by_seq
 
-    def running(self, pending: list[int], *, alongside: bool) -> bool:
-        """Whether a run of the key's unfinished inputs ``pending`` (their seqs, in order) can
-        go on now: the head's, unless it is paused; with ``alongside``, any one not paused."""
-        if alongside:
-            return any(not self.paused(seq) for seq in pending)
-        return bool(pending) and not self.paused(pending[0])
-
     def run_finished(self, seq: int, *, runs_pending: bool) -> list[Refused]:
         """Input ``seq``'s run finished: its waits close. Without runs left to register a wait,
         records kept early are refused."""
