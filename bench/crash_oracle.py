@@ -17,9 +17,11 @@ request under an idempotency key (:mod:`examples.services`). Joining the two:
 The services key a request as follows, and :func:`witness_keys` derives the same key from a
 call's record: an external sub-agent by its ``Idempotency-Key`` header (the record's
 ``delegation_key``), the tool by a digest of its name and arguments, a model request by a digest
-of its body. A model call's record does not hold the body (the model's name is not an argument),
-so :class:`ModelCalls` joins it through the conversation and the scripted reply, which a request
-body fixes.
+of its body, an embedding request by its model and texts
+(:func:`examples.services.embedding_key`); other joins (the soak's refund desk,
+:func:`bench.soak_refunds.witness_key`) are handed to :func:`completed_at`. A model call's
+record does not hold the body (the model's name is not an argument), so :class:`ModelCalls`
+joins it through the conversation and the scripted reply, which a request body fixes.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from examples.services import ExampleServices, _digest, _messages
+from examples.services import ExampleServices, _digest, _messages, embedding_key
 from flink_agents.durable.store import (
     ActionState,
     CallResult,
@@ -111,11 +113,14 @@ def witness_keys(call: CallResult, models: ModelCalls) -> list[str]:
         arguments = json.loads(call.arguments or "")
     except ValueError:
         return []
-    first = (arguments.get("args") or [None])[0]
+    args = arguments.get("args") or [None]
+    first = args[0]
     if isinstance(first, dict) and "delegation_key" in first:
         return [first["delegation_key"]]  # a sub-agent request: sent as its Idempotency-Key
     if call.call_id.startswith("tool:") and isinstance(first, dict):
         return [_digest([TOOL, first])]
+    if ":embed:" in call.call_id and isinstance(first, dict) and len(args) == 2:
+        return [embedding_key(str(first.get("model")), args[1])]  # (setup, texts)
     if call.call_id == "chat" and isinstance(first, list) and isinstance(call.payload, dict):
         key = models.key(first, call.payload)
         return [key] if key is not None else []
@@ -173,12 +178,17 @@ def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallRes
 
 
 def completed_at(
-    records: Iterable[tuple[float, CallResult]], models: ModelCalls
+    records: Iterable[tuple[float, CallResult]],
+    models: ModelCalls,
+    other: Callable[[CallResult], str | None] = lambda call: None,
 ) -> dict[str, float]:
-    """Per witness key, when the store first held its call's outcome."""
+    """Per witness key, when the store first held its call's outcome; ``other`` joins a
+    call :func:`witness_keys` does not know (None: no witness)."""
     first: dict[str, float] = {}
     for at, call in records:
-        for key in witness_keys(call, models):
+        keys = witness_keys(call, models)
+        found = other(call) if not keys else None
+        for key in [*keys, *([found] if found is not None else [])]:
             first[key] = min(at, first.get(key, at))
     return first
 
