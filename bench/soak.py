@@ -196,7 +196,12 @@ class SoakCluster:
             pid_file.write_text("".join(f"{word}\n" for word in kept))
 
     def registered_taskmanagers(self) -> int:
-        return len(rest(self, "/taskmanagers")["taskmanagers"])
+        """TaskManagers the JobManager knows (0 while it does not answer, busy starting or with
+        a failover on a loaded machine: the callers ask again)."""
+        try:
+            return len(rest(self, "/taskmanagers")["taskmanagers"])
+        except OSError:
+            return 0
 
 
 @dataclass
