@@ -34,7 +34,7 @@ from confluent_kafka import Producer
 
 from bench.soak_checker import GatedRun, Resolution
 from examples.refunds_job import ASKED, EDITED, IDEMPOTENCY_HEADER, RefundRequest
-from examples.services import EMBEDDING_DIMENSIONS, _digest
+from examples.services import EMBEDDING_DIMENSIONS, _digest, hashed_vectors
 from flink_agents.agents import RetrievalSettings
 from flink_agents.agents.retrieval import format_passages, retrieve
 from flink_agents.api import (
@@ -54,7 +54,6 @@ from flink_agents.api.embeddings import Vector
 from flink_agents.api.vector_stores import MetadataFilter, VectorMatch, VectorRecord
 from flink_agents.durable.store import CallResult
 from flink_agents.plan import compile_agent
-from flink_agents.providers.hashing_embeddings import hashed_vector
 from flink_agents.providers.memory_vector_store import InMemoryVectorStore
 
 #: The refund policy the desk retrieves from: passage id -> text.
@@ -114,14 +113,12 @@ class PolicyStore(InMemoryVectorStore):
 def write_policy(path: Path) -> Path:
     """The policy's records with their vectors (the embeddings service's, computed here: the
     soak's own set-up is not a call of the job), for :class:`PolicyStore`."""
+    vectors = hashed_vectors(list(POLICY.values()))
     records = [
         VectorRecord(
-            id=name,
-            document=text,
-            embedding=hashed_vector(text, EMBEDDING_DIMENSIONS),
-            metadata={"source": f"policy/{name}"},
+            id=name, document=text, embedding=vector, metadata={"source": f"policy/{name}"}
         ).model_dump(mode="json")
-        for name, text in POLICY.items()
+        for (name, text), vector in zip(POLICY.items(), vectors, strict=True)
     ]
     path.write_text(json.dumps(records))
     return path

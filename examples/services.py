@@ -13,7 +13,7 @@ the same ones on every run: ``make run`` refuses :data:`UNKNOWN_CUSTOMERS`.
 
 Routes: ``POST /v1/chat/completions`` (the body's ``model`` picks a script, played by
 :class:`~flink_agents.providers.scripted.ScriptedChatModelConnection`), ``POST /v1/embeddings``
-(feature-hashed vectors, :func:`~flink_agents.providers.hashing_embeddings.hashed_vector`),
+(feature-hashed vectors: :func:`hashed_vectors`),
 ``POST /tools/<name>``, ``POST /billing`` (the :mod:`~flink_agents.providers.http_subagent`
 protocol), ``POST /refunds`` (a refund service: each request kept with its order and amount,
 :attr:`ExampleServices.refund_requests`), ``GET /counts``.
@@ -22,6 +22,7 @@ protocol), ``POST /refunds`` (a refund service: each request kept with its order
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import re
@@ -34,8 +35,11 @@ from typing import Any
 
 from examples.refunds_job import RefundRequest
 from flink_agents.api import ChatMessage
-from flink_agents.providers import IDEMPOTENCY_HEADER, ScriptedChatModelConnection
-from flink_agents.providers.hashing_embeddings import hashed_vector
+from flink_agents.providers import (
+    IDEMPOTENCY_HEADER,
+    HashingEmbeddingModelConnection,
+    ScriptedChatModelConnection,
+)
 
 # The research desk's model delegates to both sub-agents at once, then answers with what the
 # billing service said; the researcher looks the question up with its tool, then answers.
@@ -239,6 +243,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
+def hashed_vectors(texts: list[str], dimensions: int = EMBEDDING_DIMENSIONS) -> list[list[float]]:
+    """What the embeddings service answers for ``texts``: their feature-hashed vectors."""
+    hashing = HashingEmbeddingModelConnection(dimensions=dimensions)
+    return asyncio.run(hashing.embed(texts, None, dimensions))
+
+
 def embedding_key(model: str, texts: list[str]) -> str:
     """The key the embeddings service counts a request under: its model and texts (what a
     call sends again after a failover, and what the call's record holds)."""
@@ -385,8 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
         model = str(body.get("model", ""))
         dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
         data = [
-            {"object": "embedding", "index": n, "embedding": hashed_vector(text, dimensions)}
-            for n, text in enumerate(texts)
+            {"object": "embedding", "index": n, "embedding": vector}
+            for n, vector in enumerate(hashed_vectors(texts, dimensions))
         ]
         tokens = sum(len(text.split()) for text in texts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
