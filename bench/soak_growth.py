@@ -1,23 +1,31 @@
 """Growth over a soak: samples of what must not grow, the slope over the last half, the bounds.
 
 Processes are read from /proc (Linux): resident memory, open file descriptors, threads; topics
-from the broker's disk (:func:`directory_mb`, :func:`log_records`). A
-TaskManager killed by a fault is replaced by a fresh one, which warms up (its JVM heap and the
-Python interpreter of thread mode grow for a minute or two): so each metric is a set of
-**segments**, one per process (one for a metric of the whole run, such as the store topic), and
-its slope is the pooled least-squares slope of its segments over the last half of the run, each
-segment's first :data:`WARMUP_S` left out. A fault that restarts the job (a TaskManager lost, the
-broker gone; any restart the JobManager counted, :func:`restart_times`) makes the surviving
-processes load the job again too, so a segment is cut at each restart and each piece's first
-:data:`WARMUP_S` left out as well. A leak shows in every piece
-that lives long enough; a warm-up shows in none.
+from the broker's disk (:func:`directory_mb`, :func:`log_records`). Each metric is a set of
+**segments**: one per process (a TaskManager killed by a fault is replaced by a fresh one), or
+one for a metric of the whole run (the store topic). Its slope is the pooled least-squares slope
+of its segments over the last half of the run (one intercept per segment).
+
+A process warms up: a TaskManager idles at a few hundred MB until it is given the job, then its
+JVM heap, code cache and the Python interpreter of thread mode grow for several minutes to a
+plateau (about 8 minutes in the first recorded run). So a process's samples count from
+:data:`PROCESS_WARMUP_S` after it was first given the job (its first Python heap sample, written
+only where the job runs) or, for a process never given it, after its first sample. A restart of
+the job on a process that already had it is **not** a warm-up: memory a restart leaves behind is
+exactly the leak this looks for, so it counts. A metric of the whole run is cut at each restart
+instead, each piece without its first :data:`WARMUP_S` (the backlog of a restart fills the
+topics for a while).
+
+A slope read from too little is no verdict: a metric needs :data:`MIN_COVERED_S` of samples in
+the last half (summed over its pieces) where the caller asks for it (long runs), or it is
+reported unmeasured and fails.
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,10 +56,14 @@ BOUNDS: dict[str, tuple[float, str]] = {
 }
 
 
-#: Seconds after a segment's first sample, or a restart of the job, that do not count (a fresh
-#: JVM's warm-up, then the job's interpreter and state loading: up to about 3.4 minutes in the
-#: recorded run on the loaded machine).
+#: Seconds of a metric of the whole run after a restart of the job that do not count (the
+#: backlog the restart left is worked off).
 WARMUP_S = 210.0
+#: Seconds of a process after it was first given the job (or born, if never) that do not count:
+#: the first recorded run took 6-8 minutes from the job's arrival to a plateau.
+PROCESS_WARMUP_S = 600.0
+#: The samples a metric needs in the last half of a long run for its slope to be a verdict.
+MIN_COVERED_S = 600.0
 
 Segments = dict[str, list[tuple[float, float]]]
 """Per process (or ``""`` for the whole run), the ``(epoch seconds, value)`` samples."""
@@ -130,39 +142,69 @@ def _segment_records(data: mmap.mmap | bytes) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class Slope:
+    """A pooled slope per hour and the seconds of samples it was read from."""
+
+    per_hour: float
+    covered_s: float
+
+
 def slope_per_hour(
-    segments: Segments, start: float, end: float, restarts: Sequence[float] = ()
-) -> float:
-    """The pooled least-squares slope per hour of ``segments`` (one intercept per piece) over
-    the last half of ``start``..``end``: each segment cut into pieces at ``restarts`` (epoch
-    seconds), each piece without its first :data:`WARMUP_S`; 0.0 when no piece has 3 points
-    there."""
+    segments: Segments,
+    start: float,
+    end: float,
+    restarts: Sequence[float] = (),
+    arrivals: Mapping[str, float] | None = None,
+) -> Slope:
+    """The pooled least-squares slope per hour of ``segments`` over the last half of
+    ``start``..``end`` (0.0 where no piece has 3 points there): a process's segment (named by
+    its pid) from :data:`PROCESS_WARMUP_S` after ``arrivals[pid]`` (epoch seconds; its first
+    sample when absent), the whole run's segment (``""``) cut at ``restarts``, each piece
+    without its first :data:`WARMUP_S`."""
     middle = (start + end) / 2
-    covariance = spread = 0.0
-    for kept in _pieces(segments, sorted(restarts)):
+    covariance = spread = covered = 0.0
+    for kept in _pieces(segments, sorted(restarts), arrivals or {}):
         kept = [(t, v) for t, v in kept if t >= middle]
         if len(kept) < 3:
             continue
+        covered += kept[-1][0] - kept[0][0]
         mean_t = sum(t for t, _ in kept) / len(kept)
         mean_v = sum(v for _, v in kept) / len(kept)
         covariance += sum((t - mean_t) * (v - mean_v) for t, v in kept)
         spread += sum((t - mean_t) ** 2 for t, _ in kept)
-    return covariance / spread * 3600 if spread else 0.0
+    return Slope(covariance / spread * 3600 if spread else 0.0, covered)
 
 
-def _pieces(segments: Segments, restarts: list[float]) -> list[list[tuple[float, float]]]:
-    """Each segment's samples split at ``restarts`` (sorted), each piece without the samples of
-    its first :data:`WARMUP_S` (counted from the segment's first sample or the restart)."""
+def _pieces(
+    segments: Segments, restarts: list[float], arrivals: Mapping[str, float]
+) -> list[list[tuple[float, float]]]:
+    """The samples that count, in pieces: a process's from its warm-up's end on, the whole
+    run's split at ``restarts`` (sorted) with each piece's first :data:`WARMUP_S` left out."""
     pieces: list[list[tuple[float, float]]] = []
-    for points in segments.values():
+    for segment, points in segments.items():
+        points = sorted(points)
         if not points:
             continue
-        born = min(t for t, _ in points)
-        cuts = [born] + [r for r in restarts if r > born]
+        if segment:
+            warm = arrivals.get(segment, points[0][0]) + PROCESS_WARMUP_S
+            pieces.append([(t, v) for t, v in points if t >= warm])
+            continue
+        cuts = [points[0][0]] + [r for r in restarts if r > points[0][0]]
         for index, cut in enumerate(cuts):
             until = cuts[index + 1] if index + 1 < len(cuts) else float("inf")
             pieces.append([(t, v) for t, v in points if cut + WARMUP_S <= t < until])
     return pieces
+
+
+def job_arrivals(series: Mapping[str, Segments]) -> dict[str, float]:
+    """Per process, when it was first given the job: its first Python heap sample (the heap
+    sampler runs only inside the job)."""
+    return {
+        pid: min(t for t, _ in points)
+        for pid, points in series.get("python_blocks", {}).items()
+        if points
+    }
 
 
 def restart_times(
@@ -188,18 +230,31 @@ class Growth:
     slope: float
     bound: float
     unit: str
+    covered_s: float = 0.0
+    required_s: float = 0.0
+
+    @property
+    def measured(self) -> bool:
+        return self.covered_s >= self.required_s
 
     @property
     def ok(self) -> bool:
-        return self.slope <= self.bound
+        return self.measured and self.slope <= self.bound
 
 
 def judge_growth(
-    series: dict[str, Segments], start: float, end: float, restarts: Sequence[float] = ()
+    series: dict[str, Segments],
+    start: float,
+    end: float,
+    restarts: Sequence[float] = (),
+    required_s: float = 0.0,
 ) -> list[Growth]:
-    """Each bounded metric's slope over the last half of ``start``..``end`` (cut at the job's
-    ``restarts``) against :data:`BOUNDS` (a metric never sampled: 0.0)."""
-    return [
-        Growth(metric, slope_per_hour(series.get(metric, {}), start, end, restarts), bound, unit)
-        for metric, (bound, unit) in BOUNDS.items()
-    ]
+    """Each bounded metric's slope over the last half of ``start``..``end`` against
+    :data:`BOUNDS`, each needing ``required_s`` of samples there (a metric never sampled:
+    0.0 over 0 s)."""
+    arrivals = job_arrivals(series)
+    judged = []
+    for metric, (bound, unit) in BOUNDS.items():
+        slope = slope_per_hour(series.get(metric, {}), start, end, restarts, arrivals)
+        judged.append(Growth(metric, slope.per_hour, bound, unit, slope.covered_s, required_s))
+    return judged

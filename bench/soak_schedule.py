@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,16 +58,28 @@ class Fault:
 
 
 def draw_schedule(
-    seed: int, duration_s: float, mean_gap_s: float, *, warmup_s: float = 30.0
+    seed: int,
+    duration_s: float,
+    mean_gap_s: float,
+    *,
+    warmup_s: float = 30.0,
+    target_gaps: Mapping[str, float] | None = None,
 ) -> list[Fault]:
     """Faults for a run of ``duration_s`` seconds, none in the first ``warmup_s`` (the job
     starts and checkpoints) nor ending in the last ``SETTLE_S`` (the run drains), about one per
-    ``mean_gap_s`` per target; the same ``seed`` gives the same schedule."""
+    ``mean_gap_s`` per target (``target_gaps`` sets another for a target: TaskManager faults
+    spaced wider let a TaskManager live long enough to show growth); the same ``seed`` and
+    gaps give the same schedule."""
+    targets = sorted({target for target, _, _ in KINDS.values()})
+    unknown = sorted(set(target_gaps or {}) - set(targets))
+    if unknown:
+        raise ValueError(f"unknown fault targets {unknown}; known: {targets}")
     rng = random.Random(seed)
     faults: list[Fault] = []
-    for target in sorted({target for target, _, _ in KINDS.values()}):
+    for target in targets:
+        gap = (target_gaps or {}).get(target, mean_gap_s)
         kinds = sorted(kind for kind, (t, _, _) in KINDS.items() if t == target)
-        moment = warmup_s + rng.expovariate(1 / mean_gap_s)
+        moment = warmup_s + rng.expovariate(1 / gap)
         while True:
             kind = rng.choice(kinds)
             _, shortest, longest = KINDS[kind]
@@ -74,7 +87,7 @@ def draw_schedule(
             if moment + length > duration_s - SETTLE_S:
                 break
             faults.append(Fault("", kind, round(moment, 1), length))
-            moment += length + SETTLE_S + rng.expovariate(1 / mean_gap_s)
+            moment += length + SETTLE_S + rng.expovariate(1 / gap)
     faults.sort(key=lambda f: (f.at, f.kind))
     return [Fault(f"F{n:03d}-{f.kind}", f.kind, f.at, f.duration) for n, f in enumerate(faults, 1)]
 

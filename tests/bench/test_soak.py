@@ -124,33 +124,73 @@ def test_lost_duplicate_and_wrong_outputs_are_reported_per_input() -> None:
     assert lines[2].startswith("wrong: input c#0") and "ModelCallError" in lines[2]
 
 
+def _minutes(values: dict[int, float]) -> list[tuple[float, float]]:
+    return [(minute * 60.0, value) for minute, value in sorted(values.items())]
+
+
 def test_growth_is_the_pooled_slope_of_the_processes_over_the_last_half_per_hour() -> None:
-    # Two TaskManagers one after the other (a kill at 10 min), each leaking 1 MB a minute
-    # after a warm-up jump: the replacement's start (lower) and warm-up do not count.
-    first = [(t * 60.0, 900.0 + t) for t in range(11)]
-    second = [(t * 60.0, (400.0 if t < 13 else 600.0) + t) for t in range(11, 21)]
-    segments = {"101": first, "202": second}
-    assert slope_per_hour(segments, 0.0, 1200.0) == pytest.approx(60.0)
-    assert slope_per_hour({"101": first[:3]}, 0.0, 1200.0) == 0.0  # nothing in the last half
+    # Two TaskManagers one after the other (a kill at 40 min), each leaking 1 MB a minute. The
+    # second idles at 300 MB until the job arrives at 45 min: its idling and the warm-up after
+    # the arrival do not count; the first has nothing left in the last half past its warm-up.
+    first = _minutes({m: 900.0 + m for m in range(41)})
+    second = _minutes({m: 300.0 if m < 45 else 700.0 + m for m in range(41, 81)})
+    slope = slope_per_hour({"101": first, "202": second}, 0.0, 4800.0, arrivals={"202": 2700.0})
+    assert slope.per_hour == pytest.approx(60.0)
+    assert slope.covered_s == (80 - 55) * 60.0
+    assert slope_per_hour({"101": first[:3]}, 0.0, 1200.0).per_hour == 0.0  # nothing past half
 
 
-def test_a_restart_cuts_every_process_and_its_warm_up_does_not_count() -> None:
-    # One TaskManager all along, flat at 500 MB, jumping to 900 MB as it loads the job again
-    # after a restart at 16 min: the jump is a warm-up, not growth. A leak after it still shows.
-    flat = {"101": [(t * 60.0, 900.0 if t >= 17 else 500.0) for t in range(31)]}
-    assert slope_per_hour(flat, 0.0, 1800.0) > 0  # without the restart the jump reads as growth
-    assert slope_per_hour(flat, 0.0, 1800.0, restarts=[960.0]) == 0.0
-    leaking = {"101": [(t * 60.0, 500.0 + (t if t >= 17 else 0)) for t in range(31)]}
-    assert slope_per_hour(leaking, 0.0, 1800.0, restarts=[960.0]) == pytest.approx(60.0)
+def test_a_process_warms_up_from_the_jobs_arrival_and_a_restart_on_it_is_not_forgiven() -> None:
+    # Idle at 300 MB until the job arrives at 36 min, then flat at 900 MB: no growth. Counted
+    # from its birth instead, the arrival's jump would read as growth.
+    arrived = {m: 900.0 if m >= 36 else 300.0 for m in range(61)}
+    slope = slope_per_hour({"101": _minutes(arrived)}, 0.0, 3600.0, arrivals={"101": 2160.0})
+    assert slope.per_hour == 0.0 and slope.covered_s == (60 - 46) * 60.0
+    assert slope_per_hour({"101": _minutes(arrived)}, 0.0, 3600.0).per_hour > 0
+    # The job restarted on it every 5 minutes, each restart leaving 25 MB behind: a leak, even
+    # though every step is at a restart.
+    stepping = {m: 900.0 + 25 * (m // 5) if m >= 16 else 300.0 for m in range(61)}
+    restarts = [m * 60.0 for m in range(20, 61, 5)]
+    slope = slope_per_hour({"101": _minutes(stepping)}, 0.0, 3600.0, restarts, {"101": 960.0})
+    assert slope.per_hour == pytest.approx(300.0, rel=0.1)
 
 
-def test_growth_above_its_bound_fails_and_an_unsampled_metric_passes() -> None:
+def test_a_metric_of_the_whole_run_is_cut_at_restarts_and_each_pieces_backlog_not_counted() -> None:
+    # The store topic flat at 500 MB, jumping to 900 MB with a restart's backlog at 16 min:
+    # not growth. Growth after it still shows.
+    flat = {"": _minutes({m: 900.0 if m >= 17 else 500.0 for m in range(31)})}
+    assert slope_per_hour(flat, 0.0, 1800.0).per_hour > 0
+    assert slope_per_hour(flat, 0.0, 1800.0, restarts=[960.0]).per_hour == 0.0
+    leaking = {"": _minutes({m: 500.0 + (m if m >= 17 else 0) for m in range(31)})}
+    assert slope_per_hour(leaking, 0.0, 1800.0, restarts=[960.0]).per_hour == pytest.approx(60.0)
+
+
+def test_growth_above_its_bound_fails_and_too_few_samples_are_no_verdict() -> None:
     bound, _ = BOUNDS["taskmanager_rss_mb"]
-    leaking = {"101": [(t * 60.0, 500.0 + t * bound / 30) for t in range(21)]}  # twice the bound
-    judged = {g.metric: g for g in judge_growth({"taskmanager_rss_mb": leaking}, 0.0, 1200.0)}
+    leaking = {"101": _minutes({m: 500.0 + m * bound / 30 for m in range(61)})}  # twice the bound
+    judged = {g.metric: g for g in judge_growth({"taskmanager_rss_mb": leaking}, 0.0, 3600.0)}
     assert judged["taskmanager_rss_mb"].slope == pytest.approx(2 * bound)
     assert not judged["taskmanager_rss_mb"].ok
-    assert judged["jobmanager_rss_mb"].ok
+    assert judged["jobmanager_rss_mb"].ok  # never sampled, and no samples asked for
+    # A long run asks for 10 minutes of samples: a JobManager seen for 5 is unmeasured.
+    brief = {"7": _minutes({m: 400.0 for m in range(50, 56)})}
+    judged = {
+        g.metric: g
+        for g in judge_growth({"jobmanager_rss_mb": brief}, 0.0, 3600.0, required_s=600.0)
+    }
+    assert judged["jobmanager_rss_mb"].slope == 0.0
+    assert not judged["jobmanager_rss_mb"].measured
+    assert not judged["jobmanager_rss_mb"].ok
+
+
+def test_a_schedule_can_space_one_targets_faults_wider() -> None:
+    wide = draw_schedule(37, 3600, 200, target_gaps={"taskmanager": 1200})
+    narrow = draw_schedule(37, 3600, 200)
+    tm = [f for f in wide if f.target == "taskmanager"]
+    assert len(tm) < len([f for f in narrow if f.target == "taskmanager"])
+    assert [f for f in wide if f.target != "taskmanager"] != []
+    with pytest.raises(ValueError, match="unknown fault targets \\['tm'\\]"):
+        draw_schedule(37, 3600, 200, target_gaps={"tm": 10})
 
 
 # --- the restore restart and failing checkpoints -----------------------------------------------
