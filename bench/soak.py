@@ -453,16 +453,12 @@ def checkpoint_figures(cluster: SoakCluster, job_id: str) -> dict[str, Any]:
 
 @dataclass
 class SoakJob:
-    """A job of the soak: its ``label`` in metric names ("" for the first, the support desk),
-    its id once submitted, and its checkpoint folder (``checkpointing.dir``)."""
+    """A job of the soak: its ``label`` in what a fault reports ("" for the first, the support
+    desk), its id once submitted, and its checkpoint folder (``checkpointing.dir``)."""
 
     label: str
     checkpoints: Path
     job_id: str = ""
-
-    def metric(self, name: str) -> str:
-        """``name`` for this job: as it is for the first job, ``name@label`` for another."""
-        return f"{name}@{self.label}" if self.label else name
 
 
 class Faults:
@@ -687,20 +683,21 @@ class Faults:
 
 @dataclass(frozen=True)
 class Watched:
-    """Where the sampler looks besides the processes: the store topics' (per job label) and
-    the event-log topic's partition folders on the broker's disk, the event-log topic (for its
+    """Where the sampler looks besides the processes: the store topics' (one per job) and the
+    event-log topic's partition folders on the broker's disk, the event-log topic (for its
     offsets), and the folder the job's interpreters write their heap figures to."""
 
     bootstrap: str
-    store_dirs: dict[str, Path]
+    store_dirs: list[Path]
     event_log_topic: str
     event_log_dir: Path
     heap_dir: Path
 
 
 class Sampler:
-    """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, each job's checkpoint
-    size, the jobs' restarts (summed), the store and event-log topics, answers (all jobs')."""
+    """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, the jobs' checkpoint
+    sizes and restarts and store topics (each summed over the jobs, so a job's restart cuts the
+    run's series as it does with one job), the event-log topic, answers (all jobs')."""
 
     def __init__(
         self,
@@ -756,21 +753,21 @@ class Sampler:
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
-        restarts = []
+        sizes, restarts = [], []
         for job in self.jobs:
             try:
-                found = rest(self.cluster, f"/jobs/{job.job_id}/checkpoints")["latest"]
-                if found["completed"]:
-                    row[job.metric("checkpoint_kb")] = found["completed"]["state_size"] / 1024
+                latest = rest(self.cluster, f"/jobs/{job.job_id}/checkpoints")["latest"]
+                completed = latest["completed"]
+                sizes.append(completed["state_size"] / 1024 if completed else None)
             except OSError:
-                pass  # the JobManager busy with a failover: no checkpoint figure this time
+                sizes.append(None)  # the JobManager busy with a failover: no figure this time
             restarts.append(job_restarts(self.cluster, job.job_id))
-        if None not in restarts:  # a restart of any job cuts the growth series
+        if None not in sizes:  # a figure only when every job gave one
+            row["checkpoint_kb"] = sum(size for size in sizes if size is not None)
+        if None not in restarts:
             row["job_restarts"] = sum(n for n in restarts if n is not None)
-        for label, folder in self.watched.store_dirs.items():
-            suffix = f"@{label}" if label else ""
-            row[f"store_topic_mb{suffix}"] = directory_mb(folder)
-            row[f"store_topic_records{suffix}"] = log_records(folder)
+        row["store_topic_mb"] = sum(directory_mb(folder) for folder in self.watched.store_dirs)
+        row["store_topic_records"] = sum(log_records(folder) for folder in self.watched.store_dirs)
         row["event_log_topic_mb"] = directory_mb(self.watched.event_log_dir)
         try:
             low, high = self._offsets.get_watermark_offsets(
@@ -997,7 +994,7 @@ def run_soak(
     }
     watched = Watched(
         bootstrap,
-        store_dirs={label: data / f"{topic}-0" for label, topic in store_topics.items()},
+        store_dirs=[data / f"{topic}-0" for topic in store_topics.values()],
         event_log_topic=topics["event_log"],
         event_log_dir=data / f"{topics['event_log']}-0",
         heap_dir=heap_folder(ports),
