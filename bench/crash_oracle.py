@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from examples.services import ExampleServices, _digest, _messages, embedding_key
 from flink_agents.durable.store import (
@@ -127,15 +127,33 @@ def witness_keys(call: CallResult, models: ModelCalls) -> list[str]:
     return []
 
 
-def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallResult]]:
-    """Every SUCCEEDED or FAILED call result on the ``store``'s topic (a state record repeats
-    its action's calls), with its record's timestamp in epoch seconds."""
-    codec, topic, servers = (
-        # As the store reads its own records: its secret, and its topic in the signature.
-        RecordCodec(store.signing_secret(required=False), scope=store.topic),
-        store.topic,
-        store.bootstrap_servers,
+def store_codec(store: KafkaStoreSettings) -> RecordCodec:
+    """The codec ``store`` reads its own records with: its secret, its topic in the signature."""
+    return RecordCodec(store.signing_secret(required=False), scope=store.topic)
+
+
+def terminal_calls(codec: RecordCodec, message: Message) -> list[tuple[float, CallResult]]:
+    """The SUCCEEDED or FAILED call results of one store record (a state record repeats its
+    action's calls; none for a tombstone), with the record's timestamp in epoch seconds."""
+    key, value = message.key(), message.value()
+    if key is None or value is None:  # a tombstone: nothing recorded
+        return []
+    record = codec.decode(
+        key,
+        value,
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
     )
+    at = message.timestamp()[1] / 1000
+    calls = record.calls if isinstance(record, ActionState) else [record]
+    return [(at, call) for call in calls if call.status is not CallStatus.PENDING]
+
+
+def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallResult]]:
+    """Every SUCCEEDED or FAILED call result on the ``store``'s topic, with its record's
+    timestamp in epoch seconds (:func:`terminal_calls`)."""
+    codec, topic, servers = store_codec(store), store.topic, store.bootstrap_servers
     consumer = Consumer(
         {
             "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers or []),
@@ -159,20 +177,7 @@ def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallRes
                         raise RuntimeError(f"reading {topic!r}: {error}")
                     todo.discard(message.partition())
                     continue
-                key, value = message.key(), message.value()
-                if key is None or value is None:  # a tombstone: nothing recorded
-                    continue
-                record = codec.decode(
-                    key,
-                    value,
-                    topic=topic,
-                    partition=message.partition() or 0,
-                    offset=message.offset() or 0,
-                )
-                at = message.timestamp()[1] / 1000
-                for call in record.calls if isinstance(record, ActionState) else [record]:
-                    if call.status is not CallStatus.PENDING:
-                        yield at, call
+                yield from terminal_calls(codec, message)
     finally:
         consumer.close()
 

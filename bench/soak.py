@@ -37,10 +37,17 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from bench.crash_oracle import ModelCalls, Request, completed_at, requests_of, terminal_records
+from bench.crash_oracle import (
+    ModelCalls,
+    Request,
+    completed_at,
+    requests_of,
+    store_codec,
+    terminal_calls,
+)
 from bench.soak_checker import Happened, Output, Verdict, check_history, check_waits
 from bench.soak_flink import (
     block_checkpoints,
@@ -401,6 +408,58 @@ class CommittedOutputs:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+@dataclass
+class StoreTail:
+    """Every finished call on a store topic, read from its start while the run goes on: the
+    store tombstones a run's records a minute after it ended and compaction then removes them
+    (segments of 60 s, :func:`create_topics`), so the topic read after an hour no longer holds
+    the early calls; a reader that keeps up sees every record before compaction can act."""
+
+    store: KafkaStoreSettings
+    outcomes: list[tuple[float, CallResult]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> StoreTail:
+        self._thread = threading.Thread(target=self._run, name="soak-store-tail", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        codec = store_codec(self.store)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": str(self.store.bootstrap_servers),
+                "group.id": f"soak-store-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+        consumer.assign([TopicPartition(self.store.topic, 0, 0)])
+        at_end = False
+        try:
+            while not (at_end and self._stop.is_set()):  # stopped: once caught up
+                message = consumer.poll(0.3)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None:
+                    at_end = at_end or error.code() == KafkaError._PARTITION_EOF
+                    continue
+                at_end = False
+                self.outcomes.extend(terminal_calls(codec, message))
+        finally:
+            consumer.close()
+
+    def stop(self) -> list[tuple[float, CallResult]]:
+        """Read up to the topic's end, then stop; every finished call read."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the store topic {self.store.topic} not read to its end in 120 s")
+        return self.outcomes
 
 
 # --- the faults --------------------------------------------------------------------------------
@@ -992,6 +1051,12 @@ def run_soak(
         for job, job_topics in [(desk, topics)]
         + ([(refunds.job, refunds.topics)] if refunds else [])
     }
+    tails = {
+        label: StoreTail(
+            KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
+        ).start()
+        for label, topic in store_topics.items()
+    }
     watched = Watched(
         bootstrap,
         store_dirs=[data / f"{topic}-0" for topic in store_topics.values()],
@@ -1046,7 +1111,8 @@ def run_soak(
             refunds.decider.close()
         services.shutdown()
         services.server_close()
-    verdict = check(bootstrap, services, store_topics, refunds, doer.happened, expected, readers)
+    outcomes = {label: tail.stop() for label, tail in tails.items()}
+    verdict = check(services, outcomes, refunds, doer.happened, expected, readers)
     # Cut at every restart of a job the JobManager counted, and at each TaskManager or broker
     # fault's end (the survivors load the job again, or reconnect).
     restarts = sorted(
@@ -1073,24 +1139,16 @@ def run_soak(
 
 
 def check(
-    bootstrap: str,
     services: SoakServices,
-    store_topics: dict[str, str],
+    outcomes: dict[str, list[tuple[float, CallResult]]],
     refunds: RefundDeskRun | None,
     faults: list[Happened],
     expected: dict[tuple[str, int], str],
     readers: list[CommittedOutputs],
 ) -> Verdict:
-    """The checker over both jobs' history: every store topic, every witness (the services';
-    the refund desk's searches), every committed answer; the refund desk's waits too."""
-    outcomes: dict[str, list[tuple[float, CallResult]]] = {
-        label: list(
-            terminal_records(
-                KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
-            )
-        )
-        for label, topic in store_topics.items()
-    }
+    """The checker over both jobs' history: every finished call of their store topics (per
+    job label), every witness (the services'; the refund desk's searches), every committed
+    answer; the refund desk's waits too."""
     requests = requests_of(services)
     if refunds:
         requests += [Request("search", *found) for found in searches(refunds.witness)]

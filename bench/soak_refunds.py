@@ -116,7 +116,10 @@ def write_policy(path: Path) -> Path:
     vectors = hashed_vectors(list(POLICY.values()))
     records = [
         VectorRecord(
-            id=name, document=text, embedding=vector, metadata={"source": f"policy/{name}"}
+            id=name,
+            document=text,
+            embedding=vector,
+            metadata={"source": f"policy/{name}", "scope": "all"},
         ).model_dump(mode="json")
         for (name, text), vector in zip(POLICY.items(), vectors, strict=True)
     ]
@@ -159,10 +162,17 @@ class RefundDesk(Agent):
 
     @action(InputEvent)
     async def look_up(event: InputEvent, ctx: RunnerContext) -> None:
-        # The order in the query too: the witness counts an embedding by its text, so no two
-        # orders' embeddings (nor searches) look like one call made twice.
-        question = f"{event.input['question']} (order {event.input['order']})"
-        settings = RetrievalSettings(embedding_model="embedder", vector_store="policy", top_k=2)
+        # The order in the query, and the search scoped to the passages for every order or for
+        # this one: the witness counts an embedding by its text and a search by what it asks
+        # (two questions' hashed vectors may be equal), so no two orders' calls look like one.
+        order = str(event.input["order"])
+        question = f"{event.input['question']} (order {order})"
+        settings = RetrievalSettings(
+            embedding_model="embedder",
+            vector_store="policy",
+            top_k=2,
+            where={"scope": {"$in": ["all", order]}},
+        )
         passages = await retrieve(ctx, question, settings)
         prompt = f"{question}\n\nPolicy:\n"
         message = ChatMessage(role="user", content=prompt + format_passages(passages))

@@ -94,6 +94,8 @@ def test_the_refund_desk_retrieves_waits_and_refunds_with_every_call_witnessed(
     counted = {service: len(keys) for service, keys in services.counters.snapshot().items()}
     assert counted == {"embeddings": 5, "model": 5, "refunds": 4}
     assert len(searches(witness)) == 5
+    bodies = [body for found in services.conversations.by_ticket().values() for body in found]
+    assert len(bodies) == 5 and all("[1] (source: policy/" in body for body in bodies)
     outcomes = _outcomes(log)
     completed = completed_at(outcomes, ModelCalls(services), witness_key)
     assert len(keys) == 19 and keys <= set(completed), "a witnessed call without its record"
