@@ -9,10 +9,13 @@ exactly-once Kafka sink, writes tickets to its input topic at ``--rate`` per sec
 faults of a schedule drawn from ``--seed`` (:mod:`bench.soak_schedule`; written out, and
 ``--schedule FILE`` repeats one). The model, tool and billing services answer with a heavy-tailed
 latency and count every request (the witness). Meanwhile it samples what must not grow
-(:mod:`bench.soak_growth`). At the end it drains, reads the store topic and the committed
-outputs, and checks the whole history (:mod:`bench.soak_checker`). It exits 1 on any violation
-or growth beyond its bound, and stops the services it started (it kills TaskManagers only by the
-pids in its own cluster's pid folder).
+(:mod:`bench.soak_growth`) and reads the store topic and the committed outputs. At the end it
+drains and checks the whole history (:mod:`bench.soak_checker`). ``--mixed`` runs a second job
+beside the desk on the same cluster (two slots per TaskManager): the refund desk of
+:mod:`bench.soak_refunds`, a workflow agent with retrieval and an approval wait, with its own
+topics, a scripted person deciding its waits, and its calls and waits checked too. It exits 1
+on any violation or growth beyond its bound, and stops the services it started (it kills
+TaskManagers only by the pids in its own cluster's pid folder).
 
 Output in ``.cache/soak/<run>/``: ``schedule.json``, ``samples.jsonl``, ``verdict.json``;
 ``--record FILE`` also writes the summary (markdown) and a plot beside it.
