@@ -1325,6 +1325,8 @@ def main() -> None:
     parser.add_argument("--services-port", type=int, default=8865)
     parser.add_argument("--record", type=Path, help="write the summary (markdown) and plot here")
     parser.add_argument("--keep-services", action="store_true", help="leave broker and cluster up")
+    # A run started in the background ignores SIGINT: SIGTERM stops it with its services.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(soak(parser.parse_args()))
 
 

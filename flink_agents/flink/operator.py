@@ -135,9 +135,7 @@ class AgentFunction(KeyedProcessFunction):
             max_parallelism=_max_parallelism(runtime_context),
             task_alive=None if self._task_thread is None else self._task_thread.alive,
         )
-        # Everything loaded so far (plan, modules, clients) lives as long as the job: keep it
-        # out of the collector's scans, which otherwise cost ~10 % of a run's CPU.
-        gc.freeze()
+        freeze_what_lives()
         # A run allocates thousands of short-lived containers (events, records, pydantic
         # models): with Python's default of 700, young collections ran every few runs and
         # promoted objects still in use. Measured: -9 to -21 % CPU per run with the Kafka
@@ -194,6 +192,21 @@ class AgentFunction(KeyedProcessFunction):
         if self._logic is None:
             raise RuntimeError("AgentFunction used before open()")
         return self._logic
+
+
+def freeze_what_lives() -> None:
+    """Keep everything loaded so far (plan, modules, clients), which lives as long as the job,
+    out of the collector's scans: they otherwise cost ~10 % of a run's CPU.
+
+    In thread mode one interpreter outlives the job's attempts, and each restart opens the
+    function again. What an earlier freeze kept is let go and collected first: frozen objects
+    are never collected, so freezing again on top would keep every ended attempt's engine in
+    cycles (its loop, runs, clients) for good. Measured in the soak before this: +36,000 Python
+    objects, +5 Python threads and about +35 MB of RSS per restart of the job.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 class TaskThread:

@@ -226,6 +226,11 @@ class EngineHost:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                # Closing the loop ends its executor's threads (blocking tools, store flushes)
+                # now, not when the collector gets to the loop: in thread mode one interpreter
+                # outlives many attempts, and their idle threads piled up (the soak).
+                self._loop.close()
 
     # --- loop thread -----------------------------------------------------------------------------
 

@@ -10,10 +10,12 @@ calls already sent have been answered.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import urllib.request
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from pyflink.java_gateway import get_gateway
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.job import python_settings
-from flink_agents.flink.operator import TaskThread
+from flink_agents.flink.operator import TaskThread, freeze_what_lives
 from tests.flink.conftest import produce_json, stop_with_savepoint
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 
@@ -97,6 +99,30 @@ def test_a_task_thread_follows_the_thread_that_calls_it() -> None:
     assert _ends(watched)  # noted on the helper, which ended
     watched.note()
     assert watched.alive()
+
+
+class _Cycle:
+    """An object in a reference cycle: only the collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_opening_again_lets_go_of_what_an_ended_attempt_left_in_cycles() -> None:
+    # Thread mode opens the function again in the same interpreter at every restart: what the
+    # earlier attempt froze, then dropped, must be collected, not frozen for good.
+    try:
+        freeze_what_lives()
+        engine = _Cycle()
+        freeze_what_lives()  # the attempt that holds it opens: it is frozen
+        ended = weakref.ref(engine)
+        del engine  # the attempt ended
+        gc.collect()
+        assert ended() is not None  # frozen: the collector does not see it
+        freeze_what_lives()  # the next attempt opens
+        assert ended() is None
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.flink

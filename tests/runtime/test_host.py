@@ -159,3 +159,25 @@ def test_restore_takes_the_state_as_it_was_when_called() -> None:
         assert [run.result.run_id.seq for run in done] == [0]
     finally:
         host.close()
+
+
+def test_closing_ends_the_threads_of_the_loops_executor_without_waiting_for_the_collector() -> None:
+    # In thread mode one interpreter outlives many attempts of the job, each with a host: an
+    # executor thread left for the collector to end piled up, one set per restart (the soak).
+    host = _host()
+    started = threading.Event()
+
+    def in_a_worker() -> None:
+        started.set()
+
+    def start_worker() -> None:
+        asyncio.get_running_loop().run_in_executor(None, in_a_worker)
+
+    host.call(start_worker)
+    assert started.wait(10)
+    workers = [t for t in threading.enumerate() if t.name.startswith("asyncio_")]
+    assert workers  # the loop's default executor keeps its thread, idle, for the next job
+    host.close()  # the host, and with it its loop, still referenced here: no collector ran
+    for worker in workers:
+        worker.join(timeout=10)
+    assert [t.name for t in workers if t.is_alive()] == []
