@@ -93,10 +93,12 @@ budget-failover: install
 # DURATION on its own broker (9192) and cluster (REST 8181, two TaskManagers), with seeded faults
 # (SEED), then the whole-history checker and the growth bounds; never the shared 9092 or 8081.
 # Not in `make test`. SOAK_ARGS for more (--rate, --mean-gap, --record FILE, --schedule FILE).
+# MIXED=1: the mixed workload, a second job beside it (the refund desk: retrieval, an approval
+# wait; bench/soak_refunds.py) on two slots per TaskManager.
 DURATION ?= 5m
 SEED ?= 37
 soak: install
-	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
+	$(PY) -m bench.soak --duration $(DURATION) --seed $(SEED) $(if $(MIXED),--mixed) $(SOAK_ARGS)
 
 # Typed outputs and chained agents (docs/pipelines.md): every sink of a job spec, a crash in the
 # second of two agents and in the aggregating middle stage of the three-stage example, with the

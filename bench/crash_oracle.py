@@ -17,9 +17,11 @@ request under an idempotency key (:mod:`examples.services`). Joining the two:
 The services key a request as follows, and :func:`witness_keys` derives the same key from a
 call's record: an external sub-agent by its ``Idempotency-Key`` header (the record's
 ``delegation_key``), the tool by a digest of its name and arguments, a model request by a digest
-of its body. A model call's record does not hold the body (the model's name is not an argument),
-so :class:`ModelCalls` joins it through the conversation and the scripted reply, which a request
-body fixes.
+of its body, an embedding request by its model and texts
+(:func:`examples.services.embedding_key`); other joins (the soak's refund desk,
+:func:`bench.soak_refunds.witness_key`) are handed to :func:`completed_at`. A model call's
+record does not hold the body (the model's name is not an argument), so :class:`ModelCalls`
+joins it through the conversation and the scripted reply, which a request body fixes.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from examples.services import ExampleServices, _digest, _messages
+from examples.services import ExampleServices, _digest, _messages, embedding_key
 from flink_agents.durable.store import (
     ActionState,
     CallResult,
@@ -111,26 +113,47 @@ def witness_keys(call: CallResult, models: ModelCalls) -> list[str]:
         arguments = json.loads(call.arguments or "")
     except ValueError:
         return []
-    first = (arguments.get("args") or [None])[0]
+    args = arguments.get("args") or [None]
+    first = args[0]
     if isinstance(first, dict) and "delegation_key" in first:
         return [first["delegation_key"]]  # a sub-agent request: sent as its Idempotency-Key
     if call.call_id.startswith("tool:") and isinstance(first, dict):
         return [_digest([TOOL, first])]
+    if ":embed:" in call.call_id and isinstance(first, dict) and len(args) == 2:
+        return [embedding_key(str(first.get("model")), args[1])]  # (setup, texts)
     if call.call_id == "chat" and isinstance(first, list) and isinstance(call.payload, dict):
         key = models.key(first, call.payload)
         return [key] if key is not None else []
     return []
 
 
-def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallResult]]:
-    """Every SUCCEEDED or FAILED call result on the ``store``'s topic (a state record repeats
-    its action's calls), with its record's timestamp in epoch seconds."""
-    codec, topic, servers = (
-        # As the store reads its own records: its secret, and its topic in the signature.
-        RecordCodec(store.signing_secret(required=False), scope=store.topic),
-        store.topic,
-        store.bootstrap_servers,
+def store_codec(store: KafkaStoreSettings) -> RecordCodec:
+    """The codec ``store`` reads its own records with: its secret, its topic in the signature."""
+    return RecordCodec(store.signing_secret(required=False), scope=store.topic)
+
+
+def terminal_calls(codec: RecordCodec, message: Message) -> list[tuple[float, CallResult]]:
+    """The SUCCEEDED or FAILED call results of one store record (a state record repeats its
+    action's calls; none for a tombstone), with the record's timestamp in epoch seconds."""
+    key, value = message.key(), message.value()
+    if key is None or value is None:  # a tombstone: nothing recorded
+        return []
+    record = codec.decode(
+        key,
+        value,
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
     )
+    at = message.timestamp()[1] / 1000
+    calls = record.calls if isinstance(record, ActionState) else [record]
+    return [(at, call) for call in calls if call.status is not CallStatus.PENDING]
+
+
+def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallResult]]:
+    """Every SUCCEEDED or FAILED call result on the ``store``'s topic, with its record's
+    timestamp in epoch seconds (:func:`terminal_calls`)."""
+    codec, topic, servers = store_codec(store), store.topic, store.bootstrap_servers
     consumer = Consumer(
         {
             "bootstrap.servers": servers if isinstance(servers, str) else ",".join(servers or []),
@@ -154,31 +177,23 @@ def terminal_records(store: KafkaStoreSettings) -> Iterator[tuple[float, CallRes
                         raise RuntimeError(f"reading {topic!r}: {error}")
                     todo.discard(message.partition())
                     continue
-                key, value = message.key(), message.value()
-                if key is None or value is None:  # a tombstone: nothing recorded
-                    continue
-                record = codec.decode(
-                    key,
-                    value,
-                    topic=topic,
-                    partition=message.partition() or 0,
-                    offset=message.offset() or 0,
-                )
-                at = message.timestamp()[1] / 1000
-                for call in record.calls if isinstance(record, ActionState) else [record]:
-                    if call.status is not CallStatus.PENDING:
-                        yield at, call
+                yield from terminal_calls(codec, message)
     finally:
         consumer.close()
 
 
 def completed_at(
-    records: Iterable[tuple[float, CallResult]], models: ModelCalls
+    records: Iterable[tuple[float, CallResult]],
+    models: ModelCalls,
+    other: Callable[[CallResult], str | None] = lambda call: None,
 ) -> dict[str, float]:
-    """Per witness key, when the store first held its call's outcome."""
+    """Per witness key, when the store first held its call's outcome; ``other`` joins a
+    call :func:`witness_keys` does not know (None: no witness)."""
     first: dict[str, float] = {}
     for at, call in records:
-        for key in witness_keys(call, models):
+        keys = witness_keys(call, models)
+        found = other(call) if not keys else None
+        for key in [*keys, *([found] if found is not None else [])]:
             first[key] = min(at, first.get(key, at))
     return first
 

@@ -9,10 +9,13 @@ exactly-once Kafka sink, writes tickets to its input topic at ``--rate`` per sec
 faults of a schedule drawn from ``--seed`` (:mod:`bench.soak_schedule`; written out, and
 ``--schedule FILE`` repeats one). The model, tool and billing services answer with a heavy-tailed
 latency and count every request (the witness). Meanwhile it samples what must not grow
-(:mod:`bench.soak_growth`). At the end it drains, reads the store topic and the committed
-outputs, and checks the whole history (:mod:`bench.soak_checker`). It exits 1 on any violation
-or growth beyond its bound, and stops the services it started (it kills TaskManagers only by the
-pids in its own cluster's pid folder).
+(:mod:`bench.soak_growth`) and reads the store topic and the committed outputs. At the end it
+drains and checks the whole history (:mod:`bench.soak_checker`). ``--mixed`` runs a second job
+beside the desk on the same cluster (two slots per TaskManager): the refund desk of
+:mod:`bench.soak_refunds`, a workflow agent with retrieval and an approval wait, with its own
+topics, a scripted person deciding its waits, and its calls and waits checked too. It exits 1
+on any violation or growth beyond its bound, and stops the services it started (it kills
+TaskManagers only by the pids in its own cluster's pid folder).
 
 Output in ``.cache/soak/<run>/``: ``schedule.json``, ``samples.jsonl``, ``verdict.json``;
 ``--record FILE`` also writes the summary (markdown) and a plot beside it.
@@ -31,16 +34,24 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from bench.crash_oracle import ModelCalls, completed_at, requests_of, terminal_records
-from bench.soak_checker import Happened, Output, Verdict, check_history
+from bench.crash_oracle import (
+    ModelCalls,
+    Request,
+    completed_at,
+    requests_of,
+    store_codec,
+    terminal_calls,
+)
+from bench.soak_checker import Happened, Output, Verdict, check_history, check_waits
 from bench.soak_flink import (
     block_checkpoints,
     next_checkpoint_id,
@@ -59,6 +70,18 @@ from bench.soak_growth import (
     sample_process,
 )
 from bench.soak_heap import FOLDER_VARIABLE, read_heaps
+from bench.soak_refunds import (
+    Decider,
+    expected_answers,
+    gated_runs,
+    order_line,
+    resolutions,
+    searches,
+    write_plan,
+    write_policy,
+)
+from bench.soak_refunds import build_agent as refund_desk
+from bench.soak_refunds import witness_key as refund_witness_key
 from bench.soak_schedule import KINDS, Fault, draw_schedule, read_schedule, write_schedule
 from e2e.fault_harness import FlakyModelServices
 from e2e.test_standalone_failover import (
@@ -72,6 +95,7 @@ from e2e.test_standalone_failover import (
     submit,
     write_spec,
 )
+from flink_agents.durable.store import CallResult
 from flink_agents.durable.store.kafka import KafkaStoreSettings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,17 +150,23 @@ class SoakServices(FlakyModelServices):
         self.slow_until = time.time() + seconds
 
 
+#: The model connections' client options: the timeout, and a retry budget that outlasts the
+#: longest model failure of the schedule.
+CLIENT: dict[str, Any] = {
+    "timeout_seconds": CLIENT_TIMEOUT_S,
+    "retry": {"max_attempts": 10, "initial_backoff_seconds": 0.5},
+}
+
+
 def soak_agent(run_dir: Path, services_url: str) -> Path:
-    """The support desk reaching the services at ``services_url``, with the client timeout and
-    a retry budget that outlasts the longest model failure of the schedule."""
+    """The support desk reaching the services at ``services_url`` with :data:`CLIENT`."""
     agent = yaml.safe_load(AGENT.read_text())
     desk = agent["agents"][0]
     connections = [desk["connections"], desk["subagents"]["researcher"]["agent"]["connections"]]
     for connection in connections:
         arguments = connection["services"]["arguments"]
         arguments["base_url"] = f"{services_url}/v1"
-        arguments["timeout_seconds"] = CLIENT_TIMEOUT_S
-        arguments["retry"] = {"max_attempts": 10, "initial_backoff_seconds": 0.5}
+        arguments.update(CLIENT)
     desk["subagents"]["billing"]["arguments"]["url"] = f"{services_url}/billing"
     path = run_dir / "support_desk.yaml"
     path.write_text(yaml.safe_dump(agent, sort_keys=False))
@@ -179,7 +209,12 @@ class SoakCluster:
             pid_file.write_text("".join(f"{word}\n" for word in kept))
 
     def registered_taskmanagers(self) -> int:
-        return len(rest(self, "/taskmanagers")["taskmanagers"])
+        """TaskManagers the JobManager knows (0 while it does not answer, busy starting or with
+        a failover on a loaded machine: the callers ask again)."""
+        try:
+            return len(rest(self, "/taskmanagers")["taskmanagers"])
+        except OSError:
+            return 0
 
 
 @dataclass
@@ -195,9 +230,10 @@ class Ports:
             sys.exit("bench.soak: 9092 and 8081 are the shared broker and cluster; use others")
 
 
-def script_env(ports: Ports) -> dict[str, str]:
-    """What the scripts start the soak's services with; the store secret the TaskManagers sign
-    with is this process's too (it reads the store topic at the end)."""
+def script_env(ports: Ports, slots: int = 1) -> dict[str, str]:
+    """What the scripts start the soak's services with (``slots`` per TaskManager: one per
+    job); the store secret the TaskManagers sign with is this process's too (it reads the store
+    topic at the end)."""
     if not os.environ.get("FLINK_AGENTS_STORE_SECRET"):
         secret = run_script(REPO / "scripts" / "store-secret.sh", "", dict(os.environ)).strip()
         os.environ["FLINK_AGENTS_STORE_SECRET"] = secret
@@ -208,7 +244,7 @@ def script_env(ports: Ports) -> dict[str, str]:
         "KAFKA_DATA_DIR": str(REPO / ".cache" / "soak" / f"kafka-data-{ports.kafka}"),
         "FLINK_REST_PORT": str(ports.rest),
         "FLINK_RPC_PORT": str(ports.rpc),
-        "FLINK_TM_SLOTS": "1",
+        "FLINK_TM_SLOTS": str(slots),
         "KAFKA_RETENTION_CHECK_MS": str(RETENTION_CHECK_MS),
         # The researcher's tool (examples/support_desk.py) runs in the TaskManagers.
         "FLINK_AGENTS_EXAMPLE_SERVICES": f"http://127.0.0.1:{ports.services}",
@@ -269,26 +305,31 @@ def ticket_line(n: int, questions: list[str], customers: int) -> str:
     )
 
 
+def ticket_lines(customers: int) -> Callable[[int], str]:
+    """The support desk's tickets, ``n`` -> the ``n``-th (:func:`ticket_line`)."""
+    questions = [json.loads(line)["question"] for line in TICKETS.read_text().splitlines()]
+    return lambda n: ticket_line(n, questions, customers)
+
+
 @dataclass
 class Workload:
-    """Writes tickets at ``rate`` per second until stopped (an idempotent producer: a broker
-    fault delays tickets, never loses or doubles one)."""
+    """Writes ``line(n)`` for n = 0, 1, ... at ``rate`` per second until stopped (an idempotent
+    producer: a broker fault delays inputs, never loses or doubles one)."""
 
     bootstrap: str
     topic: str
     rate: float
-    customers: int
+    line: Callable[[int], str]
     lines: list[str] = field(default_factory=list)
     acknowledged: list[float] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> Workload:
-        self._thread = threading.Thread(target=self._run, name="soak-tickets", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"soak-{self.topic}", daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
-        questions = [json.loads(line)["question"] for line in TICKETS.read_text().splitlines()]
         producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -300,18 +341,18 @@ class Workload:
         )
         began = time.monotonic()
         while not self._stop.is_set():
-            line = ticket_line(len(self.lines), questions, self.customers)
+            line = self.line(len(self.lines))
             self.lines.append(line)
             producer.produce(self.topic, line.encode(), on_delivery=self._delivered)
             producer.poll(0)
             # Steady: the n-th ticket at n / rate, however long a produce() took.
             self._stop.wait(max(0.0, began + len(self.lines) / self.rate - time.monotonic()))
         if producer.flush(600) > 0:
-            raise RuntimeError("tickets not acknowledged within 600 s of the end")
+            raise RuntimeError(f"inputs to {self.topic} not acknowledged within 600 s of the end")
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
-            raise RuntimeError(f"ticket not written: {error}")
+            raise RuntimeError(f"input not written: {error}")
         self.acknowledged.append(time.time())
 
     def stop(self) -> None:
@@ -321,11 +362,13 @@ class Workload:
 
 @dataclass
 class CommittedOutputs:
-    """Every output of the topic as a downstream reader of the exactly-once sink sees it
-    (``read_committed``), with when it was read."""
+    """Every answer of the topic as a downstream reader of the exactly-once sink sees it
+    (``read_committed``), with when it was read; the other records (``waiting``, ``refused``)
+    go to ``on_record``, in the order read (the decider reads them there)."""
 
     bootstrap: str
     topic: str
+    on_record: Callable[[dict[str, Any]], None] = lambda record: None
     outputs: list[Output] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -353,6 +396,9 @@ class CommittedOutputs:
                 if message is None or message.error():
                     continue
                 body = json.loads(message.value())
+                if "output" not in body and "error" not in body:
+                    self.on_record(body)
+                    continue
                 with self._lock:
                     self.outputs.append(Output(body["key"], body["seq"], time.time(), body))
         finally:
@@ -365,6 +411,58 @@ class CommittedOutputs:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+@dataclass
+class StoreTail:
+    """Every finished call on a store topic, read from its start while the run goes on: the
+    store tombstones a run's records a minute after it ended and compaction then removes them
+    (segments of 60 s, :func:`create_topics`), so the topic read after an hour no longer holds
+    the early calls; a reader that keeps up sees every record before compaction can act."""
+
+    store: KafkaStoreSettings
+    outcomes: list[tuple[float, CallResult]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> StoreTail:
+        self._thread = threading.Thread(target=self._run, name="soak-store-tail", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        codec = store_codec(self.store)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": str(self.store.bootstrap_servers),
+                "group.id": f"soak-store-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+        consumer.assign([TopicPartition(self.store.topic, 0, 0)])
+        at_end = False
+        try:
+            while not (at_end and self._stop.is_set()):  # stopped: once caught up
+                message = consumer.poll(0.3)
+                if message is None:
+                    continue
+                error = message.error()
+                if error is not None:
+                    at_end = at_end or error.code() == KafkaError._PARTITION_EOF
+                    continue
+                at_end = False
+                self.outcomes.extend(terminal_calls(codec, message))
+        finally:
+            consumer.close()
+
+    def stop(self) -> list[tuple[float, CallResult]]:
+        """Read up to the topic's end, then stop; every finished call read."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the store topic {self.store.topic} not read to its end in 120 s")
+        return self.outcomes
 
 
 # --- the faults --------------------------------------------------------------------------------
@@ -415,9 +513,19 @@ def checkpoint_figures(cluster: SoakCluster, job_id: str) -> dict[str, Any]:
     return rest(cluster, f"/jobs/{job_id}/checkpoints")
 
 
+@dataclass
+class SoakJob:
+    """A job of the soak: its ``label`` in what a fault reports ("" for the first, the support
+    desk), its id once submitted, and its checkpoint folder (``checkpointing.dir``)."""
+
+    label: str
+    checkpoints: Path
+    job_id: str = ""
+
+
 class Faults:
     """Does the faults of a schedule on the soak's own cluster, broker and services, and the
-    checkpoint folder of its job (``job_id`` is set once the job is submitted)."""
+    checkpoint folders of its ``jobs``."""
 
     def __init__(
         self,
@@ -425,11 +533,10 @@ class Faults:
         env: dict[str, str],
         services: SoakServices,
         broker_pid: Path,
-        checkpoints: Path,
+        jobs: list[SoakJob],
     ) -> None:
         self.cluster, self.env, self.services, self.broker_pid = cluster, env, services, broker_pid
-        self.checkpoints = checkpoints
-        self.job_id = ""
+        self.jobs = jobs
         self.happened: list[Happened] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -489,53 +596,78 @@ class Faults:
         return first, second, f"second kill {second - first:.1f} s after the first, tasks {state}"
 
     def _restoring(self) -> str | None:
-        try:
-            return restoring_state(rest(self.cluster, f"/jobs/{self.job_id}"))
-        except OSError:
-            return None  # the JobManager busy with the failover: ask again
+        """What a job being restored is doing (the first job found so), else None."""
+        for job in self.jobs:
+            try:
+                state = restoring_state(rest(self.cluster, f"/jobs/{job.job_id}"))
+            except OSError:
+                continue  # the JobManager busy with the failover: ask again
+            if state is not None:
+                return state
+        return None
 
     def _checkpoint_failing(self, duration: float) -> Done:
-        """Checkpoints fail for ``duration`` (:func:`bench.soak_flink.block_checkpoints`: the
-        JobManager cannot create their folders). Reported: the checkpoints that failed, the
-        job's restarts meanwhile, and when one completed again."""
-        before = checkpoint_figures(self.cluster, self.job_id)
-        restarts_before = job_restarts(self.cluster, self.job_id)
+        """Every job's checkpoints fail for ``duration``
+        (:func:`bench.soak_flink.block_checkpoints`: the JobManager cannot create their
+        folders). Reported per job: the checkpoints that failed, the job's restarts meanwhile,
+        and when one completed again."""
+        before = {
+            job.job_id: (checkpoint_figures(self.cluster, job.job_id), self._restarts(job))
+            for job in self.jobs
+        }
         # Each interval triggers one checkpoint (one id); a margin for restarts' extra triggers.
         count = int(duration * 1000 / CHECKPOINT_INTERVAL_MS) * 3 + 20
         start = time.time()
-        made = block_checkpoints(
-            self.checkpoints / self.job_id, next_checkpoint_id(before["history"]), count
-        )
+        made = [
+            path
+            for job in self.jobs
+            for path in block_checkpoints(
+                job.checkpoints / job.job_id,
+                next_checkpoint_id(before[job.job_id][0]["history"]),
+                count,
+            )
+        ]
         try:
             time.sleep(duration)
         finally:
             unblock_checkpoints(made)
         end = time.time()
-        after = checkpoint_figures(self.cluster, self.job_id)
-        failed = after["counts"]["failed"] - before["counts"]["failed"]
-        message = (after["latest"].get("failed") or {}).get("failure_message") or "-"
-        restarts_after = job_restarts(self.cluster, self.job_id)
-        restarted = (
-            "?"
-            if restarts_before is None or restarts_after is None
-            else str(restarts_after - restarts_before)
-        )
-        recovered = self._next_checkpoint_s(end, after)
+        outcomes, restarted = [], []
+        for job in self.jobs:
+            figures, restarts_before = before[job.job_id]
+            after = checkpoint_figures(self.cluster, job.job_id)
+            failed = after["counts"]["failed"] - figures["counts"]["failed"]
+            message = (after["latest"].get("failed") or {}).get("failure_message") or "-"
+            restarts_after = self._restarts(job)
+            restarted.append(
+                "?"
+                if restarts_before is None or restarts_after is None
+                else str(restarts_after - restarts_before)
+            )
+            recovered = self._next_checkpoint_s(job, end, after)
+            outcomes.append(
+                (f"job {job.label}: " if job.label else "")
+                + f"{failed} checkpoints failed ({message.splitlines()[0][:120]}), job restarts "
+                f"{restarted[-1]}, next checkpoint completed {recovered}"
+            )
         return Done(
             start,
             end,
-            f"{failed} checkpoints failed ({message.splitlines()[0][:120]}), job restarts "
-            f"{restarted}, next checkpoint completed {recovered}",
-            # Failed checkpoints the job tolerated restart nothing, so they send nothing again.
-            explains_resends=restarted != "0",
+            "; ".join(outcomes),
+            # Failed checkpoints the jobs tolerated restart nothing, so they send nothing again.
+            explains_resends=any(n != "0" for n in restarted),
         )
 
-    def _next_checkpoint_s(self, since: float, figures: dict[str, Any]) -> str:
-        """How long after ``since`` a checkpoint completed again (waits up to a minute)."""
+    def _restarts(self, job: SoakJob) -> int | None:
+        return job_restarts(self.cluster, job.job_id)
+
+    def _next_checkpoint_s(self, job: SoakJob, since: float, figures: dict[str, Any]) -> str:
+        """How long after ``since`` a checkpoint of ``job`` completed again (waits up to a
+        minute)."""
         completed = figures["counts"]["completed"]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if checkpoint_figures(self.cluster, self.job_id)["counts"]["completed"] > completed:
+            if checkpoint_figures(self.cluster, job.job_id)["counts"]["completed"] > completed:
                 return f"{time.time() - since:.1f} s after"
             time.sleep(0.5)
         return "not within 60 s"
@@ -613,26 +745,32 @@ class Faults:
 
 @dataclass(frozen=True)
 class Watched:
-    """Where the sampler looks besides the processes: the store topic's and the event-log
-    topic's partition folders on the broker's disk, the event-log topic (for its offsets), and
-    the folder the job's interpreters write their heap figures to."""
+    """Where the sampler looks besides the processes: the store topics' (one per job) and the
+    event-log topic's partition folders on the broker's disk, the event-log topic (for its
+    offsets), and the folder the job's interpreters write their heap figures to."""
 
     bootstrap: str
-    store_dir: Path
+    store_dirs: list[Path]
     event_log_topic: str
     event_log_dir: Path
     heap_dir: Path
 
 
 class Sampler:
-    """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, checkpoint size, the
-    job's restarts, the store and event-log topics, answers (``job_id`` set once submitted)."""
+    """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, the jobs' checkpoint
+    sizes and restarts and store topics (each summed over the jobs, so a job's restart cuts the
+    run's series as it does with one job), the event-log topic, answers (all jobs')."""
 
     def __init__(
-        self, cluster: SoakCluster, watched: Watched, outputs: CommittedOutputs, path: Path
+        self,
+        cluster: SoakCluster,
+        watched: Watched,
+        outputs: list[CommittedOutputs],
+        jobs: list[SoakJob],
+        path: Path,
     ) -> None:
         self.cluster, self.watched, self.outputs, self.path = cluster, watched, outputs, path
-        self.job_id = ""
+        self.jobs = jobs
         self.samples: list[dict[str, float]] = []
         self._stop = threading.Event()
 
@@ -663,7 +801,8 @@ class Sampler:
 
     def sample(self) -> dict[str, float]:
         """One row: ``metric@pid`` per process, ``metric`` for the run's."""
-        row: dict[str, float] = {"t": time.time(), "outputs": len(self.outputs.snapshot())}
+        answers = sum(len(reader.snapshot()) for reader in self.outputs)
+        row: dict[str, float] = {"t": time.time(), "outputs": answers}
         jobmanager = self.cluster.jobmanager_pid()
         roles = [("taskmanager", pid) for pid in self.cluster.taskmanager_pids()]
         for role, pid in roles + ([("jobmanager", jobmanager)] if jobmanager else []):
@@ -676,17 +815,21 @@ class Sampler:
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
-        try:
-            latest = rest(self.cluster, f"/jobs/{self.job_id}/checkpoints")["latest"]["completed"]
-            if latest:
-                row["checkpoint_kb"] = latest["state_size"] / 1024
-        except OSError:
-            pass  # the JobManager busy with a failover: no checkpoint figure this time
-        restarts = job_restarts(self.cluster, self.job_id)
-        if restarts is not None:
-            row["job_restarts"] = restarts
-        row["store_topic_mb"] = directory_mb(self.watched.store_dir)
-        row["store_topic_records"] = log_records(self.watched.store_dir)
+        sizes, restarts = [], []
+        for job in self.jobs:
+            try:
+                latest = rest(self.cluster, f"/jobs/{job.job_id}/checkpoints")["latest"]
+                completed = latest["completed"]
+                sizes.append(completed["state_size"] / 1024 if completed else None)
+            except OSError:
+                sizes.append(None)  # the JobManager busy with a failover: no figure this time
+            restarts.append(job_restarts(self.cluster, job.job_id))
+        if None not in sizes:  # a figure only when every job gave one
+            row["checkpoint_kb"] = sum(size for size in sizes if size is not None)
+        if None not in restarts:
+            row["job_restarts"] = sum(n for n in restarts if n is not None)
+        row["store_topic_mb"] = sum(directory_mb(folder) for folder in self.watched.store_dirs)
+        row["store_topic_records"] = sum(log_records(folder) for folder in self.watched.store_dirs)
         row["event_log_topic_mb"] = directory_mb(self.watched.event_log_dir)
         try:
             low, high = self._offsets.get_watermark_offsets(
@@ -735,10 +878,11 @@ def parse_duration(text: str) -> float:
 
 
 def create_topics(bootstrap: str, topics: dict[str, str]) -> None:
-    """Input and output with one partition each (a customer's seq follows the file order); the
-    store topic as the store would create it, plus short segments so compaction acts within a
-    run, and the broker's append time as each record's timestamp (when it became durable); the
-    event-log topic as a log that keeps a few minutes (:data:`EVENT_LOG_RETENTION_MS`)."""
+    """Input and output (and decisions, if named) with one partition each (a customer's seq
+    follows the file order); the store topic as the store would create it, plus short segments
+    so compaction acts within a run, and the broker's append time as each record's timestamp
+    (when it became durable); the event-log topic, if named, as a log that keeps a few minutes
+    (:data:`EVENT_LOG_RETENTION_MS`)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     store_config = {
         "cleanup.policy": "compact",
@@ -747,27 +891,23 @@ def create_topics(bootstrap: str, topics: dict[str, str]) -> None:
         "delete.retention.ms": "60000",
         "message.timestamp.type": "LogAppendTime",
     }
+    event_log_config = {
+        "cleanup.policy": "delete",
+        "retention.ms": str(EVENT_LOG_RETENTION_MS),
+        "segment.ms": str(EVENT_LOG_SEGMENT_MS),
+    }
+    configs = {"store": store_config, "event_log": event_log_config}
     try:
         admin.create_topics(
             [
-                NewTopic(topics["input"], num_partitions=1, replication_factor=1),
-                NewTopic(topics["output"], num_partitions=1, replication_factor=1),
                 NewTopic(
-                    topics["store"],
+                    topics[name],
                     num_partitions=1,
                     replication_factor=1,
-                    topic_configs=store_config,
-                ),
-                NewTopic(
-                    topics["event_log"],
-                    num_partitions=1,
-                    replication_factor=1,
-                    topic_configs={
-                        "cleanup.policy": "delete",
-                        "retention.ms": str(EVENT_LOG_RETENTION_MS),
-                        "segment.ms": str(EVENT_LOG_SEGMENT_MS),
-                    },
-                ),
+                    topic_configs=configs.get(name, {}),
+                )
+                for name in ("input", "output", "decisions", "store", "event_log")
+                if name in topics
             ]
         )
     finally:
@@ -790,13 +930,87 @@ def soak(args: argparse.Namespace) -> int:
     write_schedule(run_dir / "schedule.json", args.seed, faults)
     print(f"soak {run_id}: {args.duration:.0f} s, {len(faults)} faults, output in {run_dir}")
 
-    env = script_env(ports)
+    env = script_env(ports, slots=2 if args.mixed else 1)
     try:
         return run_soak(args, run_id, run_dir, faults, env, ports)
     finally:
         if not args.keep_services:
             run_script(CLUSTER_SCRIPT, "stop", env)
             run_script(KAFKA_SCRIPT, "stop", env)
+
+
+def job_settings(spec: Path, agent: str, checkpoints: Path, args: argparse.Namespace) -> Any:
+    """The job spec at ``spec`` (:func:`e2e.test_standalone_failover.write_spec`'s) as every
+    soak job runs: ``agent``, the exactly-once sink, checkpoints every
+    :data:`CHECKPOINT_INTERVAL_MS` into ``checkpoints`` (tolerating
+    ``--tolerable-failed-checkpoints``), restarts without end."""
+    settings = yaml.safe_load(spec.read_text())
+    settings["agent"] = agent
+    settings["sink"]["delivery"] = "exactly-once"
+    settings["checkpointing"] = {
+        "interval_ms": CHECKPOINT_INTERVAL_MS,
+        "dir": str(checkpoints),
+        "tolerable_failed_checkpoints": args.tolerable_failed_checkpoints,
+    }
+    settings["restart_strategy"] = {"type": "fixed-delay", "attempts": 100_000, "delay_ms": 2000}
+    return settings
+
+
+@dataclass
+class RefundDeskRun:
+    """The mixed workload's second job (:mod:`bench.soak_refunds`) and what feeds and reads it."""
+
+    job: SoakJob
+    spec: Path
+    topics: dict[str, str]
+    witness: Path
+    decider: Decider
+    outputs: CommittedOutputs
+    workload: Workload
+
+    @classmethod
+    def prepare(
+        cls, args: argparse.Namespace, run_dir: Path, run_id: str, bootstrap: str, services_url: str
+    ) -> RefundDeskRun:
+        """Its spec, plan, policy records and topics; its output reader (the decider reading
+        the ``waiting`` records) started."""
+        folder = run_dir / "refunds"
+        folder.mkdir()
+        base, topics = write_spec(folder, bootstrap, run_id + "refunds")
+        topics["decisions"] = f"soak-decisions-{run_id}"
+        create_topics(bootstrap, topics)
+        witness = folder / "searches.jsonl"
+        policy = write_policy(folder / "policy.json")
+        agent = refund_desk(services_url, policy, witness, args.approval_timeout, CLIENT)
+        job = SoakJob("refunds", folder / "ckpt")
+        settings = job_settings(
+            base, str(write_plan(folder / "refund_desk.json", agent)), job.checkpoints, args
+        )
+        settings["name"] = f"soak-refund-desk-{run_id}"
+        settings["key"] = "order"
+        settings["decisions"] = {
+            "kind": "kafka",
+            "topic": topics["decisions"],
+            "bootstrap_servers": bootstrap,
+        }
+        base.unlink()
+        spec = folder / "refund_desk_job.yaml"
+        spec.write_text(yaml.safe_dump(settings, sort_keys=False))
+        decider = Decider(bootstrap, topics["decisions"])
+        outputs = CommittedOutputs(bootstrap, topics["output"], decider).start()
+        workload = Workload(bootstrap, topics["input"], args.refund_rate, order_line)
+        return cls(job, spec, topics, witness, decider, outputs, workload)
+
+    def summary(self) -> dict[str, Any]:
+        verdicts: dict[str, int] = {}
+        for decision in self.decider.decided.values():
+            verdicts[decision["verdict"]] = verdicts.get(decision["verdict"], 0) + 1
+        return {
+            "orders": len(self.workload.lines),
+            "waiting_records": self.decider.waiting,
+            "decisions_sent": dict(sorted(verdicts.items())),
+            "refused_records": len(self.decider.refused),
+        }
 
 
 def run_soak(
@@ -815,14 +1029,8 @@ def run_soak(
     topics["event_log"] = f"soak-events-{run_id.replace('-', '')}"
     create_topics(bootstrap, topics)
     services = SoakServices(ports.services, args.seed, args.latency_scale).start()
-    settings = yaml.safe_load(spec.read_text())
-    settings["agent"] = str(soak_agent(run_dir, services.url))
-    settings["sink"]["delivery"] = "exactly-once"
-    settings["checkpointing"] = {
-        "interval_ms": CHECKPOINT_INTERVAL_MS,
-        "dir": str(run_dir / "ckpt"),
-    }
-    settings["restart_strategy"] = {"type": "fixed-delay", "attempts": 100_000, "delay_ms": 2000}
+    desk = SoakJob("", run_dir / "ckpt")
+    settings = job_settings(spec, str(soak_agent(run_dir, services.url)), desk.checkpoints, args)
     # The event log on a topic (sampled for growth), and the heap sampler in the job's process.
     settings["event_log"] = {
         "kafka": {"topic": topics["event_log"], "bootstrap_servers": bootstrap, "partitions": 1},
@@ -830,59 +1038,85 @@ def run_soak(
     }
     spec.write_text(yaml.safe_dump(settings, sort_keys=False))
     outputs = CommittedOutputs(bootstrap, topics["output"]).start()
+    workload = Workload(bootstrap, topics["input"], args.rate, ticket_lines(args.customers))
+    refunds = (
+        RefundDeskRun.prepare(args, run_dir, run_id.replace("-", ""), bootstrap, services.url)
+        if args.mixed
+        else None
+    )
+    jobs = [(desk, spec)] + ([(refunds.job, refunds.spec)] if refunds else [])
+    readers = [outputs] + ([refunds.outputs] if refunds else [])
+    workloads = [workload] + ([refunds.workload] if refunds else [])
     broker_pid = REPO / ".cache" / "kafka" / f"run-{ports.kafka}" / "kafka.pid"
     data = Path(env["KAFKA_DATA_DIR"])
+    store_topics = {
+        job.label: job_topics["store"]
+        for job, job_topics in [(desk, topics)]
+        + ([(refunds.job, refunds.topics)] if refunds else [])
+    }
+    tails = {
+        label: StoreTail(
+            KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topic, partitions=1)
+        ).start()
+        for label, topic in store_topics.items()
+    }
     watched = Watched(
         bootstrap,
-        store_dir=data / f"{topics['store']}-0",
+        store_dirs=[data / f"{topic}-0" for topic in store_topics.values()],
         event_log_topic=topics["event_log"],
         event_log_dir=data / f"{topics['event_log']}-0",
         heap_dir=heap_folder(ports),
     )
-    doer = Faults(cluster, env, services, broker_pid, run_dir / "ckpt")
-    sampler = Sampler(cluster, watched, outputs, run_dir / "samples.jsonl")
-    workload = Workload(bootstrap, topics["input"], args.rate, args.customers)
-    job_id = ""
+    doer = Faults(cluster, env, services, broker_pid, [job for job, _ in jobs])
+    sampler = Sampler(
+        cluster, watched, readers, [job for job, _ in jobs], run_dir / "samples.jsonl"
+    )
     try:
-        job_id = sampler.job_id = doer.job_id = submit(cluster, spec)
+        for job, job_spec in jobs:
+            job.job_id = submit(cluster, job_spec)
         deadline = time.monotonic() + 180
-        while not job_running(cluster, job_id):
+        while not all(job_running(cluster, job.job_id) for job, _ in jobs):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"job {job_id} not running after 180 s")
+                raise RuntimeError(
+                    f"jobs {[job.job_id for job, _ in jobs]} not running after 180 s"
+                )
             time.sleep(1)
         sampler.start()
-        workload.start()
+        for each in workloads:
+            each.start()
         began = time.monotonic()
         for fault in faults:
             time.sleep(max(0.0, began + fault.at - time.monotonic()))
             print(f"soak: +{fault.at:.0f} s {fault.fault_id} ({fault.duration:g} s)", flush=True)
             doer.start(fault)
         time.sleep(max(0.0, began + args.duration - time.monotonic()))
-        workload.stop()
+        for each in workloads:
+            each.stop()
         doer.join()
         expected = expected_outputs(workload.lines)
+        if refunds:
+            expected |= expected_answers(refunds.workload.lines)
         drain_until = time.monotonic() + args.drain
         while time.monotonic() < drain_until:
-            if len({(o.key, o.seq) for o in outputs.snapshot()}) >= len(expected):
+            answered = {(o.key, o.seq) for reader in readers for o in reader.snapshot()}
+            if len(answered) >= len(expected):
                 break
             time.sleep(2)
         time.sleep(5)  # late duplicates, if any, arrive too
         sampler.stop()
     finally:
-        if job_id:
-            cancel(cluster, job_id)
-        outputs.stop()
+        for job, _ in jobs:
+            if job.job_id:
+                cancel(cluster, job.job_id)
+        for reader in readers:
+            reader.stop()
+        if refunds:
+            refunds.decider.close()
         services.shutdown()
         services.server_close()
-    store = KafkaStoreSettings(bootstrap_servers=bootstrap, topic=topics["store"], partitions=1)
-    verdict = check_history(
-        requests_of(services),
-        completed_at(terminal_records(store), ModelCalls(services)),
-        doer.happened,
-        expected,
-        outputs.snapshot(),
-    )
-    # Cut at every restart of the job the JobManager counted, and at each TaskManager or broker
+    outcomes = {label: tail.stop() for label, tail in tails.items()}
+    verdict = check(services, outcomes, refunds, doer.happened, expected, readers)
+    # Cut at every restart of a job the JobManager counted, and at each TaskManager or broker
     # fault's end (the survivors load the job again, or reconnect).
     restarts = sorted(
         {h.end for h in doer.happened if KINDS[h.kind][0] in ("taskmanager", "broker")}
@@ -897,12 +1131,50 @@ def run_soak(
         restarts,
         required_s=MIN_COVERED_S if args.duration >= JUDGED_RUN_S else 0.0,
     )
-    summary = summarize(args, run_id, faults, doer, verdict, growth, sampler, workload)
+    summary = summarize(args, run_id, faults, doer, verdict, growth, sampler)
+    if refunds:
+        summary["refund_desk"] = refunds.summary()
     (run_dir / "verdict.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print_summary(summary)
     if args.record:
         record(args.record, summary, sampler, doer.happened)
     return 0 if verdict.ok and all(g.ok for g in growth) and not doer.errors else 1
+
+
+def check(
+    services: SoakServices,
+    outcomes: dict[str, list[tuple[float, CallResult]]],
+    refunds: RefundDeskRun | None,
+    faults: list[Happened],
+    expected: dict[tuple[str, int], str],
+    readers: list[CommittedOutputs],
+) -> Verdict:
+    """The checker over both jobs' history: every finished call of their store topics (per
+    job label), every witness (the services'; the refund desk's searches), every committed
+    answer; the refund desk's waits too."""
+    requests = requests_of(services)
+    if refunds:
+        requests += [Request("search", *found) for found in searches(refunds.witness)]
+    verdict = check_history(
+        requests,
+        completed_at(
+            [outcome for found in outcomes.values() for outcome in found],
+            ModelCalls(services),
+            refund_witness_key,
+        ),
+        faults,
+        expected,
+        [output for reader in readers for output in reader.snapshot()],
+    )
+    if refunds:
+        check_waits(
+            verdict,
+            resolutions(outcomes[refunds.job.label]),
+            gated_runs(services.refund_requests),
+            [json.loads(line)["order"] for line in refunds.workload.lines],
+            faults,
+        )
+    return verdict
 
 
 def summarize(
@@ -913,7 +1185,6 @@ def summarize(
     verdict: Verdict,
     growth: list[Growth],
     sampler: Sampler,
-    workload: Workload,
 ) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     for happened in doer.happened:
@@ -929,7 +1200,7 @@ def summarize(
         "seed": args.seed,
         "duration_s": args.duration,
         "rate_per_s": args.rate,
-        "inputs": len(workload.lines),
+        "inputs": verdict.inputs,
         "outputs_read": verdict.outputs,
         "requests": verdict.requests,
         "calls": verdict.calls,
@@ -950,6 +1221,8 @@ def summarize(
 def print_summary(summary: dict[str, Any]) -> None:
     for name in ("inputs", "outputs_read", "requests", "calls", "resends", "faults_by_kind"):
         print(f"soak: {name}: {summary[name]}")
+    if "refund_desk" in summary:
+        print(f"soak: refund desk: {summary['refund_desk']}")
     print(f"soak: checks: {summary['checks']}")
     for line in summary["violations"]:
         print(f"soak: VIOLATION {line}")
@@ -988,13 +1261,21 @@ def record(path: Path, summary: dict[str, Any], sampler: Sampler, happened: list
         f"- {f['fault_id']}: {f['outcome']}\n" for f in summary["faults"] if f["outcome"]
     )
     kinds = ", ".join(f"{kind} {n}" for kind, n in summary["faults_by_kind"].items())
+    refunds = summary.get("refund_desk")
+    mixed = (
+        f"- and the refund desk (`--mixed`): {refunds['orders']} orders, "
+        f"{refunds['waiting_records']} waiting records, decisions sent "
+        f"{refunds['decisions_sent']}, {refunds['refused_records']} refused records\n"
+        if refunds
+        else ""
+    )
     path.write_text(
         f"# Soak run {summary['run']}\n\n"
         f"Written by `python -m bench.soak --record {path}`; raw figures in "
         f"`.cache/soak/{summary['run']}/`.\n\n"
         f"- duration {summary['duration_s'] / 60:.0f} min, seed {summary['seed']}, "
         f"{summary['rate_per_s']:g} tickets/s: {summary['inputs']} inputs, "
-        f"{summary['outputs_read']} committed outputs read\n"
+        f"{summary['outputs_read']} committed outputs read\n{mixed}"
         f"- {summary['requests']} service requests over {summary['calls']} calls, "
         f"{summary['resends']} sent again\n"
         f"- {summary['faults_done']} faults ({kinds}); {summary['overlapping_pairs']} "
@@ -1023,6 +1304,19 @@ def main() -> None:
     )
     parser.add_argument("--rate", type=float, default=1.0, help="tickets per second")
     parser.add_argument("--customers", type=int, default=40)
+    parser.add_argument(
+        "--mixed", action="store_true", help="also the refund desk (bench/soak_refunds.py)"
+    )
+    parser.add_argument("--refund-rate", type=float, default=0.2, help="orders per second")
+    parser.add_argument(
+        "--approval-timeout", type=float, default=120.0, help="s before an undecided wait ends"
+    )
+    parser.add_argument(
+        "--tolerable-failed-checkpoints",
+        type=int,
+        default=0,
+        help="checkpoints that may fail in a row before a job fails over",
+    )
     parser.add_argument("--latency-scale", type=float, default=0.08, help="Pareto scale, s")
     parser.add_argument("--drain", type=float, default=240.0, help="s to wait for the last answers")
     parser.add_argument("--kafka-port", type=int, default=9192)

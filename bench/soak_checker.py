@@ -20,6 +20,15 @@ The checks, each violation named with its call (or input) and the fault nearest 
 * **lost**: an input with no committed output;
 * **duplicate**: an input with more than one committed output (the sink is exactly-once);
 * **wrong**: a committed output other than the input's expected answer (an error included).
+
+The mixed workload's waits (:func:`check_waits`), from the wait calls' recorded decisions and
+the gated tool's requests as its service saw them:
+
+* **wait-unresolved**: an input whose wait has no recorded decision (nor timeout);
+* **wait-resolved-twice**: a wait with more than one distinct recorded decision;
+* **gated-twice**: a gated tool run for one input under more than one call (idempotency key);
+* **gated-unapproved**: a gated tool run whose wait was not approved (rejected, timed out, not
+  resolved), or with other arguments than the approved (or edited) ones.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from bench.crash_oracle import Request
 SLACK_S = 1.0
 
 CHECKS = ("reinvoked", "resent-not-in-flight", "lost", "duplicate", "wrong")
+WAIT_CHECKS = ("wait-unresolved", "wait-resolved-twice", "gated-twice", "gated-unapproved")
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ class Verdict:
     """Every violation, and what the history held."""
 
     violations: list[Violation] = field(default_factory=list)
+    checks: tuple[str, ...] = CHECKS
     requests: int = 0
     calls: int = 0
     resends: int = 0
@@ -92,7 +103,7 @@ class Verdict:
     def counts(self) -> dict[str, int]:
         """Violations per check, every check named (0 where none)."""
         found = Counter(v.check for v in self.violations)
-        return {check: found.get(check, 0) for check in CHECKS}
+        return {check: found.get(check, 0) for check in self.checks}
 
     @property
     def ok(self) -> bool:
@@ -195,6 +206,86 @@ def _check_outputs(
                     subject,
                     _nearest_before(faults, found[0].read_at),
                     f"committed {str(what)[:160]!r}, expected {expected.get(run)!r}",
+                )
+            )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A wait's recorded decision (the wait call's result) and what it asked to approve."""
+
+    request: dict[str, Any]
+    decision: dict[str, Any]
+
+    def allowed(self) -> dict[str, Any] | None:
+        """The arguments the gated tool may run with: the request's when approved, the edit's
+        when edited, None when it may not run."""
+        verdict = self.decision.get("verdict")
+        if verdict == "approved":
+            return self.request
+        if verdict == "edited":
+            return {**self.request, **(self.decision.get("arguments") or {})}
+        return None
+
+
+@dataclass(frozen=True)
+class GatedRun:
+    """One request of a gated tool, as its service saw it: its input, its call's key, its
+    arguments, when it arrived."""
+
+    subject: str
+    key: str
+    arguments: dict[str, Any]
+    at: float
+
+
+def check_waits(
+    verdict: Verdict,
+    resolutions: Mapping[str, Sequence[Resolution]],
+    gated: Sequence[GatedRun],
+    subjects: Sequence[str],
+    faults: Sequence[Happened],
+) -> None:
+    """Add the wait checks (module docstring) to ``verdict``: ``resolutions`` per input, its
+    wait's distinct recorded decisions; ``gated`` the gated tool's requests; ``subjects``
+    every input that waits."""
+    verdict.checks = (*verdict.checks, *WAIT_CHECKS)
+    for subject in subjects:
+        found = resolutions.get(subject, ())
+        if not found:
+            verdict.violations.append(
+                Violation("wait-unresolved", f"wait of {subject}", "-", "no recorded decision")
+            )
+        elif len(found) > 1:
+            verdict.violations.append(
+                Violation(
+                    "wait-resolved-twice",
+                    f"wait of {subject}",
+                    "-",
+                    "recorded decisions "
+                    + ", ".join(r.decision.get("verdict", "?") for r in found),
+                )
+            )
+    keys: dict[str, set[str]] = defaultdict(set)
+    for run in sorted(gated, key=lambda r: r.at):
+        call = f"gated call {run.key[:16]} of {run.subject}"
+        fault = _nearest_before(faults, run.at)
+        keys[run.subject].add(run.key)
+        if len(keys[run.subject]) == 2:  # said once, at the second call
+            verdict.violations.append(
+                Violation("gated-twice", call, fault, f"another call ran at {run.at:.3f}")
+            )
+        found = resolutions.get(run.subject, ())
+        allowed = found[0].allowed() if len(found) == 1 else None
+        if allowed is None or any(allowed.get(k) != v for k, v in run.arguments.items()):
+            said = found[0].decision.get("verdict") if len(found) == 1 else "no one decision"
+            verdict.violations.append(
+                Violation(
+                    "gated-unapproved",
+                    call,
+                    fault,
+                    f"ran with {run.arguments} at {run.at:.3f}; the wait: {said}, allowed "
+                    f"{allowed}",
                 )
             )
 

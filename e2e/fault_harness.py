@@ -390,7 +390,7 @@ def _behind(state: dict[str, Any] | None, before: dict[str, Any] | None) -> bool
 
 
 class FlakyModelServices(ExampleServices):
-    """The example services, whose model endpoint fails while :meth:`fail_for` is in effect:
+    """The example services, whose model endpoints fail while :meth:`fail_for` is in effect:
     every other request answers 500, the rest hang past the client's timeout. A failed attempt
     is counted apart (:attr:`failed_attempts`, per idempotency key), never as a served call."""
 
@@ -418,7 +418,8 @@ class _FlakyHandler(_Handler):
     server: FlakyModelServices
 
     def do_POST(self) -> None:
-        if self.path != "/v1/chat/completions" or time.time() >= self.server.failing_until:
+        # The model endpoints fail (chat completions and embeddings), the other services not.
+        if not self.path.startswith("/v1/") or time.time() >= self.server.failing_until:
             super().do_POST()
             return
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))

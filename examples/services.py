@@ -12,13 +12,17 @@ the same ones on every run: ``make run`` refuses :data:`UNKNOWN_CUSTOMERS`.
     python -m examples.services --port 8765      # GET /counts shows the counters
 
 Routes: ``POST /v1/chat/completions`` (the body's ``model`` picks a script, played by
-:class:`~flink_agents.providers.scripted.ScriptedChatModelConnection`), ``POST /tools/<name>``,
-``POST /billing`` (the :mod:`~flink_agents.providers.http_subagent` protocol), ``GET /counts``.
+:class:`~flink_agents.providers.scripted.ScriptedChatModelConnection`), ``POST /v1/embeddings``
+(feature-hashed vectors: :func:`hashed_vectors`),
+``POST /tools/<name>``, ``POST /billing`` (the :mod:`~flink_agents.providers.http_subagent`
+protocol), ``POST /refunds`` (a refund service: each request kept with its order and amount,
+:attr:`ExampleServices.refund_requests`), ``GET /counts``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import re
@@ -29,8 +33,13 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from examples.refunds_job import RefundRequest
 from flink_agents.api import ChatMessage
-from flink_agents.providers import IDEMPOTENCY_HEADER, ScriptedChatModelConnection
+from flink_agents.providers import (
+    IDEMPOTENCY_HEADER,
+    HashingEmbeddingModelConnection,
+    ScriptedChatModelConnection,
+)
 
 # The research desk's model delegates to both sub-agents at once, then answers with what the
 # billing service said; the researcher looks the question up with its tool, then answers.
@@ -48,7 +57,12 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
         {"tool_calls": [{"name": "lookup_fact", "arguments": {"topic": "$input"}}]},
         {"content": "$last"},
     ],
+    # The refund desk (bench/soak_refunds.py) asks what to refund, passages in its prompt.
+    "refund-desk": [{"content": "refund 2500"}],
 }
+
+EMBEDDING_DIMENSIONS = 64
+"""The length of the embeddings service's vectors when a request names none."""
 
 
 UNKNOWN_CUSTOMERS: frozenset[str] = frozenset({"cobalt-88", "dunmore-5"})
@@ -229,6 +243,18 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
+def hashed_vectors(texts: list[str], dimensions: int = EMBEDDING_DIMENSIONS) -> list[list[float]]:
+    """What the embeddings service answers for ``texts``: their feature-hashed vectors."""
+    hashing = HashingEmbeddingModelConnection(dimensions=dimensions)
+    return asyncio.run(hashing.embed(texts, None, dimensions))
+
+
+def embedding_key(model: str, texts: list[str]) -> str:
+    """The key the embeddings service counts a request under: its model and texts (what a
+    call sends again after a failover, and what the call's record holds)."""
+    return _digest(["embeddings", model, texts])
+
+
 def _openai_completion(message: ChatMessage, model: str) -> dict[str, Any]:
     """An OpenAI chat-completions response body carrying ``message``."""
     reply: dict[str, Any] = {"role": "assistant", "content": message.content or None}
@@ -290,6 +316,7 @@ class ExampleServices(ThreadingHTTPServer):
         self.counters = Counters()
         self.conversations = Conversations()
         self.latency_seconds = latency_seconds
+        self.refund_requests: list[RefundRequest] = []
         self.models = {
             name: ScriptedChatModelConnection(name=f"service-{name}", turns=turns)
             for name, turns in SCRIPTS.items()
@@ -333,6 +360,10 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path == "/v1/chat/completions":
                 self.server.conversations.add(raw.decode(), started)
                 counted = self._chat(body)
+            elif self.path == "/v1/embeddings":
+                counted = self._embeddings(body)
+            elif self.path == "/refunds":
+                counted = self._refund(body)
             elif self.path.startswith("/tools/"):
                 counted = self._tool(self.path.removeprefix("/tools/"), body)
             elif self.path == "/billing":
@@ -357,6 +388,28 @@ class _Handler(BaseHTTPRequestHandler):
         reply = model.reply(_messages(body))
         self._answer(200, _openai_completion(reply, body["model"]))
         return "model", _digest(body), None
+
+    def _embeddings(self, body: dict[str, Any]) -> tuple[str, str, str | None]:
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else [str(text) for text in texts]
+        model = str(body.get("model", ""))
+        dimensions = int(body.get("dimensions") or EMBEDDING_DIMENSIONS)
+        data = [
+            {"object": "embedding", "index": n, "embedding": vector}
+            for n, vector in enumerate(hashed_vectors(texts, dimensions))
+        ]
+        tokens = sum(len(text.split()) for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        self._answer(200, {"object": "list", "model": model, "data": data, "usage": usage})
+        return "embeddings", embedding_key(model, texts), None
+
+    def _refund(self, body: dict[str, Any]) -> tuple[str, str, str | None]:
+        key = self.headers.get(IDEMPOTENCY_HEADER) or _digest(body)
+        amount = int(body.get("amount", 0))
+        request = RefundRequest(key, str(body.get("order", "?")), amount, time.time())
+        self.server.refund_requests.append(request)  # one append: atomic under the GIL
+        self._answer(200, {"refunded": amount})
+        return "refunds", key, None
 
     def _tool(self, name: str, body: dict[str, Any]) -> tuple[str, str, str | None] | None:
         if name != "lookup_fact":

@@ -192,6 +192,13 @@ class CheckpointingSpec(_Spec):
         "$XDG_CACHE_HOME/flink-agents/checkpoints/<job name>, XDG_CACHE_HOME defaulting to "
         "~/.cache: outside the job's folder, which submit ships to the cluster).",
     )
+    tolerable_failed_checkpoints: int = Field(
+        default=0,
+        ge=0,
+        description="Checkpoints that may fail in a row before the job fails over (Flink's "
+        "execution.checkpointing.tolerable-failed-checkpoints). 0: the first failed checkpoint "
+        "restarts the job from the last completed one.",
+    )
 
 
 class RestartStrategySpec(_Spec):
@@ -386,6 +393,9 @@ class JobSpec(RuntimeSettings):
         }
         if self.checkpointing.enabled:
             config["execution.checkpointing.interval"] = f"{self.checkpointing.interval_ms} ms"
+            config["execution.checkpointing.tolerable-failed-checkpoints"] = str(
+                self.checkpointing.tolerable_failed_checkpoints
+            )
         restart = self.restart_strategy
         config["restart-strategy.type"] = restart.type
         if restart.type == "fixed-delay":

@@ -129,6 +129,20 @@ def test_the_kafka_sink_is_at_least_once_unless_exactly_once_is_asked(tmp_path: 
     assert spec.transactional_id_prefix() == "mine"
 
 
+def test_tolerable_failed_checkpoints_reach_flink_and_must_not_be_negative(
+    tmp_path: Path,
+) -> None:
+    # Unset: the first failed checkpoint fails the job over, as Flink's own default.
+    config = load_job(kafka_sink_job(tmp_path, "")).flink_config()
+    assert config["execution.checkpointing.tolerable-failed-checkpoints"] == "0"
+    job = kafka_sink_job(tmp_path, "", "checkpointing: {tolerable_failed_checkpoints: 5}\n")
+    config = load_job(job).flink_config()
+    assert config["execution.checkpointing.tolerable-failed-checkpoints"] == "5"
+    job = kafka_sink_job(tmp_path, "", "checkpointing: {tolerable_failed_checkpoints: -1}\n")
+    with pytest.raises(YamlAgentError, match="tolerable_failed_checkpoints"):
+        load_job(job)
+
+
 def test_exactly_once_without_checkpointing_is_refused_with_the_reason(tmp_path: Path) -> None:
     job = kafka_sink_job(tmp_path, ", delivery: exactly-once", "checkpointing: {enabled: false}\n")
     with pytest.raises(YamlAgentError, match="exactly-once needs checkpointing: its transactions"):
