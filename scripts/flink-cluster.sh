@@ -12,7 +12,8 @@
 # Environment: FLINK_REST_PORT (default 8081), FLINK_RPC_PORT (default 6123), PYTHON (default <repo>/.venv/bin/python),
 # FLINK_AGENTS_CACHE (default <repo>/.cache), FLINK_TM_SLOTS (slots per TaskManager, default 2; with 1,
 # parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter),
-# FLINK_HEARTBEAT_TIMEOUT_MS (default 10000: how long a silent TaskManager, e.g. a SIGSTOPped one, counts as alive).
+# FLINK_HEARTBEAT_TIMEOUT_MS (default 10000: how long a silent TaskManager, e.g. a SIGSTOPped one, counts as alive),
+# MALLOC_ARENA_MAX (default 2: glibc malloc arenas of the JobManager and TaskManagers).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -48,6 +49,10 @@ export FLINK_PID_DIR="$base/pid"
 FLINK_AGENTS_STORE_SECRET=${FLINK_AGENTS_STORE_SECRET:-$(bash "$here/store-secret.sh")}
 export FLINK_AGENTS_STORE_SECRET
 export JAVA_HOME=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}
+# glibc gives each new thread a malloc arena (up to 8 per core): in thread mode each restart of
+# the job runs Python on a new task thread, and the soak saw a TaskManager's RSS step up by
+# 20-50 MB per restart into fresh arenas (docs/deployment.md, "Memory"). Two arenas bound it.
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
 
 prepare() {
   mkdir -p "$FLINK_CONF_DIR" "$FLINK_LIB_DIR" "$FLINK_LOG_DIR" "$FLINK_PID_DIR" "$base/tmp" "$base/ckpt"
