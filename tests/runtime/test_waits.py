@@ -338,7 +338,9 @@ def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(
         assert second.fire("a", deadline + 6_000) == []
         # Refused at once, or (the run's end still being applied) on the key's next visit.
         [refused] = decide(second, "a", wait) or second.answers("a")
-    assert [o["output"]["verdict"] for o in outputs] == ["timed_out"]
+    # The records themselves on failure: it failed once under a load average of 59 with a
+    # record that was no answer (tests/runtime/test_waits.py, 2026-12-03).
+    assert [o.get("output", {}).get("verdict") for o in outputs] == ["timed_out"], outputs
     assert refused["refused"]["reason"] == "the wait was already resolved (timed out)"
     assert CALLS == {"quote": 1}
 
