@@ -49,9 +49,9 @@ export FLINK_PID_DIR="$base/pid"
 FLINK_AGENTS_STORE_SECRET=${FLINK_AGENTS_STORE_SECRET:-$(bash "$here/store-secret.sh")}
 export FLINK_AGENTS_STORE_SECRET
 export JAVA_HOME=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")}
-# glibc gives each new thread a malloc arena (up to 8 per core): in thread mode each restart of
-# the job runs Python on a new task thread, and the soak saw a TaskManager's RSS step up by
-# 20-50 MB per restart into fresh arenas (docs/deployment.md, "Memory"). Two arenas bound it.
+# glibc gives each new thread a malloc arena (up to 8 per core), which keeps freed memory: in
+# thread mode each restart of the job runs Python on a new task thread (docs/deployment.md,
+# "Memory": the RSS growth per restart the soak saw is not gone with it).
 export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
 
 prepare() {
