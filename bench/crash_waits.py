@@ -116,7 +116,7 @@ def judge_waits(
     refunded_at: dict[str, float] = {}  # idempotency key -> when its outcome was recorded
     decisions: dict[str, set[str]] = defaultdict(set)  # order -> distinct recorded decisions
     for at, call in outcomes:
-        arguments = _arguments(call)
+        arguments = call_arguments(call)
         if call.call_id.startswith("tool:") and len(arguments) > 1:
             key = str(arguments[1])  # the tool's idempotency key, its second argument
             refunded_at[key] = min(at, refunded_at.get(key, at))
@@ -162,7 +162,7 @@ def judge_waits(
     )
 
 
-def _arguments(call: CallResult) -> list[Any]:
+def call_arguments(call: CallResult) -> list[Any]:
     """A call record's positional arguments (empty when not recorded or cut)."""
     try:
         found = json.loads(call.arguments or "")

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
+from bench.crash_waits import call_arguments
 from bench.soak_checker import GatedRun, Resolution
 from examples.refunds_job import ASKED, EDITED, IDEMPOTENCY_HEADER, RefundRequest
 from examples.services import EMBEDDING_DIMENSIONS, _digest, hashed_vectors
@@ -343,20 +344,10 @@ class Decider:
 # --- the history, as the checker reads it ------------------------------------------------------
 
 
-def _arguments(call: CallResult) -> list[Any]:
-    """A call record's positional arguments (empty when not recorded or cut)."""
-    try:
-        found = json.loads(call.arguments or "")
-    except ValueError:
-        return []
-    args = found.get("args") if isinstance(found, dict) else None
-    return args if isinstance(args, list) else []
-
-
 def witness_key(call: CallResult) -> str | None:
     """The witness key of a search or refund call's record (for
     :func:`bench.crash_oracle.completed_at`); None for other calls."""
-    args = _arguments(call)
+    args = call_arguments(call)
     if call.call_id == SEARCH_CALL and len(args) == 4:
         return search_key(args[1], args[2], args[3])  # (store, vector, top_k, where)
     if call.call_id == REFUND_CALL and len(args) == 4:
@@ -369,7 +360,7 @@ def resolutions(outcomes: Iterable[tuple[float, CallResult]]) -> dict[str, list[
     its action's calls: the same decision, once)."""
     found: dict[str, dict[str, Resolution]] = defaultdict(dict)
     for _, call in outcomes:
-        args = _arguments(call)
+        args = call_arguments(call)
         if call.call_id != APPROVAL_CALL or not args or not isinstance(call.payload, dict):
             continue
         request = args[0]["request"]

@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flink_agents.api.json_values import read_json
 from flink_agents.cli.conventions import EXIT_STORE, EXIT_TOPIC, EXIT_USAGE, add_bootstrap_option
 from flink_agents.cli.store_command import add_secret_env
+
+if TYPE_CHECKING:
+    from flink_agents.cli.wait_records_io import OpenWaitLine
 
 # Kafka and the runtime load in the handlers: building the command line must not load them.
 
@@ -162,14 +166,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     except TopicError as exc:
         print(f"flink-agents waits: {exc}", file=sys.stderr)
         return EXIT_TOPIC
-    for wait in waits:
-        print(wait.render())
     # Said every time: a run that finished without any output leaves no trace of its end.
-    print(
-        f"{len(waits)} open waits: `waiting` records with no later record of the same run",
-        file=sys.stderr,
-    )
-    return 0
+    return _print_waits(waits, "`waiting` records with no later record of the same run")
 
 
 def _list_from_event_log(args: argparse.Namespace, key: Any) -> int:
@@ -188,14 +186,11 @@ def _list_from_event_log(args: argparse.Namespace, key: Any) -> int:
     except (OSError, ValueError) as exc:  # no file or topic; a line that is no record
         print(f"flink-agents waits: {exc}", file=sys.stderr)
         return EXIT_TOPIC if args.topic is not None else EXIT_USAGE
-    for wait in waits:
-        print(wait.render())
-    print(
-        f"{len(waits)} open waits: `wait` records of runs that paused and did not resume "
+    return _print_waits(
+        waits,
+        "`wait` records of runs that paused and did not resume "
         "(a sampled event log holds only its sampled runs)",
-        file=sys.stderr,
     )
-    return 0
 
 
 def _list_from_store(args: argparse.Namespace, key: Any) -> int:
@@ -212,10 +207,12 @@ def _list_from_store(args: argparse.Namespace, key: Any) -> int:
     except StoreError as exc:
         print(f"flink-agents waits: {exc}", file=sys.stderr)
         return EXIT_STORE
+    return _print_waits(waits, "wait calls of the store's runs with no decision recorded")
+
+
+def _print_waits(waits: Sequence[OpenWaitLine], what: str) -> int:
+    """One line per open wait on stdout, then how many and what counts as open on stderr."""
     for wait in waits:
         print(wait.render())
-    print(
-        f"{len(waits)} open waits: wait calls of the store's runs with no decision recorded",
-        file=sys.stderr,
-    )
+    print(f"{len(waits)} open waits: {what}", file=sys.stderr)
     return 0
