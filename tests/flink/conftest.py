@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 
 from flink_agents.flink.job import JobSpec
 
@@ -88,6 +89,21 @@ def produce_json(bootstrap: str, topic: str, records: Iterable[Any]) -> None:
             future.get(timeout=30)
     finally:
         producer.close()
+
+
+def consume_json(bootstrap: str, topic: str) -> list[Any]:
+    """Every record on ``topic`` from its start, parsed as JSON (5 s without one ends it)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+        group_id=f"check-{uuid.uuid4().hex}",
+    )
+    try:
+        return [json.loads(message.value) for message in consumer]
+    finally:
+        consumer.close()
 
 
 @pytest.fixture()

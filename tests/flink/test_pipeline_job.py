@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
 
 from examples.demo import read_outputs
 from flink_agents.flink.job import load_job
 from flink_agents.flink.job_runner import build, environment
+from tests.flink.conftest import consume_json
 from tests.flink.review_pipeline import SLOW, reviews
 
 pytestmark = [pytest.mark.flink]
@@ -91,20 +91,6 @@ def _assert_answers_and_dead_letters(answers: list[Any], dead: list[Any]) -> Non
     assert all(d["input"]["stars"] == 0 for d in dead)
 
 
-def _topic(bootstrap: str, topic: str) -> list[Any]:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
-        group_id=f"check-{uuid.uuid4().hex}",
-    )
-    try:
-        return [json.loads(message.value) for message in consumer]
-    finally:
-        consumer.close()
-
-
 @SLOW
 def test_answers_and_dead_letters_printed_apart(tmp_path) -> None:
     job = _job(tmp_path, "{kind: stdout}", None)
@@ -130,7 +116,7 @@ def test_answers_to_kafka_and_dead_letters_to_files(tmp_path, kafka_bootstrap) -
     sink = f"{{kind: kafka, topic: {topic}, bootstrap_servers: '{kafka_bootstrap}'}}"
     _run_here(_job(tmp_path, sink, f"{{kind: file, path: {tmp_path / 'dead'}}}"))
     _assert_answers_and_dead_letters(
-        _topic(kafka_bootstrap, topic), read_outputs(tmp_path / "dead")
+        consume_json(kafka_bootstrap, topic), read_outputs(tmp_path / "dead")
     )
 
 
@@ -141,4 +127,6 @@ def test_answers_to_files_and_dead_letters_to_a_kafka_topic(tmp_path, kafka_boot
     # The dead_letter form of envelope jobs (a topic, no kind) works for typed outputs too.
     dead_letter = f"{{topic: {topic}, bootstrap_servers: '{kafka_bootstrap}'}}"
     _run_here(_job(tmp_path, f"{{kind: file, path: {tmp_path / 'out'}}}", dead_letter))
-    _assert_answers_and_dead_letters(read_outputs(tmp_path / "out"), _topic(kafka_bootstrap, topic))
+    _assert_answers_and_dead_letters(
+        read_outputs(tmp_path / "out"), consume_json(kafka_bootstrap, topic)
+    )

@@ -4,19 +4,17 @@ mini-cluster with the broker of ``scripts/kafka.sh``."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
 
 from examples import sql_reviews
 from examples.demo import read_outputs
 from flink_agents.flink.job import load_job
 from flink_agents.flink.job_runner import build, environment
-from tests.flink.conftest import produce_json
+from tests.flink.conftest import consume_json, produce_json
 from tests.flink.review_pipeline import SLOW, reviews
 
 pytestmark = [pytest.mark.flink, pytest.mark.kafka]
@@ -45,18 +43,7 @@ def _expected() -> list[dict[str, Any]]:
 
 
 def _rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
-        group_id=f"check-{uuid.uuid4().hex}",
-    )
-    try:
-        rows = [json.loads(message.value) for message in consumer]
-    finally:
-        consumer.close()
-    return sorted(rows, key=lambda row: row["review_id"])
+    return sorted(consume_json(bootstrap, topic), key=lambda row: row["review_id"])
 
 
 def test_the_job_spec_reads_a_sql_kafka_table_and_inserts_into_one(
