@@ -4,9 +4,16 @@ connection or a sub-agent, and the seam through which attempts are counted per d
 A call to a model or to an external sub-agent may take several attempts. If attempts were only
 counted in memory, a failover in the middle of a retry storm would restart the count and a call
 could be tried forever. The durable layer therefore sets :data:`current_attempt_tracker` while it
-runs a durable call; the tracker knows how many attempts the call's record already holds and
-persists each new one. The loop that reads it is
+runs a durable call; the tracker knows how many attempts the call's record already holds, and how
+many of them failed, and persists each new one. The loop that reads it is
 :func:`flink_agents.providers.retry_loop.retry_within_budget`.
+
+Two budgets, because an attempt ends in one of two ways. One that *failed* (an error reply, a
+timeout, a dropped connection) spends ``RetryPolicy.max_attempts``. One that a *restart* ended (it
+was in flight when the job failed over, for whatever reason) spends
+``RetryPolicy.max_interrupted_attempts`` instead: a storm of restarts caused elsewhere (a failing
+checkpoint, a lost TaskManager) must not fail calls that never failed, but a call that brings its
+process down every time must not be sent forever either.
 """
 
 from __future__ import annotations
@@ -31,9 +38,37 @@ class AttemptTracker(Protocol):
         """Attempts already made for this call (restored from its record after a restart)."""
         ...
 
+    @property
+    def failed_attempts(self) -> int:
+        """Of ``attempts``, those seen to fail; the others (when none is in flight) were ended
+        by restarts."""
+        ...
+
     def record_attempt(self) -> None:
         """Persist ``attempts + 1``; called before an attempt is sent."""
         ...
+
+    def record_failed_attempt(self) -> None:
+        """Persist ``failed_attempts + 1``; called when the attempt in flight failed."""
+        ...
+
+
+class CountedAttempts:
+    """An :class:`AttemptTracker` that counts in memory: for a call with no record to keep its
+    attempts in (made without a store, or a fallback connection's own attempts). A restart
+    forgets its counts."""
+
+    __slots__ = ("attempts", "failed_attempts")
+
+    def __init__(self, attempts: int = 0, failed_attempts: int = 0) -> None:
+        self.attempts = attempts
+        self.failed_attempts = failed_attempts
+
+    def record_attempt(self) -> None:
+        self.attempts += 1
+
+    def record_failed_attempt(self) -> None:
+        self.failed_attempts += 1
 
 
 current_attempt_tracker: ContextVar[AttemptTracker | None] = ContextVar(
@@ -57,7 +92,20 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = Field(default=3, ge=1, description="Attempts per durable call, in all.")
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="Attempts per durable call that may fail (counted across restarts); the"
+        " last one's failure is the call's.",
+    )
+    max_interrupted_attempts: int = Field(
+        default=10,
+        ge=0,
+        description=(
+            "Attempts per durable call that a restart may end (each is sent again) before the"
+            " call fails: a bound for a call that brings its process down every time."
+        ),
+    )
     initial_backoff_seconds: float = Field(default=0.5, ge=0)
     max_backoff_seconds: float = Field(default=20.0, ge=0)
     multiplier: float = Field(default=2.0, ge=1)

@@ -40,7 +40,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, Protocol
 
-from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
+from flink_agents.api.attempts import (
+    CountedAttempts,
+    current_attempt_tracker,
+    tracking_attempts,
+)
 from flink_agents.api.budgets import BudgetApprovalNeeded, CallSpend
 from flink_agents.api.connection_notes import noting_connections
 from flink_agents.api.context import (
@@ -135,8 +139,18 @@ class _Attempts:
     def attempts(self) -> int:
         return self.result.attempts
 
+    @property
+    def failed_attempts(self) -> int:
+        return self.result.failed_attempts
+
     def record_attempt(self) -> None:
-        self.result = self.result.model_copy(update={"attempts": self.result.attempts + 1})
+        self._count("attempts")
+
+    def record_failed_attempt(self) -> None:
+        self._count("failed_attempts")
+
+    def _count(self, field: str) -> None:
+        self.result = self.result.model_copy(update={field: getattr(self.result, field) + 1})
         # Not awaited (the tracker is synchronous): durable before the run's next call or
         # output, like every outcome.
         self.runner._record(self.invocation, self.result)
@@ -149,21 +163,9 @@ class _Outcome:
 
     def __init__(self) -> None:
         self.name: CallOutcome | None = None
-        self.tracker: _Attempts | _CountedAttempts | None = None
+        self.tracker: _Attempts | CountedAttempts | None = None
         # The call sent in its place (a budget's fallback), if any.
         self.sent: DurableCall | None = None
-
-
-class _CountedAttempts:
-    """Counts a call's attempts in memory, when there is no record to keep them in."""
-
-    __slots__ = ("attempts",)
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
 
 
 CallMode = Literal["live", "recorded-only"]
@@ -509,7 +511,7 @@ class DurableCalls:
         # (a durable call inside a durable call) keeps its own.
         if self.listener is None or current_attempt_tracker.get() is not None:
             return contextlib.nullcontext()
-        counted = outcome.tracker = _CountedAttempts()
+        counted = outcome.tracker = CountedAttempts()
         return tracking_attempts(counted)
 
     @contextlib.contextmanager
@@ -673,6 +675,7 @@ class DurableCalls:
                 args_digest=signature.args_digest,
                 arguments=signature.arguments,
                 attempts=recorded.attempts if recorded is not None else 0,
+                failed_attempts=recorded.failed_attempts if recorded is not None else 0,
                 kind=call_kind(call.function),
             ),
         )

@@ -13,25 +13,16 @@ from typing import cast
 
 from pydantic import Field
 
-from flink_agents.api.attempts import current_attempt_tracker, tracking_attempts
+from flink_agents.api.attempts import (
+    CountedAttempts,
+    current_attempt_tracker,
+    tracking_attempts,
+)
 from flink_agents.api.chat import ChatMessage, ChatRequest
 from flink_agents.api.chat_models import ChatModelConnection
 from flink_agents.api.connection_notes import ConnectionNote, note_connection
 from flink_agents.api.context import InfrastructureError
 from flink_agents.api.resources import ResourceType
-
-
-class _FallbackAttempts:
-    """The attempts of a fallback connection: counted in memory, apart from the durable call's
-    (which the connections before it may have spent). A restart forgets them."""
-
-    __slots__ = ("attempts",)
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
 
 
 class FallbackChatModelConnection(ChatModelConnection):
@@ -71,7 +62,8 @@ class FallbackChatModelConnection(ChatModelConnection):
                 if index == 0 or current_attempt_tracker.get() is None:
                     reply = await connection.chat(request)
                 else:
-                    with tracking_attempts(_FallbackAttempts()):
+                    # A fallback's attempts are its own, in memory: the durable call's may be spent.
+                    with tracking_attempts(CountedAttempts()):
                         reply = await connection.chat(request)
             except InfrastructureError:
                 raise

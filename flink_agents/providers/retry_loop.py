@@ -2,8 +2,10 @@
 
 :func:`retry_within_budget` reads the durable call's attempt tracker
 (:data:`~flink_agents.api.attempts.current_attempt_tracker`, set by the durable layer; without
-one it counts locally), so the budget ``RetryPolicy.max_attempts`` is per durable call, not per
-process, and each attempt is recorded before it is sent (a crash mid-attempt still spends it).
+one it counts locally), so its budgets are per durable call, not per process. Each attempt is
+recorded before it is sent and each failure when it is seen: a failed attempt spends
+``RetryPolicy.max_attempts``, one that a restart ended (recorded, never seen to fail) spends
+``RetryPolicy.max_interrupted_attempts``.
 
 Model providers and ``HttpSubagent`` share this one loop; a sub-agent or connection of your own
 may use it too. What it follows, :class:`~flink_agents.api.attempts.RetryPolicy`, and the
@@ -19,7 +21,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, TypeVar
 
-from flink_agents.api.attempts import AttemptTracker, RetryPolicy, current_attempt_tracker
+from flink_agents.api.attempts import (
+    AttemptTracker,
+    CountedAttempts,
+    RetryPolicy,
+    current_attempt_tracker,
+)
 
 T = TypeVar("T")
 
@@ -139,8 +146,8 @@ def request_target(error: object) -> str | None:
 class AttemptsFailed(Exception):
     """A call failed for good: its last failure was final, or the attempt budget is spent.
 
-    ``last`` is the last attempt's failure; None when the budget was spent before a restart
-    and no attempt was made now.
+    ``last`` is the last attempt's failure; None when a budget was spent before a restart and
+    no attempt was made now.
     """
 
     def __init__(self, reason: str, *, attempts: int, last: AttemptFailure | None) -> None:
@@ -148,16 +155,6 @@ class AttemptsFailed(Exception):
         self.reason = reason
         self.attempts = attempts
         self.last = last
-
-
-class _LocalTracker:
-    """Counts attempts in memory when no durable call is tracking them."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
 
 
 async def retry_within_budget(
@@ -172,13 +169,10 @@ async def retry_within_budget(
     inside ``gate()`` (a connection's concurrency cap), entered before the attempt is recorded:
     waiting at the gate spends no attempt, and no slot is held between attempts.
     """
-    tracker: AttemptTracker = current_attempt_tracker.get() or _LocalTracker()
-    if tracker.attempts >= policy.max_attempts:
-        raise AttemptsFailed(
-            f"the attempt budget of {policy.max_attempts} was spent before a restart",
-            attempts=tracker.attempts,
-            last=None,
-        )
+    tracker: AttemptTracker = current_attempt_tracker.get() or CountedAttempts()
+    spent = _spent_before(tracker, policy)
+    if spent is not None:
+        raise AttemptsFailed(spent, attempts=tracker.attempts, last=None)
     retry = 0
     while True:
         try:
@@ -186,10 +180,24 @@ async def retry_within_budget(
                 tracker.record_attempt()
                 return await attempt()
         except AttemptFailure as failure:
-            if not failure.retryable or tracker.attempts >= policy.max_attempts:
+            tracker.record_failed_attempt()
+            if not failure.retryable or tracker.failed_attempts >= policy.max_attempts:
                 reason = failure.reason
                 if failure.retryable:
                     reason += f" (attempt budget of {policy.max_attempts} spent)"
                 raise AttemptsFailed(reason, attempts=tracker.attempts, last=failure) from None
             retry += 1
             await asyncio.sleep(policy.delay(retry, failure.retry_after))
+
+
+def _spent_before(tracker: AttemptTracker, policy: RetryPolicy) -> str | None:
+    """Why the call may not be sent again (a budget spent before a restart), if it may not."""
+    if tracker.failed_attempts >= policy.max_attempts:  # a policy lowered since
+        return f"the attempt budget of {policy.max_attempts} was spent before a restart"
+    interrupted = tracker.attempts - tracker.failed_attempts
+    if interrupted > policy.max_interrupted_attempts:
+        return (
+            f"{interrupted} attempts were ended by restarts, more than"
+            f" max_interrupted_attempts ({policy.max_interrupted_attempts})"
+        )
+    return None

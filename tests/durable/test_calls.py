@@ -303,7 +303,9 @@ async def flaky_model(event: InputEvent, ctx: RunnerContext) -> None:
     await ctx.durable_execute_async(model_call)
 
 
-def test_a_restart_does_not_reset_the_retry_budget():
+def test_a_restart_keeps_the_failed_attempts_and_forgives_the_one_it_ended():
+    """Failed attempts are counted across a restart; the attempt the restart ended (in flight,
+    never seen to fail) spends ``max_interrupted_attempts`` instead."""
     plan = agent_plan(flaky_model, error_policy="emit")
     store = InMemoryActionStateStore()
     key = _input_state_key(plan.name, "k", "flaky_model")
@@ -311,16 +313,18 @@ def test_a_restart_does_not_reset_the_retry_budget():
     async def scenario():
         PROBE.hold, PROBE.fail_attempts = "attempt", 2  # two attempts fail, the third hangs
         state = await h.crash_mid_run(plan, store, "k", {})
-        assert store.get(key).calls[0].attempts == 3  # counted before each attempt was sent
+        [pending] = store.get(key).calls
+        # Counted before each attempt was sent, and as each failure was seen.
+        assert (pending.attempts, pending.failed_attempts) == (3, 2)
         PROBE.counts.clear()
         PROBE.hold = None
         return await resume(plan, store, "k", state)
 
     result, _ = asyncio.run(scenario())
-    assert PROBE.counts["attempt"] == 2  # 5 in all, 3 spent before the restart
+    assert PROBE.counts["attempt"] == 3  # 5 may fail, 2 failed before the restart
     assert result.error is not None and "budget of 5 spent" in result.error.message
     [call] = store.get(key).calls
-    assert (call.status, call.attempts) == (CallStatus.FAILED, 5)
+    assert (call.status, call.attempts, call.failed_attempts) == (CallStatus.FAILED, 6, 5)
 
 
 def test_a_recorded_failure_is_raised_without_calling_and_payloads_keep_their_types():

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
-from flink_agents.api.attempts import RetryPolicy, tracking_attempts
+from flink_agents.api.attempts import CountedAttempts, RetryPolicy, tracking_attempts
 from flink_agents.api.chat import ChatMessage
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.api.resources import ResourceType
@@ -22,16 +22,6 @@ from flink_agents.providers.scripted import ScriptedChatModelConnection
 from flink_agents.runtime import run_local
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse, openai_reply
 from tests.providers.providers import FAST_RETRY
-
-
-class _Counter:
-    """An attempt tracker the test can read."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
 
 
 @action(InputEvent, sends=[OutputEvent])
@@ -91,7 +81,7 @@ def test_every_provider_takes_the_cap_the_scripted_one_too() -> None:
 def test_waiting_for_a_slot_is_not_an_attempt_and_backoff_holds_no_slot() -> None:
     async def scenario() -> None:
         slot = asyncio.Lock()
-        tracker = _Counter()
+        tracker = CountedAttempts()
         seen_during_backoff: list[bool] = []
         failures = [AttemptFailure("HTTP 429", retryable=True, status=429)]
 

@@ -10,7 +10,7 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from flink_agents.api.attempts import tracking_attempts
+from flink_agents.api.attempts import CountedAttempts, tracking_attempts
 from flink_agents.api.chat import ChatMessage, ChatRequest, ToolSpec
 from flink_agents.api.chat_models import ChatModelSetup
 from flink_agents.providers import StructuredOutputError, chat_structured
@@ -38,18 +38,6 @@ LOOKUP = ToolSpec(
 class Weather(BaseModel):
     city: str
     celsius: float
-
-
-class Tracker:
-    """An attempt tracker as the durable layer would restore it."""
-
-    def __init__(self, attempts: int) -> None:
-        self.attempts = attempts
-        self.recorded = 0
-
-    def record_attempt(self) -> None:
-        self.attempts += 1
-        self.recorded += 1
 
 
 @pytest.fixture(autouse=True)
@@ -155,32 +143,64 @@ def test_server_errors_exhaust_the_budget(provider: Provider, server: FakeModelS
 
 def test_restored_tracker_leaves_one_attempt(provider: Provider, server: FakeModelServer) -> None:
     server.enqueue(*[ScriptedResponse(status=503, body={"error": "unavailable"})] * 3)
-    tracker = Tracker(attempts=2)  # two attempts were made before the restart
+    tracker = CountedAttempts(attempts=2, failed_attempts=2)  # two failed before the restart
     with pytest.raises(ModelCallError) as caught, tracking_attempts(tracker):
         asyncio.run(provider.connect(server.url).chat(ask()))
     assert server.request_count == 1
-    assert tracker.recorded == 1
+    assert (tracker.attempts, tracker.failed_attempts) == (3, 3)
     assert caught.value.attempts == 3
 
 
 def test_spent_budget_sends_nothing(provider: Provider, server: FakeModelServer) -> None:
     with (
         pytest.raises(ModelCallError, match="spent before a restart"),
-        tracking_attempts(Tracker(attempts=3)),
+        tracking_attempts(CountedAttempts(attempts=3, failed_attempts=3)),
     ):
         asyncio.run(provider.connect(server.url).chat(ask()))
     assert server.request_count == 0
 
 
-def test_tracker_records_each_attempt(provider: Provider, server: FakeModelServer) -> None:
+def test_attempts_ended_by_restarts_leave_the_failure_budget_whole(
+    provider: Provider, server: FakeModelServer
+) -> None:
+    """Restarts caused elsewhere (a failing checkpoint, a lost TaskManager) ended three attempts
+    in flight; one attempt failed: two more may fail before the call does."""
+    server.enqueue(*[ScriptedResponse(status=503, body={"error": "unavailable"})] * 3)
+    tracker = CountedAttempts(attempts=4, failed_attempts=1)
+    with pytest.raises(ModelCallError, match=r"budget of 3 spent"), tracking_attempts(tracker):
+        asyncio.run(provider.connect(server.url).chat(ask()))
+    assert server.request_count == 2
+    assert (tracker.attempts, tracker.failed_attempts) == (6, 3)
+
+
+@pytest.mark.parametrize(("interrupted", "sent"), [(10, 1), (11, 0)])
+def test_a_call_ended_by_more_restarts_than_allowed_is_not_sent_again(
+    provider: Provider, server: FakeModelServer, interrupted: int, sent: int
+) -> None:
+    """``max_interrupted_attempts`` (10 by default) bounds a call that brings its process down
+    every time."""
+    server.enqueue(ScriptedResponse(body=provider.text("ok")))
+    tracker = CountedAttempts(attempts=interrupted)
+    with tracking_attempts(tracker):
+        if sent:
+            asyncio.run(provider.connect(server.url).chat(ask()))
+        else:
+            with pytest.raises(ModelCallError, match=r"11 attempts were ended by restarts"):
+                asyncio.run(provider.connect(server.url).chat(ask()))
+    assert server.request_count == sent
+
+
+def test_tracker_records_each_attempt_and_each_failure(
+    provider: Provider, server: FakeModelServer
+) -> None:
     server.enqueue(
         ScriptedResponse(status=502, body={"error": "bad gateway"}),
         ScriptedResponse(body=provider.text("ok")),
     )
-    tracker = Tracker(attempts=0)
+    tracker = CountedAttempts()
     with tracking_attempts(tracker):
         asyncio.run(provider.connect(server.url).chat(ask()))
-    assert tracker.recorded == 2
+    assert (tracker.attempts, tracker.failed_attempts) == (2, 1)
 
 
 def test_client_errors_are_not_retried(provider: Provider, server: FakeModelServer) -> None:

@@ -125,7 +125,17 @@ class TrustedTag(str):
 
 
 _PENDING_GIVEN = frozenset(
-    ("call_id", "status", "function", "args_digest", "arguments", "attempts", "started_at", "kind")
+    (
+        "call_id",
+        "status",
+        "function",
+        "args_digest",
+        "arguments",
+        "attempts",
+        "failed_attempts",
+        "started_at",
+        "kind",
+    )
 )
 
 
@@ -145,6 +155,11 @@ class CallResult(BaseModel):
     payload_type: str | None = None
     error: CallError | None = None
     attempts: int = Field(default=0, ge=0)
+    """Attempts sent (each recorded before it is sent)."""
+    # Not written while 0, as `kind` while None: such a record is what earlier versions wrote.
+    failed_attempts: int = Field(default=0, ge=0, exclude_if=lambda failed: failed == 0)
+    """Of `attempts`, those seen to fail; the others were ended by restarts (or one is in
+    flight). 0 in records written before it was recorded."""
     function: str = ""
     args_digest: str = ""
     arguments: str | None = None
@@ -176,10 +191,12 @@ class CallResult(BaseModel):
         args_digest: str = "",
         arguments: str | None = None,
         attempts: int = 1,
+        failed_attempts: int = 0,
         started_at: float | None = None,
         kind: CallKind | None = None,
     ) -> CallResult:
-        """A call that has started (attempt number `attempts`) but has no outcome yet."""
+        """A call that has started (attempt number `attempts`, `failed_attempts` of them seen
+        to fail) but has no outcome yet."""
         if started_at is None:
             started_at = now_ms()
         if (
@@ -190,6 +207,8 @@ class CallResult(BaseModel):
             and (arguments is None or type(arguments) is str)
             and type(attempts) is int
             and attempts >= 0
+            and type(failed_attempts) is int
+            and failed_attempts >= 0
             and type(started_at) is float
             and (kind is None or kind in CALL_KINDS)
         ):  # what the runtime passes: nothing to validate
@@ -200,6 +219,7 @@ class CallResult(BaseModel):
                 "payload_type": None,
                 "error": None,
                 "attempts": attempts,
+                "failed_attempts": failed_attempts,
                 "function": function,
                 "args_digest": args_digest,
                 "arguments": arguments,
@@ -216,6 +236,7 @@ class CallResult(BaseModel):
             args_digest=args_digest,
             arguments=arguments,
             attempts=attempts,
+            failed_attempts=failed_attempts,
             started_at=started_at,
             kind=kind,
         )

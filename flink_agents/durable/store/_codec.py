@@ -153,8 +153,8 @@ def _body(record: Record) -> bytes:
         raise PayloadError(f"a {type(record).__name__} has no JSON form: {exc}") from exc
 
 
-# CallResult fields pydantic leaves out while None (action_state.py).
-_LEFT_OUT_WHILE_NONE = frozenset(("kind", "spend"))
+# CallResult fields pydantic leaves out at these values (action_state.py).
+_LEFT_OUT_AT: dict[str, object] = {"kind": None, "spend": None, "failed_attempts": 0}
 
 
 def _fields(value: object) -> object:
@@ -165,18 +165,19 @@ def _fields(value: object) -> object:
         error = fields["error"]
         if (
             type(fields["attempts"]) is not int
+            or type(fields["failed_attempts"]) is not int
             or type(fields["started_at"]) not in _FLOAT_OR_NONE
             or type(fields["finished_at"]) not in _FLOAT_OR_NONE
             or (error is not None and type(error) is not CallError)
         ):
             raise _Declined
         spend = fields["spend"]
-        if fields["kind"] is None or spend is None:  # as pydantic writes them: left out
-            fields = {
-                name: field
-                for name, field in fields.items()
-                if field is not None or name not in _LEFT_OUT_WHILE_NONE
-            }
+        # As pydantic writes them: fields at their left-out default are left out.
+        fields = {
+            name: field
+            for name, field in fields.items()
+            if name not in _LEFT_OUT_AT or field != _LEFT_OUT_AT[name]
+        }
         if spend is not None:
             fields = {**fields, "spend": spend.model_dump()}
         return fields

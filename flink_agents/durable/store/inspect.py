@@ -141,7 +141,10 @@ def _state_line(key: ActionStateKey, state: ActionState) -> str:
 
 
 def _call_line(call: CallResult) -> str:
-    parts = [f"call {call.call_id}", call.status.value, f"attempts {call.attempts}"]
+    attempts = f"attempts {call.attempts}"
+    if call.failed_attempts:  # the rest were ended by restarts (or one is in flight)
+        attempts += f" ({call.failed_attempts} failed)"
+    parts = [f"call {call.call_id}", call.status.value, attempts]
     if call.status.value == "succeeded":
         size = len(pydantic_core.to_json(call.payload))
         parts.append(f"payload {call.payload_type or 'json'} {size} B")

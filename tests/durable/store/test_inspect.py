@@ -38,7 +38,8 @@ def _store() -> InMemoryActionStateStore:
             ),
         )
     )
-    store.put(_state('"Oslo"', "ask", CallResult.pending("again").fail(ValueError("nope")), seq=1))
+    again = CallResult.pending("again", attempts=3, failed_attempts=2).fail(ValueError("nope"))
+    store.put(_state('"Oslo"', "ask", again, seq=1))
     store.put(_state('"Lisbon"', "ask", CallResult.pending("chat").succeed("other")))
     store.flush()
     return store
@@ -50,7 +51,7 @@ def test_a_keys_states_list_status_attempts_payload_type_and_size_but_no_payload
     size = len(json.dumps({"text": "hi", "api_key": SECRET}, separators=(",", ":")))
     assert lines[1] == f"  call chat  succeeded  attempts 1  payload json {size} B  m:chat"
     assert lines[2].startswith('state a "Oslo" #1 ask')
-    assert lines[3] == "  call again  failed  attempts 1  error builtins.ValueError"
+    assert lines[3] == "  call again  failed  attempts 3 (2 failed)  error builtins.ValueError"
     assert SECRET not in "\n".join(lines) and len(lines) == 4
     store = _store()
     assert key_states(store, '"Oslo"') == key_states(store, "Oslo")  # JSON works too

@@ -84,7 +84,9 @@ def test_every_record_kind_round_trips_through_kafka(make_store):
     full.record_call(CallResult.pending("list").succeed([1, "two", None, {"x": 1.5}]))
     full.record_call(CallResult.pending("opaque").succeed(Opaque(9)))
     full.record_call(
-        CallResult.pending("failed", attempts=4).fail(CallError(type="E", message="m"))
+        CallResult.pending("failed", attempts=4, failed_attempts=3).fail(
+            CallError(type="E", message="m")
+        )
     )
     writer.put(full)
     writer.flush()
@@ -97,7 +99,7 @@ def test_every_record_kind_round_trips_through_kafka(make_store):
     assert back.call("model").value() == Reply(text="hi", tokens=2)
     assert back.call("point").value() == Point(1, 2)
     assert back.call("opaque").value() == Opaque(9)
-    assert back.call("failed").attempts == 4
+    assert (back.call("failed").attempts, back.call("failed").failed_attempts) == (4, 3)
 
 
 def test_fresh_process_restores_from_marker(make_store, kafka_bootstrap):

@@ -1,4 +1,5 @@
 import pydantic
+import pydantic_core
 import pytest
 
 from flink_agents.durable.store import (
@@ -20,6 +21,7 @@ from flink_agents.durable.store import (
     decode_payload,
     encode_payload,
 )
+from flink_agents.durable.store import _codec as codec_module
 from tests.durable.store import payload_types
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
@@ -39,7 +41,9 @@ def sample_state(seq: int = 0, key: str = 'user_1|a"b') -> ActionState:
     state.record_call(
         CallResult.pending("tool-1", function="tool").succeed(Reply(text="x", tokens=2))
     )
-    state.record_call(CallResult.pending("tool-2", attempts=3).fail(RuntimeError("boom")))
+    state.record_call(
+        CallResult.pending("tool-2", attempts=3, failed_attempts=2).fail(RuntimeError("boom"))
+    )
     return state
 
 
@@ -59,11 +63,18 @@ def test_every_record_kind_round_trips(secret):
     assert back.value() == Point(1, 2)
 
 
+def test_failed_attempts_are_written_as_pydantic_writes_them_and_left_out_at_zero():
+    state = sample_state()
+    body = codec_module._body(state)
+    assert body == pydantic_core.to_json(state, inf_nan_mode="null")
+    assert body.count(b'"failed_attempts"') == 1 and b'"failed_attempts":2' in body
+
+
 def test_action_state_lookup_and_order():
     state = sample_state()
     assert [c.call_id for c in state.calls] == ["model-0", "tool-1", "tool-2"]
     assert state.call("tool-2").status is CallStatus.FAILED
-    assert state.call("tool-2").attempts == 3
+    assert (state.call("tool-2").attempts, state.call("tool-2").failed_attempts) == (3, 2)
     assert state.call("missing") is None
     state.record_call(state.call("model-0").succeed(7))
     assert [c.call_id for c in state.calls] == ["model-0", "tool-1", "tool-2"]
