@@ -66,7 +66,6 @@ from bench.soak_growth import (
     directory_mb,
     judge_growth,
     log_records,
-    restart_times,
     sample_process,
 )
 from bench.soak_heap import FOLDER_VARIABLE, read_heaps
@@ -758,8 +757,8 @@ class Watched:
 
 class Sampler:
     """Every :data:`SAMPLE_EVERY_S`: processes, the interpreters' heaps, the jobs' checkpoint
-    sizes and restarts and store topics (each summed over the jobs, so a job's restart cuts the
-    run's series as it does with one job), the event-log topic, answers (all jobs')."""
+    sizes and restarts and store topics (each summed over the jobs), the event-log topic, answers
+    (all jobs')."""
 
     def __init__(
         self,
@@ -1116,19 +1115,12 @@ def run_soak(
         services.server_close()
     outcomes = {label: tail.stop() for label, tail in tails.items()}
     verdict = check(services, outcomes, refunds, doer.happened, expected, readers)
-    # Cut at every restart of a job the JobManager counted, and at each TaskManager or broker
-    # fault's end (the survivors load the job again, or reconnect).
-    restarts = sorted(
-        {h.end for h in doer.happened if KINDS[h.kind][0] in ("taskmanager", "broker")}
-        | set(restart_times(sampler.samples))
-    )
     # A short run (a smoke) cannot tell a warm-up from growth: its slopes are shown, not judged
     # unmeasured.
     growth = judge_growth(
         sampler.series(),
         sampler.samples[0]["t"],
         sampler.samples[-1]["t"],
-        restarts,
         required_s=MIN_COVERED_S if args.duration >= JUDGED_RUN_S else 0.0,
     )
     summary = summarize(args, run_id, faults, doer, verdict, growth, sampler)

@@ -12,9 +12,13 @@ plateau (about 8 minutes in the first recorded run). So a process's samples coun
 :data:`PROCESS_WARMUP_S` after it was first given the job (its first Python heap sample, written
 only where the job runs) or, for a process never given it, after its first sample. A restart of
 the job on a process that already had it is **not** a warm-up: memory a restart leaves behind is
-exactly the leak this looks for, so it counts. A metric of the whole run is cut at each restart
-instead, each piece without its first :data:`WARMUP_S` (the backlog of a restart fills the
-topics for a while).
+exactly the leak this looks for, so it counts.
+
+A metric of the whole run (a topic, the checkpoint) is read by its **floor**: the least value in
+each :data:`FLOOR_WINDOW_S` of the last half, and the slope of those floors. A restart's backlog
+fills the topics for a while and compaction, pruning and retention saw them down again, so the
+samples rise and fall with every restart and every cleaner pass; what grows without bound lifts
+the floor. (Cutting at restarts instead left nothing to judge when the job restarted every 40 s.)
 
 A slope read from too little is no verdict: a metric needs :data:`MIN_COVERED_S` of samples in
 the last half (summed over its pieces) where the caller asks for it (long runs), or it is
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,9 +60,8 @@ BOUNDS: dict[str, tuple[float, str]] = {
 }
 
 
-#: Seconds of a metric of the whole run after a restart of the job that do not count (the
-#: backlog the restart left is worked off).
-WARMUP_S = 210.0
+#: The window a metric of the whole run takes its floor (least value) in.
+FLOOR_WINDOW_S = 300.0
 #: Seconds of a process after it was first given the job (or born, if never) that do not count:
 #: the first recorded run took 6-8 minutes from the job's arrival to a plateau.
 PROCESS_WARMUP_S = 600.0
@@ -154,18 +157,16 @@ def slope_per_hour(
     segments: Segments,
     start: float,
     end: float,
-    restarts: Sequence[float] = (),
     arrivals: Mapping[str, float] | None = None,
 ) -> Slope:
     """The pooled least-squares slope per hour of ``segments`` over the last half of
     ``start``..``end`` (0.0 where no piece has 3 points there): a process's segment (named by
     its pid) from :data:`PROCESS_WARMUP_S` after ``arrivals[pid]`` (epoch seconds; its first
-    sample when absent), the whole run's segment (``""``) cut at ``restarts``, each piece
-    without its first :data:`WARMUP_S`."""
+    sample when absent), the whole run's segment (``""``) by its floor in each
+    :data:`FLOOR_WINDOW_S`."""
     middle = (start + end) / 2
     covariance = spread = covered = 0.0
-    for kept in _pieces(segments, sorted(restarts), arrivals or {}):
-        kept = [(t, v) for t, v in kept if t >= middle]
+    for kept in _pieces(segments, middle, arrivals or {}):
         if len(kept) < 3:
             continue
         covered += kept[-1][0] - kept[0][0]
@@ -177,23 +178,26 @@ def slope_per_hour(
 
 
 def _pieces(
-    segments: Segments, restarts: list[float], arrivals: Mapping[str, float]
+    segments: Segments, middle: float, arrivals: Mapping[str, float]
 ) -> list[list[tuple[float, float]]]:
-    """The samples that count, in pieces: a process's from its warm-up's end on, the whole
-    run's split at ``restarts`` (sorted) with each piece's first :data:`WARMUP_S` left out."""
+    """The points that count from ``middle`` on: a process's samples from its warm-up's end on;
+    the whole run's floors, one per :data:`FLOOR_WINDOW_S` (at the window's middle)."""
     pieces: list[list[tuple[float, float]]] = []
     for segment, points in segments.items():
-        points = sorted(points)
         if not points:
             continue
+        points = sorted(points)
         if segment:
-            warm = arrivals.get(segment, points[0][0]) + PROCESS_WARMUP_S
+            warm = max(middle, arrivals.get(segment, points[0][0]) + PROCESS_WARMUP_S)
             pieces.append([(t, v) for t, v in points if t >= warm])
             continue
-        cuts = [points[0][0]] + [r for r in restarts if r > points[0][0]]
-        for index, cut in enumerate(cuts):
-            until = cuts[index + 1] if index + 1 < len(cuts) else float("inf")
-            pieces.append([(t, v) for t, v in points if cut + WARMUP_S <= t < until])
+        floors: dict[int, float] = {}
+        for t, v in points:
+            if t < middle:
+                continue
+            window = int((t - middle) // FLOOR_WINDOW_S)
+            floors[window] = min(v, floors.get(window, v))
+        pieces.append([(middle + (w + 0.5) * FLOOR_WINDOW_S, v) for w, v in sorted(floors.items())])
     return pieces
 
 
@@ -205,23 +209,6 @@ def job_arrivals(series: Mapping[str, Segments]) -> dict[str, float]:
         for pid, points in series.get("python_blocks", {}).items()
         if points
     }
-
-
-def restart_times(
-    samples: Sequence[dict[str, float]], counter: str = "job_restarts"
-) -> list[float]:
-    """The sample times at which the job's restart ``counter`` had gone up since the sample
-    before that held it (a sample without it, the JobManager busy, is skipped)."""
-    found: list[float] = []
-    last: float | None = None
-    for sample in samples:
-        value = sample.get(counter)
-        if value is None:
-            continue
-        if last is not None and value > last:
-            found.append(sample["t"])
-        last = value
-    return found
 
 
 @dataclass(frozen=True)
@@ -246,7 +233,6 @@ def judge_growth(
     series: dict[str, Segments],
     start: float,
     end: float,
-    restarts: Sequence[float] = (),
     required_s: float = 0.0,
 ) -> list[Growth]:
     """Each bounded metric's slope over the last half of ``start``..``end`` against
@@ -255,6 +241,6 @@ def judge_growth(
     arrivals = job_arrivals(series)
     judged = []
     for metric, (bound, unit) in BOUNDS.items():
-        slope = slope_per_hour(series.get(metric, {}), start, end, restarts, arrivals)
+        slope = slope_per_hour(series.get(metric, {}), start, end, arrivals)
         judged.append(Growth(metric, slope.per_hour, bound, unit, slope.covered_s, required_s))
     return judged

@@ -8,6 +8,7 @@ import json
 import os
 import struct
 import time
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from bench.soak_flink import (
     restoring_state,
     unblock_checkpoints,
 )
-from bench.soak_growth import BOUNDS, judge_growth, log_records, restart_times, slope_per_hour
+from bench.soak_growth import BOUNDS, Segments, judge_growth, log_records, slope_per_hour
 from bench.soak_heap import FOLDER_VARIABLE, PythonHeapSampler, read_heaps
 from bench.soak_schedule import (
     KINDS,
@@ -150,19 +151,24 @@ def test_a_process_warms_up_from_the_jobs_arrival_and_a_restart_on_it_is_not_for
     # The job restarted on it every 5 minutes, each restart leaving 25 MB behind: a leak, even
     # though every step is at a restart.
     stepping = {m: 900.0 + 25 * (m // 5) if m >= 16 else 300.0 for m in range(61)}
-    restarts = [m * 60.0 for m in range(20, 61, 5)]
-    slope = slope_per_hour({"101": _minutes(stepping)}, 0.0, 3600.0, restarts, {"101": 960.0})
+    slope = slope_per_hour({"101": _minutes(stepping)}, 0.0, 3600.0, {"101": 960.0})
     assert slope.per_hour == pytest.approx(300.0, rel=0.1)
 
 
-def test_a_metric_of_the_whole_run_is_cut_at_restarts_and_each_pieces_backlog_not_counted() -> None:
-    # The store topic flat at 500 MB, jumping to 900 MB with a restart's backlog at 16 min:
-    # not growth. Growth after it still shows.
-    flat = {"": _minutes({m: 900.0 if m >= 17 else 500.0 for m in range(31)})}
-    assert slope_per_hour(flat, 0.0, 1800.0).per_hour > 0
-    assert slope_per_hour(flat, 0.0, 1800.0, restarts=[960.0]).per_hour == 0.0
-    leaking = {"": _minutes({m: 500.0 + (m if m >= 17 else 0) for m in range(31)})}
-    assert slope_per_hour(leaking, 0.0, 1800.0, restarts=[960.0]).per_hour == pytest.approx(60.0)
+def test_a_metric_of_the_whole_run_is_read_by_its_floor_so_restart_backlogs_do_not_count() -> None:
+    # The store topic at 500 MB; every 40 s a restart's backlog lifts it to 900 MB for 20 s
+    # before the cleaner saws it down: not growth, however often the job restarts.
+    def sawtooth(floor: Callable[[float], float]) -> Segments:
+        return {"": [(t, floor(t) + (400.0 if t % 40 < 20 else 0.0)) for t in range(0, 3600, 5)]}
+
+    flat = slope_per_hour(sawtooth(lambda t: 500.0), 0.0, 3600.0)
+    assert flat.per_hour == 0.0 and flat.covered_s == 1500.0  # six 5-minute floors
+    # A floor rising 60 MB an hour under the same backlogs is growth, read as such.
+    leaking = slope_per_hour(sawtooth(lambda t: 500.0 + t / 60), 0.0, 3600.0)
+    assert leaking.per_hour == pytest.approx(60.0, rel=0.05)
+    # A backlog near the end reads as growth in the samples, not in their floors.
+    late = {"": [(float(t), 900.0 if 3400 <= t < 3500 else 500.0) for t in range(0, 3600, 5)]}
+    assert slope_per_hour(late, 0.0, 3600.0).per_hour == 0.0
 
 
 def test_growth_above_its_bound_fails_and_too_few_samples_are_no_verdict() -> None:
@@ -260,18 +266,6 @@ def test_blocked_checkpoint_folders_cannot_be_created_and_come_back_after(tmp_pa
 
 
 # --- growth: restarts the JobManager counted, the heap inside the TaskManager ------------------
-
-
-def test_restart_times_are_where_the_counter_went_up() -> None:
-    samples = [
-        {"t": 5.0, "job_restarts": 0.0},
-        {"t": 10.0},  # the JobManager did not answer
-        {"t": 15.0, "job_restarts": 2.0},
-        {"t": 20.0, "job_restarts": 2.0},
-        {"t": 25.0, "job_restarts": 3.0},
-    ]
-    assert restart_times(samples) == [15.0, 25.0]
-    assert restart_times([]) == []
 
 
 def test_the_heap_event_log_and_restart_metrics_are_bounded() -> None:
