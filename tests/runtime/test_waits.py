@@ -23,7 +23,7 @@ from flink_agents.api.waits import WaitTimedOutError
 from flink_agents.durable.identity import CallIdentity, RunId, event_id
 from flink_agents.durable.store import InMemoryLog, StoreConfig
 from flink_agents.plan.models import AgentPlan
-from flink_agents.runtime import RuntimeSettings
+from flink_agents.runtime import OperatorOptions, RuntimeSettings
 from flink_agents.runtime.keyed import KeyedAgentLogic
 from flink_agents.testing.plans import agent_plan
 from tests.runtime.test_keyed import Attempt, KeySlot, now_ms
@@ -82,13 +82,16 @@ class Waits(Attempt):
         n: int,
         plan: AgentPlan = PLAN,
         store: StoreConfig | None = None,
+        operator: dict[str, Any] | None = None,
         **observed: Any,
     ) -> None:
+        operator = operator or {}
         if store is None:  # observed: Attempt's event_log and listeners
-            super().__init__(monkeypatch, log, table, n, plan=plan, **observed)
+            super().__init__(monkeypatch, log, table, n, plan=plan, **observed, **operator)
         else:  # as Attempt, with the store as configured
             self.table, self.poll_timers, self.restores = dict(table), [], []
-            self.logic = KeyedAgentLogic(plan, RuntimeSettings(store=store))
+            settings = RuntimeSettings(operator=OperatorOptions(**operator), store=store)
+            self.logic = KeyedAgentLogic(plan, settings)
             self.logic.open(attempt=n, subtask=0)
         self.wake_timers: list[int] = []
 
@@ -128,8 +131,8 @@ def attempts(request, monkeypatch):
         bootstrap = request.getfixturevalue("kafka_bootstrap")
         store = StoreConfig(kind="kafka", bootstrap_servers=bootstrap, topic=topic, partitions=2)
 
-    def attempt(table: dict, n: int, plan: AgentPlan = PLAN) -> Waits:
-        return Waits(monkeypatch, log, table, n, plan=plan, store=store)
+    def attempt(table: dict, n: int, plan: AgentPlan = PLAN, **operator: Any) -> Waits:
+        return Waits(monkeypatch, log, table, n, plan=plan, store=store, operator=operator)
 
     return attempt
 
@@ -308,6 +311,28 @@ def test_a_crash_while_paused_resumes_without_calling_again(attempts):
         assert second.fire("a", deadline) == []  # the old deadline timer: nothing left to do
     assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
     assert CALLS == {"quote": 1, "refund": 1}
+
+
+def test_a_run_paused_across_a_restart_keeps_its_records_past_the_first_prune(attempts):
+    """A paused key is not visited after a restore until its decision or deadline comes. The
+    store's first prune after the restore lets go of the restored runs that did not begin again
+    (other subtasks' runs, say), but not of a paused run: its resumed run replays its records.
+    (The mixed soak found calls made again when a wait outlived the prune after a restart.)"""
+    prune_at_once = {"marker_interval_ms": 10, "prune_after_ms": 0, "marker_wait_ms": 0}
+    with attempts({}, 0, **prune_at_once) as first:
+        first.send("a", {"amount": 30})
+        wait = waiting(first, "a")
+        checkpoint = dict(first.table)
+
+    with attempts(checkpoint, 1, **prune_at_once) as second:
+        for other in ("b", "c"):  # markers taken after the restore, and prunes with them
+            second.send(other, {"amount": 5})
+            waiting(second, other)
+            time.sleep(0.02)
+        assert decide(second, "a", wait, by="ann") == []
+        [answer] = second.answers("a")
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 3, "refund": 1}  # a's quote handed back; b's and c's made
 
 
 def test_a_crash_after_the_decision_was_recorded_hands_it_back(attempts):

@@ -39,7 +39,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.durable.store._action_state import ActionState, ActionStateKey, RunKey
+from flink_agents.durable.store._action_state import (
+    ActionState,
+    ActionStateKey,
+    CallStatus,
+    RunKey,
+)
 from flink_agents.durable.store._base import (
     PartitionMark,
     RecoveryMarker,
@@ -67,6 +72,11 @@ _Run = tuple[str, str, int]
 def _run_of(key: RunKey | ActionStateKey) -> _Run:
     """The view's form of a run, from its key or the key of one of its states."""
     return (key.agent, key.key, key.seq)
+
+
+def _holds_open_wait(state: ActionState) -> bool:
+    """Whether ``state``'s action is paused at a wait (its wait call recorded PENDING)."""
+    return any(call.kind == "wait" and call.status is CallStatus.PENDING for call in state.calls)
 
 
 def _parse_key(key: bytes) -> ActionStateKey:
@@ -134,6 +144,8 @@ class LogStore(abc.ABC):
         # During a restore from a marker of unknown placement: records placed by crc32 found.
         self._placement_unknown = False
         self._legacy_found = False
+        # During a restore: the record keys whose state holds an open wait (a paused run).
+        self._paused_keys: set[bytes] = set()
 
     # -- transport ---------------------------------------------------------------------------
 
@@ -320,14 +332,19 @@ class LogStore(abc.ABC):
             )
             self.placement = CRC32_PLACEMENT
         # Every run found may be replayed (its input comes again): it stays open, holding the
-        # low-water mark, until it ends here or `prune` lets it go (see there).
+        # low-water mark, until it ends here or `prune` lets it go (see there). A paused run
+        # is never let go: its key is not visited until its decision or deadline comes, which
+        # may be long after the restore, and its resumed run replays these records.
         self._open.update(open_runs, self._runs)
-        self._restored_idle.update(self._runs)
+        paused = {run for run, keys in self._runs.items() if not self._paused_keys.isdisjoint(keys)}
+        self._paused_keys.clear()
+        self._restored_idle.update(run for run in self._runs if run not in paused)
         self._restored_at = self._markers_taken
         logger.info(
-            "restored %d states from %r, %d of %d partitions (%d records, %d tombstones, "
-            "%d skipped, %d fenced, %d of other subtasks, %d corrupt)",
+            "restored %d states (%d paused runs) from %r, %d of %d partitions (%d records, "
+            "%d tombstones, %d skipped, %d fenced, %d of other subtasks, %d corrupt)",
             len(self._states),
+            len(paused),
             self.topic,
             len(reading),
             self.partitions,
@@ -412,8 +429,8 @@ class LogStore(abc.ABC):
 
         They are other subtasks' runs (a restore without key groups loads every key) or runs
         whose input did not come again within the prune delay; only their owner may tombstone
-        them. Called by `prune` with a marker taken after the restore, that is, at least the
-        prune delay later.
+        them. Paused runs are not among them (see `_restore`). Called by `prune` with a marker
+        taken after the restore, that is, at least the prune delay later.
         """
         for run in self._restored_idle:
             self._open.discard(run)
@@ -521,7 +538,9 @@ class LogStore(abc.ABC):
         if value is None:
             # By the key's canonical form, as states are kept: a tombstone's key may be written
             # in another (equal) JSON form.
-            self._forget(state_key.canonical().encode("utf-8"), _run_of(state_key))
+            canonical = state_key.canonical().encode("utf-8")
+            self._forget(canonical, _run_of(state_key))
+            self._paused_keys.discard(canonical)
             report.tombstones += 1
             return
         if offset < marker.partitions[partition].end and _run_of(state_key) not in open_runs:
@@ -545,5 +564,9 @@ class LogStore(abc.ABC):
                 )
         # `open` checked that the record key is the canonical form of the key in the body.
         self._remember(key or b"", run, envelope)
+        if _holds_open_wait(record):
+            self._paused_keys.add(key or b"")
+        else:  # a later state of the action: its wait resolved
+            self._paused_keys.discard(key or b"")
         self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
         report.loaded += 1

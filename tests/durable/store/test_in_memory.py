@@ -199,6 +199,30 @@ def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_pru
     assert fresh.recovery_marker().partitions[0].low == 3
 
 
+def test_a_restored_run_paused_at_a_wait_is_not_let_go_at_the_next_prune():
+    # A paused key is visited again only when its decision or deadline comes, maybe long after
+    # the restore: its run's records stay for the resumed run to replay.
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    paused, resumed = run("paused"), run("resumed")
+    for r in (paused, resumed):
+        s = state(r)
+        s.record_call(CallResult.pending("wait", kind="wait"))
+        store.put(s)
+    decided = state(resumed)  # a later state of the same action: its wait resolved
+    decided.record_call(CallResult.pending("wait", kind="wait").succeed({"verdict": "approve"}))
+    store.put(decided)
+    marker = low_only(store.recovery_marker())
+    store.flush()
+
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker)
+    assert fresh.prune(fresh.recovery_marker()) == 0
+    assert fresh.get(paused.action("act")) is not None  # kept, and holding the low-water mark
+    assert fresh.get(resumed.action("act")) is None  # not paused any more: let go
+    assert [r.key for r in fresh.recovery_marker().open_runs] == ["paused"]
+
+
 def test_prune_tombstones_runs_ended_before_the_marker():
     log = InMemoryLog()
     store = InMemoryActionStateStore(log)
