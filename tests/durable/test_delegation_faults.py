@@ -265,19 +265,26 @@ def test_spent_budget_fails_the_delegation_after_max_attempts_under_one_key() ->
     assert (record.status, record.attempts) == (CallStatus.FAILED, 3)
 
 
-def test_attempts_before_a_restart_count_against_the_budget() -> None:
+def test_failed_attempts_before_a_restart_count_against_the_budget_the_one_it_ended_not() -> None:
     stores = Stores()
-    script = (Answer(status=503), HOLD, Answer(status=503))
+    script = (Answer(status=503), HOLD, Answer(status=503), Answer(status=503))
     with ScriptedService(*script).running() as service:
         plan = _http(service)
         state = asyncio.run(_cancel_when_held(plan, stores.first, service))
         [pending] = _delegations(stores.restored())
-        assert (pending.status, pending.attempts) == (CallStatus.PENDING, 2)
+        assert (pending.status, pending.attempts, pending.failed_attempts) == (
+            CallStatus.PENDING,
+            2,
+            1,
+        )
 
         result, _ = asyncio.run(resume(plan, stores.restored(), "k", state))
     [output] = result.output_values
     assert "(attempt budget of 3 spent)" in output["error_message"]
-    assert len(service.keys) == 3 and len(set(service.keys)) == 1  # one attempt after the restart
+    # One failed before the restart, one was ended by it: two more may fail after it.
+    assert len(service.keys) == 4 and len(set(service.keys)) == 1
+    [failed] = _delegations(stores.restored())
+    assert (failed.status, failed.attempts, failed.failed_attempts) == (CallStatus.FAILED, 4, 3)
 
 
 # --- cancellation -------------------------------------------------------------------------
