@@ -96,7 +96,13 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def agent_spec(
-    folder: Path, bootstrap: str, run_id: str, agent: Path, probe: bool, delay_ms: int
+    folder: Path,
+    bootstrap: str,
+    run_id: str,
+    agent: Path,
+    probe: bool,
+    delay_ms: int,
+    kafka_event_log: bool,
 ) -> Path:
     """The soak's job spec (e2e ``write_spec`` plus ``bench.soak.job_settings``); its input
     topic is ``rss-input-<run_id>``."""
@@ -137,8 +143,15 @@ def agent_spec(
             "partitions": 1,
         },
     }
+    event_log: dict[str, Any] = {"listeners": []}
     if probe:
-        spec["event_log"] = {"listeners": ["bench.restart_rss_probe:MallocProbe"]}
+        event_log["listeners"].append("bench.restart_rss_probe:MallocProbe")
+    if kafka_event_log:  # as the soak's job: its event log on a topic of its own
+        topic = f"rss-events-{run_id}"
+        create_topics(bootstrap, [topic])
+        event_log["kafka"] = {"topic": topic, "bootstrap_servers": bootstrap, "partitions": 1}
+    if event_log["listeners"] or "kafka" in event_log:
+        spec["event_log"] = event_log
     path = folder / "job.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -157,7 +170,13 @@ def submit(args: argparse.Namespace, env: dict[str, str], folder: Path, run_id: 
     if args.rate > 0:
         agent = soak_agent(folder, f"http://127.0.0.1:{args.services_port}")
     spec = agent_spec(
-        folder, args.bootstrap, run_id, agent, args.probe is not None, args.restart_delay_ms
+        folder,
+        args.bootstrap,
+        run_id,
+        agent,
+        args.probe is not None,
+        args.restart_delay_ms,
+        args.kafka_event_log,
     )
     command = [
         sys.executable, "-m", "flink_agents.cli", "submit", str(spec),
@@ -167,6 +186,18 @@ def submit(args: argparse.Namespace, env: dict[str, str], folder: Path, run_id: 
     if done.returncode != 0:
         raise SystemExit(f"submit failed:\n{done.stdout}{done.stderr}")
     return job_id_in(done.stdout + done.stderr)
+
+
+def broker_outage(bootstrap: str, seconds: float) -> None:
+    """Stop the broker at ``bootstrap`` (started by ``scripts/kafka.sh`` on its port) for
+    ``seconds``, then start it again."""
+    import os
+
+    env = dict(os.environ, KAFKA_PORT=bootstrap.rsplit(":", 1)[1])
+    script = str(REPO / "scripts" / "kafka.sh")
+    subprocess.run(["bash", script, "stop"], env=env, check=True, capture_output=True)
+    time.sleep(seconds)
+    subprocess.run(["bash", script, "start"], env=env, check=True, capture_output=True)
 
 
 def running(port: int, job_id: str) -> bool:
@@ -284,8 +315,8 @@ def ask_probe(folder: Path, request: dict[str, Any], timeout_s: float = 60) -> d
     return {}
 
 
-def sample(pid: int, n: int, trim: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"restart": n, "time": time.time()}
+def sample(pid: int, n: int, trim: bool, burst: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"restart": n * burst, "time": time.time()}
     before = status_kb(pid)
     if trim:
         row["rss_before_trim_mb"] = before["VmRSS"] / 1024
@@ -363,6 +394,22 @@ def main() -> int:
         help="the restart strategy's delay: with traffic, the backlog a restart meets",
     )
     parser.add_argument(
+        "--kafka-event-log", action="store_true", help="the job's event log on a topic, as the soak"
+    )
+    parser.add_argument(
+        "--broker-outage",
+        type=float,
+        default=0.0,
+        help="stop the broker this many seconds before each burst (the script's own broker!)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=1,
+        help="restarts in a row per sample (--restarts counts samples; checkpoints keep "
+        "failing until then), as the soak's checkpoint-failing fault restarted the job 1-7 times",
+    )
+    parser.add_argument(
         "--no-restart",
         type=float,
         default=0.0,
@@ -394,7 +441,7 @@ def main() -> int:
             for n in range(args.restarts + 1):
                 wait("the job running", lambda: running(args.rest_port, job_id), 180)
                 time.sleep(args.settle)
-                row = sample(pid, n, args.trim)
+                row = sample(pid, n, args.trim, args.burst)
                 if args.probe is not None:
                     request: dict[str, Any] = {
                         "id": f"{run_id}-{n}",
@@ -428,7 +475,8 @@ def main() -> int:
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print(
-                    f"restart {n}: rss {row['rss_mb']:.1f} MB (anon {row['anon_mb']:.1f}), "
+                    f"restart {row['restart']}: rss {row['rss_mb']:.1f} MB "
+                    f"(anon {row['anon_mb']:.1f}), "
                     f"threads {row['threads']}, maps {row['maps']}, "
                     f"NMT {row['nmt_kb'].get('Total', 0) / 1024:.1f} MB",
                     flush=True,
@@ -438,14 +486,18 @@ def main() -> int:
                 if args.no_restart:  # the control: as long as a restart takes, without one
                     time.sleep(args.no_restart)
                     continue
+                if args.broker_outage:  # the soak's broker-outage fault, on this script's broker
+                    broker_outage(args.bootstrap, args.broker_outage)
                 before = restarts(args.rest_port, job_id)
                 history = rest(args.rest_port, f"/jobs/{job_id}/checkpoints")["history"]
-                made = block_checkpoints(checkpoints / job_id, next_checkpoint_id(history), 50)
+                made = block_checkpoints(
+                    checkpoints / job_id, next_checkpoint_id(history), 50 * args.burst
+                )
                 try:
                     wait(
                         "a restart",
-                        lambda seen=before: restarts(args.rest_port, job_id) > seen,
-                        120,
+                        lambda seen=before: restarts(args.rest_port, job_id) >= seen + args.burst,
+                        120 * args.burst,
                     )
                 finally:
                     unblock_checkpoints(made)
@@ -456,7 +508,7 @@ def main() -> int:
     kept = rows[args.skip :]
     if len(kept) >= 2:
         growth = summary(kept)
-        print(f"growth per restart over restarts {args.skip}..{args.restarts}:")
+        print(f"growth per restart over restarts {kept[0]['restart']}..{kept[-1]['restart']}:")
         for key, value in sorted(growth.items(), key=lambda kv: -abs(kv[1])):
             if abs(value) >= 0.05:
                 print(f"  {key:40s} {value:+8.2f}")
