@@ -13,7 +13,8 @@
 # FLINK_AGENTS_CACHE (default <repo>/.cache), FLINK_TM_SLOTS (slots per TaskManager, default 2; with 1,
 # parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter),
 # FLINK_HEARTBEAT_TIMEOUT_MS (default 10000: how long a silent TaskManager, e.g. a SIGSTOPped one, counts as alive),
-# MALLOC_ARENA_MAX (default 2: glibc malloc arenas of the JobManager and TaskManagers).
+# MALLOC_ARENA_MAX (default 2: glibc malloc arenas of the JobManager and TaskManagers),
+# FLINK_TM_JAVA_OPTS (extra JVM options of the TaskManagers, e.g. -XX:NativeMemoryTracking=summary).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +26,7 @@ python=${PYTHON:-$repo/.venv/bin/python}
 rest_port=${FLINK_REST_PORT:-8081}
 rpc_port=${FLINK_RPC_PORT:-6123}
 tm_slots=${FLINK_TM_SLOTS:-2}
+tm_java_opts=${FLINK_TM_JAVA_OPTS:-}
 heartbeat_timeout_ms=${FLINK_HEARTBEAT_TIMEOUT_MS:-10000}
 cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/flink/cluster-$rest_port"
@@ -97,6 +99,8 @@ overrides = {
     "heartbeat.timeout": $heartbeat_timeout_ms,
     "heartbeat.interval": 2000,
 }
+if "$tm_java_opts":
+    overrides["env.java.opts.taskmanager"] = "$tm_java_opts"
 with open(sys.argv[2], "w") as f:
     yaml.safe_dump(overrides, f, sort_keys=True)
 PY

@@ -1,0 +1,136 @@
+"""What the TaskManager's C heap holds, asked from inside the job's process (issue 37).
+
+An event-log listener of the job (``bench.restart_rss_probe:MallocProbe``) that answers requests
+``bench/restart_rss.py --probe`` writes to ``<folder>/request.json`` (the folder from
+:data:`FOLDER_VARIABLE`, in the TaskManager's environment): glibc's ``mallinfo2`` (bytes
+malloc hands out and bytes it keeps free), optionally after ``malloc_trim(0)``; the
+interpreter's pymalloc blocks and gc-tracked objects by type; and ``tracemalloc``'s growth by
+source line since the first request that started it. It runs on the engine's thread when a
+record passes (so only while the job has traffic), in the process whose memory is measured:
+calling into a JVM with gdb to do the same crashed the TaskManager.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from flink_agents.observability import LogRecord
+
+FOLDER_VARIABLE = "FLINK_AGENTS_RSS_PROBE_DIR"
+EVERY_S = 0.5
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+_libc = ctypes.CDLL("libc.so.6")
+_libc.mallinfo2.restype = _MallInfo2
+_libc.malloc_trim.argtypes = [ctypes.c_size_t]
+#: The tracemalloc snapshot the first ``tracemalloc: start`` request took (process-wide, like
+#: tracemalloc itself: the listener is made anew at each attempt).
+_baseline: list[tracemalloc.Snapshot] = []
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mallinfo_mb() -> dict[str, float]:
+    """Bytes malloc has from the system (``arena``: heap arenas, ``hblkhd``: its own mmaps), in
+    use (``uordblks``) and free in its arenas (``fordblks``), in MB."""
+    info = _libc.mallinfo2()
+    return {
+        name: getattr(info, name) / 2**20 for name in ("arena", "hblkhd", "uordblks", "fordblks")
+    }
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    reply: dict[str, Any] = {"id": request["id"], "pid": os.getpid(), "t": time.time()}
+    reply["rss_mb"] = rss_mb()
+    reply["malloc_mb"] = mallinfo_mb()
+    if request.get("trim"):
+        _libc.malloc_trim(0)
+        reply["rss_after_trim_mb"] = rss_mb()
+        reply["malloc_after_trim_mb"] = mallinfo_mb()
+    reply["python_blocks"] = sys.getallocatedblocks()
+    operator = sys.modules.get("flink_agents.flink.operator")
+    reply["operator_file"] = getattr(operator, "__file__", None)
+    reply["trims_at_open"] = "flink_agents.flink.native_heap" in sys.modules
+    if request.get("types"):
+        counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+        reply["gc_objects"] = sum(counts.values())
+        reply["types"] = dict(counts.most_common(30))
+    action = request.get("tracemalloc")
+    if action == "start" and not tracemalloc.is_tracing():
+        tracemalloc.start(int(request.get("frames", 1)))
+        _baseline.append(tracemalloc.take_snapshot())
+    elif action == "snapshot" and tracemalloc.is_tracing() and _baseline:
+        snapshot = tracemalloc.take_snapshot()
+        traced, peak = tracemalloc.get_traced_memory()
+        reply["traced_mb"] = traced / 2**20
+        reply["traced_peak_mb"] = peak / 2**20
+        diff = snapshot.compare_to(_baseline[0], "traceback" if request.get("frames") else "lineno")
+        reply["growth"] = [
+            {
+                "kb": stat.size_diff / 1024,
+                "count": stat.count_diff,
+                "where": [str(frame) for frame in stat.traceback.format()[-8:]],
+            }
+            for stat in diff[:25]
+        ]
+    return reply
+
+
+class MallocProbe:
+    """Answers ``<folder>/request.json`` once per request id with ``<folder>/reply-<id>.json``."""
+
+    def __init__(self) -> None:
+        folder = os.environ.get(FOLDER_VARIABLE)
+        if not folder:
+            raise RuntimeError(f"{FOLDER_VARIABLE} is not set in this TaskManager's environment")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._due = 0.0
+
+    def on_record(self, record: LogRecord) -> None:
+        now = time.monotonic()
+        if now < self._due:
+            return
+        self._due = now + EVERY_S
+        try:
+            request = json.loads((self.folder / "request.json").read_text())
+        except (OSError, ValueError):
+            return
+        reply = self.folder / f"reply-{request['id']}.json"
+        if reply.exists():
+            return
+        partial = reply.with_suffix(".tmp")
+        partial.write_text(json.dumps(answer(request)))
+        os.replace(partial, reply)
