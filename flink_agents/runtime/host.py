@@ -31,6 +31,7 @@ from typing import Any
 
 from flink_agents.api.long_term_memory import StoredMemory
 from flink_agents.api.waits import Decision
+from flink_agents.durable.freeze_fence import TaskEndedError
 from flink_agents.durable.identity import canonical_json
 from flink_agents.runtime.budget_meter import KeySpend
 from flink_agents.runtime.engine import RunEngine, RunResult
@@ -68,6 +69,16 @@ class KeyProgress:
     the average run duration. None when nothing is unfinished."""
 
 
+def _quiet_once_the_task_ended(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: a :class:`TaskEndedError` raised in a callback or left in a
+    task nobody awaits is the engine stopping as its Flink task ended (said once, by the keyed
+    logic that closes it), not an error to log with a trace at every restart; anything else
+    goes to asyncio's default handler."""
+    if isinstance(context.get("exception"), TaskEndedError):
+        return
+    loop.default_exception_handler(context)
+
+
 class EngineHost:
     """Runs ``engine`` on a background event loop thread for a synchronous caller.
 
@@ -89,6 +100,7 @@ class EngineHost:
         self._clock = clock
         self._engine = engine_factory(on_result=self._on_result, on_failure=self._on_failure)
         self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(_quiet_once_the_task_ended)
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="flink-agents-engine", daemon=True
         )

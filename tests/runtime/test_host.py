@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.durable.freeze_fence import TaskEndedError
 from flink_agents.plan.compile import compile_agent
 from flink_agents.plan.models import AgentPlan
 from flink_agents.runtime import OperatorOptions, RunEngine, Runtime, RuntimeSettings
@@ -181,3 +186,38 @@ def test_closing_ends_the_threads_of_the_loops_executor_without_waiting_for_the_
     for worker in workers:
         worker.join(timeout=10)
     assert [t.name for t in workers if t.is_alive()] == []
+
+
+def test_a_task_ended_error_left_in_a_callback_or_task_is_not_logged_anything_else_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # After a restart in thread mode, the ended attempt's engine stops at its fence: callbacks
+    # and unawaited tasks end with TaskEndedError, which asyncio logged with a trace each time.
+    host = _host()
+    unawaited: list[asyncio.Task[None]] = []
+
+    def schedule() -> None:
+        loop = asyncio.get_running_loop()
+
+        def ended() -> None:
+            raise TaskEndedError
+
+        def broken() -> None:
+            raise ValueError("a real bug")
+
+        async def delegation() -> None:
+            raise TaskEndedError
+
+        loop.call_soon(ended)
+        loop.call_soon(broken)
+        unawaited.append(loop.create_task(delegation()))
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        host.call(schedule)
+        host.call(lambda: None)  # the callbacks ran
+        host.close()
+        unawaited.clear()  # nobody awaited it: "never retrieved", once collected
+        gc.collect()
+    logged = "\n".join(r.getMessage() + str(r.exc_info) for r in caplog.records)
+    assert "a real bug" in logged
+    assert "TaskEndedError" not in logged
