@@ -814,6 +814,8 @@ class Sampler:
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
+                for name, count in heap.get("thread_names", {}).items():  # which ones grow
+                    row[f"python_thread:{name}@{pid}"] = float(count)
         sizes, restarts = [], []
         for job in self.jobs:
             try:

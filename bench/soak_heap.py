@@ -7,17 +7,22 @@ soak's job spec names it: ``bench.soak_heap:PythonHeapSampler``): at most every
 from :data:`FOLDER_VARIABLE`, set in the TaskManagers' environment by ``bench/soak.py``), and
 the soak's sampler reads them with :func:`read_heaps`. The figures are cheap: the count of
 pymalloc blocks in use (:func:`sys.getallocatedblocks`, about one per live small object, no
-walk of the heap) and the Python threads; ``tracemalloc`` would cost every allocation.
+walk of the heap) and the Python threads, with their count per name (digits left out: a thread
+left behind by each restart shows as its name's count rising); ``tracemalloc`` would cost every
+allocation.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from flink_agents.observability import LogRecord
 
@@ -25,13 +30,15 @@ FOLDER_VARIABLE = "FLINK_AGENTS_SOAK_HEAP_DIR"
 EVERY_S = 5.0
 
 
-def heap_figures() -> dict[str, float]:
+def heap_figures() -> dict[str, Any]:
     """This interpreter's figures now: ``t`` (epoch seconds), ``python_blocks``,
-    ``python_threads``."""
+    ``python_threads``, and ``thread_names`` (the count per name, its digits as ``N``)."""
+    names = Counter(re.sub(r"\d+", "N", thread.name) for thread in threading.enumerate())
     return {
         "t": time.time(),
         "python_blocks": float(sys.getallocatedblocks()),
         "python_threads": float(threading.active_count()),
+        "thread_names": dict(sorted(names.items())),
     }
 
 
@@ -60,10 +67,10 @@ class PythonHeapSampler:
         os.replace(partial, self.path)  # the reader never sees half a file
 
 
-def read_heaps(folder: Path, now: float, fresh_s: float) -> dict[int, dict[str, float]]:
+def read_heaps(folder: Path, now: float, fresh_s: float) -> dict[int, dict[str, Any]]:
     """Per pid, the figures written less than ``fresh_s`` before ``now`` (an idle or dead
     process's last figures are left out)."""
-    found: dict[int, dict[str, float]] = {}
+    found: dict[int, dict[str, Any]] = {}
     for path in folder.glob("*.json"):
         try:
             figures = json.loads(path.read_text())

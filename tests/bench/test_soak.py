@@ -281,6 +281,9 @@ def test_the_heap_sampler_writes_its_figures_at_most_every_few_seconds(
     sampler.on_record(None)  # type: ignore[arg-type]  # the record itself is not read
     written = json.loads(sampler.path.read_text())
     assert written["python_blocks"] > 0 and written["python_threads"] >= 1
+    # Per name, digits as N: each restart's leftover thread would raise its name's count.
+    assert written["thread_names"]["MainThread"] == 1
+    assert sum(written["thread_names"].values()) == written["python_threads"]
     sampler.path.unlink()
     sampler.on_record(None)  # type: ignore[arg-type]
     assert not sampler.path.exists()  # not due yet
