@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from flink_agents.observability import LogRecord
+from bench.soak_heap import Throttled
 
 FOLDER_VARIABLE = "FLINK_AGENTS_RSS_PROBE_DIR"
 EVERY_S = 0.5
@@ -108,8 +108,10 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-class MallocProbe:
+class MallocProbe(Throttled):
     """Answers ``<folder>/request.json`` once per request id with ``<folder>/reply-<id>.json``."""
+
+    every_s = EVERY_S
 
     def __init__(self) -> None:
         folder = os.environ.get(FOLDER_VARIABLE)
@@ -117,13 +119,8 @@ class MallocProbe:
             raise RuntimeError(f"{FOLDER_VARIABLE} is not set in this TaskManager's environment")
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._due = 0.0
 
-    def on_record(self, record: LogRecord) -> None:
-        now = time.monotonic()
-        if now < self._due:
-            return
-        self._due = now + EVERY_S
+    def act(self) -> None:
         try:
             request = json.loads((self.folder / "request.json").read_text())
         except (OSError, ValueError):

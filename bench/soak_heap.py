@@ -42,9 +42,26 @@ def heap_figures() -> dict[str, Any]:
     }
 
 
-class PythonHeapSampler:
-    """Writes :func:`heap_figures` to ``<folder>/<pid>.json`` on a record, at most every
-    :data:`EVERY_S` (runs on the engine's thread: one clock read per record otherwise)."""
+class Throttled:
+    """An event-log listener that does its work (:meth:`act`) on a record at most every
+    ``every_s`` seconds (it runs on the engine's thread: one clock read per record otherwise)."""
+
+    every_s = EVERY_S
+    _due = 0.0
+
+    def on_record(self, record: LogRecord) -> None:
+        now = time.monotonic()
+        if now < self._due:
+            return
+        self._due = now + self.every_s
+        self.act()
+
+    def act(self) -> None:
+        raise NotImplementedError
+
+
+class PythonHeapSampler(Throttled):
+    """Writes :func:`heap_figures` to ``<folder>/<pid>.json`` at most every :data:`EVERY_S`."""
 
     def __init__(self) -> None:
         folder = os.environ.get(FOLDER_VARIABLE)
@@ -55,13 +72,8 @@ class PythonHeapSampler:
             )
         Path(folder).mkdir(parents=True, exist_ok=True)
         self.path = Path(folder) / f"{os.getpid()}.json"
-        self._due = 0.0
 
-    def on_record(self, record: LogRecord) -> None:
-        now = time.monotonic()
-        if now < self._due:
-            return
-        self._due = now + EVERY_S
+    def act(self) -> None:
         partial = self.path.with_name(f"{self.path.stem}-{id(self)}.tmp")  # one per instance
         partial.write_text(json.dumps(heap_figures()))
         os.replace(partial, self.path)  # the reader never sees half a file
