@@ -10,7 +10,9 @@ calls already sent have been answered.
 
 from __future__ import annotations
 
+import _thread
 import gc
+import sys
 import threading
 import time
 import urllib.request
@@ -25,7 +27,11 @@ from pyflink.java_gateway import get_gateway
 from flink_agents.api import Agent, InputEvent, OutputEvent, RunnerContext, action
 from flink_agents.flink import AgentsExecutionEnvironment
 from flink_agents.flink.job import python_settings
-from flink_agents.flink.operator import TaskThread, freeze_what_lives
+from flink_agents.flink.operator import (
+    TaskThread,
+    forget_ended_foreign_threads,
+    freeze_what_lives,
+)
 from tests.flink.conftest import produce_json, stop_with_savepoint
 from tests.providers.fake_servers import FakeModelServer, ScriptedResponse
 
@@ -123,6 +129,33 @@ def test_opening_again_lets_go_of_what_an_ended_attempt_left_in_cycles() -> None
         assert ended() is None
     finally:
         gc.unfreeze()
+
+
+def test_opening_again_forgets_the_ended_foreign_threads_python_registered() -> None:
+    # Each attempt's task thread is a JVM thread Python did not start: asking for the current
+    # thread there (a log line does) registers it with `threading` for good (before 3.13).
+    def foreign(seen: list[threading.Thread], done: threading.Event) -> None:
+        seen.append(threading.current_thread())
+        done.wait(10)
+
+    ended: list[threading.Thread] = []
+    living: list[threading.Thread] = []
+    first, second = threading.Event(), threading.Event()
+    first.set()  # the first one ends at once
+    _thread.start_new_thread(foreign, (ended, first))
+    _thread.start_new_thread(foreign, (living, second))
+    deadline = time.monotonic() + 10
+    while not (ended and living) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the first has returned
+    if sys.version_info < (3, 13):  # 3.13 removes such an entry when its thread ends
+        assert ended[0] in threading.enumerate()  # registered, and left there
+    try:
+        forget_ended_foreign_threads()
+        assert ended[0] not in threading.enumerate()
+        assert living[0] in threading.enumerate()  # still running: kept
+    finally:
+        second.set()
 
 
 @pytest.mark.flink
