@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +106,30 @@ def screenshot(driver: object, name: str) -> Path:
     return path
 
 
-def message_says(driver: Any, text: str, timeout_s: float = 30.0) -> None:
-    """Wait until the page's ``#message`` holds ``text``. A click submits a form: the message
-    read before the next page replaced the old one is the old page's, or goes stale."""
+def page_holds(
+    driver: Any, holds: Callable[[Any], bool], what: str, timeout_s: float = 30.0
+) -> None:
+    """Wait until ``holds(driver)``. A click that submits a form or follows a link loads the
+    next page: what is read before it replaced the old one is the old page's, or goes stale."""
     errors = pytest.importorskip("selenium.common.exceptions")
-    by = pytest.importorskip("selenium.webdriver.common.by").By
     gone = (errors.StaleElementReferenceException, errors.NoSuchElementException)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            if text in driver.find_element(by.ID, "message").text:
+            if holds(driver):
                 return
         except gone:
             pass
         time.sleep(0.1)
-    raise AssertionError(f"the page's message did not say {text!r} within {timeout_s:g} s")
+    raise AssertionError(f"the page did not show {what} within {timeout_s:g} s")
+
+
+def message_says(driver: Any, text: str, timeout_s: float = 30.0) -> None:
+    """Wait until the page's ``#message`` holds ``text``."""
+    by = pytest.importorskip("selenium.webdriver.common.by").By
+    page_holds(
+        driver,
+        lambda d: text in d.find_element(by.ID, "message").text,
+        f"the message {text!r}",
+        timeout_s,
+    )

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from flink_agents.console import build_app
-from tests.console.conftest import Served, message_says, screenshot
+from tests.console.conftest import Served, message_says, page_holds, screenshot
 from tests.console.samples import FAILOVER_KEY, refunds_sample
 
 # selenium is in the test extra; without it these are skipped like without chromium.
@@ -35,9 +35,11 @@ def test_runs_search_and_a_trace_opened_from_the_list(served, browser) -> None:
     screenshot(browser, "runs")
     browser.find_element(By.ID, "key").send_keys(FAILOVER_KEY)
     browser.find_element(By.ID, "search").click()
+    page_holds(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.run")) == 1, "one run")
     [row] = browser.find_elements(By.CSS_SELECTOR, "tr.run")
     assert "replayed" in row.text
     row.find_element(By.CSS_SELECTOR, "a.trace").click()
+    page_holds(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "div.call"), "the trace")
     calls = browser.find_elements(By.CSS_SELECTOR, "div.call")
     assert [call.get_attribute("data-outcome") for call in calls] == ["live", "replayed"]
     assert len(browser.find_elements(By.CSS_SELECTOR, "section.execution")) == 2
