@@ -110,18 +110,22 @@ def page_holds(
     driver: Any, holds: Callable[[Any], bool], what: str, timeout_s: float = 30.0
 ) -> None:
     """Wait until ``holds(driver)``. A click that submits a form or follows a link loads the
-    next page: what is read before it replaced the old one is the old page's, or goes stale."""
+    next page: what is read before it replaced the old one is the old page's, goes stale, or
+    (chromium, read in the middle of a redirect) "does not belong to the document"."""
     errors = pytest.importorskip("selenium.common.exceptions")
-    gone = (errors.StaleElementReferenceException, errors.NoSuchElementException)
     deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
     while time.monotonic() < deadline:
         try:
             if holds(driver):
                 return
-        except gone:
-            pass
+        except errors.WebDriverException as exc:  # stale, not found yet, or mid-navigation
+            last = exc
         time.sleep(0.1)
-    raise AssertionError(f"the page did not show {what} within {timeout_s:g} s")
+    raise AssertionError(
+        f"the page did not show {what} within {timeout_s:g} s"
+        + (f" (last: {type(last).__name__}: {last.msg})" if last is not None else "")
+    )
 
 
 def message_says(driver: Any, text: str, timeout_s: float = 30.0) -> None:
