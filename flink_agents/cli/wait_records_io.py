@@ -11,7 +11,7 @@ from typing import Any
 
 from flink_agents.api.json_values import read_json
 from flink_agents.durable.identity import CallIdentity, RunId, canonical_json, digest
-from flink_agents.durable.store import ActionState, CallStatus
+from flink_agents.durable.store import ActionState
 from flink_agents.observability import LogRecord, WaitNoted
 from flink_agents.runtime.wait_book import Resume
 
@@ -148,7 +148,7 @@ def open_waits_in_store(
         if where.event_id is None or (wanted is not None and where.key != wanted):
             continue  # a wait is a call of an action on an event
         for call in state.calls:
-            if call.kind != "wait" or call.status is not CallStatus.PENDING:
+            if not call.is_open_wait:
                 continue
             run = RunId(where.agent, read_json(where.key), where.seq)
             asked = _wait_asked(call.arguments)

@@ -288,6 +288,11 @@ class CallResult(BaseModel):
         values = {**self.__dict__, **update}
         return _unvalidated(CallResult, values, self.__pydantic_fields_set__ | update.keys())
 
+    @property
+    def is_open_wait(self) -> bool:
+        """A wait the run is paused at: a wait call recorded PENDING."""
+        return self.kind == "wait" and self.status is CallStatus.PENDING
+
     def value(self, result_type: Any = None) -> Any:
         """The payload as a Python value; `result_type` (if given) wins over the recorded type."""
         trusted = isinstance(self.payload, TrustedPickle) or isinstance(

@@ -39,12 +39,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from flink_agents.durable.store._action_state import (
-    ActionState,
-    ActionStateKey,
-    CallStatus,
-    RunKey,
-)
+from flink_agents.durable.store._action_state import ActionState, ActionStateKey, RunKey
 from flink_agents.durable.store._base import (
     PartitionMark,
     RecoveryMarker,
@@ -72,11 +67,6 @@ _Run = tuple[str, str, int]
 def _run_of(key: RunKey | ActionStateKey) -> _Run:
     """The view's form of a run, from its key or the key of one of its states."""
     return (key.agent, key.key, key.seq)
-
-
-def _holds_open_wait(state: ActionState) -> bool:
-    """Whether ``state``'s action is paused at a wait (its wait call recorded PENDING)."""
-    return any(call.kind == "wait" and call.status is CallStatus.PENDING for call in state.calls)
 
 
 def _parse_key(key: bytes) -> ActionStateKey:
@@ -564,7 +554,7 @@ class LogStore(abc.ABC):
                 )
         # `open` checked that the record key is the canonical form of the key in the body.
         self._remember(key or b"", run, envelope)
-        if _holds_open_wait(record):
+        if any(call.is_open_wait for call in record.calls):  # the run is paused
             self._paused_keys.add(key or b"")
         else:  # a later state of the action: its wait resolved
             self._paused_keys.discard(key or b"")
