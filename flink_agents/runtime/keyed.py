@@ -507,9 +507,13 @@ class KeyedAgentLogic:
         new_waits = 0
         for run in completed:
             request = run.result.paused
-            if request is None:
+            seq = run.result.run_id.seq
+            if request is None or not any(p.seq == seq for p in runs.pending):
+                # A pause its run already went past: after a restore, the wait's decision can
+                # reach the replayed run before a visit takes the pause (the run finished in
+                # this same visit, committed above).
                 continue
-            registered = runs.waits.register(request, run.result.run_id.seq, now)
+            registered = runs.waits.register(request, seq, now)
             new, apply = registered.new, registered.apply
             for refused in registered.refused:
                 outputs.append(refused_record(self._plan.name, record_key(key), refused))

@@ -313,6 +313,37 @@ def test_a_crash_while_paused_resumes_without_calling_again(attempts):
     assert CALLS == {"quote": 1, "refund": 1}
 
 
+def test_a_decision_that_reaches_the_replayed_run_before_its_pause_is_taken_emits_no_waiting(
+    attempts,
+):
+    """After a restore the wait is open in the key's state, so its decision applies at once,
+    possibly before a visit took the replayed run's pause: that visit then takes the pause and
+    the run's end together. The pause is spent: no second ``waiting`` record, no wait left
+    open (a CI run found the stale record under load)."""
+    with attempts({}, 0) as first:
+        first.send("a", {"amount": 30, "timeout_s": 60})
+        wait = waiting(first, "a")
+        [deadline] = first.wake_timers
+        checkpoint = dict(first.table)
+
+    with attempts(checkpoint, 1) as second:
+        assert second.visit("a") == []  # hands the run over: it replays to its wait
+        host = second.logic._require_host()
+        until = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < until:  # paused, not yet taken
+            time.sleep(0.01)
+        assert host.unfinished == 0
+        assert decide(second, "a", wait, by="ann") == []  # the run resumes
+        until = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < until:  # and finishes
+            time.sleep(0.01)
+        [answer] = second.visit("a")  # takes the pause and the end at once
+        assert second.fire("a", deadline) == []  # no wait is left open to time out
+        assert second.visit("a") == []
+    assert answer["output"] == {"refund": "refunded 30", "by": "ann"}
+    assert CALLS == {"quote": 1, "refund": 1}
+
+
 def test_a_run_paused_across_a_restart_keeps_its_records_past_the_first_prune(attempts):
     """A paused key is not visited after a restore until its decision or deadline comes. The
     store's first prune after the restore lets go of the restored runs that did not begin again
