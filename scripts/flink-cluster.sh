@@ -14,6 +14,8 @@
 # parallel subtasks land in separate TaskManagers, so thread mode gives each its own interpreter),
 # FLINK_HEARTBEAT_TIMEOUT_MS (default 10000: how long a silent TaskManager, e.g. a SIGSTOPped one, counts as alive),
 # MALLOC_ARENA_MAX (default 2: glibc malloc arenas of the JobManager and TaskManagers),
+# FLINK_MALLOC (glibc, the default, or jemalloc: the JobManager's and TaskManagers' allocator; jemalloc
+# needs libjemalloc.so.2, Debian's libjemalloc2),
 # FLINK_TM_JAVA_OPTS (extra JVM options of the TaskManagers, e.g. -XX:NativeMemoryTracking=summary).
 set -euo pipefail
 
@@ -55,6 +57,15 @@ export JAVA_HOME=${JAVA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v 
 # thread mode each restart of the job runs Python on a new task thread (docs/deployment.md,
 # "Memory": the RSS growth per restart the soak saw is not gone with it).
 export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
+case ${FLINK_MALLOC:-glibc} in
+  glibc) ;;
+  jemalloc)
+    jemalloc=$(ldconfig -p 2>/dev/null | awk '/libjemalloc\.so\.2 /{print $NF; exit}')
+    [ -n "$jemalloc" ] || { log "FLINK_MALLOC=jemalloc: no libjemalloc.so.2 (apt-get install libjemalloc2)"; exit 1; }
+    export LD_PRELOAD="$jemalloc${LD_PRELOAD:+:$LD_PRELOAD}"
+    ;;
+  *) log "FLINK_MALLOC=$FLINK_MALLOC: expected glibc or jemalloc"; exit 2 ;;
+esac
 
 prepare() {
   mkdir -p "$FLINK_CONF_DIR" "$FLINK_LIB_DIR" "$FLINK_LOG_DIR" "$FLINK_PID_DIR" "$base/tmp" "$base/ckpt"

@@ -1,7 +1,9 @@
 """The run engine: per-key runs of one plan, many keys interleaved on one asyncio loop.
 
 A host feeds it with :meth:`RunEngine.submit` and collects finished runs through an
-``on_result`` callback, :meth:`RunEngine.wait_for_results` or :meth:`RunEngine.drain`. Per key,
+``on_result`` callback (then the engine keeps none) or, without one, with
+:meth:`RunEngine.wait_for_results` or :meth:`RunEngine.drain` and
+:meth:`RunEngine.take_results`. Per key,
 one run at a time and later inputs queue in order; across keys, up to ``max_in_flight`` runs
 proceed at once, so a slow model call of one key does not hold the others. Per-key state can be
 snapshotted and restored (:class:`KeyState`) between steps. A run paused at a wait holds its key's
@@ -18,7 +20,7 @@ import functools
 import inspect
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -340,6 +342,19 @@ class RunEngine:
             if self._log is not None:
                 self._log.run_admitted(RunId(self._plan.name, key, pending.seq))
 
+    def forget_keys(self, keys: Iterable[Any]) -> None:
+        """Drop what the engine holds for ``keys`` that are idle (nothing queued, running or
+        paused): for a host whose key state outlives the engine's (Flink's keyed state), which
+        hands a key back with :meth:`restore_key` when it comes again. A key not idle stays."""
+        for key in keys:
+            token = canonical_json(key)
+            slot = self._slots.get(token)
+            if slot is None or slot.queue or slot.busy or slot.parked or slot.paused:
+                continue
+            del self._slots[token], self._keys[token]
+            if self._meter is not None:
+                self._meter.restore(key, None)  # its spend is in the host's key state too
+
     # --- scheduling ----------------------------------------------------------------------------
 
     def _slot(self, token: str, key: Any) -> _KeySlot:
@@ -419,8 +434,11 @@ class RunEngine:
                     self._note_memory(run.long_term_memory)
             self._call_runner.run_finished(result.run_id)
             self._mark_ready(token)
-        self._finished.append(result)
-        if self._on_result is not None:
+        if self._on_result is None:
+            self._finished.append(result)
+        else:
+            # Handed over, not kept as well: a host that never takes results (a Flink task's)
+            # would hold every run of its attempt (the soak's Python heap grew so).
             try:
                 self._on_result(result)
             except Exception as exc:

@@ -85,6 +85,7 @@ class EngineHost:
     ``max_unfinished`` bounds the inputs submitted whose run has not finished (running or queued
     behind another input of the same key or behind the engine's ``max_in_flight`` window);
     :meth:`submit` blocks while it is reached. ``clock`` (monotonic seconds) times the runs.
+    With ``idle_key_s``, :meth:`forget_idle` lets the engine drop the keys idle that long.
     """
 
     def __init__(
@@ -93,11 +94,14 @@ class EngineHost:
         *,
         max_unfinished: int,
         clock: Callable[[], float] = time.monotonic,
+        idle_key_s: float | None = None,
     ) -> None:
         if max_unfinished < 1:
             raise ValueError("max_unfinished must be at least 1")
         self._max_unfinished = max_unfinished
         self._clock = clock
+        self._idle_key_s = idle_key_s
+        self._next_sweep = 0.0
         self._engine = engine_factory(on_result=self._on_result, on_failure=self._on_failure)
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(_quiet_once_the_task_ended)
@@ -109,6 +113,7 @@ class EngineHost:
         self._total_unfinished = 0
         self._done: dict[str, deque[CompletedRun]] = defaultdict(deque)
         self._known: set[str] = set()
+        self._last_handed: dict[str, float] = {}  # by known key: when it was last handed anything
         self._failure: BaseException | None = None
         self._head_started: dict[str, float] = {}  # keys with unfinished inputs
         self._mean_seconds: float | None = None  # until a run has finished
@@ -175,7 +180,6 @@ class EngineHost:
         """Hand the engine a key's checkpointed state; its pending inputs run again."""
         with self._changed:
             self._raise_failure()
-            self._known.add(token)
             self._count(token, len(state.pending))
         # Copied now: the caller goes on to change its state before the loop thread runs this.
         self._call_soon(_restore, self._engine, token, state.model_copy(deep=True))
@@ -221,6 +225,33 @@ class EngineHost:
                 lambda: self._unfinished.get(token, 0) == 0 or self._failure is not None, timeout
             )
         return self.visit(token).completed
+
+    def forget_idle(self) -> None:
+        """Let the engine drop the keys it was last handed anything ``idle_key_s`` ago or more
+        that have nothing unfinished, paused or not yet taken: the caller's key state (Flink's)
+        holds theirs, and :meth:`restore` hands it back when one comes again. Without this the
+        engine would hold every key it ever ran (a job keyed by order id grows without bound).
+        Looks at most every ``idle_key_s / 2``; a no-op without ``idle_key_s``."""
+        now = self._clock()
+        if self._idle_key_s is None or now < self._next_sweep:
+            return
+        self._next_sweep = now + self._idle_key_s / 2
+        cutoff = now - self._idle_key_s
+        with self._changed:
+            idle = [
+                token
+                for token, handed in self._last_handed.items()
+                if handed <= cutoff
+                and token not in self._unfinished
+                and token not in self._parked
+                and token not in self._set_aside
+                and not self._done.get(token)
+            ]
+            for token in idle:
+                del self._last_handed[token]
+                self._known.discard(token)
+        if idle:
+            self._call_soon(_forget, self._engine, idle)
 
     def post(self, fn: Callable[..., object], *args: Any) -> None:
         """Run ``fn(*args)`` on the loop thread, after every hand-off before it (not waited for)."""
@@ -330,6 +361,7 @@ class EngineHost:
         input starts now when the key had none (a submit) or when its run just finished and
         another is queued (one key runs one input at a time)."""
         self._known.add(token)
+        self._last_handed[token] = self._clock()
         before = self._unfinished.get(token, 0)
         after = before + delta
         self._total_unfinished += delta
@@ -358,3 +390,7 @@ def _restore(engine: RunEngine, token: str, state: KeyState) -> None:
 
 def _resume(engine: RunEngine, token: str, wait_id: str, decision: Decision) -> None:
     engine.resume(json.loads(token), wait_id, decision)
+
+
+def _forget(engine: RunEngine, tokens: list[str]) -> None:
+    engine.forget_keys([json.loads(token) for token in tokens])

@@ -250,7 +250,11 @@ class KeyedAgentLogic:
         _close_previous_attempt(self._identity)
         if self._options.kill_points:  # armed once the previous attempt is closed: see faults
             faults.arm(self._options.kill_points, self._options.kill_markers_dir)
-        self._host = EngineHost(factory, max_unfinished=self._options.unfinished_bound)
+        self._host = EngineHost(
+            factory,
+            max_unfinished=self._options.unfinished_bound,
+            idle_key_s=self._options.idle_key_ms / 1000,
+        )
         _OPEN[self._identity] = self
         # Missing credentials and unusable resources fail here, at job start.
         self._host.engine.open_resources()
@@ -398,6 +402,7 @@ class KeyedAgentLogic:
             # finished the key's runs) fires after close(): nothing is left to do.
             return _NOTHING
         host = self._host
+        host.forget_idle()  # before the key's own turn: a key it forgets is restored below
         if not end_of_input:
             self.visits.visits += 1
             if self._armed.get(key) == timestamp:

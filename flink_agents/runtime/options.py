@@ -67,6 +67,14 @@ class OperatorOptions(BaseModel):
         description="States of runs that ended longer ago than this are pruned (tombstoned). "
         "Restoring a checkpoint older than this may call those runs' calls again.",
     )
+    idle_key_ms: int = Field(
+        default=60_000,
+        ge=0,
+        description="How long a key with nothing in flight stays in the engine's memory after "
+        "it was last busy; then only its Flink state holds it, and its next input or timer "
+        "restores it from there. Bounds the operator's memory by the keys busy lately, not "
+        "every key the job has seen.",
+    )
     metrics: bool = Field(
         default=True,
         description="Publish the runtime's metrics (group flink_agents: runs, calls, tokens, "

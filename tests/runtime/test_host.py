@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -186,6 +187,50 @@ def test_closing_ends_the_threads_of_the_loops_executor_without_waiting_for_the_
     for worker in workers:
         worker.join(timeout=10)
     assert [t.name for t in workers if t.is_alive()] == []
+
+
+def test_keys_idle_for_idle_key_s_are_forgotten_and_a_key_with_anything_left_is_not() -> None:
+    now = [0.0]
+    plan = compile_agent(EchoAgent())
+    host = EngineHost(_engines(plan), max_unfinished=8, clock=lambda: now[0], idle_key_s=10)
+    held = lambda: sorted(host.call(host.engine.keys))  # noqa: E731 -- read on the loop thread
+    try:
+        host.submit(K, {"n": 1}, 0)
+        assert [run.result.run_id.seq for run in host.wait_idle(K, timeout=10)] == [0]
+        host.submit('"b"', {"n": 2}, 0)
+        until = time.monotonic() + 10
+        while host.unfinished and time.monotonic() < until:
+            time.sleep(0.01)
+        assert host.unfinished == 0  # "b"'s run finished, not taken: a visit has to take it
+        now[0] = 10.0
+        host.forget_idle()
+        assert (host.knows(K), host.knows('"b"'), held()) == (False, True, ["b"])
+        host.visit('"b"')
+        now[0] = 14.0  # within idle_key_s / 2 of the last look: nothing is looked at
+        host.forget_idle()
+        assert host.knows('"b"')
+        now[0] = 25.0
+        host.forget_idle()
+        assert (host.knows('"b"'), held()) == (False, [])
+    finally:
+        host.close()
+
+
+def test_a_forgotten_key_handed_back_its_state_runs_on_from_it() -> None:
+    now = [0.0]
+    plan = compile_agent(EchoAgent())
+    host = EngineHost(_engines(plan), max_unfinished=8, clock=lambda: now[0], idle_key_s=0)
+    try:
+        host.submit(K, {"n": 1}, 0)
+        [first] = host.wait_idle(K, timeout=10)
+        host.forget_idle()
+        assert not host.knows(K)
+        host.restore(K, KeyState(next_seq=1, short_term_memory=first.short_term_memory))
+        host.submit(K, {"n": 2}, 1)
+        [second] = host.wait_idle(K, timeout=10)
+        assert second.result.output_values == [{"doubled": 4, "count": 2}]
+    finally:
+        host.close()
 
 
 def test_a_task_ended_error_left_in_a_callback_or_task_is_not_logged_anything_else_is(

@@ -417,6 +417,26 @@ def test_seq_and_memory_continue_from_the_saved_key_state_after_a_restart(monkey
         assert (answer["seq"], answer["output"]) == (2, {"doubled": 6, "count": 3})
 
 
+def test_the_engine_lets_go_of_idle_keys_and_their_state_comes_back_from_the_key_state(
+    monkeypatch,
+):
+    """A job keyed by, say, order id sees each key once: the engine holds a key only while it
+    is busy and for ``idle_key_ms`` after; the key state (Flink's) holds it from then on."""
+    echo = compile_agent(EchoAgent(name="echo"))
+    with Attempt(monkeypatch, None, {}, 0, plan=echo, idle_key_ms=0) as attempt:
+        host = attempt.logic._require_host()
+        for order in range(20):
+            attempt.send(f"order-{order}", {"n": order})
+            attempt.answers(f"order-{order}")
+        attempt.send("a", {"n": 1})
+        assert attempt.answers("a")[0]["output"] == {"doubled": 2, "count": 1}
+        attempt.visit("a")  # a visit lets go of the keys idle since (all of them, at 0 ms)
+        assert host.call(host.engine.keys) == []
+        attempt.send("a", {"n": 2})  # restored from its key state: count and seq go on
+        [again] = attempt.answers("a")
+    assert (again["seq"], again["output"]) == (1, {"doubled": 4, "count": 2})
+
+
 def test_long_term_memory_is_saved_with_the_key_and_continues_after_a_restart(monkeypatch):
     plan = compile_agent(customer_memory.build_agent())
     first_ticket = "My router is an XR-500 and the wifi keeps dropping."
