@@ -60,7 +60,11 @@ export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}
 case ${FLINK_MALLOC:-glibc} in
   glibc) ;;
   jemalloc)
-    jemalloc=$(ldconfig -p 2>/dev/null | awk '/libjemalloc\.so\.2 /{print $NF; exit}')
+    jemalloc=
+    for candidate in /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 \
+      /usr/lib/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2; do
+      [ -f "$candidate" ] && { jemalloc=$candidate; break; }
+    done
     [ -n "$jemalloc" ] || { log "FLINK_MALLOC=jemalloc: no libjemalloc.so.2 (apt-get install libjemalloc2)"; exit 1; }
     export LD_PRELOAD="$jemalloc${LD_PRELOAD:+:$LD_PRELOAD}"
     ;;
