@@ -297,12 +297,18 @@ def test_other_keys_run_while_one_is_paused(monkeypatch):
 # --- crashes: the keyed state is a checkpoint, the store's log outlives the attempt --------------
 
 
-def test_a_crash_while_paused_resumes_without_calling_again(attempts):
+def paused_before_a_crash(attempts: Any) -> tuple[dict, int, dict]:
+    """A first attempt whose run of "a" pauses at its wait (60 s): the wait's record, its
+    deadline timer, and the keyed state a checkpoint then holds (the pause is in it)."""
     with attempts({}, 0) as first:
         first.send("a", {"amount": 30, "timeout_s": 60})
         wait = waiting(first, "a")
         [deadline] = first.wake_timers
-        checkpoint = dict(first.table)  # the pause is in the key's state
+        return wait, deadline, dict(first.table)
+
+
+def test_a_crash_while_paused_resumes_without_calling_again(attempts):
+    wait, deadline, checkpoint = paused_before_a_crash(attempts)
 
     with attempts(checkpoint, 1) as second:
         assert second.visit("a") == []  # restored: the run replays to its wait, pauses again
@@ -320,11 +326,7 @@ def test_a_decision_that_reaches_the_replayed_run_before_its_pause_is_taken_emit
     possibly before a visit took the replayed run's pause: that visit then takes the pause and
     the run's end together. The pause is spent: no second ``waiting`` record, no wait left
     open (a CI run found the stale record under load)."""
-    with attempts({}, 0) as first:
-        first.send("a", {"amount": 30, "timeout_s": 60})
-        wait = waiting(first, "a")
-        [deadline] = first.wake_timers
-        checkpoint = dict(first.table)
+    wait, deadline, checkpoint = paused_before_a_crash(attempts)
 
     with attempts(checkpoint, 1) as second:
         assert second.visit("a") == []  # hands the run over: it replays to its wait
@@ -382,11 +384,7 @@ def test_a_crash_after_the_decision_was_recorded_hands_it_back(attempts):
 
 
 def test_a_deadline_that_came_due_during_an_outage_fires_once_after_the_restore(attempts):
-    with attempts({}, 0) as first:
-        first.send("a", {"amount": 30, "timeout_s": 60})
-        wait = waiting(first, "a")
-        [deadline] = first.wake_timers
-        checkpoint = dict(first.table)
+    wait, deadline, checkpoint = paused_before_a_crash(attempts)
 
     with attempts(checkpoint, 1) as second:
         outputs = second.fire("a", deadline + 5_000)  # the restored timer, overdue
