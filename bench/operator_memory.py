@@ -27,24 +27,8 @@ from contextlib import contextmanager
 from flink_agents.plan.compile import compile_agent
 from flink_agents.runtime import OperatorOptions, RuntimeSettings
 from flink_agents.runtime.keyed import KeyedAgentLogic
+from tests.runtime.test_keyed import KeySlot, now_ms
 from tests.sample_agents import EchoAgent
-
-
-class _Slot:
-    """One key's value state in ``table`` (Flink's ValueState, here a dict entry)."""
-
-    def __init__(self, table: dict[str, str], key: str) -> None:
-        self.table, self.key = table, key
-
-    def value(self) -> str | None:
-        return self.table.get(self.key)
-
-    def update(self, value: str) -> None:
-        self.table[self.key] = value
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @contextmanager
@@ -61,10 +45,10 @@ def _operator(idle_key_ms: int) -> Iterator[KeyedAgentLogic]:
 def _answer(logic: KeyedAgentLogic, table: dict[str, str], key: str, n: int) -> None:
     """One input of ``key``, visited until its answer came out."""
     flink_key = json.dumps(key)
-    slot = _Slot(table, flink_key)
-    logic.on_input(flink_key, json.dumps({"n": n}), slot, _now_ms)
+    slot = KeySlot(table, flink_key)
+    logic.on_input(flink_key, json.dumps({"n": n}), slot, now_ms)
     deadline = time.monotonic() + 10
-    while not logic.on_timer(flink_key, slot, _now_ms(), _now_ms).outputs:
+    while not logic.on_timer(flink_key, slot, now_ms(), now_ms).outputs:
         if time.monotonic() > deadline:
             raise SystemExit(f"no answer for {key!r} within 10 s")
         time.sleep(0.001)

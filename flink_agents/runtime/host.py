@@ -112,8 +112,9 @@ class EngineHost:
         self._unfinished: dict[str, int] = {}
         self._total_unfinished = 0
         self._done: dict[str, deque[CompletedRun]] = defaultdict(deque)
-        self._known: set[str] = set()
-        self._last_handed: dict[str, float] = {}  # by known key: when it was last handed anything
+        # The keys the engine holds (restored, or handed an input), and when each was last
+        # handed anything: forget_idle lets go of the ones idle long enough.
+        self._last_handed: dict[str, float] = {}
         self._failure: BaseException | None = None
         self._head_started: dict[str, float] = {}  # keys with unfinished inputs
         self._mean_seconds: float | None = None  # until a run has finished
@@ -156,7 +157,7 @@ class EngineHost:
 
     def knows(self, token: str) -> bool:
         """Whether the engine holds this key (after a restart it holds none until restored)."""
-        return token in self._known
+        return token in self._last_handed
 
     def submit(self, token: str, value: Any, seq: int, admitted_at: float | None = None) -> None:
         """Queue ``value`` as input ``seq`` of a key restored before or new to the job (with
@@ -249,7 +250,6 @@ class EngineHost:
             ]
             for token in idle:
                 del self._last_handed[token]
-                self._known.discard(token)
         if idle:
             self._call_soon(_forget, self._engine, idle)
 
@@ -360,7 +360,6 @@ class EngineHost:
         """Change the key's unfinished inputs by ``delta`` (under the lock). The key's head
         input starts now when the key had none (a submit) or when its run just finished and
         another is queued (one key runs one input at a time)."""
-        self._known.add(token)
         self._last_handed[token] = self._clock()
         before = self._unfinished.get(token, 0)
         after = before + delta
