@@ -121,6 +121,8 @@ class LogStore(abc.ABC):
         # Runs a restore found that have not begun here since, and the marker count then.
         self._restored_idle: set[_Run] = set()
         self._restored_at = 0
+        # Whether the last restore read only this subtask's keys (see `_let_go_of_restored_idle`).
+        self._restored_own_keys = False
         self._markers_taken = 0
         # Writes not sent yet, latest per record key: (run, envelope or None for a tombstone).
         self._unsent: dict[bytes, tuple[_Run, bytes | None]] = {}
@@ -298,6 +300,7 @@ class LogStore(abc.ABC):
         tables = (self._states, self._runs, self._first_offset, self._open, self._ended)
         for table in (*tables, self._restored_idle):
             table.clear()
+        self._restored_own_keys = key_groups is not None
         open_runs = {_run_of(run) for run in marker.open_runs}
         report = RestoreReport()
         starts = {p: marker.partitions[p].low for p in reading}
@@ -398,34 +401,43 @@ class LogStore(abc.ABC):
             )
 
     def prune(self, marker: RecoveryMarker) -> int:
-        """Tombstone all states of runs ended before `marker` was taken; flush; return count."""
+        """Tombstone all states of runs ended before `marker` was taken (and the restored runs
+        let go, see `_let_go_of_restored_idle`); flush; return the tombstones written."""
         if marker.store_id != self._store_id:
             raise StoreError("prune needs a marker taken by this store instance")
         done = [run for run, taken in self._ended.items() if taken <= marker.taken]
-        count = 0
         with self._flush_lock:
-            if marker.taken >= self._restored_at:
-                self._let_go_of_restored_idle()
+            count = self._let_go_of_restored_idle() if marker.taken >= self._restored_at else 0
             for run in done:
                 del self._ended[run]
-                for key in self._drop_run(run):
-                    self._enqueue(run, key, None)
-                    count += 1
+                count += self._tombstone(run, self._drop_run(run))
             self.flush()
         return count
 
-    def _let_go_of_restored_idle(self) -> None:
-        """Drop (without tombstones) the restored runs that never began here.
+    def _let_go_of_restored_idle(self) -> int:
+        """Drop the restored runs that never began here; return the tombstones written.
 
-        They are other subtasks' runs (a restore without key groups loads every key) or runs
-        whose input did not come again within the prune delay; only their owner may tombstone
-        them. Paused runs are not among them (see `_restore`). Called by `prune` with a marker
-        taken after the restore, that is, at least the prune delay later.
+        Most ended before the restored checkpoint, inside the prune delay, so the failed attempt
+        never pruned them; the others' input did not come again within the delay. A restore for
+        this subtask's key groups read only keys it owns: their runs are tombstoned, else each
+        failover would leave a prune delay's worth of records in the topic for good. A restore
+        without key groups read every key, other subtasks' too: only their owner may tombstone
+        them, so they are just dropped. Paused runs are not among them (see `_restore`). Called
+        by `prune` with a marker taken after the restore, that is, at least the delay later.
         """
+        count = 0
         for run in self._restored_idle:
             self._open.discard(run)
-            self._drop_run(run)
+            keys = self._drop_run(run)
+            if self._restored_own_keys:
+                count += self._tombstone(run, keys)
         self._restored_idle.clear()
+        return count
+
+    def _tombstone(self, run: _Run, keys: tuple[bytes, ...]) -> int:
+        for key in keys:
+            self._enqueue(run, key, None)
+        return len(keys)
 
     def _drop_run(self, run: _Run) -> tuple[bytes, ...]:
         """Remove `run` from the in-memory view; return the record keys of the states it had."""

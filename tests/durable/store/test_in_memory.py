@@ -10,12 +10,14 @@ from flink_agents.durable.store import (
     CallResult,
     InMemoryActionStateStore,
     InMemoryLog,
+    KeyGroupRange,
     PartitionMark,
     PickleNotAllowedError,
     RecoveryMarker,
     RunKey,
     StoreError,
     StoreWriteError,
+    key_group,
 )
 from tests.durable.store.payload_types import Opaque, Reply
 
@@ -174,8 +176,8 @@ def test_a_marker_after_a_restore_covers_restored_runs_until_they_end():
 
 
 def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_prune():
-    # Runs of other subtasks' keys share the partitions and are read by a restore too; they
-    # never run here, so they are let go (not tombstoned) once a marker taken after the
+    # A restore without key groups reads other subtasks' keys too; they never run here, so
+    # they are let go (not tombstoned: only their owner may) once a marker taken after the
     # restore is old enough to prune with.
     log = InMemoryLog()
     store = InMemoryActionStateStore(log)
@@ -197,6 +199,33 @@ def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_pru
     assert fresh.prune(fresh.recovery_marker()) == 1
     assert log.partitions[0][-1] == (replayed.action("act").canonical().encode(), None)
     assert fresh.recovery_marker().partitions[0].low == 3
+
+
+def test_a_restore_for_key_groups_tombstones_its_never_replayed_runs_at_the_next_prune():
+    # Runs that ended inside the prune delay before a failure were never pruned by the failed
+    # attempt, and their input does not come again: the subtask that owns their key groups
+    # tombstones them, or every failover would leave a prune delay's records in the topic.
+    groups = KeyGroupRange.of_subtask(0, 2, 128)
+    runs = [run(f"customer-{i}") for i in range(20)]
+    mine, replayed = [r for r in runs if key_group(r.key, 128) in groups][:2]
+    other = next(r for r in runs if key_group(r.key, 128) not in groups)
+    log = InMemoryLog()
+    store = InMemoryActionStateStore(log)
+    for r in (mine, other, replayed):
+        store.put(state(r))
+    marker = low_only(store.recovery_marker())  # in the checkpoint restored below
+    for r in (mine, other, replayed):
+        store.end_run(r)  # before that checkpoint; the attempt failed before it pruned them
+    store.flush()
+
+    fresh = InMemoryActionStateStore(log)
+    fresh.restore(marker, groups)
+    fresh.begin_run(replayed)
+    fresh.end_run(replayed)
+    assert fresh.prune(fresh.recovery_marker()) == 2
+    tombstoned = [key for key, value in log.partitions[0] if value is None]
+    # The other subtask's run is left to its owner.
+    assert tombstoned == [r.action("act").canonical().encode() for r in (mine, replayed)]
 
 
 def test_a_restored_run_paused_at_a_wait_is_not_let_go_at_the_next_prune():
