@@ -12,7 +12,7 @@
 #   2. e2e/test_standalone_failover.py on a standalone cluster started from the line's own bin/
 #      (scripts/flink-cluster.sh with PYTHON set to the line's venv), on FLINK_REST_PORT and
 #      FLINK_RPC_PORT (default 8081/6123; no cluster may already answer there), stopped after.
-# FLINK_LINE_STEPS=minicluster or =standalone runs one step only. The exit code is the first
+# FLINK_LINE_STEPS=minicluster or =standalone runs one step only; =install only installs. The exit code is the first
 # failing step's. Results are recorded by hand in docs/deployment.md ("Flink versions").
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -128,7 +128,8 @@ for step in $steps; do
       # with-services.sh starts the cluster from the line's bin/ and stops it afterwards.
       run_step "standalone failover e2e" env PYTHON="$venv/bin/python" "$here/with-services.sh" \
         "$venv/bin/python" -m pytest e2e/test_standalone_failover.py -m cluster ;;
-    *) echo "flink-line.sh: unknown step $step (minicluster, standalone)" >&2; exit 2 ;;
+    install) ;;  # done above
+    *) echo "flink-line.sh: unknown step $step (install, minicluster, standalone)" >&2; exit 2 ;;
   esac
 done
 exit "$status"
