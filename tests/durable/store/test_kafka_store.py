@@ -16,6 +16,7 @@ from flink_agents.durable.store import (
     ActionState,
     CallError,
     CallResult,
+    KeyGroupRange,
     RecordCodec,
     RunKey,
     StoreError,
@@ -208,6 +209,28 @@ def test_prune_writes_tombstones_and_rebuild_skips_pruned(make_store, kafka_boot
     assert report.tombstones == 2
     assert reader.get_run(old) == []
     assert reader.get(kept.action("act")) is not None
+
+
+def test_runs_a_failed_attempt_never_pruned_are_tombstoned_after_the_restore(make_store):
+    # The attempt took a marker while its runs were open, they ended, and it failed before its
+    # prune: the restored subtask (it owns every key group here) tombstones them, so no record
+    # of theirs outlives compaction.
+    failed = make_store()
+    ended = [run(f"customer-{i}") for i in range(5)]
+    for r in ended:
+        failed.put(state(r))
+    marker = failed.recovery_marker()
+    for r in ended:
+        failed.end_run(r)
+    failed.flush()
+
+    restored = make_store()
+    restored.restore(marker, KeyGroupRange.of_subtask(0, 1, 128))
+    assert restored.prune(restored.recovery_marker()) == len(ended)
+
+    report = make_store().restore(marker)
+    assert (report.loaded, report.tombstones) == (len(ended), len(ended))
+    assert restored.state_keys() == []
 
 
 def _kafka(command: str) -> None:
