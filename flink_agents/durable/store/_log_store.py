@@ -115,7 +115,8 @@ class LogStore(abc.ABC):
         self._states: dict[bytes, bytes] = {}  # record key -> envelope
         # The record keys of each run's states; a tuple, which the collector stops tracking.
         self._runs: dict[_Run, tuple[bytes, ...]] = {}
-        self._first_offset: dict[_Run, int] = {}
+        # Per run not yet pruned: the partition and offset of its first acknowledged state.
+        self._first_offset: dict[_Run, tuple[int, int]] = {}
         self._open: set[_Run] = set()
         self._ended: dict[_Run, int] = {}
         # Runs a restore found that have not begun here since, and the marker count then.
@@ -203,6 +204,7 @@ class LogStore(abc.ABC):
         """Mark `run` ended as of the next marker."""
         ended = _run_of(run)
         self._open.discard(ended)
+        self._restored_idle.discard(ended)  # pruned as it ended here, not let go
         self._ended[ended] = self._markers_taken
 
     def flush(self, timeout: float | None = None) -> None:
@@ -223,36 +225,39 @@ class LogStore(abc.ABC):
                 unsent, self._unsent = self._unsent, {}
             if not unsent:
                 return
+            records = [
+                (self._partition(run), key, self._seal(key, envelope))
+                for key, (run, envelope) in unsent.items()
+            ]
             try:
-                handles = self._send(
-                    [
-                        (self._partition(run), key, self._seal(key, envelope))
-                        for key, (run, envelope) in unsent.items()
-                    ]
-                )
-                offsets = self._await(handles, timeout)
+                offsets = self._await(self._send(records), timeout)
             except Exception as exc:
                 self._lost = exc
                 raise
-            for (run, envelope), offset in zip(unsent.values(), offsets, strict=True):
+            for (run, envelope), (partition, _, _), offset in zip(
+                unsent.values(), records, offsets, strict=True
+            ):
                 if envelope is not None:  # a tombstone does not count towards the first offset
-                    self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+                    self._note_offset(run, partition, offset)
 
     async def aflush(self, timeout: float | None = None) -> None:
         """`flush` in a worker thread."""
         await asyncio.to_thread(self.flush, timeout)
 
     def recovery_marker(self) -> RecoveryMarker:
-        """Flush, then mark per partition the low-water offset of open runs and the end."""
+        """Flush, then mark per partition the low-water offset of the runs not yet pruned (open
+        or ended) and the end.
+
+        Ended runs count until `prune` tombstones them: a failure before that prune would
+        otherwise leave their records below every later marker, read by no restore and so
+        tombstoned by no one. Covered, a restore finds them, and its owner tombstones them a
+        prune delay later (`_let_go_of_restored_idle`)."""
         with self._flush_lock:
             self.flush()
             ends = self._end_offsets()
             lows = dict(ends)
-            for run in self._open:
-                offset = self._first_offset.get(run)
-                if offset is not None:
-                    p = self._partition(run)
-                    lows[p] = min(lows[p], offset)
+            for partition, offset in self._first_offset.values():
+                lows[partition] = min(lows[partition], offset)
         marker = RecoveryMarker(
             topic=self.topic,
             store_id=self._store_id,
@@ -484,6 +489,11 @@ class LogStore(abc.ABC):
     def _partition(self, run: _Run) -> int:
         return self.placement.partition(run[0], run[1], self.partitions)
 
+    def _note_offset(self, run: _Run, partition: int, offset: int) -> None:
+        first = self._first_offset.get(run)
+        if first is None or offset < first[1]:
+            self._first_offset[run] = (partition, offset)
+
     def _enqueue(self, run: _Run, key: bytes, envelope: bytes | None) -> None:
         with self._pending_lock:  # replaces an unsent earlier write of the same key
             self._unsent[key] = (run, envelope)
@@ -570,5 +580,5 @@ class LogStore(abc.ABC):
             self._paused_keys.add(key or b"")
         else:  # a later state of the action: its wait resolved
             self._paused_keys.discard(key or b"")
-        self._first_offset[run] = min(offset, self._first_offset.get(run, offset))
+        self._note_offset(run, partition, offset)
         report.loaded += 1

@@ -19,6 +19,7 @@ from flink_agents.durable.store import (
     StoreWriteError,
     key_group,
 )
+from tests.durable.store.markers import low_only
 from tests.durable.store.payload_types import Opaque, Reply
 
 
@@ -118,7 +119,9 @@ def test_restore_skips_runs_that_ended_before_the_marker_above_the_low_water():
     assert fresh.state_keys() == [open_.action("act")]
 
 
-def test_low_water_follows_the_oldest_open_run():
+def test_low_water_follows_the_oldest_run_not_yet_pruned():
+    # An ended run holds the low-water mark until it is pruned: should the store fail before
+    # that, the restore must find its records to tombstone them (see the test below).
     log = InMemoryLog()
     store = InMemoryActionStateStore(log)
     a, b = run("a"), run("b")
@@ -126,10 +129,13 @@ def test_low_water_follows_the_oldest_open_run():
     store.put(state(b))
     assert store.recovery_marker().partitions[0].low == 0
     store.end_run(a)
+    assert store.recovery_marker().partitions[0].low == 0
+    store.prune(store.recovery_marker())  # tombstones a at offset 2
     assert store.recovery_marker().partitions[0].low == 1
     store.end_run(b)
+    store.prune(store.recovery_marker())
     mark = store.recovery_marker().partitions[0]
-    assert (mark.low, mark.end) == (2, 2)
+    assert (mark.low, mark.end) == (4, 4)
 
 
 def test_restored_in_flight_run_keeps_the_low_water():
@@ -142,18 +148,14 @@ def test_restored_in_flight_run_keeps_the_low_water():
     fresh.restore(marker)  # the in-flight run is open again without begin_run
     assert fresh.recovery_marker().partitions[0].low == 0
     fresh.end_run(r)
-    assert fresh.recovery_marker().partitions[0].low == 1
+    fresh.prune(fresh.recovery_marker())
+    assert fresh.recovery_marker().partitions[0].low == 2  # past its record and tombstone
 
 
-def low_only(marker: RecoveryMarker) -> RecoveryMarker:
-    """The compact form the Flink operator keeps in keyed state: low offsets, no open runs."""
-    partitions = {p: PartitionMark(low=m.low, end=m.low) for p, m in marker.partitions.items()}
-    return marker.model_copy(update={"partitions": partitions, "open_runs": []})
-
-
-def test_a_marker_after_a_restore_covers_restored_runs_until_they_end():
+def test_a_marker_after_a_restore_covers_restored_runs_until_they_are_pruned():
     # A run found by a restore may be replayed (its input comes again from the source): until
-    # it ends, a later marker must not pass its records, or a second failure would lose them.
+    # it ends and is pruned, a later marker must not pass its records, or a second failure
+    # would lose them (or leave them in the topic for good).
     log = InMemoryLog()
     store = InMemoryActionStateStore(log)
     in_flight, later = run("in-flight"), run("later")
@@ -169,10 +171,12 @@ def test_a_marker_after_a_restore_covers_restored_runs_until_they_end():
     assert fresh.recovery_marker().partitions[0].low == 0
     fresh.begin_run(in_flight)
     fresh.end_run(in_flight)
-    assert fresh.recovery_marker().partitions[0].low == 1
+    assert fresh.recovery_marker().partitions[0].low == 0
     fresh.begin_run(later)
     fresh.end_run(later)
-    assert fresh.recovery_marker().partitions[0].low == 2
+    assert fresh.recovery_marker().partitions[0].low == 0
+    assert fresh.prune(fresh.recovery_marker()) == 2
+    assert fresh.recovery_marker().partitions[0].low == 4  # past both tombstones
 
 
 def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_prune():
@@ -195,7 +199,7 @@ def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_pru
     assert fresh.recovery_marker().partitions[0].low == 0  # foreign holds the low-water mark
     assert fresh.prune(taken_after_restore) == 0  # replayed ended after that marker: kept
     assert fresh.get(foreign.action("act")) is None  # let go, without a tombstone
-    assert fresh.recovery_marker().partitions[0].low == 2  # nothing open any more
+    assert fresh.recovery_marker().partitions[0].low == 1  # replayed, ended, not pruned yet
     assert fresh.prune(fresh.recovery_marker()) == 1
     assert log.partitions[0][-1] == (replayed.action("act").canonical().encode(), None)
     assert fresh.recovery_marker().partitions[0].low == 3
@@ -203,8 +207,9 @@ def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_pru
 
 def test_a_restore_for_key_groups_tombstones_its_never_replayed_runs_at_the_next_prune():
     # Runs that ended inside the prune delay before a failure were never pruned by the failed
-    # attempt, and their input does not come again: the subtask that owns their key groups
-    # tombstones them, or every failover would leave a prune delay's records in the topic.
+    # attempt, and their input does not come again: the checkpoint's marker still covers them
+    # and the subtask that owns their key groups tombstones them, or every failover would leave
+    # a prune delay's records in the topic for good.
     groups = KeyGroupRange.of_subtask(0, 2, 128)
     runs = [run(f"customer-{i}") for i in range(20)]
     mine, replayed = [r for r in runs if key_group(r.key, 128) in groups][:2]
@@ -213,10 +218,9 @@ def test_a_restore_for_key_groups_tombstones_its_never_replayed_runs_at_the_next
     store = InMemoryActionStateStore(log)
     for r in (mine, other, replayed):
         store.put(state(r))
+        store.end_run(r)
     marker = low_only(store.recovery_marker())  # in the checkpoint restored below
-    for r in (mine, other, replayed):
-        store.end_run(r)  # before that checkpoint; the attempt failed before it pruned them
-    store.flush()
+    # The attempt fails here, before a prune.
 
     fresh = InMemoryActionStateStore(log)
     fresh.restore(marker, groups)

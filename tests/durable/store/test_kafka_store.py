@@ -25,6 +25,7 @@ from flink_agents.durable.store import (
 from flink_agents.durable.store.kafka import KafkaActionStateStore, topic_partitions
 from flink_agents.durable.store.store_config import StoreConfig
 from tests.durable.store import payload_types
+from tests.durable.store.markers import low_only
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
 pytestmark = pytest.mark.kafka
@@ -212,17 +213,15 @@ def test_prune_writes_tombstones_and_rebuild_skips_pruned(make_store, kafka_boot
 
 
 def test_runs_a_failed_attempt_never_pruned_are_tombstoned_after_the_restore(make_store):
-    # The attempt took a marker while its runs were open, they ended, and it failed before its
-    # prune: the restored subtask (it owns every key group here) tombstones them, so no record
-    # of theirs outlives compaction.
+    # The attempt's runs ended, it took the marker of its last checkpoint, and it failed before
+    # its prune: the restored subtask (it owns every key group here) tombstones them, so no
+    # record of theirs outlives compaction.
     failed = make_store()
     ended = [run(f"customer-{i}") for i in range(5)]
     for r in ended:
         failed.put(state(r))
-    marker = failed.recovery_marker()
-    for r in ended:
         failed.end_run(r)
-    failed.flush()
+    marker = low_only(failed.recovery_marker())
 
     restored = make_store()
     restored.restore(marker, KeyGroupRange.of_subtask(0, 1, 128))
