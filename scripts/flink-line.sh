@@ -12,8 +12,8 @@
 #   2. e2e/test_standalone_failover.py on a standalone cluster started from the line's own bin/
 #      (scripts/flink-cluster.sh with PYTHON set to the line's venv), on FLINK_REST_PORT and
 #      FLINK_RPC_PORT (default 8081/6123; no cluster may already answer there), stopped after.
-# FLINK_LINE_STEPS=minicluster or =standalone runs one step only; =install only installs. The exit code is the first
-# failing step's. Results are recorded by hand in docs/deployment.md ("Flink versions").
+# FLINK_LINE_STEPS=minicluster or =standalone runs one step only; =install only installs. The
+# exit code is the first failing step's. Results are recorded by hand in docs/deployment.md ("Flink versions").
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)

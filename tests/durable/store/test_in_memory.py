@@ -19,7 +19,7 @@ from flink_agents.durable.store import (
     StoreWriteError,
     key_group,
 )
-from tests.durable.store.markers import low_only
+from flink_agents.runtime.recovery import compact
 from tests.durable.store.payload_types import Opaque, Reply
 
 
@@ -160,7 +160,7 @@ def test_a_marker_after_a_restore_covers_restored_runs_until_they_are_pruned():
     store = InMemoryActionStateStore(log)
     in_flight, later = run("in-flight"), run("later")
     store.put(state(in_flight))
-    marker = low_only(store.recovery_marker())
+    marker = compact(store.recovery_marker())
     store.put(state(later))
     store.end_run(later)  # ended after the checkpoint: it replays too
     store.flush()
@@ -188,7 +188,7 @@ def test_restored_runs_never_replayed_stop_holding_the_low_water_at_the_next_pru
     foreign, replayed = run("foreign"), run("replayed")
     store.put(state(foreign))
     store.put(state(replayed))
-    marker = low_only(store.recovery_marker())
+    marker = compact(store.recovery_marker())
     store.flush()
 
     fresh = InMemoryActionStateStore(log)
@@ -219,7 +219,7 @@ def test_a_restore_for_key_groups_tombstones_its_never_replayed_runs_at_the_next
     for r in (mine, other, replayed):
         store.put(state(r))
         store.end_run(r)
-    marker = low_only(store.recovery_marker())  # in the checkpoint restored below
+    marker = compact(store.recovery_marker())  # in the checkpoint restored below
     # The attempt fails here, before a prune.
 
     fresh = InMemoryActionStateStore(log)
@@ -245,7 +245,7 @@ def test_a_restored_run_paused_at_a_wait_is_not_let_go_at_the_next_prune():
     decided = state(resumed)  # a later state of the same action: its wait resolved
     decided.record_call(CallResult.pending("wait", kind="wait").succeed({"verdict": "approve"}))
     store.put(decided)
-    marker = low_only(store.recovery_marker())
+    marker = compact(store.recovery_marker())
     store.flush()
 
     fresh = InMemoryActionStateStore(log)

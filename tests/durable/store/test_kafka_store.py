@@ -24,8 +24,8 @@ from flink_agents.durable.store import (
 )
 from flink_agents.durable.store.kafka import KafkaActionStateStore, topic_partitions
 from flink_agents.durable.store.store_config import StoreConfig
+from flink_agents.runtime.recovery import compact
 from tests.durable.store import payload_types
-from tests.durable.store.markers import low_only
 from tests.durable.store.payload_types import Exploding, Opaque, Point, Reply
 
 pytestmark = pytest.mark.kafka
@@ -221,7 +221,7 @@ def test_runs_a_failed_attempt_never_pruned_are_tombstoned_after_the_restore(mak
     for r in ended:
         failed.put(state(r))
         failed.end_run(r)
-    marker = low_only(failed.recovery_marker())
+    marker = compact(failed.recovery_marker())
 
     restored = make_store()
     restored.restore(marker, KeyGroupRange.of_subtask(0, 1, 128))
