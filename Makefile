@@ -43,8 +43,8 @@ run example: install
 
 # The mini-cluster suite and the standalone failover e2e on another Flink line than the pinned
 # one (its own virtualenv under .cache/flink-lines/, a cluster from the line's bin/ on
-# FLINK_REST_PORT/FLINK_RPC_PORT): make flink-line FLINK_LINE=2.3.0 (or 1.20.5). Not in `make test`.
-FLINK_LINE ?= 2.3.0
+# FLINK_REST_PORT/FLINK_RPC_PORT): make flink-line FLINK_LINE=1.20.5 (or 2.2.1). Not in `make test`.
+FLINK_LINE ?= 1.20.5
 flink-line:
 	scripts/flink-line.sh $(FLINK_LINE) $(PYTEST_ARGS)
 

@@ -3,7 +3,7 @@
 #
 #   scripts/flink-line.sh 2.3.0          # or 1.20.5; make flink-line FLINK_LINE=1.20.5
 #
-# The pinned line (apache-flink==2.2.1) is what `make install` and CI use. This script makes a
+# The pinned line (apache-flink==2.3.0) is what `make install` and CI use. This script makes a
 # second virtualenv under .cache/flink-lines/<version>/ with apache-flink==<version> and the
 # project's dependencies (installed in one pip command, so the line's own pins hold), the project
 # itself without dependencies, and the Kafka connector jar that goes with the line. Then, against

@@ -1,7 +1,7 @@
 # Pinned versions of what the scripts fetch from Maven Central (sourced by scripts/*.sh).
 KAFKA_VERSION=4.1.1
 LOG4J_VERSION=2.24.3
-# Matches apache-flink==2.2.1 in pyproject.toml.
+# For apache-flink==2.3.0 in pyproject.toml: no 2.3 build is published; the 2.2 one runs on 2.3.
 FLINK_KAFKA_CONNECTOR_VERSION=5.0.0-2.2
 # The Flink Kubernetes Operator whose FlinkDeployment CRD the docker/k8s manifests are checked
 # against: the newest release whose API jar (it carries the CRDs) Maven Central serves.

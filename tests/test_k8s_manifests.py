@@ -27,7 +27,7 @@ CRD = "META-INF/fabric8/flinkdeployments.flink.apache.org-v1.yml"
 """The CRD in the jar (``-v1``: an apiextensions.k8s.io/v1 CustomResourceDefinition)."""
 OUTDATED_FLINK_VERSION = ("spec", "flinkVersion")
 """The one field the pinned operator cannot accept: its flinkVersion enum ends at v1_20, while the
-image runs Flink 2.2 (``v2_2``). No release of the operator's API jar that knows Flink 2 is on
+image runs Flink 2.3 (``v2_3``). No release of the operator's API jar that knows Flink 2 is on
 Maven Central (1.3.0, 1.7.0 and 1.10.0 are); docs/deployment.md says which operator to install."""
 
 
@@ -101,7 +101,7 @@ def test_each_flink_deployment_fits_the_operators_crd(manifest: Path) -> None:
         assert deployment["apiVersion"] == "flink.apache.org/v1beta1"
         found = violations(deployment)
         assert found.keys() == {OUTDATED_FLINK_VERSION}, found
-        assert deployment["spec"]["flinkVersion"] == "v2_2"
+        assert deployment["spec"]["flinkVersion"] == "v2_3"
 
 
 def test_a_field_name_with_a_typo_is_refused(support_desk: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 CONNECTOR_VERSION = "5.0.0-2.2"
-"""flink-sql-connector-kafka for the pinned Flink 2.2 line (also in scripts/versions.sh)."""
+"""flink-sql-connector-kafka for the pinned Flink 2.3 line (the 2.2 build: none for 2.3 is
+published; also in scripts/versions.sh)."""
 
 _REPO = Path(__file__).resolve().parents[2]
 
