@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from bench.native_heap import smaps_classes_mb
 from bench.soak import SoakServices, Workload, soak_agent, ticket_lines
 from bench.soak_flink import (
     block_checkpoints,
@@ -235,40 +236,6 @@ def rollup_kb(pid: int) -> dict[str, int]:
         name, _, value = line.partition(":")
         if value.strip().endswith("kB"):
             out[name] = int(value.split()[0])
-    return out
-
-
-def smaps_classes_mb(pid: int) -> dict[str, float]:
-    """RSS by kind of mapping, told apart by shape (no symbols needed): the Java heap (anon,
-    below 4 GiB with compressed oops), glibc's main arena (``[heap]``) and its other arenas (64
-    MiB-aligned anon mappings), 1 MiB anon mappings (pymalloc arenas, and some of the JVM's),
-    executable anon (code caches), other anon, and file-backed."""
-    out: dict[str, float] = {}
-    kind = "file"
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        parts = line.split()
-        if parts and "-" in parts[0] and not parts[0].endswith(":"):
-            start, end = (int(x, 16) for x in parts[0].split("-"))
-            name = parts[5] if len(parts) > 5 else ""
-            size = end - start
-            if name == "[heap]":
-                kind = "glibc_main_arena"
-            elif name.startswith("["):
-                kind = "other_special"
-            elif name:
-                kind = "file"
-            elif end <= 1 << 32:
-                kind = "java_heap"
-            elif start % (64 << 20) == 0 and size <= 64 << 20:
-                kind = "glibc_arena"
-            elif "x" in parts[1]:
-                kind = "anon_exec"
-            elif size == 1 << 20:
-                kind = "anon_1mib"
-            else:
-                kind = "anon_other"
-        elif parts and parts[0] == "Rss:":
-            out[kind] = out.get(kind, 0.0) + int(parts[1]) / 1024
     return out
 
 

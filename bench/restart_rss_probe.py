@@ -12,7 +12,6 @@ calling into a JVM with gdb to do the same crashed the TaskManager.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import os
@@ -23,33 +22,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.native_heap import libc, mallinfo_mb
 from bench.soak_heap import Throttled
 
 FOLDER_VARIABLE = "FLINK_AGENTS_RSS_PROBE_DIR"
 EVERY_S = 0.5
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-_libc = ctypes.CDLL("libc.so.6")
-_libc.mallinfo2.restype = _MallInfo2
-_libc.malloc_trim.argtypes = [ctypes.c_size_t]
 #: The tracemalloc snapshot the first ``tracemalloc: start`` request took (process-wide, like
 #: tracemalloc itself: the listener is made anew at each attempt).
 _baseline: list[tracemalloc.Snapshot] = []
@@ -62,21 +41,12 @@ def rss_mb() -> float:
     return 0.0
 
 
-def mallinfo_mb() -> dict[str, float]:
-    """Bytes malloc has from the system (``arena``: heap arenas, ``hblkhd``: its own mmaps), in
-    use (``uordblks``) and free in its arenas (``fordblks``), in MB."""
-    info = _libc.mallinfo2()
-    return {
-        name: getattr(info, name) / 2**20 for name in ("arena", "hblkhd", "uordblks", "fordblks")
-    }
-
-
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     reply: dict[str, Any] = {"id": request["id"], "pid": os.getpid(), "t": time.time()}
     reply["rss_mb"] = rss_mb()
     reply["malloc_mb"] = mallinfo_mb()
     if request.get("trim"):
-        _libc.malloc_trim(0)
+        libc().malloc_trim(0)
         reply["rss_after_trim_mb"] = rss_mb()
         reply["malloc_after_trim_mb"] = mallinfo_mb()
     reply["python_blocks"] = sys.getallocatedblocks()

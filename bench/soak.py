@@ -24,6 +24,7 @@ Output in ``.cache/soak/<run>/``: ``schedule.json``, ``samples.jsonl``, ``verdic
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -51,6 +52,7 @@ from bench.crash_oracle import (
     store_codec,
     terminal_calls,
 )
+from bench.native_heap import smaps_classes_mb
 from bench.soak_checker import Happened, Output, Verdict, check_history, check_waits
 from bench.soak_flink import (
     block_checkpoints,
@@ -810,10 +812,17 @@ class Sampler:
                 row[f"{role}_rss_mb@{pid}"] = found.rss_mb
                 row[f"{role}_fds@{pid}"] = found.fds
                 row[f"{role}_threads@{pid}"] = found.threads
+                if role == "taskmanager":  # what its RSS is made of (recorded, not bounded)
+                    with contextlib.suppress(OSError):  # gone while read
+                        kinds = smaps_classes_mb(pid)
+                        row.update((f"rss_{kind}_mb@{pid}", mb) for kind, mb in kinds.items())
         for pid, heap in read_heaps(self.watched.heap_dir, row["t"], 3 * SAMPLE_EVERY_S).items():
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
+                for name in ("malloc_in_use_mb", "malloc_held_mb"):
+                    if name in heap:
+                        row[f"{name}@{pid}"] = heap[name]
                 for name, count in heap.get("thread_names", {}).items():  # which ones grow
                     row[f"python_thread:{name}@{pid}"] = float(count)
         sizes, restarts = [], []
@@ -989,6 +998,8 @@ class RefundDeskRun:
         )
         settings["name"] = f"soak-refund-desk-{run_id}"
         settings["key"] = "order"
+        # The heap sampler here too: a TaskManager may hold this job alone.
+        settings["event_log"] = {"listeners": ["bench.soak_heap:PythonHeapSampler"]}
         settings["decisions"] = {
             "kind": "kafka",
             "topic": topics["decisions"],

@@ -7,9 +7,10 @@ soak's job spec names it: ``bench.soak_heap:PythonHeapSampler``): at most every
 from :data:`FOLDER_VARIABLE`, set in the TaskManagers' environment by ``bench/soak.py``), and
 the soak's sampler reads them with :func:`read_heaps`. The figures are cheap: the count of
 pymalloc blocks in use (:func:`sys.getallocatedblocks`, about one per live small object, no
-walk of the heap) and the Python threads, with their count per name (digits left out: a thread
-left behind by each restart shows as its name's count rising); ``tracemalloc`` would cost every
-allocation.
+walk of the heap), the Python threads, with their count per name (digits left out: a thread
+left behind by each restart shows as its name's count rising), and the C allocator's bytes in
+use and held (bench/native_heap.py: a step of RSS that is not in use is the allocator keeping
+freed memory); ``tracemalloc`` would cost every allocation.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.native_heap import allocator_figures
 from flink_agents.observability import LogRecord
 
 FOLDER_VARIABLE = "FLINK_AGENTS_SOAK_HEAP_DIR"
@@ -32,13 +34,15 @@ EVERY_S = 5.0
 
 def heap_figures() -> dict[str, Any]:
     """This interpreter's figures now: ``t`` (epoch seconds), ``python_blocks``,
-    ``python_threads``, and ``thread_names`` (the count per name, its digits as ``N``)."""
+    ``python_threads``, ``thread_names`` (the count per name, its digits as ``N``), and
+    :func:`~bench.native_heap.allocator_figures`."""
     names = Counter(re.sub(r"\d+", "N", thread.name) for thread in threading.enumerate())
     return {
         "t": time.time(),
         "python_blocks": float(sys.getallocatedblocks()),
         "python_threads": float(threading.active_count()),
         "thread_names": dict(sorted(names.items())),
+        **allocator_figures(),
     }
 
 
