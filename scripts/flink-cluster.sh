@@ -109,7 +109,10 @@ overrides = {
     "python.executable": "$python",
     "python.client.executable": "$python",
     "python.pythonpath": "$site_packages",
-    "classloader.parent-first-patterns.additional": "pemja.",
+    # org.apache.kafka.: a connector jar in lib/ with kafka-clients unshaded (the 1.20 line's, see
+    # flink-line.sh) is also shipped with the job; loading the clients child-first from the job's
+    # copy would give the connector's coordinator classes of two loaders (ClassCastException).
+    "classloader.parent-first-patterns.additional": "pemja.;org.apache.kafka.",
     "execution.checkpointing.dir": "file://$base/ckpt",
     "heartbeat.timeout": $heartbeat_timeout_ms,
     "heartbeat.interval": 2000,

@@ -28,16 +28,17 @@ steps=${FLINK_LINE_STEPS:-minicluster standalone}
 cache=${FLINK_AGENTS_CACHE:-$repo/.cache}
 base="$cache/flink-lines/$version"
 venv="$base/venv"
-stamp="$venv/.installed-$(sha256sum "$repo/pyproject.toml" | cut -c1-12)"
 python=${PYTHON:-python3}
 
 # The extras each line installs: on 1.20 (apache-beam 2.48, protobuf<4.24, numpy<1.25) pip does
-# not settle the integrations' extras (otel, retrieval, mcp, ...), and the Flink tests need only
-# the test tools and the OpenAI-compatible client.
+# not settle otel (its OTLP exporter needs a newer protobuf) or retrieval (chromadb); the tests
+# that need them are skipped there.
 case "$version" in
-  1.20.*) extras="test providers" ;;
+  1.20.*) extras="test providers gemini bedrock mcp ledger console" ;;
   *) extras="" ;;  # all
 esac
+# A venv is installed again when the project's dependencies or the line's extras change.
+stamp="$venv/.installed-$({ cat "$repo/pyproject.toml"; echo "$extras"; } | sha256sum | cut -c1-12)"
 
 if [ ! -f "$stamp" ]; then
   echo "flink-line.sh: installing apache-flink==$version into $venv" >&2

@@ -145,15 +145,26 @@ def table_row_type(table: Table, where: str) -> RowTypeInfo:
     Raises ``TypeError`` naming ``where`` and the column for a column type with no place here
     (``MAP``, ``MULTISET``, ``BYTES``, ``TIME``...).
     """
-    schema = table.get_resolved_schema()
-    names = list(schema.get_column_names())
+    names, kinds = _columns(table)
     return Types.ROW_NAMED(
         names,
         [
             _sql_column(kind, f"{where} column {name}")
-            for name, kind in zip(names, schema.get_column_data_types(), strict=True)
+            for name, kind in zip(names, kinds, strict=True)
         ],
     )
+
+
+def _columns(table: Table) -> tuple[list[str], list[DataType]]:
+    """``table``'s column names and types: from its resolved schema (Flink 2), or from the
+    ``TableSchema`` Flink 1.20's Python API offers instead."""
+    # getattr: a Table answers an unknown attribute with an AttributeError naming its columns.
+    resolved = getattr(table, "get_resolved_schema", None)
+    if resolved is not None:
+        schema = resolved()
+        return list(schema.get_column_names()), list(schema.get_column_data_types())
+    legacy = table.get_schema()
+    return list(legacy.get_field_names()), list(legacy.get_field_data_types())
 
 
 def _sql_column(kind: DataType, where: str) -> TypeInformation:

@@ -57,7 +57,7 @@ def test_a_sql_view_through_the_agent_into_a_sql_table(fresh_flink_env, tmp_path
         review_analysis()
     )
     table = analysed.to_table()
-    assert list(table.get_resolved_schema().get_column_names()) == [
+    assert list(table.get_schema().get_field_names()) == [  # both lines' API (1.20 and 2)
         "review_id",
         "product",
         "sentiment",

@@ -9,7 +9,15 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+import pytest
+
+# The otel extra: tests that need it are skipped where it is not installed (the Flink 1.20 line,
+# whose Beam pins a protobuf the OTLP exporter does not take).
+pytest.importorskip("opentelemetry.proto", reason="the otel extra is not installed")
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 
