@@ -273,20 +273,24 @@ class KeyedAgentLogic:
     def close(self) -> None:
         """Cancel runs in flight and close the store; unfinished inputs stay in the key states."""
         with self._closing:
-            if _OPEN.get(self._identity) is self:
-                del _OPEN[self._identity]
-            if self._host is not None:
-                self._host.close()
-                self._host = None
-            if self._fence is not None:
-                self._fence.stop()
-                self._fence = None
-            if self._store is not None:
-                self._store.close()
-                self._store = None
-            if self._event_log is not None:
-                self._event_log.close()
-                self._event_log = None
+            try:
+                if self._host is not None:
+                    self._host.close()
+                    self._host = None
+                if self._fence is not None:
+                    self._fence.stop()
+                    self._fence = None
+                if self._store is not None:
+                    self._store.close()
+                    self._store = None
+                if self._event_log is not None:
+                    self._event_log.close()
+                    self._event_log = None
+            finally:
+                # Registered until closed: the next attempt's open waits for a close under way
+                # (the watchdog's), whose last store writes its restore must read.
+                if _OPEN.get(self._identity) is self:
+                    del _OPEN[self._identity]
 
     def _task_ended(self) -> None:
         """The host's task ended without :meth:`close` (the fence's watchdog tells): close."""
@@ -797,9 +801,13 @@ _OPEN: dict[str, KeyedAgentLogic] = {}
 
 
 def _close_previous_attempt(identity: str) -> None:
+    """Close the earlier attempt of ``identity`` still open here, or wait for its close under
+    way (its watchdog's, when its task ended without close()): until that returns, its engine
+    may still finish calls and write their outcomes, which this attempt's restore must read, or
+    it would send those calls again (a broker restart's soak diagnostic, docs/reliability.md)."""
     previous = _OPEN.pop(identity, None)
     if previous is not None:
-        logger.warning("closing %s left open by a failed attempt", identity)
+        logger.warning("closing %s left open by an earlier attempt", identity)
         try:
             previous.close()
         except Exception:  # the old attempt is gone either way; ours must start

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -602,6 +603,42 @@ def test_an_attempt_whose_task_ended_closes_itself(monkeypatch, caplog):
             ask(attempt, "Bergen")
     finally:
         attempt.logic.close()
+
+
+def test_the_next_attempt_opens_only_after_a_close_under_way_has_written_its_last_state(
+    monkeypatch,
+):
+    """The watchdog closes an attempt whose task ended; its store's close flushes the last
+    outcomes. The next attempt of the subtask, opening meanwhile, must wait for that close: its
+    restore reads the log, and an outcome landing after that read is a call sent again."""
+    log = InMemoryLog()
+    ended = Attempt(monkeypatch, log, {}, 0)
+    store = ended.logic._store
+    assert store is not None
+    flushing, written = threading.Event(), threading.Event()
+    close_store = store.close
+
+    def slow_close() -> None:  # the flush waits for the broker
+        flushing.set()
+        written.wait(10)
+        close_store()
+
+    monkeypatch.setattr(store, "close", slow_close)
+    watchdog = threading.Thread(target=ended.logic.close)
+    watchdog.start()
+    assert flushing.wait(10)
+    opened: list[Attempt] = []
+    opening = threading.Thread(target=lambda: opened.append(Attempt(monkeypatch, log, {}, 1)))
+    opening.start()
+    opening.join(0.5)
+    try:
+        assert opening.is_alive(), "the next attempt opened while the last writes were unsent"
+    finally:
+        written.set()
+        watchdog.join(10)
+        opening.join(10)
+    assert opened and not opening.is_alive()
+    opened[0].logic.close()
 
 
 def test_a_finished_run_stays_in_the_markers_until_its_outputs_are_emitted(monkeypatch):
