@@ -8,9 +8,13 @@ FLINK_KAFKA_CONNECTOR_VERSION=5.0.0-2.2
 FLINK_K8S_OPERATOR_VERSION=1.10.0
 # The Kafka connector for the Flink 1.20 line (scripts/flink-line.sh; docs/deployment.md). Maven
 # Central serves no flink-sql-connector-kafka (the shaded jar) for it here, only
-# flink-connector-kafka: flink-line.sh joins it with the kafka-clients its POM names into one jar.
+# flink-connector-kafka: flink-line.sh joins it with a kafka-clients into one jar. Not the 3.4.0
+# its POM names: a record the broker refuses as too large sends that client (and 3.9.2) into an
+# endless split-and-retry loop (KAFKA-8350) that ends in the delivery timeout or, when the loop
+# overflows the sender thread's stack (KAFKA-8202), in a flush that returns with no error and the
+# records gone (KAFKA-19479). 4.2.0, which the 2.x connector shades, fails such a record at once.
 FLINK_1_20_KAFKA_CONNECTOR_VERSION=3.4.0-1.20
-FLINK_1_20_KAFKA_CLIENTS_VERSION=3.4.0
+FLINK_1_20_KAFKA_CLIENTS_VERSION=4.2.0
 
 # The flink-sql-connector-kafka build that goes with a Flink version (2.x or 1.20.x).
 kafka_connector_for() {
