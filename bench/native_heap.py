@@ -67,6 +67,11 @@ def _mallctl() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     return function
 
 
+#: The figures `allocator_figures` may give, for those who record them.
+MALLOC_FIGURES = ("malloc_in_use_mb", "malloc_held_mb", "malloc_active_mb", "malloc_dirty_mb")
+_ALL_ARENAS = 4096  # jemalloc's MALLCTL_ARENAS_ALL: the sum over its arenas
+
+
 def _jemalloc_stat(mallctl: ctypes._CFuncPtr, name: str) -> int:  # type: ignore[name-defined]
     value = ctypes.c_size_t(0)
     size = ctypes.c_size_t(ctypes.sizeof(value))
@@ -85,7 +90,12 @@ def mallinfo_mb() -> dict[str, float]:
 def allocator_figures() -> dict[str, float | str]:
     """The allocator's own view, in MB: ``malloc_in_use_mb`` (handed out, not freed) and
     ``malloc_held_mb`` (what it keeps from the system for that: in use plus what it holds freed;
-    jemalloc's ``stats.resident``, glibc's arenas and mmaps), and ``malloc`` (which one)."""
+    jemalloc's ``stats.resident``, glibc's arenas and mmaps), and ``malloc`` (which one).
+
+    jemalloc also tells why it holds more than is in use: ``malloc_active_mb`` (pages with a
+    live allocation: well above in use means fragmentation) and ``malloc_dirty_mb`` (freed pages
+    not yet given back: they go back as they decay, which without ``background_thread`` happens
+    only when the arena that holds them is used again)."""
     mallctl = _mallctl()
     if mallctl is None:
         info = libc().mallinfo2()
@@ -100,6 +110,10 @@ def allocator_figures() -> dict[str, float | str]:
         "malloc": "jemalloc",
         "malloc_in_use_mb": _jemalloc_stat(mallctl, "stats.allocated") / MB,
         "malloc_held_mb": _jemalloc_stat(mallctl, "stats.resident") / MB,
+        "malloc_active_mb": _jemalloc_stat(mallctl, "stats.active") / MB,
+        "malloc_dirty_mb": _jemalloc_stat(mallctl, f"stats.arenas.{_ALL_ARENAS}.pdirty")
+        * _jemalloc_stat(mallctl, "arenas.page")
+        / MB,
     }
 
 

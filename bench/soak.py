@@ -52,7 +52,7 @@ from bench.crash_oracle import (
     store_codec,
     terminal_calls,
 )
-from bench.native_heap import smaps_classes_mb
+from bench.native_heap import MALLOC_FIGURES, smaps_classes_mb
 from bench.soak_checker import Happened, Output, Verdict, check_history, check_waits
 from bench.soak_flink import (
     block_checkpoints,
@@ -820,7 +820,7 @@ class Sampler:
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
-                for name in ("malloc_in_use_mb", "malloc_held_mb"):
+                for name in MALLOC_FIGURES:
                     if name in heap:
                         row[f"{name}@{pid}"] = heap[name]
                 for name, count in heap.get("thread_names", {}).items():  # which ones grow

@@ -44,7 +44,12 @@ def minute_lines(path: Path) -> list[str]:
                 f"anon {get('rss_anon_other_mb'):.0f} 1m {get('rss_anon_1mib_mb'):.0f} "
                 f"exec {get('rss_anon_exec_mb'):.0f} file {get('rss_file_mb'):.0f} "
                 f"inuse {get('malloc_in_use_mb'):.0f} held {get('malloc_held_mb'):.0f} "
-                f"blk {get('python_blocks') / 1e6:.2f}"
+                + (
+                    f"active {get('malloc_active_mb'):.0f} dirty {get('malloc_dirty_mb'):.0f} "
+                    if f"malloc_dirty_mb@{pid}" in row
+                    else ""
+                )
+                + f"blk {get('python_blocks') / 1e6:.2f}"
             )
         lines.append(
             f"{minute:4.1f} r={row.get('job_restarts')} out={row['outputs']} | " + " | ".join(parts)
