@@ -689,21 +689,15 @@ class Faults:
     def _top_up(self, wait_s: float) -> None:
         """After ``wait_s`` (a lost TaskManager drops out after the heartbeat timeout), start as
         many as fewer than :data:`TASKMANAGERS` are registered or alive (a killed one may still
-        be registered), and wait until they registered. Flink's own ``taskmanager.sh``, not
-        ``flink-cluster.sh start-taskmanager``: that one waits for a free slot, which a
-        restarting job takes at once."""
+        be registered), and wait until they registered. ``flink-cluster.sh start-taskmanager
+        --no-wait``: waiting for a free slot would not end (a restarting job takes it at once),
+        and Flink's own ``taskmanager.sh`` alone would start it without the cluster's allocator
+        (until 2026-12-05 every replacement TaskManager ran on glibc's malloc so)."""
         time.sleep(wait_s)
         alive = [pid for pid in self.cluster.taskmanager_pids() if Path(f"/proc/{pid}").exists()]
         missing = TASKMANAGERS - min(self.cluster.registered_taskmanagers(), len(alive))
-        taskmanager = Path(self.cluster.env["FLINK_HOME"]) / "bin" / "taskmanager.sh"
         for _ in range(missing):
-            subprocess.run(
-                ["bash", str(taskmanager), "start"],
-                env=self.cluster.env,
-                capture_output=True,
-                timeout=120,
-                check=True,
-            )
+            cluster_script(self.cluster, "start-taskmanager", "--no-wait")
         deadline = time.monotonic() + 180
         while self.cluster.registered_taskmanagers() < TASKMANAGERS:
             if time.monotonic() > deadline:
@@ -773,6 +767,8 @@ class Sampler:
         self.cluster, self.watched, self.outputs, self.path = cluster, watched, outputs, path
         self.jobs = jobs
         self.samples: list[dict[str, float]] = []
+        #: Per TaskManager pid, the C allocator its interpreter reported (glibc or jemalloc).
+        self.allocators: dict[int, str] = {}
         self._stop = threading.Event()
 
     def start(self) -> Sampler:
@@ -820,6 +816,8 @@ class Sampler:
             if sample_process(pid) is not None:  # not a stopped one's last figures
                 row[f"python_blocks@{pid}"] = heap["python_blocks"]
                 row[f"python_threads@{pid}"] = heap["python_threads"]
+                if "malloc" in heap:
+                    self.allocators[pid] = heap["malloc"]
                 for name in MALLOC_FIGURES:
                     if name in heap:
                         row[f"{name}@{pid}"] = heap[name]
@@ -1137,13 +1135,27 @@ def run_soak(
         required_s=MIN_COVERED_S if args.duration >= JUDGED_RUN_S else 0.0,
     )
     summary = summarize(args, run_id, faults, doer, verdict, growth, sampler)
+    summary["allocator_errors"] = allocator_errors(
+        sampler.allocators, os.environ.get("FLINK_MALLOC", "glibc")
+    )
     if refunds:
         summary["refund_desk"] = refunds.summary()
     (run_dir / "verdict.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     print_summary(summary)
     if args.record:
         record(args.record, summary, sampler, doer.happened)
-    return 0 if verdict.ok and all(g.ok for g in growth) and not doer.errors else 1
+    judged = verdict.ok and all(g.ok for g in growth)
+    return 0 if judged and not doer.errors and not summary["allocator_errors"] else 1
+
+
+def allocator_errors(allocators: dict[int, str], expected: str) -> list[str]:
+    """Each TaskManager whose interpreter ran on another C allocator than the cluster was
+    started with (``FLINK_MALLOC``): its RSS figures are not the configuration under test."""
+    return [
+        f"TaskManager {pid} ran on {found}'s malloc, the cluster on {expected}'s (FLINK_MALLOC)"
+        for pid, found in sorted(allocators.items())
+        if found != expected
+    ]
 
 
 def check(
@@ -1233,6 +1245,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(f"soak: VIOLATION {line}")
     for error in summary["fault_errors"]:
         print(f"soak: FAULT NOT DONE {error}")
+    for error in summary.get("allocator_errors", []):
+        print(f"soak: ALLOCATOR {error}")
     for fault in summary["faults"]:
         if fault["outcome"]:
             print(f"soak: {fault['fault_id']}: {fault['outcome']}")

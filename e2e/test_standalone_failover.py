@@ -182,9 +182,9 @@ def taskmanager_log_tail(cluster: Any, lines: int = 60) -> str:
     return "\n".join(parts) or "(no TaskManager log found)"
 
 
-def cluster_script(cluster: Any, command: str) -> str:
+def cluster_script(cluster: Any, command: str, *arguments: str) -> str:
     done = subprocess.run(
-        ["bash", str(CLUSTER_SCRIPT), command],
+        ["bash", str(CLUSTER_SCRIPT), command, *arguments],
         env=cluster.env,
         capture_output=True,
         text=True,

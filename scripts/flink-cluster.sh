@@ -5,7 +5,9 @@
 #   scripts/flink-cluster.sh start               JobManager + one TaskManager; waits until a slot is free
 #   scripts/flink-cluster.sh stop                stop every process this script started (by PID)
 #   scripts/flink-cluster.sh status              exit 0 when the REST API answers with a registered TaskManager
-#   scripts/flink-cluster.sh start-taskmanager   add one TaskManager (e.g. after killing one)
+#   scripts/flink-cluster.sh start-taskmanager   add one TaskManager (e.g. after killing one); waits
+#                                                for a free slot unless --no-wait (a restarting job
+#                                                takes the slot at once)
 #   scripts/flink-cluster.sh kill-taskmanager    kill -9 the TaskManagers (failover tests)
 #   scripts/flink-cluster.sh env                 print FLINK_HOME/FLINK_CONF_DIR/... for `flink run`
 #
@@ -158,9 +160,12 @@ start() {
   log "running: REST/Web UI on http://127.0.0.1:$rest_port, logs in $FLINK_LOG_DIR"
 }
 
+# Through this script, not Flink's taskmanager.sh alone: the allocator settings above
+# (FLINK_MALLOC, MALLOC_ARENA_MAX) are made here, and a TaskManager started without them runs on
+# another malloc than its peers.
 start_taskmanager() {
   "$flink_home/bin/taskmanager.sh" start >>"$FLINK_LOG_DIR/start.out" 2>&1
-  wait_for_slots
+  [ "${1:-}" = --no-wait ] || wait_for_slots
 }
 
 kill_taskmanager() {
@@ -199,7 +204,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  start-taskmanager) start_taskmanager ;;
+  start-taskmanager) start_taskmanager "${2:-}" ;;
   kill-taskmanager) kill_taskmanager ;;
   env) echo "export FLINK_HOME=$FLINK_HOME FLINK_CONF_DIR=$FLINK_CONF_DIR FLINK_LIB_DIR=$FLINK_LIB_DIR FLINK_LOG_DIR=$FLINK_LOG_DIR FLINK_PID_DIR=$FLINK_PID_DIR" ;;
   *) echo "usage: $0 start|stop|status|start-taskmanager|kill-taskmanager|env" >&2; exit 2 ;;

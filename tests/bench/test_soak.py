@@ -335,3 +335,15 @@ def test_a_partitions_records_are_counted_from_its_segments_batch_headers(tmp_pa
     (tmp_path / "00000000000000000000.index").write_bytes(bytes(64))  # not a segment
     assert log_records(tmp_path) == 3 + 2 + 4
     assert log_records(tmp_path / "missing") == 0
+
+
+def test_a_taskmanager_on_another_allocator_than_the_cluster_fails_the_run() -> None:
+    # Until 2026-12-05 the soak started replacement TaskManagers with Flink's taskmanager.sh
+    # alone, which ran them on glibc's malloc under FLINK_MALLOC=jemalloc: the climbing RSS of
+    # three recorded hours was theirs. Such a run now fails, naming the process.
+    from bench.soak import allocator_errors
+
+    assert allocator_errors({101: "jemalloc", 202: "jemalloc"}, "jemalloc") == []
+    assert allocator_errors({101: "jemalloc", 202: "glibc"}, "jemalloc") == [
+        "TaskManager 202 ran on glibc's malloc, the cluster on jemalloc's (FLINK_MALLOC)"
+    ]
