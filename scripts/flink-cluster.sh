@@ -204,7 +204,11 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  start-taskmanager) start_taskmanager "${2:-}" ;;
+  start-taskmanager)
+    case "${2:-}" in
+      "" | --no-wait) start_taskmanager "${2:-}" ;;
+      *) echo "usage: $0 start-taskmanager [--no-wait]" >&2; exit 2 ;;
+    esac ;;
   kill-taskmanager) kill_taskmanager ;;
   env) echo "export FLINK_HOME=$FLINK_HOME FLINK_CONF_DIR=$FLINK_CONF_DIR FLINK_LIB_DIR=$FLINK_LIB_DIR FLINK_LOG_DIR=$FLINK_LOG_DIR FLINK_PID_DIR=$FLINK_PID_DIR" ;;
   *) echo "usage: $0 start|stop|status|start-taskmanager|kill-taskmanager|env" >&2; exit 2 ;;

@@ -340,7 +340,7 @@ def test_a_partitions_records_are_counted_from_its_segments_batch_headers(tmp_pa
 def test_a_taskmanager_on_another_allocator_than_the_cluster_fails_the_run() -> None:
     # Until 2026-12-05 the soak started replacement TaskManagers with Flink's taskmanager.sh
     # alone, which ran them on glibc's malloc under FLINK_MALLOC=jemalloc: the climbing RSS of
-    # three recorded hours was theirs. Such a run now fails, naming the process.
+    # the sixth recorded hour was theirs. Such a run now fails, naming the process.
     from bench.soak import allocator_errors
 
     assert allocator_errors({101: "jemalloc", 202: "jemalloc"}, "jemalloc") == []
