@@ -20,6 +20,7 @@ import time
 import tracemalloc
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from bench.native_heap import libc, mallinfo_mb
@@ -54,9 +55,30 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     reply["operator_file"] = getattr(operator, "__file__", None)
     reply["trims_at_open"] = "flink_agents.flink.native_heap" in sys.modules
     if request.get("types"):
-        counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+        # The operator freezes what lives at each open (flink_agents.flink.operator), and
+        # gc.get_objects() leaves the frozen objects out: unfreeze to count them too, and
+        # count apart what the last open froze (what outlived every earlier attempt).
+        reply["frozen"] = gc.get_freeze_count()
+        young = {id(o) for o in gc.get_objects()}
+        gc.unfreeze()
+        objects = gc.get_objects()
+        gc.freeze()
+        counts = Counter(type(o).__qualname__ for o in objects)
         reply["gc_objects"] = sum(counts.values())
-        reply["types"] = dict(counts.most_common(30))
+        reply["types"] = dict(counts.most_common(80))
+        reply["frozen_types"] = dict(
+            Counter(type(o).__qualname__ for o in objects if id(o) not in young)
+        )
+        # Modules that no import finds again (sys.modules holds another or none).
+        reply["stray_modules"] = Counter(
+            o.__name__
+            for o in objects
+            if isinstance(o, ModuleType) and sys.modules.get(o.__name__) is not o
+        ).most_common(10)
+        reply["sys_path"] = len(sys.path)
+        reply["sys_path_distinct"] = len(set(sys.path))
+        reply["importer_cache"] = len(sys.path_importer_cache)
+        del objects, young
     action = request.get("tracemalloc")
     if action == "start" and not tracemalloc.is_tracing():
         tracemalloc.start(int(request.get("frames", 1)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import gc
+import os
 import sys
 import threading
 import time
@@ -30,6 +31,7 @@ from flink_agents.flink.job import python_settings
 from flink_agents.flink.operator import (
     TaskThread,
     forget_ended_foreign_threads,
+    forget_stale_import_paths,
     freeze_what_lives,
 )
 from tests.flink.conftest import produce_json, stop_with_savepoint
@@ -156,6 +158,46 @@ def test_opening_again_forgets_the_ended_foreign_threads_python_registered() -> 
         assert living[0] in threading.enumerate()  # still running: kept
     finally:
         second.set()
+
+
+def test_opening_again_drops_the_import_paths_ended_attempts_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pemja inserts the job's paths at the front for every operator it opens, and never takes
+    # them out: repeats, and folders of ended attempts that Flink has deleted.
+    files, site = tmp_path / "attempt-2", tmp_path / "site"
+    files.mkdir()
+    site.mkdir()
+    deleted = str(tmp_path / "attempt-1")
+    paths = [str(files), str(site), "", str(files), deleted, str(site), deleted, "relative"]
+    monkeypatch.setattr(sys, "path", paths)
+    monkeypatch.setattr(sys, "path_importer_cache", {deleted: None, str(site): None})
+
+    assert forget_stale_import_paths() == 4
+    assert sys.path == [str(files), str(site), "", "relative"]
+    assert sys.path is paths  # the one list every importer reads, rewritten in place
+    assert list(sys.path_importer_cache) == [str(site)]
+
+
+def test_a_path_another_operator_inserts_meanwhile_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another job's operator may open on another thread while this one tidies: pemja inserts
+    # its paths at the front, and those must survive the rewrite.
+    files = tmp_path / "files"
+    files.mkdir()
+    other = str(tmp_path / "other-job")
+    monkeypatch.setattr(sys, "path", [str(files), str(files)])
+    exists = os.path.exists
+
+    def insert_then_look(path: str) -> bool:
+        if other not in sys.path:
+            sys.path.insert(0, other)
+        return exists(path)
+
+    monkeypatch.setattr(os.path, "exists", insert_then_look)
+    assert forget_stale_import_paths() == 1
+    assert sys.path == [other, str(files)]
 
 
 @pytest.mark.flink
