@@ -196,8 +196,9 @@ class AgentFunction(KeyedProcessFunction):
 
 
 def tidy_shared_interpreter() -> None:
-    """What an attempt opening in thread mode clears of the ones before it, which shared its
-    interpreter: their foreign threads and import paths, then what they left in cycles."""
+    """What an opening attempt clears of the ones before it that shared its interpreter (thread
+    mode; in process mode there are none and this finds nothing): their foreign threads and
+    import paths, then what they left in cycles."""
     forget_ended_foreign_threads()
     forget_stale_import_paths()
     freeze_what_lives()
