@@ -118,15 +118,21 @@ def build(
     agent_input = _input(spec, agents)
     if spec.decisions is not None:  # decisions and events for waits (docs/waits.md)
         agent_input.with_decisions(_input(spec, agents, spec.decisions))
+    errors: DataStream | None = None
     if spec.typed:
         outputs, errors = _typed_stages(spec, agent_input)
     else:
         outputs = agent_input.apply(spec.plan()).to_envelopes()
-        errors = outputs.filter(is_error_record).name("error records")
+    envelopes = outputs
     if before_sink is not None:
         outputs = before_sink(outputs)
     _sink(spec, agents, outputs, spec.sink, exactly_once(spec))
     if spec.dead_letter is not None:
+        if errors is None:
+            # Made only for a sink that reads it: Flink runs an operator no sink reads all the
+            # same, and each Python operator costs every attempt an embedded interpreter
+            # (docs/reliability.md, "What the Python blocks are").
+            errors = envelopes.filter(is_error_record).name("error records")
         dead_letter = spec.dead_letter
         if isinstance(dead_letter, DeadLetterSpec):
             dead_letter = KafkaSinkSpec(
@@ -135,7 +141,7 @@ def build(
                 bootstrap_servers=dead_letter.bootstrap_servers,
             )
         _sink(spec, agents, errors, dead_letter, None)
-    elif spec.typed:
+    elif errors is not None:  # a typed job's dead letters, printed when no sink takes them
         errors.print("dead letter")
 
 

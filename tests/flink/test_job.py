@@ -107,6 +107,28 @@ def test_file_sink_job_runs_on_the_mini_cluster(tmp_path: Path, fresh_flink_env)
     assert all(line["output"]["city"] == line["key"] for line in lines)
 
 
+@pytest.mark.flink
+@pytest.mark.parametrize(
+    ("dead_letter", "error_filters"), [("", 0), ("dead_letter: {kind: file, path: dead}\n", 1)]
+)
+def test_an_envelope_job_filters_its_error_records_only_for_a_dead_letter_sink(
+    tmp_path: Path, fresh_flink_env, dead_letter: str, error_filters: int
+) -> None:
+    # Flink runs an operator no sink reads all the same, and a Python one costs each attempt
+    # an embedded interpreter that pemja never wholly frees (docs/reliability.md).
+    from flink_agents.flink.job_runner import build
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        f"name: weather\nagent: {REPO}/examples/weather.yaml\n"
+        f"source: {{kind: list, path: {REPO}/jobs/data/cities.jsonl}}\nkey: city\n{dead_letter}"
+    )
+    build(load_job(job), fresh_flink_env)
+
+    operators = [node["type"] for node in json.loads(fresh_flink_env.get_execution_plan())["nodes"]]
+    assert sum("error records" in operator for operator in operators) == error_filters
+
+
 def kafka_sink_job(tmp_path: Path, sink: str, extra: str = "") -> Path:
     job = tmp_path / "eos.yaml"
     job.write_text(
