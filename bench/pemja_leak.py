@@ -1,0 +1,82 @@
+"""What each closed pemja interpreter leaves in the process (issue 37), outside Flink.
+
+In thread mode every embedded Python operator of every attempt opens a pemja interpreter (a
+thread state of the one CPython in the TaskManager) and closes it when the attempt ends. This
+opens and closes ``--interpreters`` of them from Java the same way (``PythonInterpreter``,
+``MULTI_THREAD``, one Java object with an overloaded method set into each, then ``close()``),
+and counts in the process what no closed interpreter should keep: lists of ``PyJMethod``s
+(the overloads pemja's method wrappers hold), ``_pemja`` module objects, and pymalloc blocks.
+
+    .venv/bin/python -m bench.pemja_leak --interpreters 200
+
+Needs ``javac`` and ``java`` (the JDK the cluster runs on); the classes are built against the
+``flink-python`` jar PyFlink ships, which holds pemja's Java side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyflink
+
+from bench.restart_rss import slope
+
+SOURCE = Path(__file__).with_name("pemja_leak") / "PemjaInterpreterLeak.java"
+
+
+def flink_python_jar() -> Path:
+    jars = sorted((Path(pyflink.__file__).parent / "opt").glob("flink-python-*.jar"))
+    if not jars:
+        raise SystemExit("no flink-python jar in PyFlink's opt/ folder")
+    return jars[-1]
+
+
+def run(interpreters: int, every: int) -> list[dict[str, int]]:
+    """One sample per ``every`` closed interpreters, from the first one on."""
+    for tool in ("javac", "java"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} not found: this diagnostic needs a JDK")
+    jar = str(flink_python_jar())
+    with tempfile.TemporaryDirectory() as classes:
+        subprocess.run(["javac", "-cp", jar, "-d", classes, str(SOURCE)], check=True)
+        command = [
+            "java", "-cp", f"{jar}:{classes}", "PemjaInterpreterLeak",
+            sys.executable, site.getsitepackages()[0], str(interpreters), str(every),
+        ]  # fmt: skip
+        done = subprocess.run(
+            command,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--interpreters", type=int, default=200)
+    parser.add_argument("--every", type=int, default=20)
+    args = parser.parse_args(argv)
+    samples = run(args.interpreters, args.every)
+    print("closed  PyJMethod lists  _pemja modules  pymalloc blocks")
+    for sample in samples:
+        print(
+            f"{sample['closed']:6}  {sample['method_lists']:15}  {sample['pemja_modules']:14}  "
+            f"{sample['blocks']:15}"
+        )
+    for figure in ("method_lists", "pemja_modules", "blocks"):
+        per = slope([(sample["closed"], sample[figure]) for sample in samples])
+        print(f"{figure} per closed interpreter: {per:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
