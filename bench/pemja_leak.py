@@ -2,9 +2,9 @@
 
 In thread mode every embedded Python operator of every attempt opens a pemja interpreter (a
 thread state of the one CPython in the TaskManager) and closes it when the attempt ends. This
-opens and closes ``--interpreters`` of them from Java the same way (``PythonInterpreter``,
+closes ``--interpreters`` of them, opened from Java the same way (``PythonInterpreter``,
 ``MULTI_THREAD``, one Java object with an overloaded method set into each, then ``close()``),
-and counts in the process what no closed interpreter should keep: lists of ``PyJMethod``s
+and counts, from one more, what no closed interpreter should keep: lists of ``PyJMethod``s
 (the overloads pemja's method wrappers hold), ``_pemja`` module objects, and pymalloc blocks.
 
     .venv/bin/python -m bench.pemja_leak --interpreters 200
@@ -53,7 +53,7 @@ def run(interpreters: int, every: int) -> list[dict[str, int]]:
         done = subprocess.run(
             command,
             check=True,
-            capture_output=True,
+            stdout=subprocess.PIPE,  # the samples; Java's errors go to this run's stderr
             text=True,
             timeout=600,
         )

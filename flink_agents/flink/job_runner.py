@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyflink.common import Configuration, Encoder, Types
+from pyflink.common import Configuration, Encoder
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.file_system import FileSink
 
@@ -110,8 +110,8 @@ def build(
 ) -> None:
     """Add the spec's pipeline (source -> agent(s) -> sink) to ``env``.
 
-    ``before_sink`` may transform the outputs on their way to the sink (the demo uses it to
-    inject a failure).
+    ``before_sink`` may transform the outputs (JSON text) on their way to the sink, into a stream
+    of strings again (the demo uses it to inject a failure).
     """
     agents = AgentsExecutionEnvironment(env, settings=spec.settings)
     create_tables(agents, spec.tables)
@@ -123,26 +123,25 @@ def build(
         outputs, errors = _typed_stages(spec, agent_input)
     else:
         outputs = agent_input.apply(spec.plan()).to_envelopes()
-    envelopes = outputs
+        if spec.dead_letter is not None:
+            # Only for a sink that reads it: Flink runs an operator no sink reads all the same,
+            # and each Python operator costs every attempt an embedded interpreter
+            # (docs/reliability.md, "What the Python blocks are").
+            errors = outputs.filter(is_error_record).name("error records")
     if before_sink is not None:
         outputs = before_sink(outputs)
     _sink(spec, agents, outputs, spec.sink, exactly_once(spec))
-    if spec.dead_letter is not None:
-        if errors is None:
-            # Made only for a sink that reads it: Flink runs an operator no sink reads all the
-            # same, and each Python operator costs every attempt an embedded interpreter
-            # (docs/reliability.md, "What the Python blocks are").
-            errors = envelopes.filter(is_error_record).name("error records")
-        dead_letter = spec.dead_letter
-        if isinstance(dead_letter, DeadLetterSpec):
-            dead_letter = KafkaSinkSpec(
-                kind="kafka",
-                topic=dead_letter.topic,
-                bootstrap_servers=dead_letter.bootstrap_servers,
-            )
-        _sink(spec, agents, errors, dead_letter, None)
-    elif errors is not None:  # a typed job's dead letters, printed when no sink takes them
+    if errors is None:  # envelopes without a dead-letter sink
+        return
+    dead_letter = spec.dead_letter
+    if dead_letter is None:  # a typed job's dead letters, printed when no sink takes them
         errors.print("dead letter")
+        return
+    if isinstance(dead_letter, DeadLetterSpec):
+        dead_letter = KafkaSinkSpec(
+            kind="kafka", topic=dead_letter.topic, bootstrap_servers=dead_letter.bootstrap_servers
+        )
+    _sink(spec, agents, errors, dead_letter, None)
 
 
 def _typed_stages(spec: JobSpec, first: AgentInput) -> tuple[DataStream, DataStream]:
@@ -178,9 +177,7 @@ def _sink(
     elif sink.kind == "file":
         folder = spec.resolve(sink.path).resolve()
         file_sink = FileSink.for_row_format(str(folder), Encoder.simple_string_encoder()).build()
-        outputs.map(lambda s: s, output_type=Types.STRING()).sink_to(file_sink).uid(
-            agents.uid(f"sink:file:{folder}")
-        )
+        outputs.sink_to(file_sink).uid(agents.uid(f"sink:file:{folder}"))
     else:
         agents.to_kafka(
             outputs, sink.topic, bootstrap_servers=sink.bootstrap_servers, exactly_once=exactly

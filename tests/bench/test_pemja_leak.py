@@ -12,6 +12,7 @@ import pytest
 from bench.pemja_leak import run
 
 
+@pytest.mark.flink
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK")
 def test_each_closed_interpreter_keeps_its_module_and_its_overload_lists() -> None:
     first, *_, last = run(interpreters=20, every=10)
