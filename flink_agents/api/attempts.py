@@ -19,7 +19,7 @@ process down every time must not be sent forever either.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -76,14 +76,39 @@ current_attempt_tracker: ContextVar[AttemptTracker | None] = ContextVar(
 )
 """The tracker of the durable call running in this context, if any."""
 
+current_send_check: ContextVar[Callable[[], None] | None] = ContextVar(
+    "current_send_check", default=None
+)
+"""What the durable call running in this context checks right before its request leaves the
+process (its engine's freeze fence), if anything: see :func:`check_before_sending`."""
+
+
+def check_before_sending() -> None:
+    """Raise if the engine running this context's durable call must send nothing more.
+
+    The durable layer checks its freeze fence before it hands a call over, but the process may
+    freeze after that check: while the call waits for a worker thread, a connection slot or a
+    retry's backoff. Resumed past Flink's heartbeat timeout, its task runs elsewhere already,
+    and the request must not leave. So whatever sends a call's request calls this right before
+    it: the retry loop before every attempt, a tool before its function.
+    """
+    check = current_send_check.get()
+    if check is not None:
+        check()
+
 
 @contextmanager
-def tracking_attempts(tracker: AttemptTracker) -> Iterator[AttemptTracker]:
-    """Make ``tracker`` the current one for the duration of the block."""
+def tracking_attempts(
+    tracker: AttemptTracker, send_check: Callable[[], None] | None = None
+) -> Iterator[AttemptTracker]:
+    """Make ``tracker`` (and ``send_check``, for :func:`check_before_sending`) the current one
+    for the duration of the block."""
     token = current_attempt_tracker.set(tracker)
+    check_token = current_send_check.set(send_check)
     try:
         yield tracker
     finally:
+        current_send_check.reset(check_token)
         current_attempt_tracker.reset(token)
 
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
 from pydantic.fields import FieldInfo
 
+from flink_agents.api.attempts import check_before_sending
 from flink_agents.api.chat import ToolSpec
 from flink_agents.api.context import InDoubtPolicy
 from flink_agents.api.json_values import json_text
@@ -307,11 +308,19 @@ class FunctionTool(Tool):
         fields = type(validated).model_fields
         kwargs = {name: getattr(validated, name) for name in fields}
         if inspect.iscoroutinefunction(self._callable):
+            check_before_sending()
             return await self._callable(**kwargs)
-        result = await asyncio.to_thread(self._callable, **kwargs)
+        result = await asyncio.to_thread(_checked_call, self._callable, kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+def _checked_call(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``function(**kwargs)`` in the worker thread, checked right before: a freeze while the
+    call waited for a worker must not let it leave (``check_before_sending``)."""
+    check_before_sending()
+    return function(**kwargs)
 
 
 def function_label(function: Callable[..., Any], separator: str = ".") -> str:

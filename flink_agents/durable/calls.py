@@ -512,7 +512,7 @@ class DurableCalls:
         if self.listener is None or current_attempt_tracker.get() is not None:
             return contextlib.nullcontext()
         counted = outcome.tracker = CountedAttempts()
-        return tracking_attempts(counted)
+        return tracking_attempts(counted, self._send_check)
 
     @contextlib.contextmanager
     def _metered(self, call: DurableCall, outcome: _Outcome) -> Generator[Callable[[Any], Any]]:
@@ -554,7 +554,7 @@ class DurableCalls:
                         assert call.reconciler is not None
                         stepper.reply(_blocking(call.reconciler(call.reconcile_request())))
                     else:
-                        with tracking_attempts(step):
+                        with tracking_attempts(step, self._send_check):
                             sent = self._invoke(outcome.sent or call, blocking=True)
                             stepper.reply(_not_awaitable(sent, "function"))
                 except Exception as exc:
@@ -576,7 +576,7 @@ class DurableCalls:
                         assert call.reconciler is not None
                         stepper.reply(await _awaited(call.reconciler(call.reconcile_request())))
                     else:
-                        with tracking_attempts(step):
+                        with tracking_attempts(step, self._send_check):
                             stepper.reply(await _awaited(self._invoke(outcome.sent or call)))
                 except Exception as exc:
                     stepper.fail(exc)
@@ -750,6 +750,11 @@ class DurableCalls:
         if reservation is not None:
             outcome.sent = reservation.call
         return reservation
+
+    @property
+    def _send_check(self) -> Callable[[], None] | None:
+        """The fence's check, for ``check_before_sending`` where the call's request leaves."""
+        return None if self.fence is None else self.fence.check
 
     def _probe(self) -> CallProbe | None:
         """The probe, else the armed fault plan (armed by a host at any time), else None."""

@@ -25,6 +25,7 @@ from flink_agents.api.attempts import (
     AttemptTracker,
     CountedAttempts,
     RetryPolicy,
+    check_before_sending,
     current_attempt_tracker,
 )
 
@@ -177,6 +178,7 @@ async def retry_within_budget(
     while True:
         try:
             async with gate():
+                check_before_sending()  # a freeze at the gate or in the backoff: not sent
                 tracker.record_attempt()
                 return await attempt()
         except AttemptFailure as failure:

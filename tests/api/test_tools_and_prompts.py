@@ -6,6 +6,7 @@ import pytest
 from pydantic import Field, ValidationError
 
 from flink_agents.api import FunctionTool, Prompt
+from flink_agents.api.attempts import CountedAttempts, tracking_attempts
 from flink_agents.api.prompts import MissingPlaceholderError
 
 
@@ -110,3 +111,47 @@ def test_sync_tools_run_off_the_event_loop() -> None:
         return list(await asyncio.gather(tool.call({"name": "a"}), tool.call({"name": "b"})))
 
     assert asyncio.run(both()) == ["a", "b"]
+
+
+CALLED: list[str] = []
+
+
+def record_call(name: str) -> str:
+    """A sync tool that notes each call that reached it.
+
+    Args:
+        name: Who called.
+    """
+    CALLED.append(name)
+    return name
+
+
+class Frozen(BaseException):
+    """What a tripped freeze fence raises."""
+
+
+@pytest.mark.parametrize("tripped", [False, True])
+def test_a_sync_tool_is_checked_in_its_worker_right_before_it_runs(tripped: bool) -> None:
+    # The durable layer checks its fence before it hands the call over; a freeze while the call
+    # waits for a worker thread must still keep it from leaving.
+    tool = FunctionTool(function="tests.api.test_tools_and_prompts:record_call")
+    checked_on: list[str] = []
+
+    def send_check() -> None:
+        checked_on.append(threading.current_thread().name)
+        if tripped:
+            raise Frozen
+
+    async def call() -> object:
+        with tracking_attempts(CountedAttempts(), send_check):
+            return await tool.call({"name": "a"})
+
+    CALLED.clear()
+    if tripped:
+        with pytest.raises(Frozen):
+            asyncio.run(call())
+    else:
+        assert asyncio.run(call()) == "a"
+    reached = [] if tripped else ["a"]
+    assert reached == CALLED
+    assert len(checked_on) == 1 and checked_on[0] != threading.main_thread().name

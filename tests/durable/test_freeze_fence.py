@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from flink_agents.api import InputEvent, OutputEvent, RunnerContext, action
+from flink_agents.api.attempts import check_before_sending
 from flink_agents.durable.freeze_fence import FreezeFence, FrozenProcessError, TaskEndedError
 from flink_agents.durable.store import InMemoryActionStateStore
 from flink_agents.runtime import RunEngine, Runtime
@@ -170,6 +171,15 @@ async def _run(plan: Any, store: InMemoryActionStateStore, fence: FreezeFence) -
     return engine
 
 
+async def _run_counting_records(
+    plan: Any, store: InMemoryActionStateStore, fence: FreezeFence
+) -> tuple[int, RunEngine]:
+    """:func:`_run`, and how many records it added to the store."""
+    written = _records(store)
+    engine = await _run(plan, store, fence)
+    return _records(store) - written, engine
+
+
 @pytest.mark.parametrize("error_policy", ["fail", "emit"])
 def test_a_tripped_engine_sends_no_call_writes_no_record_and_emits_nothing(
     fence, clock, error_policy
@@ -189,28 +199,37 @@ def test_a_tripped_engine_sends_no_call_writes_no_record_and_emits_nothing(
     assert engine.take_results() == []  # no output, no dead letter
 
 
-def test_a_call_in_flight_at_the_freeze_is_not_recorded_and_the_next_is_not_sent(
-    fence, clock, monkeypatch
+@pytest.mark.parametrize(
+    ("freeze", "sent"),
+    [
+        # Sent before the freeze: it cannot be unsent, and the next call is not sent.
+        ("while the first call was out", {"first": 1}),
+        # The runner checked the fence and handed the call over; the process froze before the
+        # request left (waiting for a worker thread, a connection slot, a backoff). What sends
+        # it checks again (check_before_sending: a tool, the retry loop), against this fence.
+        ("before the first call left", {}),
+    ],
+)
+def test_a_call_frozen_on_its_way_is_not_recorded_and_nothing_after_it_is_sent(
+    fence, clock, monkeypatch, freeze: str, sent: dict[str, int]
 ):
     plan = agent_plan(h.three_calls)
     store = InMemoryActionStateStore()
     calls = PROBE.call
 
-    async def freezes_during(name: str, value: Any) -> Any:
+    async def frozen_on_the_way(name: str, value: Any) -> Any:
+        if freeze == "before the first call left":
+            clock.now += THRESHOLD_S + 1
+            check_before_sending()
         result = await calls(name, value)
-        clock.now += THRESHOLD_S + 1  # the process froze while "first" was out
+        clock.now += THRESHOLD_S + 1
         return result
 
-    monkeypatch.setattr(PROBE, "call", freezes_during)
+    monkeypatch.setattr(PROBE, "call", frozen_on_the_way)
 
-    async def scenario() -> tuple[int, RunEngine]:
-        written = _records(store)
-        engine = await _run(plan, store, fence)
-        return _records(store) - written, engine
-
-    new_records, engine = asyncio.run(scenario())
-    assert PROBE.counts == {"first": 1}  # sent before the freeze: it cannot be unsent
-    assert new_records == 0  # its outcome is not recorded by the zombie
+    new_records, engine = asyncio.run(_run_counting_records(plan, store, fence))
+    assert sent == PROBE.counts
+    assert new_records == 0  # no outcome, no failed call: recorded by no zombie
     assert engine.take_results() == []
 
 

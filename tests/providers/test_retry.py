@@ -7,9 +7,14 @@ import email.utils
 
 import pytest
 
+from flink_agents.api.attempts import CountedAttempts, tracking_attempts
 from flink_agents.providers._http_errors import CallLabel, ModelCallError
 from flink_agents.providers._retry import RetryPolicy, call_with_retries
-from flink_agents.providers.retry_loop import AttemptFailure, parse_retry_after
+from flink_agents.providers.retry_loop import (
+    AttemptFailure,
+    parse_retry_after,
+    retry_within_budget,
+)
 
 LABEL = CallLabel("test", "m", 1)
 
@@ -57,3 +62,31 @@ def test_final_failures_are_not_retried_and_other_errors_propagate() -> None:
 
     with pytest.raises(KeyError):
         asyncio.run(call_with_retries(bug, RetryPolicy(), LABEL))
+
+
+class Frozen(BaseException):
+    """What a tripped freeze fence raises: no retry loop may take it for a failure."""
+
+
+def test_the_send_check_runs_before_every_attempt_and_stops_the_next_one_from_leaving() -> None:
+    sent: list[int] = []
+    checks: list[int] = []
+
+    def send_check() -> None:
+        checks.append(len(sent))
+        if len(checks) == 2:  # the process froze in the first retry's backoff
+            raise Frozen
+
+    async def attempt() -> str:
+        sent.append(1)
+        raise AttemptFailure("503", retryable=True)
+
+    async def scenario() -> None:
+        with tracking_attempts(CountedAttempts(), send_check) as tracker:
+            with pytest.raises(Frozen):
+                await retry_within_budget(attempt, RetryPolicy(initial_backoff_seconds=0))
+            assert tracker.attempts == 1  # the stopped attempt was neither sent nor counted
+
+    asyncio.run(scenario())
+    assert sent == [1]
+    assert checks == [0, 1]
