@@ -38,8 +38,9 @@ def flink_python_jar() -> Path:
     return jars[-1]
 
 
-def run(interpreters: int, every: int) -> list[dict[str, int]]:
-    """One sample per ``every`` closed interpreters, from the first one on."""
+def run(interpreters: int, every: int, *, wide: bool = False) -> list[dict[str, int]]:
+    """One sample per ``every`` closed interpreters, from the first one on; ``wide``: the Java
+    object set into each has 11 overloaded methods, not 1."""
     for tool in ("javac", "java"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} not found: this diagnostic needs a JDK")
@@ -49,6 +50,7 @@ def run(interpreters: int, every: int) -> list[dict[str, int]]:
         command = [
             "java", "-cp", f"{jar}:{classes}", "PemjaInterpreterLeak",
             sys.executable, site.getsitepackages()[0], str(interpreters), str(every),
+            "wide" if wide else "narrow",
         ]  # fmt: skip
         done = subprocess.run(
             command,
@@ -64,8 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interpreters", type=int, default=200)
     parser.add_argument("--every", type=int, default=20)
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="set an object with 11 overloaded methods into each interpreter, not 1: the "
+        "difference per interpreter is what 10 more multi-methods keep",
+    )
     args = parser.parse_args(argv)
-    samples = run(args.interpreters, args.every)
+    samples = run(args.interpreters, args.every, wide=args.wide)
     print("closed  PyJMethod lists  _pemja modules  pymalloc blocks")
     for sample in samples:
         print(

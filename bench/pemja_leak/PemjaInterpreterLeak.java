@@ -15,6 +15,89 @@ public class PemjaInterpreterLeak {
         }
     }
 
+    /** The same with ten overloaded methods more: what one more of them costs. */
+    public static class WideContext extends Context {
+        public int emit1(int value) {
+            return value;
+        }
+
+        public String emit1(String value) {
+            return value;
+        }
+
+        public int emit2(int value) {
+            return value;
+        }
+
+        public String emit2(String value) {
+            return value;
+        }
+
+        public int emit3(int value) {
+            return value;
+        }
+
+        public String emit3(String value) {
+            return value;
+        }
+
+        public int emit4(int value) {
+            return value;
+        }
+
+        public String emit4(String value) {
+            return value;
+        }
+
+        public int emit5(int value) {
+            return value;
+        }
+
+        public String emit5(String value) {
+            return value;
+        }
+
+        public int emit6(int value) {
+            return value;
+        }
+
+        public String emit6(String value) {
+            return value;
+        }
+
+        public int emit7(int value) {
+            return value;
+        }
+
+        public String emit7(String value) {
+            return value;
+        }
+
+        public int emit8(int value) {
+            return value;
+        }
+
+        public String emit8(String value) {
+            return value;
+        }
+
+        public int emit9(int value) {
+            return value;
+        }
+
+        public String emit9(String value) {
+            return value;
+        }
+
+        public int emit10(int value) {
+            return value;
+        }
+
+        public String emit10(String value) {
+            return value;
+        }
+    }
+
     private static final String COUNT =
             "import gc, sys\n"
                     + "method_lists = sum(1 for o in gc.get_objects() if type(o) is list and o"
@@ -23,7 +106,10 @@ public class PemjaInterpreterLeak {
                     + " if type(o).__name__ == 'module' and o.__name__ == '_pemja')\n"
                     + "blocks = sys.getallocatedblocks()\n";
 
-    /** Arguments: the Python executable, its site-packages, how many interpreters, report every. */
+    /**
+     * Arguments: the Python executable, its site-packages, how many interpreters, report every,
+     * and "wide" to set a {@link WideContext} into each instead of a {@link Context}.
+     */
     public static void main(String[] args) {
         PythonInterpreterConfig config =
                 PythonInterpreterConfig.newBuilder()
@@ -33,9 +119,10 @@ public class PemjaInterpreterLeak {
                         .build();
         int interpreters = Integer.parseInt(args[2]);
         int every = Integer.parseInt(args[3]);
+        boolean wide = args.length > 4 && args[4].equals("wide");
         for (int closed = 0; closed <= interpreters; closed++) {
             PythonInterpreter interpreter = new PythonInterpreter(config);
-            interpreter.set("context", new Context());
+            interpreter.set("context", wide ? new WideContext() : new Context());
             interpreter.exec("context.emit(1); context.emit('one')");
             if (closed % every == 0) {
                 interpreter.exec(COUNT);
