@@ -7,7 +7,7 @@ closes ``--interpreters`` of them, opened from Java the same way (``PythonInterp
 and counts, from one more, what no closed interpreter should keep: lists of ``PyJMethod``s
 (the overloads pemja's method wrappers hold), ``_pemja`` module objects, and pymalloc blocks.
 
-    .venv/bin/python -m bench.pemja_leak --interpreters 200
+    .venv/bin/python -m bench.pemja_leak --interpreters 200 [--wide] [--release]
 
 Needs ``javac`` and ``java`` (the JDK the cluster runs on); the classes are built against the
 ``flink-python`` jar PyFlink ships, which holds pemja's Java side.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import site
 import subprocess
@@ -29,6 +30,7 @@ import pyflink
 from bench.restart_rss import slope
 
 SOURCE = Path(__file__).with_name("pemja_leak") / "PemjaInterpreterLeak.java"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def flink_python_jar() -> Path:
@@ -38,9 +40,19 @@ def flink_python_jar() -> Path:
     return jars[-1]
 
 
-def run(interpreters: int, every: int, *, wide: bool = False) -> list[dict[str, int]]:
+RELEASE = (
+    "from flink_agents.flink.pemja_references import release_pemja_references\n"
+    "release_pemja_references()"
+)
+"""What ``--release`` runs in each interpreter before it closes, as the agent operator does."""
+
+
+def run(
+    interpreters: int, every: int, *, wide: bool = False, release: bool = False
+) -> list[dict[str, int]]:
     """One sample per ``every`` closed interpreters, from the first one on; ``wide``: the Java
-    object set into each has 11 overloaded methods, not 1."""
+    object set into each has 11 overloaded methods, not 1; ``release``: each runs
+    :func:`~flink_agents.flink.pemja_references.release_pemja_references` first."""
     for tool in ("javac", "java"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} not found: this diagnostic needs a JDK")
@@ -49,8 +61,9 @@ def run(interpreters: int, every: int, *, wide: bool = False) -> list[dict[str, 
         subprocess.run(["javac", "-cp", jar, "-d", classes, str(SOURCE)], check=True)
         command = [
             "java", "-cp", f"{jar}:{classes}", "PemjaInterpreterLeak",
-            sys.executable, site.getsitepackages()[0], str(interpreters), str(every),
-            "wide" if wide else "narrow",
+            sys.executable, os.pathsep.join([site.getsitepackages()[0], str(ROOT)]),
+            str(interpreters), str(every), "wide" if wide else "narrow",
+            *([RELEASE] if release else []),
         ]  # fmt: skip
         done = subprocess.run(
             command,
@@ -72,16 +85,22 @@ def main(argv: list[str] | None = None) -> int:
         help="set an object with 11 overloaded methods into each interpreter, not 1: the "
         "difference per interpreter is what 10 more multi-methods keep",
     )
+    parser.add_argument(
+        "--release",
+        action="store_true",
+        help="run flink_agents' release_pemja_references in each interpreter before it closes",
+    )
     args = parser.parse_args(argv)
-    samples = run(args.interpreters, args.every, wide=args.wide)
+    samples = run(args.interpreters, args.every, wide=args.wide, release=args.release)
     print("closed  PyJMethod lists  _pemja modules  pymalloc blocks")
     for sample in samples:
         print(
             f"{sample['closed']:6}  {sample['method_lists']:15}  {sample['pemja_modules']:14}  "
             f"{sample['blocks']:15}"
         )
+    # From the second sample: with --release the first one precedes flink_agents' import.
     for figure in ("method_lists", "pemja_modules", "blocks"):
-        per = slope([(sample["closed"], sample[figure]) for sample in samples])
+        per = slope([(sample["closed"], sample[figure]) for sample in samples[1:]])
         print(f"{figure} per closed interpreter: {per:.2f}")
     return 0
 

@@ -409,6 +409,7 @@ def main() -> int:
                 wait("the job running", lambda: running(args.rest_port, job_id), 180)
                 time.sleep(args.settle)
                 row = sample(pid, n, args.trim, args.burst)
+                row["job_restarts"] = restarts(args.rest_port, job_id)
                 if args.probe is not None:
                     request: dict[str, Any] = {
                         "id": f"{run_id}-{n}",

@@ -12,6 +12,7 @@ calling into a JVM with gdb to do the same crashed the TaskManager.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -40,6 +41,24 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+#: Where pemja 0.5's ``PyJMethodObject`` keeps its name: after the object header (16 bytes),
+#: the Java ``Method`` reference and its method id (8 bytes each) on a 64-bit build.
+_PYJMETHOD_NAME_OFFSET = 32
+
+
+def pemja_method_lists(objects: list[Any]) -> list[tuple[str, int]]:
+    """The lists holding pemja ``PyJMethod`` objects (a multi-method's overloads), counted by
+    the method name each holds: which Java methods, so which Java classes, pemja keeps of
+    every closed interpreter."""
+    names: Counter[str] = Counter()
+    for o in objects:
+        if type(o) is list and o and all(type(m).__name__ == "PyJMethod" for m in o):
+            address = id(o[0]) + _PYJMETHOD_NAME_OFFSET
+            pointer = ctypes.cast(address, ctypes.POINTER(ctypes.py_object))
+            names[f"{pointer.contents.value}/{len(o)}"] += 1
+    return names.most_common(60)
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +94,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
             for o in objects
             if isinstance(o, ModuleType) and sys.modules.get(o.__name__) is not o
         ).most_common(10)
+        reply["pemja_method_lists"] = pemja_method_lists(objects)
         reply["sys_path"] = len(sys.path)
         reply["sys_path_distinct"] = len(set(sys.path))
         reply["importer_cache"] = len(sys.path_importer_cache)

@@ -100,6 +100,7 @@ public class PemjaInterpreterLeak {
 
     private static final String COUNT =
             "import gc, sys\n"
+                    + "gc.collect()\n" // what only cycles hold is not kept
                     + "method_lists = sum(1 for o in gc.get_objects() if type(o) is list and o"
                     + " and all(type(m).__name__ == 'PyJMethod' for m in o))\n"
                     + "pemja_modules = sum(1 for o in gc.get_objects()"
@@ -107,19 +108,21 @@ public class PemjaInterpreterLeak {
                     + "blocks = sys.getallocatedblocks()\n";
 
     /**
-     * Arguments: the Python executable, its site-packages, how many interpreters, report every,
-     * and "wide" to set a {@link WideContext} into each instead of a {@link Context}.
+     * Arguments: the Python executable, its import paths (joined by the path separator), how
+     * many interpreters, report every, "wide" to set a {@link WideContext} into each instead of
+     * a {@link Context} (else "narrow"), and optionally Python to run in each before it closes.
      */
     public static void main(String[] args) {
         PythonInterpreterConfig config =
                 PythonInterpreterConfig.newBuilder()
                         .setPythonExec(args[0])
-                        .addPythonPaths(args[1])
+                        .addPythonPaths(args[1].split(java.io.File.pathSeparator))
                         .setExcType(PythonInterpreterConfig.ExecType.MULTI_THREAD)
                         .build();
         int interpreters = Integer.parseInt(args[2]);
         int every = Integer.parseInt(args[3]);
         boolean wide = args.length > 4 && args[4].equals("wide");
+        String beforeClose = args.length > 5 ? args[5] : null;
         for (int closed = 0; closed <= interpreters; closed++) {
             PythonInterpreter interpreter = new PythonInterpreter(config);
             interpreter.set("context", wide ? new WideContext() : new Context());
@@ -131,6 +134,9 @@ public class PemjaInterpreterLeak {
                                 + ", \"method_lists\": " + interpreter.get("method_lists")
                                 + ", \"pemja_modules\": " + interpreter.get("pemja_modules")
                                 + ", \"blocks\": " + interpreter.get("blocks") + "}");
+            }
+            if (beforeClose != null) {
+                interpreter.exec(beforeClose);
             }
             interpreter.close(); // finalizes the interpreter's thread state and caches
         }

@@ -20,6 +20,7 @@ from pyflink.datastream.state import ListStateDescriptor
 
 from flink_agents.api.json_values import json_generic, read_json
 from flink_agents.flink.operator import END_OF_INPUT
+from flink_agents.flink.pemja_references import release_pemja_references, releasing
 from flink_agents.runtime.json_records import KeySpec, encode_input, object_key_selector
 from flink_agents.runtime.typed_outputs import OutputType
 
@@ -33,7 +34,7 @@ def in_batches(
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise ValueError(f"every must be a whole number of answers, 1 or more (got {every!r})")
     return (
-        answers.key_by(object_key_selector(key), key_type=Types.STRING())
+        answers.key_by(releasing(object_key_selector(key)), key_type=Types.STRING())
         .process(CountBatches(every, answer_type), output_type=Types.PICKLED_BYTE_ARRAY())
         .name(f"every {every}:{uid}")
         .uid(uid)
@@ -70,6 +71,7 @@ class CountBatches(KeyedProcessFunction):
         )
 
     def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterator[Any]:
+        release_pemja_references()
         waiting = list(self._waiting.get() or [])
         if not waiting:  # the key's first answer of a list: hand on the rest at the input's end
             ctx.timer_service().register_event_time_timer(END_OF_INPUT)

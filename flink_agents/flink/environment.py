@@ -49,6 +49,7 @@ from flink_agents.flink.event_time import output_watermarks
 from flink_agents.flink.jars import kafka_connector_jar
 from flink_agents.flink.job import PROCESS_MODE_BUNDLE_SIZE, python_settings
 from flink_agents.flink.operator import AgentFunction
+from flink_agents.flink.pemja_references import releasing
 from flink_agents.flink.resume_input import tagger, united_selector
 from flink_agents.flink.tables import answers_table, row_type, table_records
 from flink_agents.observability import EventLogConfig
@@ -477,9 +478,9 @@ class AgentInput:
         if self._decisions is not None:  # united before the one key_by: one owner per key
             decisions = self._decisions
             tag = tagger(key_selector(decisions.key, decisions.record_type))
-            stream = stream.union(decisions.stream.map(tag, output_type=Types.STRING()))
+            stream = stream.union(decisions.stream.map(releasing(tag), output_type=Types.STRING()))
             selector = united_selector(selector)
-        keyed = stream.key_by(selector, key_type=Types.STRING())
+        keyed = stream.key_by(releasing(selector), key_type=Types.STRING())
         outputs = (
             keyed.process(function, output_type=Types.STRING())
             .name(f"agent:{plan.name}")

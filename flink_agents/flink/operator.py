@@ -61,6 +61,7 @@ from pyflink.metrics import Counter, Distribution, MetricGroup
 from flink_agents.durable import faults
 from flink_agents.durable.faults import KillPoint
 from flink_agents.flink.cluster_config import cluster_heartbeat
+from flink_agents.flink.pemja_references import release_pemja_references
 from flink_agents.flink.resume_input import resume_text
 from flink_agents.observability import MetricsListener
 from flink_agents.plan.models import AgentPlan
@@ -145,12 +146,14 @@ class AgentFunction(KeyedProcessFunction):
         self._state = runtime_context.get_state(
             ValueStateDescriptor("flink_agents.key_state", Types.STRING())
         )
+        release_pemja_references()
 
     def close(self) -> None:
         if self._logic is not None:
             self._logic.close()
 
     def process_element(self, value: str, ctx: KeyedProcessFunction.Context) -> Iterable[str]:
+        release_pemja_references()  # its table grows while the first elements pass
         if self._task_thread is not None:
             self._task_thread.note()
         timers = ctx.timer_service()
@@ -173,6 +176,7 @@ class AgentFunction(KeyedProcessFunction):
         return _apply(visit, timers)
 
     def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[str]:
+        release_pemja_references()
         if self._task_thread is not None:
             self._task_thread.note()
         timers = ctx.timer_service()
