@@ -155,8 +155,10 @@ def releasing(function: Callable[[_In], _Out]) -> Callable[[_In], _Out]:
 
 def _this_threads_record() -> int:
     """The address of this thread's JcpThread, once its layout checks out; else 0."""
-    thread_dict: dict[str, Any] = _object_at(_api.PyThreadState_GetDict())
-    capsule = thread_dict.get(_THREAD_KEY)
+    thread_dict_address = _api.PyThreadState_GetDict()
+    if not thread_dict_address:
+        return 0
+    capsule = _object_at(thread_dict_address).get(_THREAD_KEY)
     if capsule is None:
         return 0  # not a pemja interpreter's thread
     record = _api.PyCapsule_GetPointer(capsule, None)
