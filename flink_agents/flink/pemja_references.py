@@ -57,8 +57,10 @@ _CLASS_TABLE = 64
 _TYPE = 8
 """Offset of an object's type pointer (after its reference count)."""
 
-_api = ctypes.pythonapi
-# Not ``py_object``: ctypes takes such a result for a new reference, and this one is borrowed.
+# A handle of our own (what ``ctypes.pythonapi`` is on POSIX), so that setting the signatures
+# below changes nobody else's. Not ``py_object`` for a result: ctypes takes it for a new reference,
+# and the thread state's dict is borrowed.
+_api = ctypes.PyDLL(None)
 _api.PyThreadState_GetDict.restype = ctypes.c_void_p
 _api.PyThreadState_GetDict.argtypes = []
 _api.PyThreadState_Get.restype = ctypes.c_void_p

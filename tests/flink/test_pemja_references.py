@@ -18,7 +18,9 @@ import pytest
 from flink_agents.flink import pemja_references
 from flink_agents.flink.pemja_references import release_pemja_references, releasing
 
-_api = ctypes.pythonapi
+_api = ctypes.PyDLL(None)
+_api.PyThreadState_Get.restype = ctypes.c_void_p
+_api.PyThreadState_GetDict.restype = ctypes.c_void_p
 _api.PyCapsule_New.restype = ctypes.py_object  # a new reference, as ctypes takes it
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _api.Py_IncRef.argtypes = [ctypes.py_object]
